@@ -1,0 +1,43 @@
+"""The ``debate-kernel`` command line. Each subcommand lives in its own ``adapters/cmd_<name>.py``
+module defining ``add_parser(subparsers)`` (registering the subcommand with ``func=run``) and
+``run(args) -> int``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+SUBCOMMANDS = ("score", "report")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="debate-kernel",
+        description="Score debates between LLM agents: parse, vote, reward, advantage, datums.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in SUBCOMMANDS:
+        try:
+            module = importlib.import_module(f"adapters.cmd_{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"adapters.cmd_{name}":
+                raise
+            continue
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    try:
+        return int(args.func(args))
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

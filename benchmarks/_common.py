@@ -1,0 +1,66 @@
+"""Shared benchmark machinery: timing with warm-up, readable tables, one JSON line of figures."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+
+def block(x: Any) -> Any:
+    """Waits for JAX results (``block_until_ready``); a no-op for anything else."""
+    try:
+        import jax
+    except ImportError:
+        return x
+    return jax.block_until_ready(x)
+
+
+def time_call(fn: Callable[[], Any], *, repeat: int = 5, warmup: int = 1, min_time: float = 0.0) -> float:
+    """Best-of-``repeat`` wall time in seconds of ``fn()`` after ``warmup`` calls (results blocked)."""
+    for _ in range(warmup):
+        block(fn())
+    best = float("inf")
+    for _ in range(max(repeat, 1)):
+        start = time.perf_counter()
+        n = 0
+        while True:
+            block(fn())
+            n += 1
+            elapsed = time.perf_counter() - start
+            if elapsed >= min_time:
+                break
+        best = min(best, elapsed / n)
+    return best
+
+
+def time_compile(fn: Callable[[], Any]) -> float:
+    """Wall time of the first call (trace + compile + run), reported apart from steady-state time."""
+    start = time.perf_counter()
+    block(fn())
+    return time.perf_counter() - start
+
+
+def print_table(title: str, header: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    """Prints a plain aligned table."""
+    cells = [[str(h) for h in header]] + [[_fmt(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    print(f"\n{title}")
+    for k, row in enumerate(cells):
+        print("  ".join(c.rjust(w) if k else c.ljust(w) for c, w in zip(row, widths, strict=True)))
+        if k == 0:
+            print("  ".join("-" * w for w in widths))
+
+
+def _fmt(x: Any) -> str:
+    if isinstance(x, float):
+        if x == 0 or 1e-3 <= abs(x) < 1e6:
+            return f"{x:,.3f}"
+        return f"{x:.3e}"
+    return str(x)
+
+
+def emit_json(figures: dict[str, Any]) -> None:
+    """Prints the single closing JSON line of a benchmark."""
+    print(json.dumps(figures, sort_keys=True))

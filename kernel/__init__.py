@@ -1,0 +1,51 @@
+"""debate-kernel: a pure-functional kernel for RL of debating LLM agents.
+
+numpy is the canonical path; JAX twins with the same signatures live in :mod:`kernel.jax`
+(install the ``jax`` extra). Hypothesis strategies and invariant suites live in :mod:`kernel.testing`.
+"""
+
+from kernel import (
+    _advantages,
+    _datums,
+    _episode,
+    _losses,
+    _metrics,
+    _observe,
+    _parse,
+    _rae,
+    _render,
+    _rewards,
+    _types,
+    _votes,
+)
+from kernel._advantages import *  # noqa: F403
+from kernel._datums import *  # noqa: F403
+from kernel._episode import *  # noqa: F403
+from kernel._losses import *  # noqa: F403
+from kernel._metrics import *  # noqa: F403
+from kernel._observe import *  # noqa: F403
+from kernel._parse import *  # noqa: F403
+from kernel._rae import *  # noqa: F403
+from kernel._render import *  # noqa: F403
+from kernel._rewards import *  # noqa: F403
+from kernel._types import *  # noqa: F403
+from kernel._votes import *  # noqa: F403
+
+__version__ = "0.1.0"
+
+__all__ = sorted(
+    {
+        *_advantages.__all__,
+        *_datums.__all__,
+        *_episode.__all__,
+        *_losses.__all__,
+        *_metrics.__all__,
+        *_observe.__all__,
+        *_parse.__all__,
+        *_rae.__all__,
+        *_render.__all__,
+        *_rewards.__all__,
+        *_types.__all__,
+        *_votes.__all__,
+    }
+)

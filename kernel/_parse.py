@@ -1,0 +1,3 @@
+"""Placeholder: filled in by its topic work."""
+
+__all__: list[str] = []
