@@ -1,0 +1,406 @@
+"""Token losses: hand values, analytic gradients, clipping regions, masking, aggregation, numpy ↔ JAX."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import kernel
+import kernel.jax as kjax
+from kernel import LOSS_AGGREGATIONS, TokenLoss
+
+LN2 = math.log(2.0)
+
+# Every loss behind one calling convention f(module, lp, lp_q, adv, **options); cross_entropy uses the
+# advantages as its weights.
+LOSS_NAMES = ("importance_sampling", "ppo", "cispo", "dro", "cross_entropy")
+
+
+def call(mod: Any, name: str, lp: Any, lp_q: Any, adv: Any, **kw: Any) -> TokenLoss[Any]:
+    if name == "cross_entropy":
+        return mod.cross_entropy_loss(lp, adv, **kw)
+    if name == "dro":
+        kw.setdefault("beta", 0.3)
+    return getattr(mod, f"{name}_loss")(lp, lp_q, adv, **kw)
+
+
+def analytic_grad(
+    name: str, lp: np.ndarray, lp_q: np.ndarray, adv: np.ndarray, beta: float = 0.3
+) -> np.ndarray:
+    """∂ℓ_t/∂lp_θ,t for the default options (PPO 0.8 / 1.2, CISPO 0 / 4)."""
+    rho = np.exp(lp - lp_q)
+    if name == "importance_sampling":
+        return -rho * adv
+    if name == "ppo":
+        clipped = ((adv > 0) & (rho > 1.2)) | ((adv < 0) & (rho < 0.8))
+        return np.where(clipped, 0.0, -rho * adv)
+    if name == "cispo":
+        return -np.clip(rho, 0.0, 4.0) * adv
+    if name == "dro":
+        return -(adv - beta * (lp - lp_q))
+    return -adv
+
+
+# --- strategies (local: fixed small shapes so JAX compiles once per test) ---------------------------
+
+SHAPE = (3, 5)
+
+
+@st.composite
+def loss_inputs(draw: st.DrawFn, shape: tuple[int, ...] = SHAPE) -> tuple[np.ndarray, ...]:
+    """(lp_θ, lp_q, A, where), float32 with |lp_θ − lp_q| ≤ 2 and a boolean mask."""
+    lp_q = draw(hnp.arrays(np.float32, shape, elements=st.floats(-8.0, 0.0, width=32)))
+    delta = draw(hnp.arrays(np.float32, shape, elements=st.floats(-2.0, 2.0, width=32)))
+    adv = draw(hnp.arrays(np.float32, shape, elements=st.floats(-3.0, 3.0, width=32)))
+    where = draw(hnp.arrays(np.bool_, shape))
+    return (lp_q + delta).astype(np.float32), lp_q, adv, where
+
+
+# --- hand-computed values ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mod", [kernel, kjax], ids=["numpy", "jax"])
+def test_importance_sampling_hand_values(mod: Any) -> None:
+    lp = np.array([-1.0, -2.0, -0.5], np.float32)
+    lp_q = np.array([-1.0, -2.0 - LN2, -0.5], np.float32)  # ρ = [1, 2, 1]
+    adv = np.array([1.0, 0.5, -2.0], np.float32)
+    out = mod.importance_sampling_loss(lp, lp_q, adv)
+    np.testing.assert_allclose(np.asarray(out.per_token_loss), [-1.0, -1.0, 2.0], rtol=1e-6)
+    assert float(out.loss) == pytest.approx(0.0, abs=1e-6)
+    assert int(out.num_tokens) == 3 and float(out.clip_fraction) == 0.0
+
+
+# ρ ∈ {0.5, 0.9, 1.5} × A ∈ {+1, −1}; default thresholds 0.8 / 1.2.
+PPO_RHO = np.array([0.5, 0.9, 1.5, 0.5, 0.9, 1.5])
+PPO_ADV = np.array([1.0, 1.0, 1.0, -1.0, -1.0, -1.0])
+PPO_LOSS = np.array([-0.5, -0.9, -1.2, 0.8, 0.9, 1.5])
+PPO_GRAD = np.array([-0.5, -0.9, 0.0, 0.0, 0.9, 1.5])
+
+
+@pytest.mark.parametrize("mod", [kernel, kjax], ids=["numpy", "jax"])
+def test_ppo_clipping_regions_values(mod: Any) -> None:
+    out = mod.ppo_loss(np.log(PPO_RHO), np.zeros(6), PPO_ADV)
+    np.testing.assert_allclose(np.asarray(out.per_token_loss), PPO_LOSS, rtol=1e-6)
+    assert float(out.loss) == pytest.approx(PPO_LOSS.sum(), abs=1e-6)
+    assert float(out.clip_fraction) == pytest.approx(2 / 6)
+
+
+def test_ppo_clipping_regions_gradients() -> None:
+    lp = jnp.log(jnp.asarray(PPO_RHO, jnp.float32))
+    grad = jax.grad(lambda x: kjax.ppo_loss(x, jnp.zeros(6), PPO_ADV).loss)(lp)
+    np.testing.assert_allclose(np.asarray(grad), PPO_GRAD, rtol=1e-6, atol=0)
+    # clipped tokens get exactly zero; inside the range the gradient is −ρ·A
+    assert np.asarray(grad)[[2, 3]].tolist() == [0.0, 0.0]
+
+
+@pytest.mark.parametrize("mod", [kernel, kjax], ids=["numpy", "jax"])
+def test_ppo_configurable_thresholds(mod: Any) -> None:
+    out = mod.ppo_loss(np.log(PPO_RHO), np.zeros(6), PPO_ADV, clip_low_threshold=0.4, clip_high_threshold=1.6)
+    np.testing.assert_allclose(np.asarray(out.per_token_loss), -PPO_RHO * PPO_ADV, rtol=1e-6)
+    assert float(out.clip_fraction) == 0.0
+
+
+@pytest.mark.parametrize("mod", [kernel, kjax], ids=["numpy", "jax"])
+def test_cispo_hand_values(mod: Any) -> None:
+    lp = np.array([-1.0, -2.0, -0.5], np.float32)
+    lp_q = np.array([-1.0 + LN2, -2.0 - LN2, -0.5 - 3 * LN2], np.float32)  # ρ = [0.5, 2, 8] → w [0.5, 2, 4]
+    adv = np.array([1.0, -1.0, 2.0], np.float32)
+    out = mod.cispo_loss(lp, lp_q, adv)
+    np.testing.assert_allclose(np.asarray(out.per_token_loss), [0.5, -4.0, 4.0], rtol=1e-5)
+    assert float(out.clip_fraction) == pytest.approx(1 / 3)
+    tight = mod.cispo_loss(lp, lp_q, adv, clip_low_threshold=0.8, clip_high_threshold=1.5)
+    np.testing.assert_allclose(np.asarray(tight.per_token_loss), [0.8, -3.0, 1.5], rtol=1e-5)
+    assert float(tight.clip_fraction) == 1.0
+
+
+def test_cispo_gradient_is_stop_gradient_weight() -> None:
+    lp = jnp.array([-1.0, -2.0, -0.5])
+    lp_q = lp - jnp.log(jnp.array([0.5, 2.0, 8.0]))
+    adv = jnp.array([1.0, -1.0, 2.0])
+    grad = jax.grad(lambda x: kjax.cispo_loss(x, lp_q, adv).loss)(lp)
+    np.testing.assert_allclose(np.asarray(grad), [-0.5, 2.0, -8.0], rtol=1e-5)
+
+
+@pytest.mark.parametrize("mod", [kernel, kjax], ids=["numpy", "jax"])
+def test_dro_and_cross_entropy_hand_values(mod: Any) -> None:
+    out = mod.dro_loss([-1.0, -2.0], [-3.0, -2.0], [2.0, -1.0], beta=0.5)
+    # token 0: −(−2 − ¼·4) = 3; token 1: −(2 − 0) = −2
+    np.testing.assert_allclose(np.asarray(out.per_token_loss), [3.0, -2.0])
+    ce = mod.cross_entropy_loss([-0.5, -2.0, -1.0], [0.0, 1.0, 0.5])
+    np.testing.assert_allclose(np.asarray(ce.per_token_loss), [0.0, 2.0, 0.5])
+    assert float(ce.loss) == 2.5
+
+
+def test_dro_without_mask_charges_observation_positions_like_tinker() -> None:
+    # An observation position carries lp_q = 0 and A = 0; Tinker (no mask) still adds ½β·lp_θ².
+    lp, lp_q, adv = np.array([-2.0, -1.0]), np.array([0.0, -1.0]), np.array([0.0, 1.0])
+    unmasked = kernel.dro_loss(lp, lp_q, adv, beta=1.0)
+    masked = kernel.dro_loss(lp, lp_q, adv, beta=1.0, where=np.array([False, True]))
+    assert float(unmasked.loss) == pytest.approx(2.0 + 1.0)
+    assert float(masked.loss) == pytest.approx(1.0)
+
+
+# --- gradients against the analytic forms -----------------------------------------------------------
+
+
+def _grads(name: str, lp: np.ndarray, lp_q: np.ndarray, adv: np.ndarray, where: np.ndarray) -> jax.Array:
+    return jax.grad(lambda x: call(kjax, name, x, lp_q, adv, where=where).loss)(jnp.asarray(lp))
+
+
+_GRAD_ALL = jax.jit(
+    lambda lp, lp_q, adv, where: {n: _grads(n, lp, lp_q, adv, where) for n in LOSS_NAMES},
+)
+
+
+@given(loss_inputs())
+def test_gradients_match_analytic_forms(inputs: tuple[np.ndarray, ...]) -> None:
+    lp, lp_q, adv, where = inputs
+    rho = np.exp(lp.astype(np.float64) - lp_q)
+    assume(np.all(np.abs(rho - 0.8) > 1e-3) and np.all(np.abs(rho - 1.2) > 1e-3))
+    assume(np.all(np.abs(rho - 4.0) > 1e-3))
+    grads = _GRAD_ALL(lp, lp_q, adv, where)
+    for name in LOSS_NAMES:
+        want = np.where(where, analytic_grad(name, lp.astype(np.float64), lp_q, adv), 0.0)
+        np.testing.assert_allclose(np.asarray(grads[name]), want, rtol=1e-4, atol=1e-4, err_msg=name)
+
+
+def test_importance_sampling_gradient_at_ratio_one_is_minus_advantage() -> None:
+    lp = jnp.array([-1.0, -0.2, -3.0])
+    adv = jnp.array([0.7, -1.3, 0.0])
+    for name in ("importance_sampling", "ppo", "cispo"):
+        grad = jax.grad(lambda x, n=name: call(kjax, n, x, lp, adv).loss)(lp)
+        np.testing.assert_allclose(np.asarray(grad), -np.asarray(adv), rtol=1e-6, err_msg=name)
+
+
+# --- masking: NaN / inf at masked positions never leak ----------------------------------------------
+
+
+MASK_WHERE = np.array([[True, False, True], [False, True, True]])
+DIRTY = (
+    np.array([[-1.0, np.nan, -0.5], [np.inf, -2.0, -0.1]], np.float32),
+    np.array([[-1.2, -np.inf, -0.4], [np.nan, -2.5, -0.3]], np.float32),
+    np.array([[1.0, np.nan, -1.0], [np.inf, 0.5, 2.0]], np.float32),
+)
+CLEAN = tuple(np.where(MASK_WHERE, x, np.float32(-0.7)) for x in DIRTY)
+
+
+@pytest.mark.parametrize("aggregation", LOSS_AGGREGATIONS)
+@pytest.mark.parametrize("name", LOSS_NAMES)
+def test_masked_nan_inputs_do_not_leak_numpy(name: str, aggregation: str) -> None:
+    kw = {"where": MASK_WHERE, "aggregation": aggregation}
+    dirty, clean = call(kernel, name, *DIRTY, **kw), call(kernel, name, *CLEAN, **kw)
+    assert np.isfinite(float(dirty.loss))
+    assert float(dirty.loss) == float(clean.loss)
+    np.testing.assert_array_equal(dirty.per_token_loss[~MASK_WHERE], 0.0)
+
+
+@jax.jit
+def _values_and_grads(lp: jax.Array, lp_q: jax.Array, adv: jax.Array, where: jax.Array) -> dict[Any, Any]:
+    out = {}
+    for name in LOSS_NAMES:
+        for agg in LOSS_AGGREGATIONS:
+
+            def loss(x: jax.Array, name: str = name, agg: str = agg) -> jax.Array:
+                return call(kjax, name, x, lp_q, adv, where=where, aggregation=agg).loss
+
+            out[name, agg] = jax.value_and_grad(loss)(lp)
+    return out
+
+
+def test_masked_nan_inputs_do_not_leak_jax() -> None:
+    dirty = _values_and_grads(*DIRTY, MASK_WHERE)
+    clean = _values_and_grads(*CLEAN, MASK_WHERE)
+    for key, (value, grad) in dirty.items():
+        assert np.isfinite(float(value)) and float(value) == float(clean[key][0]), key
+        assert np.all(np.isfinite(np.asarray(grad))), key
+        np.testing.assert_array_equal(np.asarray(grad)[~MASK_WHERE], 0.0, err_msg=str(key))
+        np.testing.assert_array_equal(np.asarray(grad), np.asarray(clean[key][1]), err_msg=str(key))
+
+
+def test_where_must_be_boolean() -> None:
+    for mod in (kernel, kjax):
+        with pytest.raises(TypeError, match="where"):
+            mod.importance_sampling_loss([-1.0], [-1.0], [1.0], where=[1.0])
+        with pytest.raises(ValueError, match="where"):
+            mod.importance_sampling_loss([-1.0, -2.0], [-1.0, -2.0], [1.0, 1.0], where=[True])
+
+
+# --- aggregation -------------------------------------------------------------------------------------
+
+ELL = np.array([[1.0, 2.0, 3.0, 9.0], [4.0, 9.0, 9.0, 9.0], [9.0, 9.0, 9.0, 9.0]])
+KEEP = np.array([[True, True, True, False], [True, False, False, False], [False] * 4])
+
+
+@pytest.mark.parametrize("mod", [kernel, kjax], ids=["numpy", "jax"])
+def test_aggregation_hand_values(mod: Any) -> None:
+    agg = mod.aggregate_token_loss
+    assert float(agg(ELL, where=KEEP)) == 10.0
+    assert float(agg(ELL, where=KEEP, aggregation="token_mean")) == 2.5
+    # sequence means 2 and 4; the empty third row is left out
+    assert float(agg(ELL, where=KEEP, aggregation="seq_mean_token_mean")) == 3.0
+    assert float(agg(ELL, where=KEEP, normalizer=8.0)) == 1.25
+    assert float(agg(ELL, where=KEEP, aggregation="token_mean", normalizer=2.0)) == 1.25
+    none = np.zeros_like(KEEP)
+    for aggregation in LOSS_AGGREGATIONS:
+        assert float(agg(ELL, where=none, aggregation=aggregation)) == 0.0
+
+
+@pytest.mark.parametrize("mod", [kernel, kjax], ids=["numpy", "jax"])
+def test_seq_mean_on_packed_input_with_segment_ids(mod: Any) -> None:
+    flat_ell, flat_keep = ELL.reshape(-1), KEEP.reshape(-1)
+    ids = np.repeat(np.arange(3), 4)
+    got = mod.aggregate_token_loss(
+        flat_ell, where=flat_keep, aggregation="seq_mean_token_mean", segment_ids=ids, num_segments=3
+    )
+    assert float(got) == 3.0
+    # id == num_segments marks padding tokens, which drop out
+    padded_ids = np.where(np.arange(12) >= 8, 2, ids)
+    got = mod.aggregate_token_loss(
+        flat_ell, aggregation="seq_mean_token_mean", segment_ids=padded_ids, num_segments=2
+    )
+    assert float(got) == pytest.approx((15.0 / 4 + 31.0 / 4) / 2)
+
+
+@given(loss_inputs(), st.sampled_from(LOSS_AGGREGATIONS))
+def test_aggregation_padded_equals_packed(inputs: tuple[np.ndarray, ...], aggregation: str) -> None:
+    lp, lp_q, adv, where = inputs
+    padded = kernel.ppo_loss(lp, lp_q, adv, where=where, aggregation=aggregation)
+    ids = np.repeat(np.arange(SHAPE[0]), SHAPE[1])
+    packed = kernel.ppo_loss(
+        lp.reshape(-1),
+        lp_q.reshape(-1),
+        adv.reshape(-1),
+        where=where.reshape(-1),
+        aggregation=aggregation,
+        segment_ids=ids,
+        num_segments=SHAPE[0],
+    )
+    assert float(packed.loss) == pytest.approx(float(padded.loss), rel=1e-5, abs=1e-5)
+
+
+def test_sum_is_tinker_no_length_normalisation() -> None:
+    lp, adv = np.full(7, -1.0), np.ones(7)
+    assert float(kernel.importance_sampling_loss(lp, lp, adv).loss) == -7.0
+    assert float(kernel.importance_sampling_loss(lp, lp, adv, aggregation="token_mean").loss) == -1.0
+
+
+def test_aggregation_option_errors() -> None:
+    for mod in (kernel, kjax):
+        with pytest.raises(ValueError, match="aggregation"):
+            mod.ppo_loss([-1.0], [-1.0], [1.0], aggregation="mean")
+        with pytest.raises(ValueError, match="normalizer"):
+            mod.ppo_loss([-1.0], [-1.0], [1.0], normalizer=0.0)
+        with pytest.raises(ValueError, match="low <= high"):
+            mod.ppo_loss([-1.0], [-1.0], [1.0], clip_low_threshold=1.2, clip_high_threshold=0.8)
+        with pytest.raises(ValueError, match="low <= high"):
+            mod.cispo_loss([-1.0], [-1.0], [1.0], clip_low_threshold=float("nan"))
+        with pytest.raises(ValueError, match="segment_ids"):
+            mod.ppo_loss([-1.0], [-1.0], [1.0], aggregation="seq_mean_token_mean")
+        with pytest.raises(ValueError, match="same shape"):
+            mod.dro_loss([-1.0, -2.0], [-1.0], [1.0, 1.0], beta=0.1)
+        with pytest.raises(ValueError, match="rank"):
+            mod.cross_entropy_loss(-1.0, 1.0)
+        with pytest.raises(TypeError, match="advantages"):
+            mod.importance_sampling_loss([-1.0], [-1.0], ["x"] if mod is kernel else [1j])
+    with pytest.raises(ValueError, match="segment_ids must lie"):
+        kernel.aggregate_token_loss(
+            [1.0, 2.0], aggregation="seq_mean_token_mean", segment_ids=[0, 3], num_segments=2
+        )
+
+
+# --- relations between losses ------------------------------------------------------------------------
+
+
+@given(loss_inputs())
+def test_related_losses_agree(inputs: tuple[np.ndarray, ...]) -> None:
+    lp, lp_q, adv, where = (x.astype(np.float64) if x.dtype != np.bool_ else x for x in inputs)
+    is_loss = kernel.importance_sampling_loss(lp, lp_q, adv, where=where)
+    unclipped = kernel.ppo_loss(
+        lp, lp_q, adv, where=where, clip_low_threshold=0.0, clip_high_threshold=np.inf
+    )
+    np.testing.assert_allclose(unclipped.per_token_loss, is_loss.per_token_loss, rtol=1e-12)
+    # PPO's objective is a pessimistic bound on the importance-sampled one: ℓ_ppo ≥ ℓ_is per token
+    ppo = kernel.ppo_loss(lp, lp_q, adv, where=where)
+    assert np.all(ppo.per_token_loss >= is_loss.per_token_loss - 1e-12)
+    # DRO with β = 0 and CISPO at ρ = 1 are both REINFORCE on lp_θ: cross-entropy weighted by A
+    ce = kernel.cross_entropy_loss(lp, adv, where=where)
+    np.testing.assert_allclose(
+        kernel.dro_loss(lp, lp_q, adv, beta=0.0, where=where).loss, ce.loss, rtol=1e-12
+    )
+    np.testing.assert_allclose(kernel.cispo_loss(lp, lp, adv, where=where).loss, ce.loss, rtol=1e-12)
+
+
+# --- numpy ↔ JAX parity under jit, no retrace --------------------------------------------------------
+
+_TRACES = [0]
+
+
+@jax.jit
+def _all_losses_jit(lp: jax.Array, lp_q: jax.Array, adv: jax.Array, where: jax.Array) -> dict[str, Any]:
+    _TRACES[0] += 1
+    return {
+        (name, agg): call(kjax, name, lp, lp_q, adv, where=where, aggregation=agg)
+        for name in LOSS_NAMES
+        for agg in LOSS_AGGREGATIONS
+    }
+
+
+@given(loss_inputs())
+def test_numpy_jax_parity_under_jit(inputs: tuple[np.ndarray, ...]) -> None:
+    lp, lp_q, adv, where = inputs
+    got = _all_losses_jit(lp, lp_q, adv, where)
+    for (name, agg), out in got.items():
+        want = call(kernel, name, lp, lp_q, adv, where=where, aggregation=agg)
+        scale = float(np.abs(want.per_token_loss).sum()) + 1.0
+        np.testing.assert_allclose(float(out.loss), float(want.loss), rtol=1e-5, atol=1e-5 * scale)
+        np.testing.assert_allclose(
+            np.asarray(out.per_token_loss), want.per_token_loss, rtol=1e-5, atol=1e-5, err_msg=name
+        )
+        assert int(out.num_tokens) == int(want.num_tokens)
+        # float32 exp may put a ratio on the other side of a threshold: at most one token differs
+        flips = abs(float(out.clip_fraction) - float(want.clip_fraction)) * max(int(want.num_tokens), 1)
+        assert flips <= 1 + 1e-4, (name, agg)
+
+
+def test_no_retrace_under_fixed_shapes() -> None:
+    rng = np.random.default_rng(0)
+
+    def draw() -> tuple[np.ndarray, ...]:
+        lp_q = rng.uniform(-5, 0, SHAPE).astype(np.float32)
+        lp = (lp_q + rng.normal(0, 0.2, SHAPE)).astype(np.float32)
+        return lp, lp_q, rng.normal(size=SHAPE).astype(np.float32), rng.random(SHAPE) > 0.3
+
+    _all_losses_jit(*draw())
+    before = _TRACES[0]
+    for _ in range(3):
+        _all_losses_jit(*draw())
+    assert _TRACES[0] == before
+
+
+def test_dtypes() -> None:
+    lp32 = np.array([-1.0, -2.0], np.float32)
+    for name in LOSS_NAMES:
+        out32 = call(kernel, name, lp32, lp32, lp32)
+        assert out32.loss.dtype == np.float32 and out32.per_token_loss.dtype == np.float32, name
+        out64 = call(kernel, name, lp32.astype(np.float64), lp32, lp32)
+        assert out64.loss.dtype == np.float64, name
+        assert call(kjax, name, lp32, lp32, lp32).loss.dtype == jnp.float32, name
+
+
+def test_public_names_exported_with_docstrings() -> None:
+    names: list[str] = [f"{n}_loss" for n in LOSS_NAMES] + ["aggregate_token_loss"]
+    for name in names:
+        assert name in kernel.__all__ and name in kjax.__all__
+        for mod in (kernel, kjax):
+            fn: Callable[..., Any] = getattr(mod, name)
+            assert fn.__doc__ and "Examples:" in fn.__doc__
+    assert "TokenLoss" in kernel.__all__ and "LOSS_AGGREGATIONS" in kernel.__all__
