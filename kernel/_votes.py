@@ -1,3 +1,338 @@
-"""Placeholder: filled in by its topic work."""
+"""Votes as struct-of-arrays across many debates, and their validation.
 
-__all__: list[str] = []
+A vote ``(u, a, op, b)`` is agent ``u`` writing ``Agent a <op> Agent b`` in debate ``p``. A batch of
+votes from thousands of debates is five flat int32 arrays of length V (one row per vote) plus, on the
+side, ``num_agents_P`` (the agent count N_p of every debate). Debate ids follow the kernel's group
+convention: ``group_ids_V`` lies in ``[0, P)``, and the id ``P`` marks a padding row that drops out.
+
+Validity (the reference's rule): a vote of debate p is valid iff ``0 ≤ a < N_p``, ``0 ≤ b < N_p``,
+``a ≠ b`` and ``op ∈ {>, =}``. Invalid votes are never dropped silently: they are counted per debate
+as ``malformed`` and each carries a reason code. The author plays no part in validity: authors ``-1``
+(unknown) or ``≥ N_p`` are allowed and simply exclude nobody from leave-one-out rewards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final, NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+
+from kernel._checks import as_int_array, check_group_ids, check_same_length
+from kernel._types import OP_EQ, OP_GT, OP_OTHER, ParsedResponse
+
+__all__ = [
+    "VOTE_A_OUT_OF_RANGE",
+    "VOTE_BAD_OP",
+    "VOTE_B_OUT_OF_RANGE",
+    "VOTE_PADDING",
+    "VOTE_REASONS",
+    "VOTE_SELF_PAIR",
+    "VOTE_VALID",
+    "VoteArrays",
+    "VoteValidation",
+    "validate_votes",
+    "vote_arrays",
+    "votes_from_responses",
+]
+
+VOTE_VALID: Final = 0
+"""Reason code of a valid vote."""
+VOTE_PADDING: Final = 1
+"""Reason code of a padding row (group id ``P``): not a vote, not counted as malformed."""
+VOTE_A_OUT_OF_RANGE: Final = 2
+"""Reason code: ``a`` is not in ``[0, N_p)``."""
+VOTE_B_OUT_OF_RANGE: Final = 3
+"""Reason code: ``a`` is in range but ``b`` is not in ``[0, N_p)``."""
+VOTE_SELF_PAIR: Final = 4
+"""Reason code: both ids are in range but ``a == b``."""
+VOTE_BAD_OP: Final = 5
+"""Reason code: the pair is fine but the operator is neither ``>`` nor ``=`` (op code not OP_GT/OP_EQ)."""
+VOTE_REASONS: Final = ("valid", "padding", "a_out_of_range", "b_out_of_range", "self_pair", "bad_op")
+"""Reason names indexed by reason code: ``VOTE_REASONS[reason_V[v]]``."""
+
+_INT32_MIN: Final = int(np.iinfo(np.int32).min)
+_INT32_MAX: Final = int(np.iinfo(np.int32).max)
+# The fast validity test below reads "op is > or =" as ``op as uint32 < 2``.
+assert (OP_GT, OP_EQ) == (0, 1), "kernel._votes assumes OP_GT == 0 and OP_EQ == 1"
+
+Int32Array = npt.NDArray[np.int32]
+
+
+class VoteArrays(NamedTuple):
+    """Votes of many debates as struct-of-arrays, one row per vote (all int32, shape [V]).
+
+    Attributes:
+      group_ids_V: debate of each vote, in ``[0, P)``; ``P`` marks a padding row.
+      authors_V: agent id of the vote's author (``-1`` when unknown; any int is accepted).
+      a_V: first agent of ``Agent a <op> Agent b``.
+      op_V: operator code: ``OP_GT`` (a beats b), ``OP_EQ`` (tie) or ``OP_OTHER``.
+      b_V: second agent.
+    """
+
+    group_ids_V: Int32Array
+    authors_V: Int32Array
+    a_V: Int32Array
+    op_V: Int32Array
+    b_V: Int32Array
+
+
+class VoteValidation(NamedTuple):
+    """Result of :func:`validate_votes`.
+
+    Attributes:
+      valid_V: bool [V], True for the votes that count.
+      reason_V: int8 [V], a ``VOTE_*`` code; ``VOTE_REASONS[code]`` names it.
+      malformed_P: int32 [P], number of invalid (non-padding) votes in each debate.
+    """
+
+    valid_V: npt.NDArray[np.bool_]
+    reason_V: npt.NDArray[np.int8]
+    malformed_P: Int32Array
+
+
+def _saturate_int32(x: npt.NDArray[np.int64]) -> Int32Array:
+    """Casts to int32, clamping values beyond the int32 range (they stay out of every agent range)."""
+    return np.clip(x, _INT32_MIN, _INT32_MAX).astype(np.int32)
+
+
+def _clamp(x: int) -> int:
+    return min(max(int(x), _INT32_MIN), _INT32_MAX)
+
+
+_OP_BY_STRING: Final = {">": OP_GT, "=": OP_EQ}
+
+
+def _op_code(op: object) -> int:
+    if isinstance(op, str):
+        return _OP_BY_STRING.get(op, OP_OTHER)
+    if isinstance(op, (int, np.integer)) and not isinstance(op, (bool, np.bool_)):
+        return int(op) if int(op) in (OP_GT, OP_EQ) else OP_OTHER
+    raise TypeError(f"ops must hold strings or integer op codes, got {type(op).__name__}")
+
+
+def _op_codes(ops: npt.ArrayLike | Sequence[str | int]) -> Int32Array:
+    """Maps operators to codes: ``">"`` → OP_GT, ``"="`` → OP_EQ, other strings → OP_OTHER.
+
+    Integer codes other than OP_GT / OP_EQ become OP_OTHER.
+    """
+    if isinstance(ops, np.ndarray):
+        if ops.ndim != 1:
+            raise ValueError(f"ops must have rank 1, got shape {ops.shape}")
+        if ops.dtype.kind in "US":
+            gt, eq = (">", "=") if ops.dtype.kind == "U" else (b">", b"=")
+            out = np.full(ops.shape, OP_OTHER, dtype=np.int32)
+            out[ops == gt] = OP_GT
+            out[ops == eq] = OP_EQ
+            return out
+        if ops.dtype.kind in "iu":
+            return np.where((ops == OP_GT) | (ops == OP_EQ), ops, OP_OTHER).astype(np.int32)
+        if ops.dtype.kind != "O":
+            raise TypeError(f"ops must hold strings or integer op codes, got dtype {ops.dtype}")
+    elif isinstance(ops, (str, bytes)) or not isinstance(ops, Sequence):
+        raise TypeError(f"ops must be a sequence or 1-D array of operators, got {type(ops).__name__}")
+    get = _OP_BY_STRING.get
+    codes = (get(op, OP_OTHER) if type(op) is str else _op_code(op) for op in ops)
+    return np.fromiter(codes, dtype=np.int32, count=len(ops))
+
+
+def vote_arrays(
+    group_ids: npt.ArrayLike,
+    authors: npt.ArrayLike,
+    a: npt.ArrayLike,
+    ops: npt.ArrayLike | Sequence[str | int],
+    b: npt.ArrayLike,
+) -> VoteArrays:
+    """Builds :class:`VoteArrays` from lists or arrays of equal length V.
+
+    Operators may be strings (``">"`` → ``OP_GT``, ``"="`` → ``OP_EQ``, anything else, e.g. ``"<"``,
+    ``">="`` or ``" >"``, → ``OP_OTHER``) or integer codes (codes other than OP_GT / OP_EQ become
+    OP_OTHER). Ids beyond the int32 range are clamped to it, which keeps them out of every agent range,
+    so such a vote stays malformed.
+
+    Args:
+      group_ids: int [V], debate of each vote, in ``[0, P]`` (``P`` = padding; checked later).
+      authors: int [V], author agent ids (``-1`` for unknown).
+      a: int [V], first agent ids.
+      ops: [V] operator strings or int codes.
+      b: int [V], second agent ids.
+
+    Returns:
+      A ``VoteArrays`` of int32 arrays of shape [V].
+
+    Raises:
+      TypeError: non-integer ids, or an operator that is neither a string nor an int.
+      ValueError: an argument that is not 1-D, or lengths that differ.
+
+    Examples:
+      >>> v = vote_arrays([0, 0, 1], [2, -1, 0], [0, 1, 1], [">", "=", "<"], [1, 2, 0])
+      >>> v.op_V
+      array([0, 1, 2], dtype=int32)
+    """
+    g = as_int_array(group_ids, "group_ids")
+    u = as_int_array(authors, "authors")
+    a_ = as_int_array(a, "a")
+    b_ = as_int_array(b, "b")
+    op = _op_codes(ops)
+    check_same_length(group_ids=g, authors=u, a=a_, ops=op, b=b_)
+    return VoteArrays(_saturate_int32(g), _saturate_int32(u), _saturate_int32(a_), op, _saturate_int32(b_))
+
+
+def votes_from_responses(
+    responses_P: Sequence[Sequence[ParsedResponse]], *, include_failed: bool = False
+) -> VoteArrays:
+    """Collects the votes of parsed responses, debate by debate, into :class:`VoteArrays`.
+
+    Debate ``p`` is the outer index; each vote's author is ``response.author_id``. A response that did
+    not parse (``ok`` False) contributes no votes unless ``include_failed`` is set: in the reference a
+    failed parse yields no response at all. Comparisons the parser already removed (self-comparisons,
+    unreadable lines in ``response.malformed_votes``) are not votes and do not appear here.
+
+    Args:
+      responses_P: for each of P debates, its parsed responses in any order (rounds may be flattened).
+      include_failed: keyword-only; also take the votes of responses with ``ok`` False.
+
+    Returns:
+      ``VoteArrays`` with one row per vote, debates in order; ids beyond int32 are clamped.
+
+    Examples:
+      >>> from kernel._types import ParsedResponse, Vote
+      >>> r = ParsedResponse(ok=True, solution="4", evaluation="", comparison="Agent 1 > Agent 2",
+      ...     consensus=False, consensus_reason="", votes=(Vote(1, ">", 2),), author_id=0,
+      ...     self_votes_dropped=0, malformed_votes=(), reason="", normalized_text="", policy="robust")
+      >>> votes_from_responses([[r], [], [r, r]]).group_ids_V
+      array([0, 2, 2], dtype=int32)
+    """
+    g: list[int] = []
+    u: list[int] = []
+    a: list[int] = []
+    op: list[int] = []
+    b: list[int] = []
+    for p, responses in enumerate(responses_P):
+        for response in responses:
+            if not (response.ok or include_failed):
+                continue
+            author = _clamp(response.author_id)
+            for vote in response.votes:
+                g.append(p)
+                u.append(author)
+                a.append(_clamp(vote.a))
+                op.append(_OP_BY_STRING.get(vote.op, OP_OTHER))
+                b.append(_clamp(vote.b))
+    return VoteArrays(*(np.array(x, dtype=np.int32) for x in (g, u, a, op, b)))
+
+
+def _num_agents(num_agents_P: npt.ArrayLike) -> npt.NDArray[np.int64]:
+    n = as_int_array(num_agents_P, "num_agents_P")
+    if n.size and int(n.min()) < 0:
+        raise ValueError(f"num_agents_P must be >= 0, got a minimum of {int(n.min())}")
+    if n.size and int(n.max()) > _INT32_MAX:
+        raise ValueError(f"num_agents_P must fit int32, got a maximum of {int(n.max())}")
+    return n
+
+
+def _vote_fields(votes: VoteArrays) -> tuple[Int32Array, Int32Array, Int32Array, Int32Array, Int32Array]:
+    """The five fields as int32 arrays of one length (ids beyond int32 clamped)."""
+    names = ("group_ids_V", "authors_V", "a_V", "op_V", "b_V")
+    fields = []
+    for name, x in zip(names, votes, strict=True):
+        arr = np.asarray(x)
+        if arr.dtype != np.int32:
+            arr = _saturate_int32(as_int_array(arr, f"votes.{name}"))
+        elif arr.ndim != 1:
+            raise ValueError(f"votes.{name} must have rank 1, got shape {arr.shape}")
+        fields.append(arr)
+    check_same_length(**dict(zip(names, fields, strict=True)))
+    g, u, a, op, b = fields
+    return g, u, a, op, b
+
+
+def _checked(
+    votes: VoteArrays, num_agents_P: npt.ArrayLike
+) -> tuple[Int32Array, Int32Array, Int32Array, Int32Array, Int32Array, npt.NDArray[np.int64]]:
+    g, u, a, op, b = _vote_fields(votes)
+    n = _num_agents(num_agents_P)
+    check_group_ids(g, int(n.shape[0]), "votes.group_ids_V")  # type: ignore[arg-type]  # int32 is fine
+    return g, u, a, op, b, n
+
+
+def _uniform_agents(g: Int32Array, n: npt.NDArray[np.int64]) -> int | None:
+    """N when every debate has N agents and no vote is padding (then nothing needs a gather)."""
+    if n.size == 0 or int(n.min()) != int(n.max()) or (g.size and int(g.max()) >= n.size):
+        return None
+    return int(n[0])
+
+
+def _valid_mask(
+    g: Int32Array,
+    a: Int32Array,
+    op: Int32Array,
+    b: Int32Array,
+    n: npt.NDArray[np.int64],
+    uniform: int | None = None,
+) -> npt.NDArray[np.bool_]:
+    """valid = 0 ≤ a < N_g ∧ 0 ≤ b < N_g ∧ a ≠ b ∧ op ∈ {OP_GT, OP_EQ}; padding rows (g = P) are invalid.
+
+    Read as uint32, a negative id is ≥ 2³¹ > N, so one unsigned comparison checks both bounds.
+    ``uniform`` (from :func:`_uniform_agents`) replaces the per-vote gather of N_g by a scalar.
+    """
+    if uniform is None:
+        n_v: npt.NDArray[np.uint32] | np.uint32 = np.take(np.append(n, 0).astype(np.uint32), g)
+    else:
+        n_v = np.uint32(uniform)
+    valid = a.view(np.uint32) < n_v
+    valid &= b.view(np.uint32) < n_v
+    valid &= a != b
+    valid &= op.view(np.uint32) < np.uint32(2)
+    return valid
+
+
+def validate_votes(votes: VoteArrays, num_agents_P: npt.ArrayLike) -> VoteValidation:
+    """Marks each vote valid or not, with a reason, and counts the malformed votes of each debate.
+
+    valid_v ⟺ 0 ≤ a_v < N_p ∧ 0 ≤ b_v < N_p ∧ a_v ≠ b_v ∧ op_v ∈ {OP_GT, OP_EQ}, with p = group_ids_V[v];
+    malformed_p = #{v in debate p : ¬valid_v}. The reason of an invalid vote is the first failing check
+    in the order a, b, pair, op. Padding rows (group id P) get ``VOTE_PADDING`` and count nowhere.
+
+    Total over votes: any ids and op codes give a result. A group id outside ``[0, P]`` is a programmer
+    error (debate ids come from the caller's code, not from the model) and raises.
+
+    Args:
+      votes: ``VoteArrays`` of length V.
+      num_agents_P: int [P], agent count of each debate (≥ 0).
+
+    Returns:
+      ``VoteValidation(valid_V: bool [V], reason_V: int8 [V], malformed_P: int32 [P])``.
+
+    Raises:
+      ValueError: a group id outside ``[0, P]``, a negative agent count, mismatched lengths or ranks.
+      TypeError: non-integer fields or counts.
+
+    References:
+      The pairwise reward of the tinker-cookbook multi-agent debate recipe (v1); REFERENCE.md §2.
+
+    Examples:
+      >>> v = vote_arrays(group_ids=[0, 0, 0, 0, 0, 1], authors=[0, 0, 1, 2, 2, 0],
+      ...     a=[1, 3, 0, 2, 0, 0], ops=[">", "=", "=", ">", "<", ">"], b=[2, 0, 5, 2, 1, 1])
+      >>> res = validate_votes(v, [3, 2])
+      >>> res.valid_V
+      array([ True, False, False, False, False,  True])
+      >>> [VOTE_REASONS[r] for r in res.reason_V]
+      ['valid', 'a_out_of_range', 'b_out_of_range', 'self_pair', 'bad_op', 'valid']
+      >>> res.malformed_P
+      array([4, 0], dtype=int32)
+    """
+    g, _, a, op, b, n = _checked(votes, num_agents_P)
+    num_groups = int(n.shape[0])
+    valid = _valid_mask(g, a, op, b, n)
+    n_v = np.append(n, 0)[g]
+    a_ok = (a >= 0) & (a < n_v)
+    b_ok = (b >= 0) & (b < n_v)
+    reason = np.select(
+        [valid, g == num_groups, ~a_ok, ~b_ok, a == b],
+        [VOTE_VALID, VOTE_PADDING, VOTE_A_OUT_OF_RANGE, VOTE_B_OUT_OF_RANGE, VOTE_SELF_PAIR],
+        default=VOTE_BAD_OP,
+    ).astype(np.int8)
+    malformed = np.bincount(g[~valid], minlength=num_groups + 1)[:num_groups].astype(np.int32)
+    return VoteValidation(valid, reason, malformed)

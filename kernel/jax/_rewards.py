@@ -1,3 +1,185 @@
-"""Placeholder: filled in by its topic work."""
+"""JAX twins of vote validation and leave-one-out pairwise rewards (jit-compatible, static shapes).
 
-__all__: list[str] = []
+Same equations and bin layout as :mod:`kernel._rewards`; the number of packed rows must be static, so
+``pairwise_rewards`` takes ``num_rows`` (a bucket ≥ Σ N_p). Pad votes with group id ``P`` (any id
+outside ``[0, P)`` is treated as padding: under jit a bad id cannot raise).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.typing import ArrayLike
+
+from kernel._rewards import PAIRWISE_MODES, PairwiseRewards
+from kernel._types import OP_EQ, OP_GT
+from kernel._votes import (
+    VOTE_A_OUT_OF_RANGE,
+    VOTE_B_OUT_OF_RANGE,
+    VOTE_BAD_OP,
+    VOTE_PADDING,
+    VOTE_SELF_PAIR,
+    VOTE_VALID,
+    VoteArrays,
+    VoteValidation,
+)
+
+__all__ = ["pairwise_rewards", "validate_votes"]
+
+_COLUMNS: Final = 6  # per row: a-side >, =, > by a, = by a; b-side >, = (see kernel._rewards)
+_B_LOSS: Final = 4
+
+
+def _fields(votes: VoteArrays) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array, jax.Array]:
+    g, u, a, op, b = (jnp.asarray(x, dtype=jnp.int32) for x in votes)
+    for name, x in zip(VoteArrays._fields, (g, u, a, op, b), strict=True):
+        if x.ndim != 1 or x.shape != g.shape:
+            raise ValueError(f"votes.{name} must have shape {g.shape}, got {x.shape}")
+    return g, u, a, op, b
+
+
+def _agents(num_agents_P: ArrayLike) -> jax.Array:
+    n = jnp.asarray(num_agents_P)
+    if n.ndim != 1 or not jnp.issubdtype(n.dtype, jnp.integer):
+        raise ValueError(f"num_agents_P must be a 1-D integer array, got {n.dtype}{list(n.shape)}")
+    return n.astype(jnp.int32)
+
+
+def _valid(
+    g: jax.Array, a: jax.Array, op: jax.Array, b: jax.Array, n: jax.Array
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Returns (valid_V, padding_V, debate_V) with debate_V = g for real rows and P for padding."""
+    num_groups = n.shape[0]
+    padding = (g < 0) | (g >= num_groups)
+    debate = jnp.where(padding, num_groups, g)
+    n_v = jnp.append(n, 0)[debate]
+    valid = (a >= 0) & (a < n_v) & (b >= 0) & (b < n_v) & (a != b) & ((op == OP_GT) | (op == OP_EQ))
+    return valid, padding, debate
+
+
+def validate_votes(votes: VoteArrays, num_agents_P: ArrayLike) -> VoteValidation:
+    """JAX twin of :func:`kernel.validate_votes` (same codes); group ids outside ``[0, P)`` are padding.
+
+    valid_v ⟺ 0 ≤ a_v < N_p ∧ 0 ≤ b_v < N_p ∧ a_v ≠ b_v ∧ op_v ∈ {OP_GT, OP_EQ}; malformed_p counts the
+    invalid non-padding votes of debate p.
+
+    Args:
+      votes: ``VoteArrays`` of int arrays [V].
+      num_agents_P: int [P], agent count of each debate.
+
+    Returns:
+      ``VoteValidation(valid_V: bool [V], reason_V: int8 [V], malformed_P: int32 [P])``.
+
+    Raises:
+      ValueError: fields of different lengths or ranks; non-integer agent counts.
+
+    Examples:
+      >>> from kernel import vote_arrays
+      >>> v = vote_arrays([0, 0, 1], [0, 1, 0], [1, 1, 0], [">", "=", ">"], [2, 1, 1])
+      >>> validate_votes(v, [3, 2]).malformed_P
+      Array([1, 0], dtype=int32)
+    """
+    g, _, a, op, b = _fields(votes)
+    n = _agents(num_agents_P)
+    valid, padding, debate = _valid(g, a, op, b, n)
+    n_v = jnp.append(n, 0)[debate]
+    reason = jnp.select(
+        [valid, padding, (a < 0) | (a >= n_v), (b < 0) | (b >= n_v), a == b],
+        [VOTE_VALID, VOTE_PADDING, VOTE_A_OUT_OF_RANGE, VOTE_B_OUT_OF_RANGE, VOTE_SELF_PAIR],
+        default=VOTE_BAD_OP,
+    ).astype(jnp.int8)
+    malformed = jax.ops.segment_sum((~valid).astype(jnp.int32), debate, num_segments=n.shape[0])
+    return VoteValidation(valid, reason, malformed)  # type: ignore[arg-type]  # jax.Array fields
+
+
+def _static_rows(num_agents_P: ArrayLike, num_rows: int | None) -> int:
+    try:
+        total = int(np.sum(np.asarray(num_agents_P)))
+    except jax.errors.TracerArrayConversionError:
+        if num_rows is None:
+            raise ValueError("num_rows is required when num_agents_P is traced (e.g. under jit)") from None
+        return int(num_rows)
+    if num_rows is None:
+        return total
+    if num_rows < total:
+        raise ValueError(f"num_rows must be >= sum(num_agents_P) = {total}, got {num_rows}")
+    return int(num_rows)
+
+
+def pairwise_rewards(
+    votes: VoteArrays,
+    num_agents_P: ArrayLike,
+    *,
+    mode: str = "win_rate",
+    unvoted: float = 0.0,
+    num_rows: int | None = None,
+) -> PairwiseRewards:
+    """JAX twin of :func:`kernel.pairwise_rewards`: leave-one-out win rate or win-minus-loss.
+
+    For agent i, over valid votes with i ∈ {a, b} and author u ≠ i: V_i = #votes,
+    W_i = #{a = i, >} + ½·#{=}, S_i = #{a = i, >} − #{b = i, >};
+    r_i = W_i / max(V_i, 1) (win_rate) or S_i / max(V_i, 1) (win_minus_loss), ``unvoted`` if V_i = 0.
+    Two ``segment_sum`` calls over all votes with static ``num_segments = 6·num_rows + P + 2``.
+
+    Args:
+      votes: ``VoteArrays`` of int arrays [V]; padding votes carry a group id outside ``[0, P)``.
+      num_agents_P: int [P], agent count of each debate.
+      mode: keyword-only, static; ``"win_rate"`` or ``"win_minus_loss"``.
+      unvoted: keyword-only; reward of an agent with no counted vote (reference: 0.0).
+      num_rows: keyword-only, static; packed row count R ≥ Σ N_p (a bucket, so shapes stay fixed).
+        Optional when ``num_agents_P`` is concrete. Rows past Σ N_p have group id P and reward 0.
+        Under jit a too small ``num_rows`` cannot be checked: rows past it are dropped.
+
+    Returns:
+      ``PairwiseRewards`` with float32 ``rewards_PG`` [R], int32 ``group_ids_PG`` [R] and metrics [P].
+
+    Raises:
+      ValueError: unknown ``mode``; ``num_rows`` missing under jit, or smaller than Σ N_p when known.
+
+    Examples:
+      >>> from kernel import vote_arrays
+      >>> v = vote_arrays([0, 0, 0, 1], [2, 0, 1, 0], [0, 1, 0, 0], [">", "=", ">", ">"], [1, 2, 2, 1])
+      >>> pairwise_rewards(v, [3, 2], num_rows=6).rewards_PG
+      Array([1.  , 0.25, 0.25, 0.  , 0.  , 0.  ], dtype=float32)
+    """
+    if mode not in PAIRWISE_MODES:
+        raise ValueError(f"mode must be one of {PAIRWISE_MODES}, got {mode!r}")
+    rows = _static_rows(num_agents_P, num_rows)
+    g, u, a, op, b = _fields(votes)
+    n = _agents(num_agents_P)
+    num_groups = n.shape[0]
+    num_bins = _COLUMNS * rows + num_groups + 2
+    discard = num_bins - 1
+    valid, _, debate = _valid(g, a, op, b, n)
+
+    first_row = jnp.append(jnp.cumsum(n) - n, 0)[debate]
+    row_a, row_b = first_row + a, first_row + b
+    # a-side: valid votes at 6·row_a + op + 2·[u = a]; invalid ones in the malformed bin 6R + p.
+    key_a = jnp.where(valid, _COLUMNS * row_a + op + 2 * (u == a), _COLUMNS * rows + debate)
+    key_a = jnp.where(valid & (row_a >= rows), discard, key_a)
+    # b-side: valid votes not written by b at 6·row_b + 4 + op.
+    key_b = jnp.where(valid & (u != b) & (row_b < rows), _COLUMNS * row_b + _B_LOSS + op, discard)
+    ones = jnp.ones_like(key_a)
+    counts = jax.ops.segment_sum(ones, key_a, num_segments=num_bins)
+    counts = counts + jax.ops.segment_sum(ones, key_b, num_segments=num_bins)
+
+    per_row = counts[: _COLUMNS * rows].reshape(rows, _COLUMNS)
+    win, loss = per_row[:, 0], per_row[:, _B_LOSS]
+    tie = per_row[:, 1] + per_row[:, _B_LOSS + 1]
+    matchups = win + tie + loss
+    if mode == "win_rate":
+        score = win.astype(jnp.float32) + 0.5 * tie.astype(jnp.float32)
+    else:
+        score = (win - loss).astype(jnp.float32)
+    ratio = score / jnp.maximum(matchups, 1).astype(jnp.float32)
+    rewards = jnp.where(matchups > 0, ratio, jnp.float32(unvoted))
+
+    group_ids = jnp.searchsorted(jnp.cumsum(n), jnp.arange(rows, dtype=jnp.int32), side="right")
+    group_ids = group_ids.astype(jnp.int32)
+    rewards = jnp.where(group_ids < num_groups, rewards, 0.0).astype(jnp.float32)
+    total = jax.ops.segment_sum(per_row[:, :4].sum(axis=1), group_ids, num_segments=num_groups)
+    malformed = counts[_COLUMNS * rows : _COLUMNS * rows + num_groups]
+    return PairwiseRewards(rewards, group_ids, total, malformed, total > 0)  # type: ignore[arg-type]

@@ -1,0 +1,142 @@
+"""Leave-one-out pairwise rewards: numpy and jitted JAX against the per-debate reference loop.
+
+``python -m benchmarks rewards [--quick]``. Workload: D debates × N agents × V votes per debate
+(default 4,096 × 5 × 120 ≈ 491 k votes, ~3% malformed), plus a ragged batch with N ∈ [3, 8].
+The peer is the reference algorithm, measured in the same run: per debate, for each agent, a loop
+over that debate's votes. Every implementation's rewards are checked against it before timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import numpy as np
+
+from benchmarks._common import emit_json, print_table, time_call, time_compile
+from kernel import VoteArrays, pairwise_rewards, vote_arrays
+
+_OPS = (">", "=", "<", ">=")
+_OP_P = (0.62, 0.35, 0.02, 0.01)
+
+
+def make_votes(
+    num_agents_P: np.ndarray, votes_per_debate: int, seed: int
+) -> tuple[list[tuple[int, list[tuple[int, int, str, int]]]], VoteArrays]:
+    """Random debates as Python lists (the reference's input) and as ``VoteArrays`` (ours)."""
+    rng = np.random.default_rng(seed)
+    num_debates = len(num_agents_P)
+    total = num_debates * votes_per_debate
+    g = np.repeat(np.arange(num_debates), votes_per_debate)
+    n_v = num_agents_P[g]
+    author = (rng.random(total) * n_v).astype(np.int64)
+    a = (rng.random(total) * n_v).astype(np.int64)
+    b = (a + 1 + (rng.random(total) * (n_v - 1)).astype(np.int64)) % n_v  # b ≠ a
+    ops = rng.choice(np.array(_OPS), size=total, p=_OP_P)
+    bad = rng.random(total) < 0.01  # a few ids out of range as well
+    b = np.where(bad, n_v, b)
+    votes = vote_arrays(g, author, a, ops, b)
+    debates: list[tuple[int, list[tuple[int, int, str, int]]]] = []
+    cols = (author.tolist(), a.tolist(), ops.tolist(), b.tolist())
+    for p in range(num_debates):
+        lo, hi = p * votes_per_debate, (p + 1) * votes_per_debate
+        rows = list(zip(*(c[lo:hi] for c in cols), strict=True))
+        debates.append((int(num_agents_P[p]), rows))
+    return debates, votes
+
+
+def reference_rewards(debates: list[tuple[int, list[tuple[int, int, str, int]]]]) -> list[float]:
+    """The reference algorithm (win_rate): per debate, per agent, one pass over the votes."""
+    out: list[float] = []
+    for n, votes in debates:
+        for i in range(n):
+            wins, total = 0.0, 0
+            for author, a, op, b in votes:
+                if author == i:
+                    continue
+                if not (0 <= a < n and 0 <= b < n) or a == b or op not in (">", "="):
+                    continue
+                if i == a:
+                    total += 1
+                    wins += 1.0 if op == ">" else 0.5
+                elif i == b:
+                    total += 1
+                    wins += 0.5 if op == "=" else 0.0
+            out.append(wins / total if total else 0.0)
+        # group metrics, as the reference computes them in the same call
+        malformed = sum(
+            1 for _, a, op, b in votes if not (0 <= a < n and 0 <= b < n) or a == b or op not in (">", "=")
+        )
+        _ = (len(votes) - malformed, malformed)
+    return out
+
+
+def _run_case(name: str, num_agents_P: np.ndarray, votes_per_debate: int, quick: bool) -> dict[str, Any]:
+    import jax
+
+    import kernel.jax as kj
+
+    debates, votes = make_votes(num_agents_P, votes_per_debate, seed=0)
+    num_votes = int(votes.a_V.size)
+    num_rows = int(num_agents_P.sum())
+    repeat = 3 if quick else 7
+
+    expected = reference_rewards(debates)
+    got = pairwise_rewards(votes, num_agents_P)
+    assert got.rewards_PG.tolist() == expected, "numpy differs from the reference loop"
+
+    jitted = jax.jit(lambda v, n: kj.pairwise_rewards(v, n, num_rows=num_rows))
+    votes_dev = VoteArrays(*(jax.device_put(x) for x in votes))
+    n_dev = jax.device_put(num_agents_P.astype(np.int32))
+    compile_s = time_compile(lambda: jitted(votes_dev, n_dev))
+    got_jax = np.asarray(jitted(votes_dev, n_dev).rewards_PG)
+    assert got_jax.tolist() == np.asarray(expected, np.float32).tolist(), "JAX differs from numpy"
+
+    t_ref = time_call(lambda: reference_rewards(debates), repeat=max(repeat // 2, 1), warmup=0)
+    t_np = time_call(lambda: pairwise_rewards(votes, num_agents_P), repeat=repeat, min_time=0.05)
+    t_np_wml = time_call(
+        lambda: pairwise_rewards(votes, num_agents_P, mode="win_minus_loss"), repeat=repeat, min_time=0.05
+    )
+    t_jax = time_call(lambda: jitted(votes_dev, n_dev), repeat=repeat, min_time=0.05)
+    flat = [(p, *vote) for p, (_, rows) in enumerate(debates) for vote in rows]
+    lists = [list(col) for col in zip(*flat, strict=True)]
+    t_build = time_call(lambda: vote_arrays(*lists), repeat=max(repeat // 2, 1))
+
+    rows = [
+        ("reference loop (Python)", t_ref),
+        ("numpy win_rate", t_np),
+        ("numpy win_minus_loss", t_np_wml),
+        ("jax.jit win_rate (CPU)", t_jax),
+    ]
+    table = [(label, t * 1e3, num_votes / t / 1e6, t_ref / t) for label, t in rows]
+    table.append(("vote_arrays from lists (info)", t_build * 1e3, num_votes / t_build / 1e6, t_ref / t_build))
+    title = (
+        f"{name}: {len(num_agents_P):,} debates, N = {int(num_agents_P.min())}..{int(num_agents_P.max())}, "
+        f"{votes_per_debate} votes each = {num_votes:,} votes; JAX compile {compile_s:.2f} s (apart)"
+    )
+    print_table(title, ["implementation", "ms", "M votes/s", "× reference"], table)
+    return {
+        f"{name}.votes": num_votes,
+        f"{name}.ref_votes_per_s": num_votes / t_ref,
+        f"{name}.numpy_votes_per_s": num_votes / t_np,
+        f"{name}.jax_votes_per_s": num_votes / t_jax,
+        f"{name}.numpy_x_ref": t_ref / t_np,
+        f"{name}.numpy_wml_x_ref": t_ref / t_np_wml,
+        f"{name}.jax_x_ref": t_ref / t_jax,
+        f"{name}.jax_compile_s": compile_s,
+    }
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks rewards", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="smaller sizes (well under a minute)")
+    args = parser.parse_args(argv)
+    num_debates = 512 if args.quick else 4096
+    votes_per_debate = 120
+    uniform = np.full(num_debates, 5, dtype=np.int64)
+    ragged = np.random.default_rng(1).integers(3, 9, num_debates).astype(np.int64)
+    figures: dict[str, Any] = {"benchmark": "rewards", "quick": args.quick}
+    figures.update(_run_case("uniform", uniform, votes_per_debate, args.quick))
+    figures.update(_run_case("ragged", ragged, votes_per_debate, args.quick))
+    emit_json(figures)
+    return 0
