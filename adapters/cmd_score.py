@@ -1,0 +1,296 @@
+"""``debate-kernel score [FILE]``: score debate transcripts and print a summary table.
+
+Reads ``debate-transcript/1`` JSON Lines (the shipped sample debates when FILE is omitted, ``-`` for
+standard input), parses every turn, replays every debate through the kernel's state machine, and
+computes votes, pairwise rewards, total returns, advantages and, when tokens are present, datums.
+Bad lines are reported on stderr (line, turn, reason) and counted in the summary; the other debates
+are scored. Exit status 0 when the input was processed (even with bad lines), 2 when it is unusable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+
+from adapters import pipeline
+from adapters.transcripts import ReadResult, read_transcript_file, read_transcripts
+
+__all__ = ["add_common_arguments", "add_parser", "format_summary", "format_table", "load_input", "run"]
+
+EXIT_UNUSABLE = 2
+
+
+def add_common_arguments(p: argparse.ArgumentParser) -> None:
+    """Input and scoring options shared by ``score`` and ``report``."""
+    p.add_argument(
+        "file",
+        nargs="?",
+        default=None,
+        help="transcript file (debate-transcript/1 JSON Lines; '-' reads stdin); default: the sample debates",
+    )
+    p.add_argument(
+        "--policy",
+        default="robust",
+        choices=("robust", "reference"),
+        help="parse policy: 'robust' (default) or 'reference' (the reference recipe's parser, quirks kept)",
+    )
+    p.add_argument(
+        "--reward",
+        default="win_rate",
+        choices=("win_rate", "win_minus_loss"),
+        help="pairwise reward mode (default win_rate)",
+    )
+    p.add_argument(
+        "--estimator",
+        default="default",
+        metavar="SPEC",
+        help="advantage estimator: a preset name (e.g. default, tinker, verl_grpo.norm), optionally with "
+        "',key=value' overrides, or only key=value options (default: 'default'); 'list' shows the presets",
+    )
+    p.add_argument(
+        "--after-end",
+        default="error",
+        choices=pipeline.AFTER_END_POLICIES,
+        help="turns recorded after the debate ended (under the chosen policy): 'error' skips the debate "
+        "with an error naming the turn (default); 'truncate' ignores and counts them",
+    )
+    p.add_argument(
+        "--round1-votes",
+        default="count",
+        choices=("count", "drop"),
+        help="round-1 votes on agents who had not spoken yet: 'count' (reference, default) or 'drop'",
+    )
+    p.add_argument(
+        "--datum-mode",
+        default="robust",
+        choices=("robust", "reference"),
+        help="datums of a trajectory with a bad segment: 'robust' loses only that segment (default), "
+        "'reference' loses the trajectory",
+    )
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Registers ``score``."""
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "score",
+        help="score debate transcripts: parse, replay, vote, reward, advantage, datums",
+        description=__doc__.split("\n\n")[1].replace("\n", " ").replace("``", "") if __doc__ else None,
+    )
+    add_common_arguments(p)
+    p.add_argument(
+        "--out", type=Path, default=None, metavar="FILE", help="write per-debate results as JSON Lines here"
+    )
+    p.add_argument(
+        "--datums-out",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="write datum arrays as .npz here (default with --out: <out stem>.datums.npz, when tokens exist)",
+    )
+    p.add_argument("--limit", type=int, default=None, metavar="N", help="show only the first N table rows")
+    p.add_argument("--quiet", action="store_true", help="print only the summary, not the per-debate table")
+    p.add_argument("--json", action="store_true", help="print the summary as one JSON line instead of text")
+    p.set_defaults(func=run)
+    return p
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+def _err(msg: str) -> None:
+    print(f"debate-kernel: {msg}", file=sys.stderr)
+
+
+def load_input(file: str | None) -> tuple[str, ReadResult]:
+    """Reads FILE (or the samples); raises OSError for an unusable file."""
+    if file is None:
+        from adapters.samples import SAMPLE_FILE, sample_text
+
+        return SAMPLE_FILE, read_transcripts(sample_text())
+    name = "<stdin>" if file == "-" else file
+    return name, read_transcript_file(file)
+
+
+def options_from_args(args: argparse.Namespace) -> pipeline.ScoreOptions:
+    """The pipeline options of the parsed CLI arguments."""
+    return pipeline.ScoreOptions(
+        policy=args.policy,
+        reward=args.reward,
+        estimator=args.estimator,
+        after_end=args.after_end,
+        round1_votes=args.round1_votes,
+        datum_mode=args.datum_mode,
+    )
+
+
+def prepare(args: argparse.Namespace) -> tuple[str, pipeline.BatchResult] | int:
+    """Shared front half of ``score`` and ``report``: read, validate options, score, report bad lines.
+
+    Returns the source name and the result, or an exit status when the input or options are unusable.
+    """
+    if args.estimator.strip() == "list":
+        import kernel
+
+        for name in sorted(getattr(kernel, "ADVANTAGE_PRESETS", {})):
+            print(name)
+        return 0
+    try:
+        pipeline.check_estimator(args.estimator)
+    except (ValueError, TypeError) as e:
+        _err(f"--estimator: {e}")
+        return EXIT_UNUSABLE
+    try:
+        source, read = load_input(args.file)
+    except OSError as e:
+        _err(f"cannot read {args.file}: {e.strerror or e}")
+        return EXIT_UNUSABLE
+    result = pipeline.score(
+        read.debates,
+        options=options_from_args(args),
+        read_errors=read.errors,
+        num_lines=read.num_lines,
+        num_blank=read.num_blank,
+    )
+    for error in result.errors:
+        _err(f"{source}: {error}")
+    return source, result
+
+
+def run(args: argparse.Namespace) -> int:
+    """Runs ``score``; returns the exit status."""
+    got = prepare(args)
+    if isinstance(got, int):
+        return got
+    source, result = got
+    out = sys.stdout
+    summ = pipeline.summary(result)
+    summ["source"] = source
+    if args.json:
+        print(json.dumps(summ, sort_keys=True), file=out)
+    else:
+        if not args.quiet:
+            print(format_table(result, limit=args.limit), file=out)
+            print(file=out)
+        print(format_summary(summ), file=out)
+    if args.out is not None:
+        try:
+            _write_results(result, args.out)
+        except OSError as e:
+            _err(f"cannot write {args.out}: {e.strerror or e}")
+            return EXIT_UNUSABLE
+        if not args.json:
+            print(f"wrote {len(result.replayed) + len(result.errors)} records to {args.out}", file=out)
+    datums_path = args.datums_out
+    if datums_path is None and args.out is not None and result.datums is not None:
+        datums_path = args.out.with_name(args.out.stem + ".datums.npz")
+    if datums_path is not None:
+        if result.datums is None:
+            _err("no turn carries tokens: no datums to write")
+        else:
+            try:
+                with open(datums_path, "wb") as f:
+                    np.savez(f, **result.datums.arrays)  # type: ignore[arg-type]
+            except OSError as e:
+                _err(f"cannot write {datums_path}: {e.strerror or e}")
+                return EXIT_UNUSABLE
+            if not args.json:
+                print(
+                    f"wrote {len(result.datums.arrays['offsets_D1']) - 1} datums to {datums_path}", file=out
+                )
+    return 0
+
+
+def _write_results(result: pipeline.BatchResult, path: Path) -> None:
+    with open(path, "w", encoding="utf-8", newline="\n") as f:
+        for rec in pipeline.debate_records(result):
+            f.write(json.dumps(rec, ensure_ascii=False, allow_nan=False) + "\n")
+
+
+# ------------------------------------------------------------------------------------------------
+# Text output
+
+
+def _nums(xs: Any, signed: bool = False) -> str:
+    fmt = "{:+.2f}" if signed else "{:.2f}"
+    return " ".join(fmt.format(float(x)).replace("+0.00", " 0.00").replace("-0.00", " 0.00") for x in xs)
+
+
+def format_table(result: pipeline.BatchResult, *, limit: int | None = None) -> str:
+    """The per-debate table: id, agents, rounds, end, parse failures, consensus, votes, malformed,
+    rewards per agent, advantages per agent."""
+    num = result.numeric
+    header = ["id", "agents", "rounds", "end", "fail", "cons", "votes", "bad", "rewards", "advantages"]
+    rows: list[list[str]] = []
+    shown = result.replayed if limit is None else result.replayed[: max(limit, 0)]
+    for p, r in enumerate(shown):
+        lo, hi = int(num.offsets_P1[p]), int(num.offsets_P1[p + 1])
+        ident = r.debate.id if len(r.debate.id) <= 32 else r.debate.id[:31] + "…"
+        rows.append(
+            [
+                ident,
+                str(r.debate.num_agents),
+                str(r.num_rounds),
+                r.end,
+                str(len(r.parse_failures)),
+                "yes" if r.state.consensus else "no",
+                str(int(num.pairwise.total_votes_P[p])),
+                str(int(num.pairwise.malformed_P[p])),
+                _nums(num.pairwise.rewards_PG[lo:hi]),
+                _nums(num.advantages_PG[lo:hi], signed=True),
+            ]
+        )
+    widths = [max([len(h)] + [len(row[i]) for row in rows]) for i, h in enumerate(header)]
+    right = {1, 2, 4, 6, 7}
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(
+            c.rjust(w) if i in right else c.ljust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ).rstrip()
+
+    lines = [line(header), "  ".join("-" * w for w in widths)]
+    lines += [line(row) for row in rows]
+    if len(shown) < len(result.replayed):
+        lines.append(f"… {len(result.replayed) - len(shown)} more debates (use --limit or --out)")
+    return "\n".join(lines)
+
+
+def _counts(d: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in d.items()) or "none"
+
+
+def format_summary(s: dict[str, Any], file: TextIO | None = None) -> str:
+    """The batch summary as readable text."""
+    scored, skipped = s["debates_scored"], s["debates_skipped"]
+    lines = [
+        f"source: {s.get('source', '?')} ({s['lines']} lines, {s['blank_lines']} blank)",
+        f"debates: {scored} scored, {skipped} skipped"
+        + (f" ({_counts(s['skipped_by_reason'])})" if skipped else ""),
+        f"ends: {_counts(s['ends'])}; consensus rate {100 * s['consensus_rate']:.1f}%",
+        f"turns: {s['turns_scored']} scored"
+        + (f", {s['turns_ignored_after_end']} ignored after the end" if s["turns_ignored_after_end"] else "")
+        + f"; parse failures {s['parse_failures']} ({100 * s['parse_failure_rate']:.1f}%)"
+        + (f": {_counts(s['parse_failures_by_reason'])}" if s["parse_failures"] else ""),
+        f"votes: {s['votes_total']} valid, {s['votes_malformed']} malformed"
+        + (f", {s['votes_round1_dropped']} dropped (round 1)" if s["votes_round1_dropped"] else "")
+        + f"; {s['votes_self_dropped']} self-comparisons dropped by the parser"
+        + f", {s['comparison_lines_unreadable']} unreadable comparison lines",
+        "rewards: mean {mean:.3f}, std {std:.3f}, range [{min:.3f}, {max:.3f}]".format(**s["rewards"]),
+        "returns: mean {mean:.3f}, std {std:.3f}, range [{min:.3f}, {max:.3f}]".format(**s["returns"]),
+        "advantages: mean {mean:+.3f}, std {std:.3f}, range [{min:+.3f}, {max:+.3f}]".format(
+            **s["advantages"]
+        ),
+    ]
+    if "datums" in s:
+        d = s["datums"]
+        lines.append(
+            f"datums: {d['datums']} ({d['tokens']:,} tokens, {d['action_tokens']:,} action tokens); "
+            f"mean sampler logprob {d['mean_logprob']:.3f}, entropy estimate {d['entropy']:.3f}"
+        )
+    lines.append(f"policy {s['policy']}, reward {s['reward']}, estimator {s['estimator']}")
+    return "\n".join(lines)

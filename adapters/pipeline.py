@@ -1,0 +1,713 @@
+"""The scoring pipeline: transcripts → parsed turns → replayed episodes → votes → rewards → returns →
+advantages → datums.
+
+Host work (parsing every turn, replaying every debate through the kernel's state machine) runs per turn;
+every numeric stage runs once for the whole batch: one :class:`~kernel.VoteArrays` for all debates, one
+``validate_votes``, one ``pairwise_rewards``, one ``grouped_advantages`` and one datum build, with the
+debates' agents as packed rows (debate-major, agent-minor), as everywhere in the kernel.
+
+Each stage is its own function so that benchmarks can time them apart; :func:`score` runs them all.
+Nothing here prints or writes files: the CLI modules do that.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+
+import kernel
+from adapters.transcripts import Debate, TranscriptError
+from kernel import DebateState, PairwiseRewards, ParsedResponse, ReplayResult, VoteArrays, VoteValidation
+
+__all__ = [
+    "AFTER_END_POLICIES",
+    "END_REASONS",
+    "BatchResult",
+    "DatumOutput",
+    "NumericResult",
+    "ReplayedDebate",
+    "ScoreOptions",
+    "build_datums",
+    "check_estimator",
+    "compute_numeric",
+    "debate_records",
+    "parse_turns",
+    "replay_debates",
+    "resolve_estimator",
+    "score",
+    "summary",
+]
+
+AFTER_END_POLICIES = ("error", "truncate")
+"""What to do with turns recorded after the debate ended under the chosen parse policy."""
+
+END_REASONS = ("consensus", "max_rounds", "parse_error", "open")
+"""How a scored debate ended: every agent of a round said YES; the round limit; a response failed to
+parse (step reward −1, the episode ends); or the transcript stops before the episode ended."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreOptions:
+    """Options of the scoring pipeline (the CLI flags of ``debate-kernel score``).
+
+    Attributes:
+      policy: parse policy, one of ``kernel.PARSE_POLICIES`` (``"robust"`` or ``"reference"``).
+      reward: pairwise reward mode, ``"win_rate"`` or ``"win_minus_loss"``.
+      estimator: advantage estimator: a preset name of ``kernel.ADVANTAGE_PRESETS``, optionally followed
+        by ``,key=value`` overrides, or only ``key=value`` options (see :func:`resolve_estimator`).
+      after_end: ``"error"`` (a debate with turns after its end is skipped, with an error naming the turn)
+        or ``"truncate"`` (those turns are ignored and counted).
+      round1_votes: ``"count"`` (the reference: every vote counts) or ``"drop"`` (round-1 votes naming an
+        agent who had not spoken yet are removed and counted per debate).
+      parse_failure_reward: step reward of a response that fails to parse (reference −1).
+      datum_mode: ``kernel.build_datums`` mode: ``"robust"`` (a bad segment loses only itself) or
+        ``"reference"`` (a trajectory with any problem gives no datum).
+    """
+
+    policy: str = "robust"
+    reward: str = "win_rate"
+    estimator: str = "default"
+    after_end: str = "error"
+    round1_votes: str = "count"
+    parse_failure_reward: float = -1.0
+    datum_mode: str = "robust"
+
+
+# ------------------------------------------------------------------------------------------------
+# Stage 1: parse every turn
+
+
+def parse_turns(debates: Sequence[Debate], *, policy: str = "robust") -> list[tuple[ParsedResponse, ...]]:
+    """Parses every turn of every debate with ``kernel.parse_response`` (author = the turn's agent).
+
+    Returns:
+      For each debate, one ``ParsedResponse`` per turn, in order.
+    """
+    parse = kernel.parse_response
+    return [tuple(parse(t.text, t.agent, policy=policy) for t in d.turns) for d in debates]
+
+
+# ------------------------------------------------------------------------------------------------
+# Stage 2: replay through the episode state machine
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayedDebate:
+    """One debate after replay.
+
+    Attributes:
+      debate: the transcript.
+      parsed: one ParsedResponse per transcript turn.
+      replay: the kernel's ``ReplayResult`` (final state, step rewards, accepted and rejected turns).
+      end: one of :data:`END_REASONS`.
+      ignored_turns: indices of turns after the end that were ignored (``after_end="truncate"`` only).
+    """
+
+    debate: Debate
+    parsed: tuple[ParsedResponse, ...]
+    replay: ReplayResult
+    end: str
+    ignored_turns: tuple[int, ...] = ()
+
+    @property
+    def state(self) -> DebateState:
+        """The final ``DebateState``."""
+        return self.replay.state
+
+    @property
+    def num_rounds(self) -> int:
+        """Rounds played, the last possibly partial (⌈accepted turns / N⌉, counting a failed turn)."""
+        n = self.debate.num_agents
+        played = len(self.replay.accepted)
+        return (played + n - 1) // n
+
+    @property
+    def parse_failures(self) -> tuple[tuple[int, int, str], ...]:
+        """``(turn index, agent, reason)`` of each accepted turn that failed to parse (at most one)."""
+        return tuple(
+            (k, self.debate.turns[k].agent, self.parsed[k].reason)
+            for k in self.replay.accepted
+            if not self.parsed[k].ok
+        )
+
+
+def _end_reason(state: DebateState) -> str:
+    if state.consensus:
+        return "consensus"
+    if state.parse_failed:
+        return "parse_error"
+    if state.done:
+        return "max_rounds"
+    return "open"
+
+
+def _describe_end(debate: Debate, replayed: ReplayResult, k_end: int) -> str:
+    state = replayed.state
+    if state.consensus:
+        return f"every agent said consensus YES in round {state.turn // debate.num_agents - 1}"
+    if state.parse_failed:
+        return f"turns[{k_end}] failed to parse ({state.abort_reason}), which ends the episode"
+    return f"max_rounds={debate.max_rounds} was reached"
+
+
+def replay_debates(
+    debates: Sequence[Debate],
+    parsed: Sequence[Sequence[ParsedResponse]],
+    *,
+    options: ScoreOptions = ScoreOptions(),
+) -> tuple[list[ReplayedDebate], list[TranscriptError]]:
+    """Re-runs every debate through ``kernel.replay`` (turn order, the stop rule, −1 on a parse failure).
+
+    A transcript without ``max_rounds`` is replayed with no round limit (only consensus or a parse
+    failure end it; otherwise it ends ``"open"``).
+
+    Returns:
+      The replayed debates (input order), and one error per debate that could not be scored (turns
+      after the end under ``after_end="error"``).
+    """
+    if options.after_end not in AFTER_END_POLICIES:
+        raise ValueError(f"after_end must be one of {AFTER_END_POLICIES}, got {options.after_end!r}")
+    out: list[ReplayedDebate] = []
+    errors: list[TranscriptError] = []
+    for debate, responses in zip(debates, parsed, strict=True):
+        n = debate.num_agents
+        limit = debate.max_rounds
+        if limit is None:
+            limit = -(-len(debate.turns) // n) + 1
+        res = kernel.replay(
+            debate.question,
+            [(t.agent, p) for t, p in zip(debate.turns, responses, strict=True)],
+            num_agents=n,
+            max_rounds=limit,
+            parse_failure_reward=options.parse_failure_reward,
+        )
+        over = [int(r[0]) for r in res.rejected if r.reason == "debate_over"]  # (turn index, agent, reason)
+        other = [r for r in res.rejected if r.reason != "debate_over"]
+        if other:  # the reader guarantees order and range, so this is a bug, reported as such
+            r = other[0]
+            errors.append(
+                TranscriptError(
+                    debate.line,
+                    "rejected_turn",
+                    f"the state machine rejected the turn ({r.reason})",
+                    int(r[0]),
+                    debate.id,
+                )
+            )
+            continue
+        if over and options.after_end == "error":
+            k_end = res.accepted[-1]
+            errors.append(
+                TranscriptError(
+                    debate.line,
+                    "turn_after_end",
+                    f"turn after the end: the debate ended after turns[{k_end}] "
+                    f"({_describe_end(debate, res, k_end)}; parse policy {options.policy!r}), "
+                    f"but {len(over)} more turn(s) follow (use --after-end truncate to ignore them)",
+                    over[0],
+                    debate.id,
+                )
+            )
+            continue
+        out.append(ReplayedDebate(debate, tuple(responses), res, _end_reason(res.state), tuple(over)))
+    return out, errors
+
+
+# ------------------------------------------------------------------------------------------------
+# Stage 3: votes, rewards, returns, advantages (vectorised over all debates)
+
+
+def _preset_names() -> tuple[str, ...]:
+    presets = getattr(kernel, "ADVANTAGE_PRESETS", {})
+    return tuple(sorted(presets))
+
+
+def _coerce(value: str, current: Any) -> Any:
+    """Reads a ``key=value`` value in the type of the preset's current value (generic when unknown)."""
+    text = value.strip()
+    low = text.lower()
+    if isinstance(current, str):
+        return text
+    if low in ("true", "yes", "on"):
+        return True
+    if low in ("false", "no", "off"):
+        return False
+    if isinstance(current, bool):
+        raise ValueError(f"expected true or false, got {text!r}")
+    if low in ("none", "null"):
+        return None
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def resolve_estimator(spec: str) -> tuple[str, dict[str, Any]]:
+    """Reads an estimator spec: ``NAME``, ``NAME,key=value,...`` or ``key=value,...``.
+
+    ``NAME`` is a key of ``kernel.ADVANTAGE_PRESETS``; ``key=value`` pairs are keyword options of
+    ``kernel.grouped_advantages`` and override the preset's; each value is read in the type of the
+    preset's value (str stays str; ``true``/``false``; ``none``; int; float). Options alone start
+    from the ``"default"`` preset.
+
+    Returns:
+      ``(preset name, options)`` with the preset's options merged under the overrides.
+
+    Raises:
+      ValueError: an unknown preset or option, or a malformed item (the message lists what is known).
+
+    Examples:
+      >>> name, opts = resolve_estimator("verl_grpo.norm,eps=1e-4")
+      >>> name, opts["scale"], opts["eps"]
+      ('verl_grpo.norm', 'group', 0.0001)
+    """
+    presets = getattr(kernel, "ADVANTAGE_PRESETS", None)
+    if presets is None:
+        raise ValueError("kernel.ADVANTAGE_PRESETS is not available in this build of the kernel")
+    items = [s.strip() for s in spec.split(",") if s.strip()]
+    name = "default"
+    if items and "=" not in items[0]:
+        name = items.pop(0)
+    if name not in presets:
+        raise ValueError(f"unknown estimator {name!r}; known presets: {', '.join(sorted(presets))}")
+    base = _preset_options(presets[name])
+    overrides: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ValueError(f"estimator option {item!r} must look like key=value")
+        if key not in base:
+            raise ValueError(f"unknown estimator option {key!r}; options: {', '.join(base)}")
+        try:
+            overrides[key] = _coerce(value, base[key])
+        except ValueError as e:
+            raise ValueError(f"estimator option {key}: {e}") from None
+    return name, {**base, **overrides}
+
+
+def check_estimator(spec: str) -> tuple[str, dict[str, Any]]:
+    """:func:`resolve_estimator`, then one tiny ``grouped_advantages`` call so that option values the
+    kernel refuses (e.g. ``scale=sideways``) are reported before any work is done.
+
+    Raises:
+      ValueError, TypeError: the spec or an option value is not accepted.
+    """
+    name, opts = resolve_estimator(spec)
+    kernel.grouped_advantages(np.array([0.0, 1.0]), np.array([0, 0]), 1, **opts)
+    return name, opts
+
+
+def _preset_options(preset: Any) -> dict[str, Any]:
+    if isinstance(preset, dict):
+        return dict(preset)
+    if hasattr(preset, "_asdict"):
+        return dict(preset._asdict())
+    if hasattr(preset, "__dataclass_fields__"):
+        return {k: getattr(preset, k) for k in preset.__dataclass_fields__}
+    raise TypeError(f"cannot read the options of preset {preset!r}")
+
+
+class NumericResult(NamedTuple):
+    """The batch's numbers; packed rows are debate-major (debate p's agents at ``offsets_P1[p]:+N_p``).
+
+    Attributes:
+      num_agents_P: int [P].
+      offsets_P1: int [P+1], first packed row of each debate (and the total R at the end).
+      votes: VoteArrays of every vote of every accepted response, debates in order.
+      vote_offsets_P1: int [P+1], first vote row of each debate.
+      validation: ``validate_votes`` on ``votes``.
+      round1_dropped_V: bool [V], votes removed by ``round1_votes="drop"`` (all False otherwise).
+      pairwise: ``PairwiseRewards`` (rewards_PG, group_ids_PG, total_votes_P, malformed_P, any_votes_P).
+      step_rewards_PG: float [R], Σ of each agent's step rewards (−1 for a failed parse).
+      returns_PG: float [R], total return = Σ step rewards + final pairwise reward.
+      advantages_PG: float [R].
+      estimator: ``(preset name, options)`` used.
+    """
+
+    num_agents_P: npt.NDArray[np.int64]
+    offsets_P1: npt.NDArray[np.int64]
+    votes: VoteArrays
+    vote_offsets_P1: npt.NDArray[np.int64]
+    validation: VoteValidation
+    round1_dropped_V: npt.NDArray[np.bool_]
+    pairwise: PairwiseRewards
+    step_rewards_PG: npt.NDArray[np.float64]
+    returns_PG: npt.NDArray[np.float64]
+    advantages_PG: npt.NDArray[np.floating[Any]]
+    estimator: tuple[str, dict[str, Any]]
+
+
+def _step_rows(
+    replayed: Sequence[ReplayedDebate], offsets: npt.NDArray[np.int64]
+) -> tuple[list[int], list[float]]:
+    rows: list[int] = []
+    rewards: list[float] = []
+    for p, r in enumerate(replayed):
+        base = int(offsets[p])
+        turns = r.debate.turns
+        for k in r.replay.accepted:
+            rows.append(base + turns[k].agent)
+            rewards.append(r.replay.rewards[k])
+    return rows, rewards
+
+
+def _advantages(
+    returns: npt.NDArray[np.float64],
+    group_ids: npt.NDArray[np.int32],
+    num_groups: int,
+    estimator: tuple[str, dict[str, Any]],
+) -> npt.NDArray[np.floating[Any]]:
+    result = kernel.grouped_advantages(returns, group_ids, num_groups, **estimator[1])
+    adv = getattr(result, "advantages", result)
+    return np.asarray(adv)
+
+
+def compute_numeric(
+    replayed: Sequence[ReplayedDebate], *, options: ScoreOptions = ScoreOptions()
+) -> NumericResult:
+    """Votes, rewards, returns and advantages of all debates at once (one kernel call per stage).
+
+    Returns:
+      A :class:`NumericResult`.
+    """
+    num_agents = np.fromiter((r.debate.num_agents for r in replayed), dtype=np.int64, count=len(replayed))
+    offsets = np.concatenate(([0], np.cumsum(num_agents))).astype(np.int64)
+    num_debates = len(replayed)
+    votes = kernel.votes_from_responses([r.state.responses for r in replayed])
+    vote_counts = np.bincount(votes.group_ids_V, minlength=num_debates)[:num_debates]
+    vote_offsets = np.concatenate(([0], np.cumsum(vote_counts))).astype(np.int64)
+    dropped = np.zeros(votes.group_ids_V.shape[0], dtype=bool)
+    if options.round1_votes == "drop":
+        check = kernel.round1_vote_violations([r.state for r in replayed])
+        dropped = ~np.asarray(check.valid_V, dtype=bool)
+        # A padding row (group id P) takes no part in validation or rewards.
+        votes = votes._replace(group_ids_V=np.where(dropped, num_debates, votes.group_ids_V).astype(np.int32))
+    elif options.round1_votes != "count":
+        raise ValueError(f"round1_votes must be 'count' or 'drop', got {options.round1_votes!r}")
+    validation = kernel.validate_votes(votes, num_agents)
+    pairwise = kernel.pairwise_rewards(votes, num_agents, mode=options.reward)
+    rows, step = _step_rows(replayed, offsets)
+    num_rows = int(offsets[-1])
+    rows_T = np.asarray(rows, dtype=np.int64)
+    step_T = np.asarray(step, dtype=np.float64)
+    step_rewards = np.bincount(rows_T, weights=step_T, minlength=num_rows).astype(np.float64)
+    returns = np.asarray(
+        kernel.total_returns(step_T, rows_T, num_rows, pairwise.rewards_PG), dtype=np.float64
+    )
+    estimator = resolve_estimator(options.estimator)
+    advantages = _advantages(returns, pairwise.group_ids_PG, num_debates, estimator)
+    return NumericResult(
+        num_agents,
+        offsets,
+        votes,
+        vote_offsets,
+        validation,
+        dropped,
+        pairwise,
+        step_rewards,
+        returns,
+        advantages,
+        estimator,
+    )
+
+
+# ------------------------------------------------------------------------------------------------
+# Stage 4: datums (only for turns that carry tokens)
+
+
+class DatumOutput(NamedTuple):
+    """Token-level training data of the turns that carry tokens.
+
+    Attributes:
+      arrays: name → numpy array: the kernel's packed datums (``input_tokens``, ``target_tokens``,
+        ``logprobs``, ``advantages``, ``mask``, ``offsets_D1``, ``traj_ids_D``) plus ``debate_D`` and
+        ``agent_D`` (the debate index among the scored debates and the agent of each datum).
+      stats: datums, tokens, action tokens, mean sampler logprob and entropy estimate (−mean logprob
+        over action tokens), and the kernel's per-reason counts of trajectories without datums.
+    """
+
+    arrays: dict[str, npt.NDArray[Any]]
+    stats: dict[str, Any]
+
+
+def build_datums(
+    replayed: Sequence[ReplayedDebate], numeric: NumericResult, *, mode: str = "robust"
+) -> DatumOutput | None:
+    """Datums of all turns that carry tokens, with one ``kernel.build_datums`` call for the batch.
+
+    Each (debate, agent) is one trajectory whose transitions are that agent's accepted turns with tokens
+    (debate turns are re-rendered from scratch, so each turn normally becomes its own datum) and whose
+    advantage is the agent's advantage. A turn that failed to parse stays trainable with the agent's
+    advantage, as in the reference: its −1 is part of the return.
+
+    Returns:
+      A :class:`DatumOutput`, or None when no turn carries tokens.
+    """
+    transitions: list[list[tuple[Sequence[int], Sequence[int], Sequence[float] | None]]] = []
+    rows: list[int] = []
+    origin: list[tuple[int, int]] = []
+    for p, r in enumerate(replayed):
+        n = r.debate.num_agents
+        per_agent: list[list[tuple[Sequence[int], Sequence[int], Sequence[float] | None]]] = [
+            [] for _ in range(n)
+        ]
+        any_tokens = False
+        for k in r.replay.accepted:
+            t = r.debate.turns[k]
+            if t.action_tokens is not None:
+                per_agent[t.agent].append((t.observation_tokens or (), t.action_tokens, t.logprobs))
+                any_tokens = True
+        if not any_tokens:
+            continue
+        base = int(numeric.offsets_P1[p])
+        for i, trs in enumerate(per_agent):
+            if trs:
+                transitions.append(trs)
+                rows.append(base + i)
+                origin.append((p, i))
+    if not transitions:
+        return None
+    advantages_B = np.asarray(numeric.advantages_PG, dtype=np.float64)[np.asarray(rows, dtype=np.int64)]
+    trajectories = kernel.trajectories_from_lists(transitions, advantages_B)
+    built = kernel.build_datums(trajectories, mode=mode)
+    d = built.datums
+    where = np.asarray(origin, dtype=np.int64).reshape(-1, 2)
+    arrays: dict[str, npt.NDArray[Any]] = {name: np.asarray(getattr(d, name)) for name in d._fields}
+    arrays["debate_D"] = where[d.traj_ids_D, 0]
+    arrays["agent_D"] = where[d.traj_ids_D, 1]
+    mask = np.asarray(d.mask, dtype=bool)
+    n_action = int(mask.sum())
+    mean_lp = float(np.asarray(d.logprobs, dtype=np.float64)[mask].mean()) if n_action else 0.0
+    rep = built.report
+    stats: dict[str, Any] = {
+        "datums": int(rep.datums),
+        "tokens": int(rep.tokens),
+        "action_tokens": n_action,
+        "mean_logprob": _r(mean_lp),
+        "entropy": _r(-mean_lp),
+        "trajectories": int(rep.trajectories),
+        "mode": mode,
+    }
+    for name in ("short_segment", "logprob_count_mismatch", "missing_logprobs", "segments_dropped"):
+        stats[name] = int(getattr(rep, name))
+    return DatumOutput(arrays, stats)
+
+
+# ------------------------------------------------------------------------------------------------
+# Everything
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    """The outcome of :func:`score`: what was scored, what was skipped and why, and every number."""
+
+    options: ScoreOptions
+    replayed: tuple[ReplayedDebate, ...]
+    numeric: NumericResult
+    datums: DatumOutput | None
+    errors: tuple[TranscriptError, ...]
+    num_lines: int = 0
+    num_blank: int = 0
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def score(
+    debates: Sequence[Debate],
+    *,
+    options: ScoreOptions = ScoreOptions(),
+    read_errors: Sequence[TranscriptError] = (),
+    num_lines: int = 0,
+    num_blank: int = 0,
+    clock: Callable[[], float] = time.perf_counter,
+) -> BatchResult:
+    """Runs every stage on ``debates``; ``read_errors`` from the reader are carried into the result."""
+    timings: dict[str, float] = {}
+    t0 = clock()
+    parsed = parse_turns(debates, policy=options.policy)
+    t1 = clock()
+    replayed, replay_errors = replay_debates(debates, parsed, options=options)
+    t2 = clock()
+    numeric = compute_numeric(replayed, options=options)
+    t3 = clock()
+    datums = build_datums(replayed, numeric, mode=options.datum_mode)
+    t4 = clock()
+    timings.update(parse=t1 - t0, replay=t2 - t1, numeric=t3 - t2, datums=t4 - t3)
+    errors = sorted([*read_errors, *replay_errors], key=lambda e: e.line)
+    return BatchResult(
+        options, tuple(replayed), numeric, datums, tuple(errors), num_lines, num_blank, timings
+    )
+
+
+# ------------------------------------------------------------------------------------------------
+# Results as JSON-ready records
+
+
+def _r(x: float, nd: int = 6) -> float:
+    return round(float(x), nd)
+
+
+def debate_records(result: BatchResult) -> list[dict[str, Any]]:
+    """One JSON-ready record per input debate: the scored ones, then one per skipped line (its error).
+
+    Scored records hold: id, line, num_agents, max_rounds, turns (accepted), rounds, end, consensus,
+    parse_failures, ignored_turns, votes (counts and the list), rewards, step_rewards, returns,
+    advantages, per-turn parse summaries, and datum counts when tokens were present.
+    """
+    num = result.numeric
+    out: list[dict[str, Any]] = []
+    valid = np.asarray(num.validation.valid_V)
+    reason = np.asarray(num.validation.reason_V)
+    reasons = kernel.VOTE_REASONS
+    _, u, a, op, b = (np.asarray(x) for x in num.votes)
+    datum_counts = _datum_counts(result)
+    for p, r in enumerate(result.replayed):
+        lo, hi = int(num.offsets_P1[p]), int(num.offsets_P1[p + 1])
+        vlo, vhi = int(num.vote_offsets_P1[p]), int(num.vote_offsets_P1[p + 1])
+        vote_list = [
+            {
+                "author": int(u[v]),
+                "a": int(a[v]),
+                "op": ">" if op[v] == kernel.OP_GT else "=" if op[v] == kernel.OP_EQ else "?",
+                "b": int(b[v]),
+                "valid": bool(valid[v]),
+                "reason": "round1_not_yet_spoken" if num.round1_dropped_V[v] else reasons[int(reason[v])],
+            }
+            for v in range(vlo, vhi)
+        ]
+        turns = []
+        for k, (t, pr) in enumerate(zip(r.debate.turns, r.parsed, strict=True)):
+            turns.append(
+                {
+                    "turn": k,
+                    "agent": t.agent,
+                    "round": k // r.debate.num_agents,
+                    "ok": pr.ok,
+                    "reason": pr.reason,
+                    "consensus": pr.consensus,
+                    "votes": [[v.a, v.op, v.b] for v in pr.votes],
+                    "self_votes_dropped": pr.self_votes_dropped,
+                    "malformed_votes": [[m.line, m.reason] for m in pr.malformed_votes],
+                    "ignored": k in r.ignored_turns,
+                }
+            )
+        rec: dict[str, Any] = {
+            "id": r.debate.id,
+            "line": r.debate.line,
+            "status": "scored",
+            "num_agents": r.debate.num_agents,
+            "max_rounds": r.debate.max_rounds,
+            "num_turns": len(r.replay.accepted),
+            "rounds": r.num_rounds,
+            "end": r.end,
+            "consensus": bool(r.state.consensus),
+            "parse_failures": [{"turn": k, "agent": i, "reason": why} for k, i, why in r.parse_failures],
+            "ignored_turns": list(r.ignored_turns),
+            "votes": {
+                "total": int(num.pairwise.total_votes_P[p]),
+                "malformed": int(num.pairwise.malformed_P[p]),
+                "any": bool(num.pairwise.any_votes_P[p]),
+                "round1_dropped": int(num.round1_dropped_V[vlo:vhi].sum()),
+                "list": vote_list,
+            },
+            "rewards": [_r(x) for x in num.pairwise.rewards_PG[lo:hi]],
+            "step_rewards": [_r(x) for x in num.step_rewards_PG[lo:hi]],
+            "returns": [_r(x) for x in num.returns_PG[lo:hi]],
+            "advantages": [_r(x) for x in num.advantages_PG[lo:hi]],
+            "turns": turns,
+        }
+        if p in datum_counts:
+            rec["datums"] = datum_counts[p]
+        out.append(rec)
+    for e in result.errors:
+        out.append({"id": e.debate_id, "line": e.line, "status": "skipped", "error": e.to_record()})
+    return out
+
+
+def _datum_counts(result: BatchResult) -> dict[int, dict[str, int]]:
+    if result.datums is None:
+        return {}
+    arrays = result.datums.arrays
+    debate = np.asarray(arrays["debate_D"], dtype=np.int64)
+    offsets = np.asarray(arrays["offsets_D1"], dtype=np.int64)
+    cum = np.concatenate(([0], np.cumsum(np.asarray(arrays["mask"], dtype=np.int64))))
+    num_debates = len(result.replayed)
+    count = np.bincount(debate, minlength=num_debates)
+    tokens = np.bincount(debate, weights=np.diff(offsets), minlength=num_debates)
+    action = np.bincount(debate, weights=cum[offsets[1:]] - cum[offsets[:-1]], minlength=num_debates)
+    return {
+        int(p): {"count": int(count[p]), "tokens": int(tokens[p]), "action_tokens": int(action[p])}
+        for p in np.flatnonzero(count)
+    }
+
+
+def summary(result: BatchResult) -> dict[str, Any]:
+    """Batch figures: counts of lines, debates scored and skipped (by reason), ends, parse failures (by
+    reason), consensus rate, votes, reward and advantage statistics, datum statistics."""
+    num = result.numeric
+    replayed = result.replayed
+    skipped = Counter(e.reason for e in result.errors)
+    ends = Counter(r.end for r in replayed)
+    failures = Counter(why for r in replayed for _, _, why in r.parse_failures)
+    turns = sum(len(r.replay.accepted) for r in replayed)
+    ignored = sum(len(r.ignored_turns) for r in replayed)
+    scored = len(replayed)
+
+    def stats(x: npt.NDArray[Any]) -> dict[str, float]:
+        if x.size == 0:
+            return {"mean": 0.0, "std": 0.0, "min": 0.0, "max": 0.0}
+        return {
+            "mean": _r(np.mean(x)),
+            "std": _r(np.std(x)),
+            "min": _r(np.min(x)),
+            "max": _r(np.max(x)),
+        }
+
+    out: dict[str, Any] = {
+        "policy": result.options.policy,
+        "reward": result.options.reward,
+        "estimator": num.estimator[0],
+        "estimator_options": {k: v for k, v in num.estimator[1].items() if _jsonable(v)},
+        "lines": result.num_lines,
+        "blank_lines": result.num_blank,
+        "debates_scored": scored,
+        "debates_skipped": len(result.errors),
+        "skipped_by_reason": dict(sorted(skipped.items())),
+        "turns_scored": turns,
+        "turns_ignored_after_end": ignored,
+        "ends": {k: ends.get(k, 0) for k in END_REASONS},
+        "parse_failures": sum(failures.values()),
+        "parse_failures_by_reason": dict(sorted(failures.items())),
+        "parse_failure_rate": _r(sum(failures.values()) / max(turns, 1)),
+        "consensus_rate": _r(ends.get("consensus", 0) / max(scored, 1)),
+        "votes_total": int(np.sum(num.pairwise.total_votes_P)),
+        "votes_malformed": int(np.sum(num.pairwise.malformed_P)),
+        "votes_round1_dropped": int(np.sum(num.round1_dropped_V)),
+        "votes_self_dropped": sum(
+            r.parsed[k].self_votes_dropped for r in replayed for k in r.replay.accepted
+        ),
+        "comparison_lines_unreadable": sum(
+            len(r.parsed[k].malformed_votes) for r in replayed for k in r.replay.accepted
+        ),
+        "rewards": stats(np.asarray(num.pairwise.rewards_PG)),
+        "returns": stats(np.asarray(num.returns_PG)),
+        "advantages": stats(np.asarray(num.advantages_PG)),
+    }
+    if result.datums is not None:
+        out["datums"] = dict(result.datums.stats)
+    return out
+
+
+def _jsonable(v: Any) -> bool:
+    return v is None or (
+        isinstance(v, bool | int | float | str) and not (isinstance(v, float) and not math.isfinite(v))
+    )

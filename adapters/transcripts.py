@@ -1,0 +1,560 @@
+"""Debate transcripts on disk: the ``debate-transcript/1`` JSON Lines format, its reader and writer.
+
+One debate per line. The reader is total: every line gives either a :class:`Debate` or a
+:class:`TranscriptError` naming the line (and the turn) and the reason; a bad line never stops the
+others from being read, and nothing is dropped without being counted. The format is documented in
+``docs/transcripts.md``.
+
+A minimal line (two agents, one round)::
+
+    {"id": "q1", "question": "2+2?", "num_agents": 2, "max_rounds": 1,
+     "turns": [{"agent": 0, "text": "..."}, {"agent": 1, "text": "..."}]}
+
+Turn ``k`` belongs to agent ``k mod num_agents`` in round ``k // num_agents`` (both 0-based): agents
+speak in fixed order and a round is ``num_agents`` turns.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, TextIO
+
+__all__ = [
+    "FORMAT",
+    "MAX_AGENTS",
+    "Debate",
+    "ReadResult",
+    "TranscriptError",
+    "Turn",
+    "debate_from_record",
+    "debate_to_record",
+    "dumps_debate",
+    "parse_line",
+    "read_transcript_file",
+    "read_transcripts",
+    "write_transcripts",
+]
+
+FORMAT = "debate-transcript/1"
+"""The value of the optional ``"format"`` field this reader understands."""
+
+MAX_AGENTS = 1024
+"""Largest ``num_agents`` accepted (a guard against absurd allocations from a typo)."""
+
+_MAX_TOKEN_ID = 2**31 - 1
+_DEBATE_FIELDS = ("format", "id", "question", "num_agents", "max_rounds", "turns", "meta")
+_TURN_FIELDS = ("agent", "text", "round", "observation_tokens", "action_tokens", "logprobs", "meta")
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One agent output, in speaking order.
+
+    Attributes:
+      agent: the speaking agent's id, in ``[0, num_agents)``.
+      text: the raw model output (what the parser reads).
+      round: the 0-based round when the file states it (checked against the turn index), else None.
+      observation_tokens: prompt token ids the policy saw, or None.
+      action_tokens: sampled token ids (the tokenised ``text``), or None.
+      logprobs: sampler log-probabilities, one per action token, or None.
+      meta: free-form JSON value carried through unchanged (None when absent).
+    """
+
+    agent: int
+    text: str
+    round: int | None = None
+    observation_tokens: tuple[int, ...] | None = None
+    action_tokens: tuple[int, ...] | None = None
+    logprobs: tuple[float, ...] | None = None
+    meta: Any = None
+
+    @property
+    def has_tokens(self) -> bool:
+        """True when observation tokens, action tokens and logprobs are all present."""
+        return self.action_tokens is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Debate:
+    """One debate: a question, ``num_agents`` agents, and their turns in speaking order.
+
+    Attributes:
+      id: the debate's id (unique within a file).
+      question: the question the agents debate.
+      num_agents: number of agents N; a round is N turns.
+      turns: the turns in speaking order (turn k is agent k mod N, round k // N).
+      max_rounds: the round limit of the episode, or None when the file gives none (then only consensus
+        or a parse failure ends the debate).
+      line: 1-based line number in the source (0 for debates built in memory).
+      meta: free-form JSON value carried through unchanged (None when absent).
+    """
+
+    id: str
+    question: str
+    num_agents: int
+    turns: tuple[Turn, ...]
+    max_rounds: int | None = None
+    line: int = field(default=0, compare=False)
+    meta: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class TranscriptError:
+    """Why one input line (or one debate) could not be used.
+
+    Attributes:
+      line: 1-based line number of the debate in its source.
+      reason: a reason code (see ``docs/transcripts.md``), e.g. ``"bad_json"``, ``"out_of_order"``.
+      message: a human-readable explanation.
+      turn: the 0-based index into ``turns`` when the problem is one turn, else None.
+      debate_id: the debate's id when it could be read, else None.
+    """
+
+    line: int
+    reason: str
+    message: str
+    turn: int | None = None
+    debate_id: str | None = None
+
+    def __str__(self) -> str:
+        where = f"line {self.line}"
+        if self.debate_id is not None:
+            where += f" (id {self.debate_id!r})"
+        if self.turn is not None:
+            where += f", turns[{self.turn}]"
+        return f"{where}: {self.message} [{self.reason}]"
+
+    def to_record(self) -> dict[str, Any]:
+        """A JSON-ready dict of the fields."""
+        return {
+            "line": self.line,
+            "reason": self.reason,
+            "message": self.message,
+            "turn": self.turn,
+            "id": self.debate_id,
+        }
+
+
+class ReadResult(NamedTuple):
+    """What a read produced: the good debates, one error per bad line, and line counts."""
+
+    debates: tuple[Debate, ...]
+    errors: tuple[TranscriptError, ...]
+    num_lines: int
+    num_blank: int
+
+
+class _Invalid(Exception):
+    """Internal: raised while validating one line; converted to a TranscriptError at the line boundary."""
+
+    def __init__(self, reason: str, message: str, turn: int | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+        self.turn = turn
+
+
+# ------------------------------------------------------------------------------------------------
+# Reading
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _require_int(value: Any, name: str, *, minimum: int, turn: int | None = None) -> int:
+    if not _is_int(value):
+        raise _Invalid("wrong_type", f"{name} must be an integer, got {_type_name(value)}", turn)
+    if value < minimum:
+        raise _Invalid("bad_value", f"{name} must be >= {minimum}, got {value}", turn)
+    return int(value)
+
+
+def _token_ids(value: Any, name: str, turn: int) -> tuple[int, ...]:
+    if not isinstance(value, list):
+        raise _Invalid("wrong_type", f"{name} must be an array of integers, got {_type_name(value)}", turn)
+    if not all(type(t) is int for t in value):
+        bad = next(t for t in value if type(t) is not int)
+        raise _Invalid("wrong_type", f"{name} must hold integers, found {_type_name(bad)}", turn)
+    if value and (min(value) < 0 or max(value) > _MAX_TOKEN_ID):
+        raise _Invalid(
+            "bad_value", f"{name} must hold ids in [0, 2**31), got {min(value)}..{max(value)}", turn
+        )
+    return tuple(value)
+
+
+def _logprobs(value: Any, turn: int) -> tuple[float, ...]:
+    if not isinstance(value, list):
+        raise _Invalid("wrong_type", f"logprobs must be an array of numbers, got {_type_name(value)}", turn)
+    out = []
+    for x in value:
+        if isinstance(x, bool) or not isinstance(x, int | float):
+            raise _Invalid("wrong_type", f"logprobs must hold numbers, found {_type_name(x)}", turn)
+        xf = float(x)
+        if not math.isfinite(xf):
+            raise _Invalid("bad_value", "logprobs must be finite", turn)
+        out.append(xf)
+    return tuple(out)
+
+
+def _turn_from_record(rec: Any, k: int, num_agents: int) -> Turn:
+    if not isinstance(rec, dict):
+        raise _Invalid("wrong_type", f"a turn must be an object, got {_type_name(rec)}", k)
+    unknown = sorted(set(rec) - set(_TURN_FIELDS))
+    if unknown:
+        raise _Invalid(
+            "unknown_field",
+            f"unknown turn field {unknown[0]!r} (known: {', '.join(_TURN_FIELDS)})",
+            k,
+        )
+    for name in ("agent", "text"):
+        if name not in rec:
+            raise _Invalid("missing_field", f"turn has no {name!r}", k)
+    agent = rec["agent"]
+    if not _is_int(agent):
+        raise _Invalid("wrong_type", f"agent must be an integer, got {_type_name(agent)}", k)
+    if not 0 <= agent < num_agents:
+        raise _Invalid(
+            "agent_out_of_range",
+            f"agent {agent} is out of range [0, {num_agents}) for num_agents={num_agents}",
+            k,
+        )
+    if agent != k % num_agents:
+        raise _Invalid(
+            "out_of_order",
+            f"expected agent {k % num_agents} (agents speak in order 0..{num_agents - 1}; "
+            f"turns[{k}] is round {k // num_agents}, position {k % num_agents}), got agent {agent}",
+            k,
+        )
+    text = rec["text"]
+    if not isinstance(text, str):
+        raise _Invalid("wrong_type", f"text must be a string, got {_type_name(text)}", k)
+    rnd = rec.get("round")
+    if rnd is not None:
+        rnd = _require_int(rnd, "round", minimum=0, turn=k)
+        if rnd != k // num_agents:
+            raise _Invalid(
+                "round_mismatch",
+                f"round {rnd} does not match the speaking order: turns[{k}] with {num_agents} agents "
+                f"is round {k // num_agents} (0-based)",
+                k,
+            )
+    present = [name in rec and rec[name] is not None for name in _TURN_FIELDS[3:6]]
+    obs = act = lps = None
+    if any(present):
+        if not all(present):
+            missing = [n for n, p in zip(_TURN_FIELDS[3:6], present, strict=True) if not p]
+            raise _Invalid(
+                "incomplete_tokens",
+                "observation_tokens, action_tokens and logprobs come together; missing " + ", ".join(missing),
+                k,
+            )
+        obs = _token_ids(rec["observation_tokens"], "observation_tokens", k)
+        act = _token_ids(rec["action_tokens"], "action_tokens", k)
+        lps = _logprobs(rec["logprobs"], k)
+        if len(lps) != len(act):
+            raise _Invalid(
+                "token_mismatch",
+                f"logprobs has {len(lps)} entries but action_tokens has {len(act)}",
+                k,
+            )
+    return Turn(
+        agent=int(agent),
+        text=text,
+        round=rnd,
+        observation_tokens=obs,
+        action_tokens=act,
+        logprobs=lps,
+        meta=rec.get("meta"),
+    )
+
+
+def debate_from_record(rec: Any, line: int = 0) -> Debate:
+    """Validates one decoded JSON value and builds a :class:`Debate`.
+
+    Args:
+      rec: the decoded JSON value of one line.
+      line: its 1-based line number (kept on the result).
+
+    Returns:
+      The debate.
+
+    Raises:
+      ValueError: the record is not a valid debate; the message names the field (and turn) and why.
+
+    Examples:
+      >>> d = debate_from_record({"id": "a", "question": "q", "num_agents": 2,
+      ...                         "turns": [{"agent": 0, "text": "hi"}]})
+      >>> d.num_agents, len(d.turns), d.max_rounds
+      (2, 1, None)
+    """
+    try:
+        return _debate_from_record(rec, line)
+    except _Invalid as e:
+        where = f"turns[{e.turn}]: " if e.turn is not None else ""
+        raise ValueError(f"{where}{e.message} [{e.reason}]") from None
+
+
+def _debate_from_record(rec: Any, line: int) -> Debate:
+    if not isinstance(rec, dict):
+        raise _Invalid("not_object", f"a line must hold a JSON object, got {_type_name(rec)}")
+    fmt = rec.get("format", FORMAT)
+    if fmt != FORMAT:
+        raise _Invalid(
+            "unsupported_format", f"format {fmt!r} is not supported (this reader reads {FORMAT!r})"
+        )
+    unknown = sorted(set(rec) - set(_DEBATE_FIELDS))
+    if unknown:
+        raise _Invalid(
+            "unknown_field",
+            f"unknown field {unknown[0]!r} (known: {', '.join(_DEBATE_FIELDS)}; "
+            "free-form data goes under 'meta')",
+        )
+    for name in ("id", "question", "num_agents", "turns"):
+        if name not in rec:
+            raise _Invalid("missing_field", f"missing required field {name!r}")
+    debate_id = rec["id"]
+    if _is_int(debate_id):
+        debate_id = str(debate_id)
+    if not isinstance(debate_id, str):
+        raise _Invalid("wrong_type", f"id must be a string or an integer, got {_type_name(debate_id)}")
+    question = rec["question"]
+    if not isinstance(question, str):
+        raise _Invalid("wrong_type", f"question must be a string, got {_type_name(question)}")
+    num_agents = _require_int(rec["num_agents"], "num_agents", minimum=1)
+    if num_agents > MAX_AGENTS:
+        raise _Invalid("bad_value", f"num_agents must be <= {MAX_AGENTS}, got {num_agents}")
+    max_rounds = rec.get("max_rounds")
+    if max_rounds is not None:
+        max_rounds = _require_int(max_rounds, "max_rounds", minimum=1)
+    turns_rec = rec["turns"]
+    if not isinstance(turns_rec, list):
+        raise _Invalid("wrong_type", f"turns must be an array, got {_type_name(turns_rec)}")
+    if not turns_rec:
+        raise _Invalid("no_turns", "turns is empty: nothing to score")
+    turns = []
+    for k, t in enumerate(turns_rec):
+        turn = _turn_from_record(t, k, num_agents)
+        if max_rounds is not None and k >= max_rounds * num_agents:
+            raise _Invalid(
+                "turn_after_end",
+                f"turn after the end: with max_rounds={max_rounds} and {num_agents} agents the debate "
+                f"ends after turns[{max_rounds * num_agents - 1}]",
+                k,
+            )
+        turns.append(turn)
+    return Debate(
+        id=debate_id,
+        question=question,
+        num_agents=num_agents,
+        turns=tuple(turns),
+        max_rounds=max_rounds,
+        line=line,
+        meta=rec.get("meta"),
+    )
+
+
+def parse_line(text: str | bytes, line: int) -> Debate | TranscriptError:
+    """Reads one JSON Lines line. Total: returns the debate, or an error naming the line and reason.
+
+    Args:
+      text: the line (str, or UTF-8 bytes), with or without its line ending.
+      line: its 1-based line number.
+
+    Returns:
+      A :class:`Debate`, or a :class:`TranscriptError` (never raises).
+
+    Examples:
+      >>> print(parse_line('{"id": 1, "question": "q"', 7))
+      line 7: bad JSON: Expecting ',' delimiter at column 26 [bad_json]
+    """
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as e:
+            return TranscriptError(line, "bad_encoding", f"not UTF-8: {e.reason} at byte {e.start}")
+    try:
+        rec = json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as e:
+        return TranscriptError(line, "bad_json", f"bad JSON: {e.msg} at column {e.colno}")
+    except (ValueError, RecursionError) as e:
+        return TranscriptError(line, "bad_json", f"bad JSON: {e}")
+    try:
+        return _debate_from_record(rec, line)
+    except _Invalid as e:
+        debate_id = rec.get("id") if isinstance(rec, dict) else None
+        if _is_int(debate_id):
+            debate_id = str(debate_id)
+        return TranscriptError(
+            line, e.reason, e.message, e.turn, debate_id if isinstance(debate_id, str) else None
+        )
+
+
+def _split_lines(source: str | bytes | Iterable[str | bytes]) -> Iterator[str | bytes]:
+    # Split only on "\n" (str.splitlines would also split on U+2028 and friends, which JSON strings
+    # may legally contain unescaped).
+    if isinstance(source, str | bytes):
+        pieces: list[Any] = source.split("\n" if isinstance(source, str) else b"\n")  # type: ignore[arg-type]
+        if not pieces[-1]:
+            pieces.pop()  # the text ends with a newline: no line after it
+        yield from pieces
+    else:
+        yield from source
+
+
+def read_transcripts(source: str | bytes | Iterable[str | bytes]) -> ReadResult:
+    """Reads debates from JSON Lines text. Total: bad lines become errors, the rest are read.
+
+    Blank lines are skipped and counted. A repeated id is an error on the later line.
+
+    Args:
+      source: the whole text (str or bytes), or an iterable of lines (e.g. an open file).
+
+    Returns:
+      A :class:`ReadResult` with the debates in file order and one error per unusable line.
+
+    Examples:
+      >>> text = ('{"id": "a", "question": "q", "num_agents": 2, "turns": [{"agent": 0, "text": "x"}]}\\n'
+      ...         '{"id": "b", "question": "q", "num_agents": 2, "turns": [{"agent": 1, "text": "x"}]}\\n')
+      >>> res = read_transcripts(text)
+      >>> [d.id for d in res.debates], [e.reason for e in res.errors], res.num_lines, res.num_blank
+      (['a'], ['out_of_order'], 2, 0)
+    """
+    debates: list[Debate] = []
+    errors: list[TranscriptError] = []
+    seen: dict[str, int] = {}
+    num_lines = num_blank = 0
+    for num_lines, raw in enumerate(_split_lines(source), start=1):
+        stripped = raw.strip()
+        if not stripped:
+            num_blank += 1
+            continue
+        got = parse_line(stripped, num_lines)
+        if isinstance(got, TranscriptError):
+            errors.append(got)
+        elif got.id in seen:
+            errors.append(
+                TranscriptError(
+                    num_lines,
+                    "duplicate_id",
+                    f"id {got.id!r} was already used on line {seen[got.id]}",
+                    None,
+                    got.id,
+                )
+            )
+        else:
+            seen[got.id] = num_lines
+            debates.append(got)
+    return ReadResult(tuple(debates), tuple(errors), num_lines, num_blank)
+
+
+def read_transcript_file(path: str | os.PathLike[str]) -> ReadResult:
+    """Reads a ``debate-transcript/1`` JSON Lines file (``-`` reads standard input).
+
+    Raises:
+      OSError: the file cannot be opened or read (unusable input; bad lines are not an error).
+    """
+    if os.fspath(path) == "-":
+        import sys
+
+        return read_transcripts(sys.stdin.buffer.read())
+    with open(path, "rb") as f:
+        return read_transcripts(f.read())
+
+
+# ------------------------------------------------------------------------------------------------
+# Writing
+
+
+def _turn_to_record(turn: Turn) -> dict[str, Any]:
+    rec: dict[str, Any] = {"agent": turn.agent}
+    if turn.round is not None:
+        rec["round"] = turn.round
+    rec["text"] = turn.text
+    if turn.action_tokens is not None:
+        rec["observation_tokens"] = list(turn.observation_tokens or ())
+        rec["action_tokens"] = list(turn.action_tokens)
+        rec["logprobs"] = list(turn.logprobs or ())
+    if turn.meta is not None:
+        rec["meta"] = turn.meta
+    return rec
+
+
+def debate_to_record(debate: Debate, *, with_format: bool = True) -> dict[str, Any]:
+    """The JSON-ready record of a debate (the inverse of :func:`debate_from_record`).
+
+    Examples:
+      >>> d = Debate(id="a", question="q", num_agents=2, turns=(Turn(0, "hi"),), max_rounds=3)
+      >>> debate_to_record(d)
+      {'format': 'debate-transcript/1', 'id': 'a', 'question': 'q', 'num_agents': 2, 'max_rounds': 3, 'turns': [{'agent': 0, 'text': 'hi'}]}
+      >>> debate_from_record(debate_to_record(d)) == d
+      True
+    """  # noqa: E501
+    rec: dict[str, Any] = {}
+    if with_format:
+        rec["format"] = FORMAT
+    rec["id"] = debate.id
+    rec["question"] = debate.question
+    rec["num_agents"] = debate.num_agents
+    if debate.max_rounds is not None:
+        rec["max_rounds"] = debate.max_rounds
+    rec["turns"] = [_turn_to_record(t) for t in debate.turns]
+    if debate.meta is not None:
+        rec["meta"] = debate.meta
+    return rec
+
+
+def dumps_debate(debate: Debate | Mapping[str, Any]) -> str:
+    """One compact JSON line (no trailing newline) for a debate or an already built record."""
+    rec = debate_to_record(debate) if isinstance(debate, Debate) else dict(debate)
+    return json.dumps(rec, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def write_transcripts(
+    debates: Sequence[Debate | Mapping[str, Any]], dest: str | os.PathLike[str] | TextIO
+) -> int:
+    """Writes debates as JSON Lines (UTF-8, ``\\n`` endings). Returns the number of lines written.
+
+    Examples:
+      >>> buf = io.StringIO()
+      >>> write_transcripts([Debate(id="a", question="q", num_agents=1, turns=(Turn(0, "x"),))], buf)
+      1
+      >>> read_transcripts(buf.getvalue()).debates[0].id
+      'a'
+    """
+    if isinstance(dest, io.TextIOBase) or hasattr(dest, "write"):
+        out: Any = dest
+        for d in debates:
+            out.write(dumps_debate(d) + "\n")
+        return len(debates)
+    with open(dest, "w", encoding="utf-8", newline="\n") as f:
+        for d in debates:
+            f.write(dumps_debate(d) + "\n")
+    return len(debates)

@@ -1,0 +1,374 @@
+"""The ``debate-transcript/1`` reader and writer: every bad line named with its reason, nothing dropped."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from adapters import samples
+from adapters.transcripts import (
+    FORMAT,
+    Debate,
+    TranscriptError,
+    Turn,
+    debate_from_record,
+    debate_to_record,
+    dumps_debate,
+    parse_line,
+    read_transcript_file,
+    read_transcripts,
+    write_transcripts,
+)
+
+
+def _rec(**over: Any) -> dict[str, Any]:
+    rec: dict[str, Any] = {
+        "id": "d1",
+        "question": "2 + 2?",
+        "num_agents": 3,
+        "max_rounds": 2,
+        "turns": [{"agent": k % 3, "text": f"turn {k}"} for k in range(6)],
+    }
+    rec.update(over)
+    return rec
+
+
+def _err(rec: Any, line: int = 5) -> TranscriptError:
+    got = parse_line(rec if isinstance(rec, str) else json.dumps(rec), line)
+    assert isinstance(got, TranscriptError), got
+    assert got.line == line
+    return got
+
+
+def test_a_good_line_reads_every_field() -> None:
+    rec = _rec(format=FORMAT, meta={"source": "unit"})
+    rec["turns"][0].update(round=0, observation_tokens=[1, 2], action_tokens=[3], logprobs=[-0.5], meta=[1])
+    d = parse_line(json.dumps(rec), 9)
+    assert isinstance(d, Debate)
+    assert (d.id, d.question, d.num_agents, d.max_rounds, d.line, d.meta) == (
+        "d1",
+        "2 + 2?",
+        3,
+        2,
+        9,
+        {"source": "unit"},
+    )
+    t0 = d.turns[0]
+    assert (t0.agent, t0.text, t0.round, t0.observation_tokens, t0.action_tokens, t0.logprobs, t0.meta) == (
+        0,
+        "turn 0",
+        0,
+        (1, 2),
+        (3,),
+        (-0.5,),
+        [1],
+    )
+    assert t0.has_tokens and not d.turns[1].has_tokens
+    assert [t.agent for t in d.turns] == [0, 1, 2, 0, 1, 2]
+
+
+def test_integer_ids_become_strings_and_max_rounds_is_optional() -> None:
+    d = parse_line(json.dumps(_rec(id=17, max_rounds=None)), 1)
+    assert isinstance(d, Debate)
+    assert d.id == "17" and d.max_rounds is None
+    rec = _rec()
+    del rec["max_rounds"]
+    d2 = parse_line(json.dumps(rec), 1)
+    assert isinstance(d2, Debate) and d2.max_rounds is None
+
+
+@pytest.mark.parametrize(
+    ("line", "reason", "turn", "needle"),
+    [
+        ('{"id": "x", "question": ', "bad_json", None, "bad JSON"),
+        ("[1, 2]", "not_object", None, "JSON object, got array"),
+        ('{"id": "x", "num_agents": NaN}', "bad_json", None, "NaN"),
+    ],
+)
+def test_unreadable_lines(line: str, reason: str, turn: int | None, needle: str) -> None:
+    e = _err(line)
+    assert (e.reason, e.turn) == (reason, turn)
+    assert needle in e.message
+    assert str(e).startswith("line 5")
+
+
+@pytest.mark.parametrize(
+    ("over", "reason", "needle"),
+    [
+        ({"format": "debate-transcript/2"}, "unsupported_format", "debate-transcript/2"),
+        ({"question": 3}, "wrong_type", "question must be a string, got integer"),
+        ({"id": 1.5}, "wrong_type", "id must be a string or an integer, got number"),
+        ({"num_agents": "3"}, "wrong_type", "num_agents must be an integer, got string"),
+        ({"num_agents": True}, "wrong_type", "num_agents must be an integer, got boolean"),
+        ({"num_agents": 0}, "bad_value", "num_agents must be >= 1"),
+        ({"num_agents": 10**6}, "bad_value", "num_agents must be <="),
+        ({"max_rounds": 0}, "bad_value", "max_rounds must be >= 1"),
+        ({"max_rounds": 2.0}, "wrong_type", "max_rounds must be an integer"),
+        ({"turns": {}}, "wrong_type", "turns must be an array"),
+        ({"turns": []}, "no_turns", "turns is empty"),
+        ({"max_round": 3}, "unknown_field", "'max_round'"),
+    ],
+)
+def test_wrong_debate_fields(over: dict[str, Any], reason: str, needle: str) -> None:
+    e = _err(_rec(**over))
+    assert e.reason == reason and e.turn is None
+    assert needle in e.message, e.message
+
+
+def test_missing_required_field() -> None:
+    rec = _rec()
+    del rec["question"]
+    e = _err(rec)
+    assert e.reason == "missing_field" and "'question'" in e.message
+    assert e.debate_id == "d1"
+
+
+def _turn_err(k: int, turn: Any, **over: Any) -> TranscriptError:
+    rec = _rec(**over)
+    rec["turns"][k] = turn
+    return _err(rec)
+
+
+@pytest.mark.parametrize(
+    ("k", "turn", "reason", "needle"),
+    [
+        (2, "hello", "wrong_type", "a turn must be an object"),
+        (2, {"agent": 2}, "missing_field", "'text'"),
+        (2, {"agent": 2, "text": None}, "wrong_type", "text must be a string, got null"),
+        (2, {"agent": "2", "text": "x"}, "wrong_type", "agent must be an integer"),
+        (2, {"agent": 3, "text": "x"}, "agent_out_of_range", "agent 3 is out of range [0, 3)"),
+        (2, {"agent": -1, "text": "x"}, "agent_out_of_range", "agent -1"),
+        (2, {"agent": 1, "text": "x"}, "out_of_order", "expected agent 2"),
+        (4, {"agent": 1, "text": "x", "round": 0}, "round_mismatch", "is round 1"),
+        (1, {"agent": 1, "text": "x", "speaker": 1}, "unknown_field", "'speaker'"),
+        (1, {"agent": 1, "text": "x", "action_tokens": [1]}, "incomplete_tokens", "observation_tokens"),
+        (
+            1,
+            {"agent": 1, "text": "x", "observation_tokens": [1], "action_tokens": [1, 2], "logprobs": [-1.0]},
+            "token_mismatch",
+            "logprobs has 1 entries but action_tokens has 2",
+        ),
+        (
+            1,
+            {"agent": 1, "text": "x", "observation_tokens": [1.5], "action_tokens": [1], "logprobs": [-1.0]},
+            "wrong_type",
+            "observation_tokens must hold integers",
+        ),
+        (
+            1,
+            {"agent": 1, "text": "x", "observation_tokens": [-3], "action_tokens": [1], "logprobs": [-1.0]},
+            "bad_value",
+            "observation_tokens must hold ids",
+        ),
+        (
+            1,
+            {"agent": 1, "text": "x", "observation_tokens": [3], "action_tokens": [1], "logprobs": ["a"]},
+            "wrong_type",
+            "logprobs must hold numbers",
+        ),
+    ],
+)
+def test_wrong_turns_name_the_turn(k: int, turn: Any, reason: str, needle: str) -> None:
+    e = _turn_err(k, turn)
+    assert (e.reason, e.turn) == (reason, k), e
+    assert needle in e.message, e.message
+    assert f"turns[{k}]" in str(e) and "line 5" in str(e) and "'d1'" in str(e)
+
+
+def test_turn_after_the_last_round_is_an_error() -> None:
+    rec = _rec()
+    rec["turns"].append({"agent": 0, "text": "one more"})
+    e = _err(rec)
+    assert (e.reason, e.turn) == ("turn_after_end", 6)
+    assert "max_rounds=2" in e.message
+
+
+def test_partial_last_round_is_fine() -> None:
+    rec = _rec()
+    rec["turns"] = rec["turns"][:4]
+    d = parse_line(json.dumps(rec), 1)
+    assert isinstance(d, Debate) and len(d.turns) == 4
+
+
+def test_bad_utf8_is_an_error_for_that_line_only() -> None:
+    good = json.dumps(_rec(id="ok")).encode()
+    res = read_transcripts(b'{"id": "\xff"}\n' + good + b"\n")
+    assert [e.reason for e in res.errors] == ["bad_encoding"]
+    assert res.errors[0].line == 1
+    assert [d.id for d in res.debates] == ["ok"]
+
+
+def test_read_keeps_good_lines_and_names_every_bad_one() -> None:
+    lines = [
+        json.dumps(_rec(id="a")),
+        "",
+        "{oops",
+        json.dumps(_rec(id="b", num_agents=2, turns=[{"agent": 1, "text": "x"}])),
+        json.dumps(_rec(id="a")),
+        "   ",
+        json.dumps(_rec(id="c")),
+    ]
+    res = read_transcripts("\n".join(lines) + "\n")
+    assert [d.id for d in res.debates] == ["a", "c"]
+    assert [d.line for d in res.debates] == [1, 7]
+    assert [(e.line, e.reason) for e in res.errors] == [
+        (3, "bad_json"),
+        (4, "out_of_order"),
+        (5, "duplicate_id"),
+    ]
+    assert "line 1" in res.errors[2].message
+    assert (res.num_lines, res.num_blank) == (7, 2)
+    assert len(res.debates) + len(res.errors) + res.num_blank == res.num_lines
+
+
+def test_line_separators_inside_strings_do_not_split_lines() -> None:
+    rec = _rec(question="a\u2028b\u0085c")
+    res = read_transcripts(dumps_debate(rec) + "\n")
+    assert not res.errors and res.debates[0].question == "a\u2028b\u0085c"
+
+
+def test_crlf_line_endings() -> None:
+    res = read_transcripts(json.dumps(_rec()) + "\r\n" + json.dumps(_rec(id="e")) + "\r\n")
+    assert [d.id for d in res.debates] == ["d1", "e"] and not res.errors
+
+
+def test_file_reader(tmp_path: Any) -> None:
+    p = tmp_path / "t.jsonl"
+    p.write_text(json.dumps(_rec()) + "\n", encoding="utf-8")
+    assert read_transcript_file(p).debates[0].id == "d1"
+    with pytest.raises(OSError):
+        read_transcript_file(tmp_path / "missing.jsonl")
+
+
+def test_debate_from_record_raises_with_the_reason() -> None:
+    with pytest.raises(ValueError, match=r"turns\[1\]: expected agent 1 .*\[out_of_order\]"):
+        debate_from_record(_rec(turns=[{"agent": 0, "text": "a"}, {"agent": 0, "text": "b"}]))
+
+
+_texts = st.text(max_size=30)
+_tokens = st.lists(st.integers(0, 2**31 - 1), max_size=5)
+
+
+@st.composite
+def _debates(draw: st.DrawFn) -> Debate:
+    n = draw(st.integers(1, 4))
+    max_rounds = draw(st.one_of(st.none(), st.integers(1, 3)))
+    limit = (max_rounds or 3) * n
+    num_turns = draw(st.integers(1, limit))
+    turns = []
+    for k in range(num_turns):
+        tokens = draw(st.booleans())
+        act = draw(_tokens) if tokens else None
+        turns.append(
+            Turn(
+                agent=k % n,
+                text=draw(_texts),
+                round=draw(st.sampled_from([None, k // n])),
+                observation_tokens=tuple(draw(_tokens)) if tokens else None,
+                action_tokens=tuple(act) if act is not None else None,
+                logprobs=tuple(draw(st.lists(st.floats(-50, 0), min_size=len(act), max_size=len(act))))
+                if act is not None
+                else None,
+                meta=draw(st.one_of(st.none(), st.integers(), st.text(max_size=5))),
+            )
+        )
+    return Debate(
+        id=draw(_texts),
+        question=draw(_texts),
+        num_agents=n,
+        turns=tuple(turns),
+        max_rounds=max_rounds,
+        meta=draw(st.one_of(st.none(), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))),
+    )
+
+
+@given(st.lists(_debates(), max_size=4, unique_by=lambda d: d.id))
+def test_write_then_read_round_trips(debates: list[Debate]) -> None:
+    import io
+
+    buf = io.StringIO()
+    assert write_transcripts(debates, buf) == len(debates)
+    res = read_transcripts(buf.getvalue())
+    assert not res.errors
+    assert list(res.debates) == debates
+    assert [d.line for d in res.debates] == list(range(1, len(debates) + 1))
+
+
+@given(st.text(max_size=200))
+def test_reader_is_total_on_arbitrary_text(text: str) -> None:
+    res = read_transcripts(text)
+    assert len(res.debates) + len(res.errors) + res.num_blank == res.num_lines
+
+
+@given(st.binary(max_size=200))
+def test_reader_is_total_on_arbitrary_bytes(data: bytes) -> None:
+    res = read_transcripts(data)
+    assert len(res.debates) + len(res.errors) + res.num_blank == res.num_lines
+
+
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+        lambda c: st.lists(c, max_size=3) | st.dictionaries(st.sampled_from([*_rec(), "x"]), c, max_size=4),
+        max_leaves=12,
+    )
+)
+def test_reader_is_total_on_arbitrary_json(value: Any) -> None:
+    got = parse_line(json.dumps(value), 1)
+    assert isinstance(got, Debate | TranscriptError)
+
+
+def test_record_helpers_round_trip() -> None:
+    d = debate_from_record(_rec(meta={"k": 1}))
+    assert debate_from_record(debate_to_record(d)) == d
+    assert "format" not in debate_to_record(d, with_format=False)
+    assert json.loads(dumps_debate(d))["format"] == FORMAT
+
+
+# --- the shipped samples ------------------------------------------------------------------------
+
+
+def test_shipped_samples_are_up_to_date_and_all_readable() -> None:
+    text = samples.sample_text()
+    assert text == samples.render_file(), "run python -m adapters.samples"
+    res = read_transcripts(text)
+    assert not res.errors, [str(e) for e in res.errors[:3]]
+    assert len(res.debates) >= 100
+    assert {d.num_agents for d in res.debates} == {2, 3, 4, 5}
+    assert sum(1 for d in res.debates if d.turns[0].has_tokens) >= 5
+    features = {f for d in res.debates for f in d.meta["features"]}
+    for f in (
+        "think_open",
+        "think_noopen",
+        "draft_comparison",
+        "vote_lt",
+        "vote_chain",
+        "vote_bold",
+        "stop_string",
+        "duplicate",
+        "fence",
+        "consensus_variant",
+        "two_agents",
+        "tokens",
+    ):
+        assert f in features, f
+    assert any(f.startswith("malformed_") for f in features)
+
+
+def test_generator_is_deterministic_and_seeded() -> None:
+    a = samples.generate_debates(5, seed=3)
+    assert a == samples.generate_debates(5, seed=3)
+    assert a != samples.generate_debates(5, seed=4)
+
+
+def test_samples_check_mode(tmp_path: Any, capsys: Any) -> None:
+    out = tmp_path / "s.jsonl"
+    assert samples.main(["--count", "4", "--seed", "2", "--out", str(out)]) == 0
+    assert samples.main(["--count", "4", "--seed", "2", "--out", str(out), "--check"]) == 0
+    out.write_text("stale\n", encoding="utf-8")
+    assert samples.main(["--count", "4", "--seed", "2", "--out", str(out), "--check"]) == 1
+    assert "out of date" in capsys.readouterr().err
