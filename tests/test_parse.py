@@ -1,0 +1,667 @@
+"""parse_response: the v1 quirks (policy="reference"), the robust fixes, totality and linear time."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kernel import (
+    MALFORMED_VOTE_REASONS,
+    PARSE_FAILURE_REASONS,
+    PARSE_POLICIES,
+    MalformedVote,
+    ParsedResponse,
+    Vote,
+    _parse,
+    parse_response,
+)
+from kernel.testing.strategies import agent_outputs, near_miss_xml
+from tests.golden import VECTORS_DIR, read_records
+from tests.golden._parse_v1 import check as golden_check
+
+# ------------------------------------------------------------------------------------------------
+# The v1 algorithm written literally from REFERENCE.md §1 (slow regexes and all): an oracle for small
+# inputs. Returns the golden record's ``expected`` layout, without the error message.
+
+
+def v1_oracle(text: str, author_id: int) -> dict[str, Any]:
+    t = text.strip()
+    if t.startswith("```"):
+        t = re.sub(r"^```[a-zA-Z0-9_-]*\n", "", t)
+        t = re.sub(r"\n```$", "", t)
+    m = re.search(r"<(solution|evaluation|comparison|consensus)\b", t)
+    if m:
+        t = t[m.start() :]
+    t = re.sub(r"</?think>", "", t, flags=re.IGNORECASE)
+
+    def tag(name: str, flags: int = 0) -> str | None:
+        found = re.search(rf"<{name}>(.*?)</{name}>", t, re.DOTALL | flags)
+        return None if found is None else found.group(1).strip()
+
+    fields = {
+        "solution": tag("solution"),
+        "evaluation": tag("evaluation"),
+        "consensus": tag("consensus", re.IGNORECASE),
+        "consensus_reason": tag("consensus_reason"),
+    }
+    for name, value in fields.items():
+        if value is None:
+            return {"ok": False, "error": name}
+    comparison = tag("comparison", re.IGNORECASE) or ""
+    votes = [
+        [int(a), op, int(b)] for a, op, b in re.findall(r"Agent\s+(\d+)\s*([>=])\s*Agent\s+(\d+)", comparison)
+    ]
+    return {
+        "ok": True,
+        "solution": fields["solution"],
+        "evaluation": fields["evaluation"],
+        "comparison_text": comparison,
+        "consensus": str(fields["consensus"]).strip().upper() == "YES",
+        "consensus_reason": fields["consensus_reason"],
+        "comparisons": [v for v in votes if author_id not in (v[0], v[2])],
+        "raw_response": t,
+    }
+
+
+def as_record(result: ParsedResponse) -> dict[str, Any]:
+    if not result.ok:
+        return {"ok": False, "error": result.reason.removeprefix("missing_")}
+    return {
+        "ok": True,
+        "solution": result.solution,
+        "evaluation": result.evaluation,
+        "comparison_text": result.comparison,
+        "consensus": result.consensus,
+        "consensus_reason": result.consensus_reason,
+        "comparisons": [list(v) for v in result.votes],
+        "raw_response": result.normalized_text,
+    }
+
+
+def ref(text: str, author_id: int = -1) -> ParsedResponse:
+    return parse_response(text, author_id, policy="reference")
+
+
+def rob(text: str, author_id: int = -1) -> ParsedResponse:
+    return parse_response(text, author_id)
+
+
+def answer(comparison: str = "N/A", consensus: str = "NO", solution: str = "S", reason: str = "R") -> str:
+    return (
+        f"<solution>{solution}</solution><evaluation>E</evaluation><comparison>{comparison}</comparison>"
+        f"<consensus>{consensus}</consensus><consensus_reason>{reason}</consensus_reason>"
+    )
+
+
+# ------------------------------------------------------------------------------------------------
+# Golden vectors and the oracle.
+
+GOLDEN = list(read_records(VECTORS_DIR / "parse_v1.jsonl"))
+
+
+def test_golden_has_2100_records_and_all_pass() -> None:
+    assert len(GOLDEN) == 2100
+    failures = [(r["id"], msg) for r in GOLDEN if (msg := golden_check(r)) is not None]
+    assert failures == []
+
+
+def test_golden_checker_catches_a_wrong_field_and_a_wrong_reason() -> None:
+    ok = next(r for r in GOLDEN if r["expected"]["ok"] and r["expected"]["comparisons"])
+    bad = json.loads(json.dumps(ok))
+    bad["expected"]["comparisons"][0][0] += 1
+    assert golden_check(bad) is not None
+    bad = json.loads(json.dumps(ok))
+    bad["expected"]["raw_response"] += " "
+    assert golden_check(bad) is not None
+    failing = next(r for r in GOLDEN if r["expected"].get("error") == "evaluation")
+    bad = json.loads(json.dumps(failing))
+    bad["expected"]["error"] = "consensus"
+    assert golden_check(bad) == "reason 'missing_evaluation', expected 'missing_consensus'"
+
+
+def test_the_oracle_reproduces_the_golden_vectors() -> None:
+    for record in GOLDEN:
+        expected = dict(record["expected"])
+        if not expected["ok"]:
+            expected = {"ok": False, "error": expected["error"]}
+        assert v1_oracle(**record["input"]) == expected, record["id"]
+
+
+@given(st.one_of(near_miss_xml(), agent_outputs(), st.text(max_size=60)), st.sampled_from([-1, 0, 1, 2, 7]))
+def test_reference_policy_equals_the_v1_algorithm(text: str, author_id: int) -> None:
+    assert as_record(ref(text, author_id)) == v1_oracle(text, author_id)
+
+
+# ------------------------------------------------------------------------------------------------
+# policy="reference": each quirk of v1, hand-computed.
+
+
+@pytest.mark.parametrize(
+    ("line", "votes"),
+    [
+        ("Agent 1 > Agent 2", [(1, ">", 2)]),
+        ("Agent 1 = Agent 2", [(1, "=", 2)]),
+        ("Agent 1 < Agent 2", []),
+        ("Agent 1 >= Agent 2", []),
+        ("Agent 1 == Agent 2", []),
+        ("Agent 1 => Agent 2", []),
+        ("Agent 1 ≻ Agent 2", []),
+        ("Agent 1 ≥ Agent 2", []),
+        ("agent 1 > agent 2", []),
+        ("AGENT 1 > AGENT 2", []),
+        ("Agent1 > Agent2", []),
+        ("**Agent 1** > **Agent 2**", []),
+        ("| Agent 1 | > | Agent 2 |", []),
+        ("**Agent 1 > Agent 2**", [(1, ">", 2)]),
+        ("Agent 1 > Agent 2 > Agent 3", [(1, ">", 2)]),
+        ("I rank Agent 1 > Agent 2 and Agent 3 = Agent 1.", [(1, ">", 2), (3, "=", 1)]),
+        ("Agent\n1 >\tAgent 2", [(1, ">", 2)]),
+        ("Agent\u00a01 >\u2003Agent\u30002", [(1, ">", 2)]),
+        ("Agent ١ > Agent ٢", [(1, ">", 2)]),
+        ("Agent ３ = Agent ४", [(3, "=", 4)]),
+        ("Agent 01 > Agent 007", [(1, ">", 7)]),
+        ("Agent 9 > Agent 99", [(9, ">", 99)]),
+        ("Agent 2 = Agent 2", [(2, "=", 2)]),
+    ],
+)
+def test_reference_vote_regex_quirks(line: str, votes: list[tuple[int, str, int]]) -> None:
+    got = ref(answer(line))
+    assert got.ok
+    assert got.votes == tuple(Vote(*v) for v in votes)
+    assert got.malformed_votes == ()
+
+
+def test_reference_self_votes_dropped_out_of_range_and_ties_kept() -> None:
+    text = answer(
+        "Agent 0 > Agent 1\nAgent 1 > Agent 0\nAgent 5 > Agent 9\nAgent 2 = Agent 2\nAgent 0 = Agent 0"
+    )
+    got = ref(text, 0)
+    assert got.votes == (Vote(5, ">", 9), Vote(2, "=", 2))
+    assert got.self_votes_dropped == 3
+    assert len(ref(text, -1).votes) == 5
+    assert ref(text, -1).self_votes_dropped == 0
+
+
+def test_reference_tag_case_rules() -> None:
+    assert ref(answer().replace("solution>", "SOLUTION>")).reason == "missing_solution"
+    assert ref(answer().replace("<evaluation>", "<Evaluation>")).reason == "missing_evaluation"
+    assert (
+        ref(answer().replace("consensus_reason>", "Consensus_Reason>")).reason == "missing_consensus_reason"
+    )
+    mixed = ref(
+        answer("Agent 1 > Agent 2", "yes")
+        .replace("</comparison>", "</COMPARISON>")
+        .replace("<consensus>", "<CONSENSUS>")
+    )
+    assert mixed.ok and mixed.consensus and mixed.votes == (Vote(1, ">", 2),)
+    # re.IGNORECASE also matches the long s, dotless i and the Kelvin sign.
+    odd = ref(
+        answer(consensus="YES")
+        .replace("consensus>", "conſenſus>")
+        .replace("<comparison>", "<\u212aomparison>")
+    )
+    assert odd.ok and odd.consensus
+    assert ref("<thınk>" + answer()).normalized_text == answer()
+
+
+def test_reference_think_markers_removed_anywhere_and_text_kept() -> None:
+    got = ref(answer(solution="a<think>b</THINK>c<Think>", consensus="YE<think>S"))
+    assert got.solution == "abc" and got.consensus
+    assert ref("<think>x</think>" + answer()).normalized_text == answer()
+    assert ref("</<think>think>" + answer()).normalized_text == answer()  # one pass: "</think>" left
+    joined = ref(answer(solution="</<think>think>"))
+    assert joined.solution == "</think>"
+
+
+def test_reference_first_occurrence_wins_and_order_is_not_checked() -> None:
+    two = ref(answer(solution="first", consensus="YES") + answer(solution="second"))
+    assert two.solution == "first" and two.consensus
+    backwards = (
+        "<consensus_reason>R</consensus_reason><consensus>NO</consensus>"
+        "<evaluation>E</evaluation><solution>S</solution>"
+    )
+    assert ref(backwards).reason == "missing_consensus_reason"  # cut at <consensus: the reason is lost
+    nested = ref(
+        "<solution>a <evaluation>inner</evaluation> b</solution>" + answer()[len("<solution>S</solution>") :]
+    )
+    assert nested.evaluation == "inner"
+
+
+def test_reference_preamble_cut() -> None:
+    mention = "I will put the answer in <solution> tags.\n" + answer(solution="real")
+    got = ref(mention)
+    assert got.solution == "tags.\n<solution>real"
+    assert got.normalized_text.startswith("<solution> tags.")
+    draft = ref("<think>Draft: <solution>draft</solution></think>" + answer(solution="final"))
+    assert draft.solution == "draft"
+    echo = ref("<think>Use <consensus>, <consensus_reason> and so on.</think>" + answer(consensus="YES"))
+    assert echo.ok and not echo.consensus  # the value ", <consensus_reason> and so on." is not YES
+    assert ref("<consensus_reasonable>" + answer()).normalized_text.startswith("<solution>")
+    assert ref("<solutions>" + answer()).normalized_text.startswith("<solution>S")
+    assert ref("\ufeff" + answer()).normalized_text == answer()  # a BOM goes only through the cut
+
+
+@pytest.mark.parametrize(
+    ("text", "normalized"),
+    [
+        ("```xml\n" + answer() + "\n```", answer()),
+        ("```\n" + answer() + "\n```", answer()),
+        ("```xml-v1\n" + answer() + "\n```", answer()),
+        ("```xml\r\n" + answer(), answer()),  # not a fence line for v1; the cut removes it
+        ("``` xml\n" + answer() + "\n```", answer()),
+        ("Here:\n```xml\n" + answer() + "\n```", answer() + "\n```"),  # not at the start: kept
+        ("```xml\n" + answer() + "\n```\nDone.", answer() + "\n```\nDone."),
+    ],
+)
+def test_reference_fence_rules(text: str, normalized: str) -> None:
+    assert ref(text).normalized_text == normalized
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("YES", True), ("yes", True), ("yEs", True), ("\tyes\t", True), ("YES\u00a0", True),
+        (" YES\u3000", True),
+        ("Yes.", False), ("YES - agreed", False), ("**YES**", False), ("'YES'", False), ("YES\u200b", False),
+        ("ＹＥＳ", False), ("ｙｅｓ", False), ("N/A", False), ("NO", False), ("", False),
+    ],
+)  # fmt: skip
+def test_reference_consensus(value: str, expected: bool) -> None:
+    got = ref(answer(consensus=value))
+    assert got.ok and got.consensus is expected
+
+
+def test_reference_strip_set_is_python_whitespace() -> None:
+    for ch in "\x1c\x1d\x1e\x1f\x85\u00a0\u2028\u3000\u2003":
+        assert ref(answer(solution=f"{ch}x{ch}")).solution == "x"
+    for ch in "\u200b\ufeff":
+        assert ref(answer(solution=f"{ch}x{ch}")).solution == f"{ch}x{ch}"
+
+
+def test_reference_optional_comparison_and_empty_fields() -> None:
+    no_comparison = ref(answer().replace("<comparison>N/A</comparison>", ""))
+    assert no_comparison.ok and no_comparison.comparison == "" and no_comparison.votes == ()
+    unclosed = ref(answer("Agent 1 > Agent 2").replace("</comparison>", ""))
+    assert unclosed.ok and unclosed.votes == () and unclosed.comparison == ""
+    skeleton = ref(answer("", "", "", ""))
+    assert skeleton.ok and skeleton.solution == "" and skeleton.consensus is False
+    assert ref(answer().replace("<consensus>NO</consensus>", "<consensus></consensus>")).ok
+
+
+def test_reference_failure_reasons_in_v1_order() -> None:
+    assert ref("").reason == "missing_solution"
+    assert ref("<evaluation>E</evaluation>").reason == "missing_solution"
+    assert ref("<solution>S</solution><consensus>YES</consensus>").reason == "missing_evaluation"
+    assert ref("<solution>S</solution><evaluation>E</evaluation>").reason == "missing_consensus"
+    got = ref(answer().removesuffix("</consensus_reason>"))  # a stripped stop string
+    assert (got.ok, got.reason, got.votes, got.consensus) == (False, "missing_consensus_reason", (), False)
+    assert got.solution == "S"  # the fields found are kept for diagnostics
+
+
+def test_reference_giant_agent_id_is_malformed_instead_of_raising() -> None:
+    digits = "7" * 5000
+    got = ref(answer(f"Agent {digits} > Agent 1\nAgent {'0' * 5000}2 > Agent 1"))
+    assert got.ok
+    assert got.votes == (Vote(2, ">", 1),)
+    assert [m.reason for m in got.malformed_votes] == ["bad_agent_id"]
+
+
+# ------------------------------------------------------------------------------------------------
+# policy="robust": each fix, hand-computed.
+
+
+@pytest.mark.parametrize(
+    ("line", "votes"),
+    [
+        ("Agent 1 < Agent 2", [(2, ">", 1)]),
+        ("Agent 1 > Agent 2 > Agent 3", [(1, ">", 2), (2, ">", 3)]),
+        ("Agent 1 > Agent 2 = Agent 3", [(1, ">", 2), (2, "=", 3)]),
+        ("Agent 3 < Agent 2 < Agent 1", [(2, ">", 3), (1, ">", 2)]),
+        ("Agent 1 == Agent 2", [(1, "=", 2)]),
+        ("agent 1 > agent 2", [(1, ">", 2)]),
+        ("AGENT 1 > AGENT 2", [(1, ">", 2)]),
+        ("Agent1 > Agent2", [(1, ">", 2)]),
+        ("Agent #1 > Agent-2", [(1, ">", 2)]),
+        ("**Agent 1** > **Agent 2**", [(1, ">", 2)]),
+        ("*Agent 1* = *Agent 2*", [(1, "=", 2)]),
+        ("`Agent 1` > __Agent 2__", [(1, ">", 2)]),
+        ("- Agent 1 > Agent 2: clearer proof (Agent 2 skipped a step)", [(1, ">", 2)]),
+        ("1. Agent 4 > Agent 1; Agent 2 = Agent 3", [(4, ">", 1), (2, "=", 3)]),
+        ("Agent ١ > Agent 0٢", [(1, ">", 2)]),
+        ("Agent 2 = Agent 2", [(2, "=", 2)]),
+        ("Agent 8 > Agent 99", [(8, ">", 99)]),
+    ],
+)
+def test_robust_vote_syntax(line: str, votes: list[tuple[int, str, int]]) -> None:
+    got = rob(answer(line))
+    assert got.ok
+    assert got.votes == tuple(Vote(*v) for v in votes)
+    assert got.malformed_votes == ()
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        ("Agent 1 >= Agent 2", "ambiguous_operator"),
+        ("Agent 1 => Agent 2", "ambiguous_operator"),
+        ("Agent 1 <= Agent 2", "ambiguous_operator"),
+        ("Agent 1 ≥ Agent 2", "ambiguous_operator"),
+        ("Agent 1 ≤ Agent 2", "ambiguous_operator"),
+        ("Agent 1 >> Agent 2", "unknown_operator"),
+        ("Agent 1 ≻ Agent 2", "unknown_operator"),
+        ("Agent 1 -> Agent 2", "unknown_operator"),
+        ("Agent 1 != Agent 2", "unknown_operator"),
+        ("Agent 1 is better than Agent 2", "no_operator"),
+        ("Agent 1", "no_operator"),
+        ("Both answers look fine to me.", "no_comparison"),
+        ("1 > 2", "no_comparison"),
+        ("Agent 1234567890 > Agent 2", "bad_agent_id"),
+    ],
+)
+def test_robust_unreadable_lines_are_counted_with_a_reason(line: str, reason: str) -> None:
+    got = rob(answer(line))
+    assert got.ok and got.votes == ()
+    assert got.malformed_votes == (MalformedVote(line, reason),)
+    assert reason in MALFORMED_VOTE_REASONS
+
+
+@pytest.mark.parametrize(
+    "block", ["N/A", "n/a (first round)", "None yet.", "none", "No comparisons yet.", "", "-", "---", "```"]
+)
+def test_robust_not_a_comparison_lines_are_skipped(block: str) -> None:
+    got = rob(answer(block))
+    assert got.ok and got.votes == () and got.malformed_votes == ()
+
+
+def test_robust_mixed_line_keeps_votes_and_records_the_bad_operator() -> None:
+    got = rob(answer("Agent 1 > Agent 2 >= Agent 3\n\n  Agent 0 = Agent 3  \nsome prose"), author_id=0)
+    assert got.votes == (Vote(1, ">", 2),)
+    assert got.self_votes_dropped == 1
+    assert got.malformed_votes == (
+        MalformedVote("Agent 1 > Agent 2 >= Agent 3", "ambiguous_operator"),
+        MalformedVote("some prose", "no_comparison"),
+    )
+
+
+def test_robust_self_votes_dropped_inside_chains() -> None:
+    got = rob(answer("Agent 2 > Agent 1 > Agent 3\nAgent 1 < Agent 0"), author_id=1)
+    assert got.votes == ()
+    assert got.self_votes_dropped == 3
+
+
+def test_robust_comparison_limits() -> None:
+    many_lines = rob(answer("\n".join(f"Agent {i} > Agent {i + 1}" for i in range(600))))
+    assert len(many_lines.votes) == 512
+    assert many_lines.malformed_votes == (MalformedVote("Agent 512 > Agent 513", "comparison_limit"),)
+    long_chain = rob(answer(" > ".join(f"Agent {i}" for i in range(2000))))
+    assert len(long_chain.votes) == 1023
+    assert [m.reason for m in long_chain.malformed_votes] == ["comparison_limit"]
+
+
+def test_robust_qwen3_reasoning_without_an_opening_tag_is_never_parsed() -> None:
+    text = "Okay, the user wants <solution>5</solution> maybe; Agent 1 > Agent 2.\n</think>\n\n" + answer(
+        "Agent 2 > Agent 1"
+    )
+    got = rob(text)
+    assert got.ok and got.solution == "S" and got.votes == (Vote(2, ">", 1),)
+    assert got.normalized_text == answer("Agent 2 > Agent 1")
+    v1 = ref(text)
+    assert v1.solution == "5"  # the reference takes the tag mentioned in the reasoning
+
+
+def test_robust_tags_inside_a_think_block_are_never_parsed() -> None:
+    text = (
+        "<think>Draft: " + answer(solution="draft", consensus="YES") + "</think>" + answer(solution="final")
+    )
+    got = rob(text)
+    assert got.solution == "final" and not got.consensus
+    only_reasoning = rob("<think>\n" + answer())
+    assert (only_reasoning.ok, only_reasoning.reason) == (False, "unclosed_think")
+    assert rob("  <THINK>" + answer()).reason == "unclosed_think"
+    mention = rob(answer(solution="Models write <think> first"))
+    assert mention.ok and mention.solution == "Models write <think> first"
+    nested = rob("<think>a <think> b </think> c </think>" + answer())
+    assert nested.ok and nested.normalized_text == answer()
+
+
+def test_robust_last_complete_block_wins() -> None:
+    two = rob(answer(solution="draft", consensus="YES") + "\nWait, let me redo.\n" + answer(solution="final"))
+    assert two.solution == "final" and not two.consensus
+    incomplete_last = rob(answer(solution="complete") + "<solution>new</solution><evaluation>E2</evaluation>")
+    assert incomplete_last.solution == "complete" and incomplete_last.evaluation == "E"
+    junk_after = rob(answer(solution="real") + "\nHope the <solution>")
+    assert junk_after.ok and junk_after.solution == "real"
+    duplicate_tag = rob(answer(consensus="YES") + "<consensus>YES</consensus>")
+    assert duplicate_tag.ok and duplicate_tag.consensus
+
+
+def test_robust_block_fields_do_not_leak_between_blocks() -> None:
+    text = answer("Agent 1 > Agent 2", solution="draft") + (
+        "<solution>final</solution><evaluation>E2</evaluation><consensus>YES</consensus>"
+        "<consensus_reason>R2</consensus_reason>"
+    )
+    got = rob(text)
+    assert (got.solution, got.evaluation, got.consensus_reason, got.consensus) == ("final", "E2", "R2", True)
+    assert got.comparison == "" and got.votes == ()
+
+
+def test_robust_misordered_block_and_preamble_mentions() -> None:
+    backwards = (
+        "<consensus_reason>R</consensus_reason><consensus>yes</consensus>"
+        "<evaluation>E</evaluation><solution>S</solution>"
+    )
+    got = rob(backwards)
+    assert got.ok and got.consensus and got.consensus_reason == "R"
+    preamble = rob("I answer with <consensus>YES</consensus> or NO and a <solution> tag.\n" + answer())
+    assert preamble.ok and preamble.solution == "S" and not preamble.consensus
+
+
+def test_robust_unclosed_last_tag_runs_to_the_end() -> None:
+    stop = rob(answer(consensus="YES", reason="We agree.").removesuffix("</consensus_reason>") + "\n")
+    assert stop.ok and stop.consensus_reason == "We agree." and stop.consensus
+    fenced = rob("```xml\n" + answer(reason="Because.").removesuffix("</consensus_reason>") + "\n```")
+    assert fenced.ok and fenced.consensus_reason == "Because."
+    closed_wins = rob(answer(consensus="YES") + "\n<consensus>")
+    assert closed_wins.ok and closed_wins.consensus
+    middle = rob(answer().replace("</evaluation>", ""))  # only the last tag may be unclosed
+    assert middle.reason == "missing_evaluation"
+
+
+def test_robust_tag_case_attributes_and_fences() -> None:
+    upper = rob(answer().upper().replace("<CONSENSUS>NO", "<CONSENSUS>yes"))
+    assert upper.ok and upper.solution == "S" and upper.consensus
+    attrs = rob(answer().replace("<consensus_reason>", '<consensus_reason type="final">'))
+    assert attrs.ok and attrs.consensus_reason == "R"
+    assert rob("```xml\n" + answer() + "\n```\nLet me know!").ok
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("YES", True), ("yes", True), ("Yes.", True), ("**YES**", True), ("YES - agreed", True),
+        ("'YES'", True), ("ＹＥＳ", True), ("YES\u200b", True), ("true", True), ("Yes, no objections.", True),
+        ("NO", False), ("No.", False), ("N/A", False), ("", False), ("YES/NO", False), ("yes | no", False),
+        ("Yes or no", False), ("YESS", False), ("Not yet", False), ("Agreed", False), ("maybe yes", False),
+    ],
+)  # fmt: skip
+def test_robust_consensus(value: str, expected: bool) -> None:
+    got = rob(answer(consensus=value))
+    assert got.ok and got.consensus is expected
+
+
+def test_robust_field_strip_includes_zero_width_characters() -> None:
+    got = rob(answer(solution="\ufeff\u200b x \u200b", reason="\u2060R\u00a0"))
+    assert (got.solution, got.consensus_reason) == ("x", "R")
+
+
+def test_failed_parse_carries_no_votes_and_no_consensus() -> None:
+    got = rob("<solution>S</solution><comparison>Agent 1 > Agent 2</comparison><consensus>YES</consensus>")
+    assert (got.ok, got.reason, got.votes, got.consensus, got.solution) == (
+        False, "missing_evaluation", (), False, "S",
+    )  # fmt: skip
+    assert got.comparison == "Agent 1 > Agent 2"
+
+
+# ------------------------------------------------------------------------------------------------
+# Arguments.
+
+
+@pytest.mark.parametrize("policy", PARSE_POLICIES)
+@pytest.mark.parametrize("value", [None, b"<solution>", 5, ["x"], 3.5])
+def test_non_text_gives_not_text(policy: str, value: Any) -> None:
+    got = parse_response(value, 1, policy=policy)
+    assert (got.ok, got.reason, got.policy, got.author_id, got.votes) == (False, "not_text", policy, 1, ())
+
+
+def test_bad_policy_and_author_raise() -> None:
+    with pytest.raises(ValueError, match="policy"):
+        parse_response("x", policy="v1")
+    with pytest.raises(TypeError, match="author_id"):
+        parse_response("x", "0")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="author_id"):
+        parse_response("x", 1.0)  # type: ignore[arg-type]
+    assert parse_response(answer("Agent 1 > Agent 2"), np.int64(1)).self_votes_dropped == 1  # type: ignore[arg-type]
+
+
+def test_policy_is_recorded() -> None:
+    assert rob("").policy == "robust" and ref("").policy == "reference"
+    assert parse_response("").policy == PARSE_POLICIES[0] == "robust"
+
+
+# ------------------------------------------------------------------------------------------------
+# Properties.
+
+
+def check_contract(result: ParsedResponse, policy: str, author_id: int) -> None:
+    assert isinstance(result, ParsedResponse)
+    assert result.policy == policy and result.author_id == author_id
+    if result.ok:
+        assert result.reason == ""
+    else:
+        assert result.reason in PARSE_FAILURE_REASONS
+        assert result.votes == () and result.consensus is False and result.self_votes_dropped == 0
+    for vote in result.votes:
+        assert type(vote) is Vote and vote.op in (">", "=")
+        assert type(vote.a) is int and type(vote.b) is int and vote.a >= 0 and vote.b >= 0
+        assert author_id not in (vote.a, vote.b)
+    for bad in result.malformed_votes:
+        assert isinstance(bad, MalformedVote) and bad.reason in MALFORMED_VOTE_REASONS
+    assert all(isinstance(s, str) for s in (result.solution, result.evaluation, result.comparison))
+    assert isinstance(result.consensus, bool) and isinstance(result.normalized_text, str)
+
+
+TEXTS = st.one_of(st.text(), near_miss_xml(), agent_outputs())
+
+
+@given(TEXTS, st.integers(-3, 9), st.sampled_from(PARSE_POLICIES))
+def test_total_on_any_text(text: str, author_id: int, policy: str) -> None:
+    check_contract(parse_response(text, author_id, policy=policy), policy, author_id)
+
+
+@given(TEXTS, st.integers(0, 5), st.sampled_from(PARSE_POLICIES))
+def test_self_votes_are_exactly_the_votes_naming_the_author(text: str, author_id: int, policy: str) -> None:
+    everyone = parse_response(text, -1, policy=policy)
+    mine = parse_response(text, author_id, policy=policy)
+    assert mine.votes == tuple(v for v in everyone.votes if author_id not in (v.a, v.b))
+    assert mine.self_votes_dropped == len(everyone.votes) - len(mine.votes)
+    assert mine.ok == everyone.ok and mine.solution == everyone.solution
+
+
+@given(agent_outputs(), st.integers(0, 3))
+def test_robust_reads_qwen3_and_think_wrapped_outputs_like_the_answer(text: str, author_id: int) -> None:
+    plain = rob(text, author_id)
+    for wrapped in (
+        "Reasoning that mentions <solution>x</solution> and Agent 1 > Agent 2.\n</think>\n" + text,
+        "<think>\nReasoning <consensus>YES</consensus>\n</think>\n\n" + text,
+    ):
+        if "</think>" in text.lower() or text.lstrip().lower().startswith("<think>"):
+            continue  # the text has reasoning of its own
+        got = rob(wrapped, author_id)
+        assert (got.ok, got.reason, got.solution, got.votes, got.consensus) == (
+            plain.ok, plain.reason, plain.solution, plain.votes, plain.consensus,
+        )  # fmt: skip
+
+
+# ------------------------------------------------------------------------------------------------
+# Linear time: doubling the input at most about doubles the time (a quadratic parser quadruples it).
+
+_W = "<solution>x</solution><evaluation>y</evaluation><comparison>"
+_E = "</comparison><consensus>YES</consensus><consensus_reason>z"
+
+
+def _family(unit: str, prefix: str = "", suffix: str = "") -> Callable[[int], str]:
+    return lambda n: prefix + unit * (n // len(unit)) + suffix
+
+
+ADVERSARIAL = {
+    "solution_open": _family("<solution>"),
+    "lt": _family("<"),
+    "think_open": _family("<think>"),
+    "think_close": _family("</think>"),
+    "think_mixed_case": _family("<Think>x</THINK>"),
+    "unclosed_tags": _family("<solution><evaluation><comparison><consensus><consensus_reason>"),
+    "stray_closes": _family("</solution></evaluation></consensus>", "<solution>"),
+    "nested": _family("<solution><comparison>"),
+    "cut_near_miss": _family("<consensus_reason"),
+    "attributes": _family("<solution a='"),
+    "vote_chain": _family("Agent 1 > ", _W, _E),
+    "vote_lines": _family("Agent 1 < Agent 2 = Agent 3\n", _W, _E),
+    "agent_spaces": _family("Agent " + " " * 40, _W, _E),
+    "digits": _family("0123456789", _W + "Agent ", _E),
+    "whitespace": _family(" \u200b\n"),
+}
+
+
+def _best_time(fn: Callable[[], object], repeat: int = 5) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+@pytest.mark.parametrize("policy", PARSE_POLICIES)
+@pytest.mark.parametrize("family", sorted(ADVERSARIAL))
+def test_linear_time_on_adversarial_families(family: str, policy: str) -> None:
+    # Sizes n, 2n, 4n: a quadratic parser multiplies the time by about 4 at both doublings, while a
+    # linear one can show one jump (its working set leaving a CPU cache) at most at one of them.
+    texts = [ADVERSARIAL[family](n) for n in (60_000, 120_000, 240_000)]
+    ratio = float("inf")
+    for _ in range(3):  # timing noise only ever inflates a ratio: retry before failing
+        t = [_best_time(lambda text=text: parse_response(text, 1, policy=policy)) for text in texts]
+        ratio = min(ratio, t[1] / max(t[0], 1e-6), t[2] / max(t[1], 1e-6))
+        if ratio < 3.0:
+            break
+    assert ratio < 3.0, f"{family}/{policy}: doubling the size multiplied the time by {ratio:.1f}"
+
+
+# ------------------------------------------------------------------------------------------------
+# Private tables, recomputed from Python itself.
+
+
+def test_fold_equals_re_ignorecase_on_every_code_point() -> None:
+    every = "".join(map(chr, range(sys.maxunicode + 1)))
+    folded = _parse._fold(every)
+    assert len(folded) == len(every)
+    for letter in "abcdefghijklmnopqrstuvwxyz":
+        by_regex = {m.start() for m in re.finditer(letter, every, re.IGNORECASE)}
+        by_fold = {i for i, ch in enumerate(folded) if ch == letter}
+        assert by_regex == by_fold, letter
+
+
+def test_zero_digits_and_whitespace_tables() -> None:
+    chars = [chr(c) for c in range(sys.maxunicode + 1)]
+    assert set(_parse._ZEROS) == {c for c in chars if c.isdecimal() and int(c) == 0}
+    space = {c for c in chars if c.isspace()}
+    assert _parse._strip("".join(sorted(space)) + _parse._ZERO_WIDTH + "x" + _parse._ZERO_WIDTH) == "x"
+    assert {c for c in chars if re.fullmatch(r"\s", c)} == space
