@@ -1,0 +1,363 @@
+"""Conversion between Tinker SDK types and kernel datums: samples → trajectories → ``tinker.Datum``.
+
+The kernel is token-only. Observations with non-text chunks (images) are handled here as the reference
+does: a chunk is opaque, compared by value, and occupies ``chunk.length`` positions. Each distinct chunk
+(by value) becomes a placeholder id ``-(k + 1)`` repeated over its length, so prefix merging in the
+kernel compares images by value; on the way back a run of placeholders becomes the chunk again in the
+model input and its target positions become token 0.
+
+Datums reach Tinker as ``target_tokens`` int64 and ``logprobs`` / ``advantages`` float32 numpy views of
+the packed batch (no copy); ``mask`` stays on the client (observation positions already carry
+advantage exactly 0). Nothing here touches the network.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+import tinker
+from tinker import types
+
+from kernel import DatumBatch, DatumResult, Trajectories, build_datums
+
+__all__ = [
+    "ChunkedTrajectories",
+    "build_tinker_datums",
+    "datums_to_tinker",
+    "trajectories_from_samples",
+    "transitions_from_response",
+]
+
+Transition = tuple[tinker.ModelInput, types.SampledSequence]
+_INT32_MAX = 2**31 - 1
+
+
+class ChunkedTrajectories(NamedTuple):
+    """Kernel trajectories plus the non-text chunks their placeholder tokens stand for.
+
+    Attributes:
+        trajectories: the packed batch; a non-text chunk k appears as ``chunk.length`` tokens ``-(k + 1)``.
+        chunks: the distinct non-text chunks (images), by value, in order of first appearance.
+    """
+
+    trajectories: Trajectories
+    chunks: tuple[Any, ...]
+
+
+def transitions_from_response(prompt: tinker.ModelInput, response: types.SampleResponse) -> list[Transition]:
+    """One ``(prompt, sequence)`` transition per sampled sequence of a response.
+
+    Examples:
+        >>> seq = types.SampledSequence("stop", "s", tokens_np=np.array([3], np.int32))
+        >>> prompt = tinker.ModelInput.from_ints([1, 2])
+        >>> len(transitions_from_response(prompt, types.SampleResponse([seq, seq])))
+        2
+    """
+    return [(prompt, seq) for seq in response.sequences]
+
+
+def trajectories_from_samples(
+    samples_B: Sequence[Sequence[Transition]], advantages_B: npt.ArrayLike
+) -> ChunkedTrajectories:
+    """Packs sampled transitions into kernel trajectories (observation = the prompt, action = the sample).
+
+    Args:
+        samples_B: per trajectory, its transitions ``(prompt ModelInput, SampledSequence)`` in order.
+            Sequences use ``tokens_np`` / ``logprobs_np`` when set, else the lists; no logprobs → missing.
+        advantages_B: [B] float, one advantage per trajectory.
+
+    Returns:
+        ``ChunkedTrajectories``; text-only prompts give no chunk.
+
+    Raises:
+        ValueError: if a non-text chunk has no length (an image without ``expected_tokens``), or the
+            advantages do not match the trajectories.
+
+    Examples:
+        >>> seq = types.SampledSequence(
+        ...     "stop", "s", tokens_np=np.array([3], np.int32), logprobs_np=np.array([-0.5], np.float32)
+        ... )
+        >>> c = trajectories_from_samples([[(tinker.ModelInput.from_ints([1, 2]), seq)]], [1.0])
+        >>> c.trajectories.ob_tokens.tolist(), c.trajectories.ac_tokens.tolist(), c.chunks
+        ([1, 2], [3], ())
+    """
+    adv = np.asarray(advantages_B, dtype=np.float64)
+    if adv.shape != (len(samples_B),):
+        raise ValueError(f"advantages_B must have shape ({len(samples_B)},), got {adv.shape}")
+    chunk_ids: dict[Any, int] = {}
+    chunks: list[Any] = []
+    obs: list[npt.NDArray[np.int64]] = []
+    acs: list[npt.NDArray[Any]] = []
+    lps: list[npt.NDArray[Any]] = []
+    has: list[bool] = []
+    for traj in samples_B:
+        for prompt, seq in traj:
+            obs.append(_prompt_tokens(prompt, chunk_ids, chunks))
+            acs.append(np.asarray(seq.tokens_np if seq.tokens_np is not None else seq.tokens, dtype=np.int64))
+            logprobs = seq.logprobs_np if seq.logprobs_np is not None else seq.logprobs
+            has.append(logprobs is not None)
+            lps.append(np.asarray(() if logprobs is None else logprobs, dtype=np.float64))
+    counts = [len(traj) for traj in samples_B]
+    trajectories = Trajectories(
+        ob_tokens=_concat(obs, np.int64),
+        ob_offsets_N1=_offsets(obs),
+        ac_tokens=_concat(acs, np.int64),
+        ac_offsets_N1=_offsets(acs),
+        logprobs=_concat(lps, np.float64),
+        logprob_offsets_N1=_offsets(lps),
+        has_logprobs_N=np.asarray(has, dtype=np.bool_),
+        traj_ids_N=np.repeat(np.arange(len(samples_B), dtype=np.int64), counts),
+        advantages_B=adv,
+    )
+    return ChunkedTrajectories(trajectories, tuple(chunks))
+
+
+def datums_to_tinker(
+    batch: DatumBatch, *, chunks: Sequence[Any] = (), token_lists: bool = False
+) -> list[tinker.Datum]:
+    """``tinker.Datum`` per kernel datum: model input, and target_tokens / logprobs / advantages.
+
+    The loss inputs are numpy views of the batch (int64 and float32: the dtypes Tinker sends), so later
+    writes to the batch show through. ``mask`` is not sent (its positions already have advantage 0).
+
+    Args:
+        batch: kernel datums; negative tokens are placeholders of ``chunks``.
+        chunks: the chunks of :func:`trajectories_from_samples` (needed only when there are placeholders).
+        token_lists: False (default): text chunks hold numpy int64 views and the SDK objects are built
+            directly, without pydantic's per-token validation (checked once per process to give objects
+            identical to the SDK's own constructors, else those are used); the SDK's request encoder packs
+            the tokens as int32, byte-identical to lists. Such a ModelInput cannot be JSON-dumped or
+            compared with ``==``. True: validated Python lists, as ``ModelInput.from_ints`` builds them.
+
+    Returns:
+        One ``tinker.Datum`` per datum, in order.
+
+    Raises:
+        ValueError: if a token id does not fit int32, a placeholder has no chunk, or a datum's sequence
+            ends with a non-text chunk (the reference requires text last).
+
+    Examples:
+        >>> from kernel import build_datums, trajectories_from_lists
+        >>> r = build_datums(trajectories_from_lists([[([1, 2], [3], [-0.5])]], [1.0]))
+        >>> (d,) = datums_to_tinker(r.datums, token_lists=True)
+        >>> d.model_input.to_ints(), d.loss_fn_inputs["target_tokens"].tolist(), sorted(d.loss_fn_inputs)
+        ([1, 2], [2, 3], ['advantages', 'logprobs', 'target_tokens'])
+    """
+    n = batch.input_tokens.size
+    low = min(int(batch.input_tokens.min()), int(batch.target_tokens.min())) if n else 0
+    if n and max(int(batch.input_tokens.max()), int(batch.target_tokens.max())) > _INT32_MAX:
+        raise ValueError("token ids must fit int32 (Tinker sends them as int32)")
+    if low < -len(chunks):
+        raise ValueError(f"negative token ids are chunk placeholders; only {len(chunks)} chunks were given")
+    bounds = batch.offsets_D1.tolist()
+    arrays = (batch.input_tokens, batch.target_tokens, batch.logprobs, batch.advantages)
+    if low >= 0 and not token_lists and all(a.flags.writeable for a in arrays) and _direct_matches_sdk():
+        return _direct_text_datums(*arrays, bounds)
+    target = np.maximum(batch.target_tokens, 0) if low < 0 else batch.target_tokens
+    out: list[tinker.Datum] = []
+    for d in range(len(bounds) - 1):
+        s, e = bounds[d], bounds[d + 1]
+        tokens = batch.input_tokens[s:e]
+        if low < 0:
+            if batch.target_tokens[e - 1] < 0:
+                raise ValueError(f"datum {d} ends with a non-text chunk; the reference requires text last")
+            model_input = _chunked_input(tokens, chunks, token_lists)
+        elif token_lists:
+            model_input = tinker.ModelInput.from_ints(tokens.tolist())
+        else:
+            model_input = _text_input(tokens)
+        out.append(_public_datum(model_input, target[s:e], batch.logprobs[s:e], batch.advantages[s:e]))
+    return out
+
+
+def build_tinker_datums(
+    samples_B: Sequence[Sequence[Transition]],
+    advantages_B: npt.ArrayLike,
+    *,
+    token_lists: bool = False,
+    **options: Any,
+) -> tuple[list[tinker.Datum], DatumResult]:
+    """Samples to ``tinker.Datum`` in one call: :func:`trajectories_from_samples`, ``build_datums``, then
+    :func:`datums_to_tinker`. ``options`` go to ``kernel.build_datums`` (mode, where, parse_failed_N,
+    drop_zero_advantage).
+
+    Examples:
+        >>> seq = types.SampledSequence(
+        ...     "stop", "s", tokens_np=np.array([3], np.int32), logprobs_np=np.array([-0.5], np.float32)
+        ... )
+        >>> data, result = build_tinker_datums([[(tinker.ModelInput.from_ints([1, 2]), seq)]], [1.0])
+        >>> data[0].loss_fn_inputs["advantages"].tolist(), result.report.datums
+        ([0.0, 1.0], 1)
+    """
+    chunked = trajectories_from_samples(samples_B, advantages_B)
+    result = build_datums(chunked.trajectories, **options)
+    return datums_to_tinker(result.datums, chunks=chunked.chunks, token_lists=token_lists), result
+
+
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _chunk_key(chunk: Any) -> Any:
+    """A hashable key equal for chunks equal by value (pydantic compares field values)."""
+    return (type(chunk), tuple(chunk.model_dump().items()))
+
+
+def _prompt_tokens(
+    prompt: tinker.ModelInput, chunk_ids: dict[Any, int], chunks: list[Any]
+) -> npt.NDArray[np.int64]:
+    parts: list[Any] = []
+    for chunk in prompt.chunks:
+        if isinstance(chunk, types.EncodedTextChunk):
+            parts.append(np.asarray(chunk.tokens, dtype=np.int64))
+            continue
+        key = _chunk_key(chunk)
+        if key not in chunk_ids:
+            chunk_ids[key] = len(chunks)
+            chunks.append(chunk)
+        length = int(chunk.length)  # an image without expected_tokens raises ValueError, as in the reference
+        parts.append(np.full(length, -(chunk_ids[key] + 1), dtype=np.int64))
+    return _concat(parts, np.int64)
+
+
+def _concat(parts: list[npt.NDArray[Any]], dtype: Any) -> npt.NDArray[Any]:
+    return np.concatenate(parts, dtype=dtype) if parts else np.zeros(0, dtype)
+
+
+def _offsets(parts: list[npt.NDArray[Any]]) -> npt.NDArray[np.int64]:
+    out = np.zeros(len(parts) + 1, np.int64)
+    np.cumsum([p.shape[0] for p in parts], out=out[1:])
+    return out
+
+
+def _text_chunk(tokens: npt.NDArray[np.int64]) -> types.EncodedTextChunk:
+    return types.EncodedTextChunk.model_construct(tokens=tokens, type="encoded_text")
+
+
+def _text_input(tokens: npt.NDArray[np.int64]) -> tinker.ModelInput:
+    return tinker.ModelInput.model_construct(chunks=[_text_chunk(tokens)])
+
+
+def _public_datum(
+    model_input: tinker.ModelInput,
+    target: npt.NDArray[np.int64],
+    logprobs: npt.NDArray[np.float32],
+    advantages: npt.NDArray[np.float32],
+) -> tinker.Datum:
+    inputs = {"target_tokens": target, "logprobs": logprobs, "advantages": advantages}
+    return tinker.Datum(model_input=model_input, loss_fn_inputs=inputs)  # type: ignore[arg-type]
+
+
+def _direct_text_datums(
+    tokens: npt.NDArray[np.int64],
+    target: npt.NDArray[np.int64],
+    logprobs: npt.NDArray[np.float32],
+    advantages: npt.NDArray[np.float32],
+    bounds: list[int],
+) -> list[tinker.Datum]:
+    """Text-only datums whose objects are set up directly, attribute by attribute.
+
+    The attributes are those ``EncodedTextChunk.model_construct``, ``ModelInput.model_construct``,
+    ``TensorData.from_numpy`` and ``Datum(...)`` leave on valid int64 / float32 writeable arrays (pydantic
+    keeps field values in ``__dict__`` plus three slots); :func:`_direct_matches_sdk` checks that this
+    still holds for the installed SDK before this path is used.
+    """
+    set_slot = object.__setattr__
+    new = object.__new__
+    chunk_cls, input_cls, tensor_cls, datum_cls = (
+        types.EncodedTextChunk,
+        tinker.ModelInput,
+        types.TensorData,
+        tinker.Datum,
+    )
+    out: list[tinker.Datum] = []
+    for s, e in itertools.pairwise(bounds):
+        chunk = chunk_cls.__new__(chunk_cls)
+        set_slot(chunk, "__dict__", {"tokens": tokens[s:e], "type": "encoded_text"})
+        set_slot(chunk, "__pydantic_fields_set__", {"tokens", "type"})
+        set_slot(chunk, "__pydantic_extra__", None)
+        set_slot(chunk, "__pydantic_private__", None)
+        model_input = input_cls.__new__(input_cls)
+        set_slot(model_input, "__dict__", {"chunks": [chunk]})
+        set_slot(model_input, "__pydantic_fields_set__", {"chunks"})
+        set_slot(model_input, "__pydantic_extra__", None)
+        set_slot(model_input, "__pydantic_private__", None)
+        inputs = {}
+        for key, dtype, values in (
+            ("target_tokens", "int64", target),
+            ("logprobs", "float32", logprobs),
+            ("advantages", "float32", advantages),
+        ):
+            tensor = new(tensor_cls)
+            tensor.__dict__.update(
+                dtype=dtype,
+                shape=[e - s],
+                sparse_crow_indices=None,
+                sparse_col_indices=None,
+                _numpy=values[s:e],
+            )
+            inputs[key] = tensor
+        datum = new(datum_cls)
+        datum.__dict__.update(
+            model_input=model_input, loss_fn_inputs=inputs, model_input_spans=None, loss_fn_input_spans=None
+        )
+        out.append(datum)
+    return out
+
+
+@functools.cache
+def _direct_matches_sdk() -> bool:
+    """Whether :func:`_direct_text_datums` builds what the SDK's own constructors build, on a probe."""
+    tokens = np.arange(3, dtype=np.int64)
+    values = np.zeros(3, np.float32)
+    (direct,) = _direct_text_datums(tokens, tokens, values, values, [0, 3])
+    public = _public_datum(_text_input(tokens), tokens, values, values)
+    return _same_state(direct, public)
+
+
+def _same_state(a: Any, b: Any) -> bool:
+    """Same type and the same attribute values, recursively (arrays: views of the same memory)."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        same_type = isinstance(a, np.ndarray) and isinstance(b, np.ndarray)
+        return same_type and a.__array_interface__ == b.__array_interface__
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same_state(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple):
+        return len(a) == len(b) and all(_same_state(x, y) for x, y in zip(a, b, strict=True))
+    if hasattr(a, "__dict__"):
+        slots = {s for cls in type(a).__mro__ for s in getattr(cls, "__slots__", ()) if s != "__dict__"}
+        missing = object()
+        return _same_state(vars(a), vars(b)) and all(
+            _same_state(getattr(a, s, missing), getattr(b, s, missing)) for s in slots
+        )
+    return bool(a == b)
+
+
+def _chunked_input(
+    tokens: npt.NDArray[np.int64], chunks: Sequence[Any], token_lists: bool
+) -> tinker.ModelInput:
+    """Text runs become text chunks; a run of placeholder k becomes chunk k, once per ``chunk.length``."""
+    is_chunk = tokens < 0
+    cuts = np.flatnonzero(np.diff(tokens) != 0) + 1
+    cuts = cuts[is_chunk[cuts] | is_chunk[cuts - 1]]  # split only where a chunk run starts or ends
+    out: list[Any] = []
+    for run in np.split(tokens, cuts):
+        if run.size == 0:
+            continue
+        if run[0] >= 0:
+            out.append(types.EncodedTextChunk(tokens=run.tolist()) if token_lists else _text_chunk(run))
+            continue
+        chunk = chunks[-int(run[0]) - 1]
+        repeats, partial = divmod(run.size, int(chunk.length))
+        if partial:
+            raise ValueError("a datum's input ends inside a non-text chunk; the reference requires text last")
+        out.extend([chunk] * repeats)
+    if token_lists:
+        return tinker.ModelInput(chunks=out)
+    return tinker.ModelInput.model_construct(chunks=out)

@@ -1,0 +1,328 @@
+"""Tinker conversion: real SDK 0.38 types built offline (no client, no network)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import tinker
+from hypothesis import given
+from hypothesis import strategies as st
+from tinker import types
+from tinker.proto.request_conv import forward_backward_request_to_proto
+
+from adapters.tinker_convert import (
+    build_tinker_datums,
+    datums_to_tinker,
+    trajectories_from_samples,
+    transitions_from_response,
+)
+from kernel import DATUM_STATUS, build_datums, trajectories_from_lists
+from kernel.testing.strategies import token_trajectories
+
+
+def seq(tokens: list[int], logprobs: list[float] | None, *, arrays: bool = True) -> types.SampledSequence:
+    if arrays:
+        return types.SampledSequence(
+            stop_reason="stop",
+            sequence_id="s",
+            tokens_np=np.asarray(tokens, np.int32),
+            logprobs_np=None if logprobs is None else np.asarray(logprobs, np.float32),
+        )
+    return types.SampledSequence(
+        stop_reason="stop", sequence_id="s", _tokens_list=tokens, _logprobs_list=logprobs
+    )
+
+
+def image(data: bytes, n: int) -> types.ImageChunk:
+    return types.ImageChunk(data=data, format="png", expected_tokens=n)
+
+
+def text(tokens: list[int]) -> types.EncodedTextChunk:
+    return types.EncodedTextChunk(tokens=tokens)
+
+
+def wire(data: list[tinker.Datum]) -> bytes:
+    """The bytes the SDK sends for a forward_backward request with these datums."""
+    request = types.ForwardBackwardRequest(
+        forward_backward_input=types.ForwardBackwardInput(data=data, loss_fn="importance_sampling"),
+        model_id="m",
+        seq_id=1,
+    )
+    return forward_backward_request_to_proto(request).SerializeToString()
+
+
+class ShortSegment(Exception):
+    """The reference's "need at least 2 tokens for input/target split"."""
+
+
+# --- a slow reference with opaque chunks: the flat element list of tinker-cookbook ----------------------
+
+
+def chunked_oracle(
+    transitions: list[tuple[types.ModelInput, list[int], list[float]]], adv: float
+) -> list[dict[str, Any]]:
+    """Per datum: input chunks (text merged), targets (0 on chunk positions), logprobs, advantages."""
+
+    def flat(mi: types.ModelInput) -> list[Any]:
+        out: list[Any] = []
+        for c in mi.chunks:
+            out.extend(c.tokens if isinstance(c, types.EncodedTextChunk) else [c])
+        return out
+
+    def width(e: Any) -> int:
+        return 1 if isinstance(e, int) else int(e.length)
+
+    datums: list[dict[str, Any]] = []
+    x: list[Any] = []
+    lp: list[float] = []
+    av: list[float] = []
+
+    def emit() -> None:
+        if sum(map(width, x)) < 2:
+            raise ShortSegment
+        chunks: list[Any] = []
+        for e in x[:-1]:
+            if isinstance(e, int):
+                if chunks and isinstance(chunks[-1], list):
+                    chunks[-1].append(e)
+                else:
+                    chunks.append([e])
+            else:
+                chunks.append(e)
+        targets = [t for e in x for t in ([e] if isinstance(e, int) else [0] * width(e))][1:]
+        datums.append({"chunks": chunks, "target": targets, "logprobs": lp[1:], "advantages": av[1:]})
+
+    for ob, ac, lps in transitions:
+        o = flat(ob)
+        if x and not (len(x) <= len(o) and o[: len(x)] == x):
+            emit()
+            x, lp, av = [], [], []
+        delta = o[len(x) :]
+        n = sum(map(width, delta))
+        x = x + delta + ac
+        lp = lp + [0.0] * n + [float(np.float32(v)) for v in lps]
+        av = av + [0.0] * n + [float(np.float32(adv))] * len(ac)
+    if x:
+        emit()
+    return datums
+
+
+def as_comparable(d: tinker.Datum) -> dict[str, Any]:
+    chunks = [
+        [int(t) for t in c.tokens] if isinstance(c, types.EncodedTextChunk) else c
+        for c in d.model_input.chunks
+    ]
+    return {
+        "chunks": chunks,
+        "target": d.loss_fn_inputs["target_tokens"].tolist(),
+        "logprobs": d.loss_fn_inputs["logprobs"].tolist(),
+        "advantages": d.loss_fn_inputs["advantages"].tolist(),
+    }
+
+
+# --- text ---------------------------------------------------------------------------------------------
+
+
+def test_text_samples_to_datums_with_sdk_dtypes_and_no_mask() -> None:
+    prompt = tinker.ModelInput.from_ints([1, 2, 3])
+    samples = [[(prompt, seq([4, 5], [-0.5, -0.25]))], [(prompt, seq([6], [-1.0], arrays=False))]]
+    data, result = build_tinker_datums(samples, [1.0, -2.0])
+    assert result.report.datums == 2 and len(data) == 2
+    d0 = data[0]
+    assert d0.model_input.length == 4 and [int(t) for t in d0.model_input.to_ints()] == [1, 2, 3, 4]
+    assert set(d0.loss_fn_inputs) == {"target_tokens", "logprobs", "advantages"}
+    assert d0.loss_fn_inputs["target_tokens"].dtype == "int64"
+    assert (
+        d0.loss_fn_inputs["logprobs"].dtype == "float32"
+        and d0.loss_fn_inputs["advantages"].dtype == "float32"
+    )
+    assert d0.loss_fn_inputs["target_tokens"].tolist() == [2, 3, 4, 5]
+    assert d0.loss_fn_inputs["advantages"].tolist() == [0.0, 0.0, 1.0, 1.0]
+    assert data[1].loss_fn_inputs["advantages"].tolist() == [0.0, 0.0, -2.0]
+
+
+def test_loss_inputs_are_views_of_the_batch() -> None:
+    r = build_datums(trajectories_from_lists([[([1, 2], [3, 4], [-1.0, -2.0])]], [1.0]))
+    (d,) = datums_to_tinker(r.datums)
+    assert np.shares_memory(d.loss_fn_inputs["logprobs"].to_numpy(), r.datums.logprobs)
+    assert np.shares_memory(d.loss_fn_inputs["target_tokens"].to_numpy(), r.datums.target_tokens)
+
+
+@given(case=token_trajectories(max_trajectories=3, vocab=50))
+def test_fast_and_list_model_inputs_send_identical_bytes(case: Any) -> None:
+    d = build_datums(trajectories_from_lists(case.transitions_B, case.advantages_B), mode="robust").datums
+    fast = datums_to_tinker(d)
+    lists = datums_to_tinker(d, token_lists=True)
+    assert wire(fast) == wire(lists)
+    for k, (f, s) in enumerate(zip(fast, lists, strict=True)):
+        lo, hi = int(d.offsets_D1[k]), int(d.offsets_D1[k + 1])
+        assert s.model_input == tinker.ModelInput.from_ints(d.input_tokens[lo:hi].tolist())
+        assert f.model_input.length == hi - lo
+
+
+def test_token_lists_build_what_from_ints_builds() -> None:
+    r = build_datums(trajectories_from_lists([[([7, 8, 9], [10], [-1.0])]], [1.0]))
+    (d,) = datums_to_tinker(r.datums, token_lists=True)
+    assert d.model_input == tinker.ModelInput.from_ints([7, 8, 9])
+    assert d.model_input.model_dump(mode="json")["chunks"][0]["tokens"] == [7, 8, 9]
+
+
+def test_missing_logprobs_and_responses() -> None:
+    prompt = tinker.ModelInput.from_ints([1, 2])
+    response = types.SampleResponse(sequences=[seq([3], [-1.0]), seq([4, 5], None)])
+    pairs = transitions_from_response(prompt, response)
+    assert [p for p, _ in pairs] == [prompt, prompt]
+    data, result = build_tinker_datums([[pairs[0]], [pairs[1]]], [1.0, 1.0])
+    assert [DATUM_STATUS[s] for s in result.status_B] == ["ok", "missing_logprobs"]
+    assert len(data) == 1
+
+
+def test_bad_inputs_raise() -> None:
+    with pytest.raises(ValueError, match="advantages_B"):
+        trajectories_from_samples([[]], [1.0, 2.0])
+    big = build_datums(trajectories_from_lists([[([1, 2**31], [3], [-1.0])]], [1.0])).datums
+    with pytest.raises(ValueError, match="int32"):
+        datums_to_tinker(big)
+    neg = build_datums(trajectories_from_lists([[([-1, 2], [3], [-1.0])]], [1.0])).datums
+    with pytest.raises(ValueError, match="placeholders"):
+        datums_to_tinker(neg)
+    no_len = types.ImageChunk(data=b"x", format="png")
+    with pytest.raises(ValueError, match="expected_tokens"):
+        trajectories_from_samples([[(types.ModelInput(chunks=[text([1]), no_len]), seq([2], [-1.0]))]], [1.0])
+
+
+# --- images -------------------------------------------------------------------------------------------
+
+
+def test_images_are_opaque_chunks_compared_by_value() -> None:
+    a, b = image(b"A", 3), image(b"B", 2)
+    ob1 = types.ModelInput(chunks=[text([1, 2]), a, text([3])])
+    # ob2 extends ob1 + action with an equal-by-value copy of image A, then more text and image B.
+    ob2 = types.ModelInput(chunks=[text([1, 2]), image(b"A", 3), text([3, 4, 5, 6]), b, text([7])])
+    samples = [[(ob1, seq([4, 5], [-0.5, -0.25])), (ob2, seq([8], [-1.0]))]]
+    chunked = trajectories_from_samples(samples, [2.0])
+    assert len(chunked.chunks) == 2
+    assert chunked.trajectories.ob_tokens[:7].tolist() == [1, 2, -1, -1, -1, 3, 1]
+    data, result = build_tinker_datums(samples, [2.0], token_lists=True)
+    assert result.report.datums == 1
+    (d,) = data
+    assert [type(c).__name__ for c in d.model_input.chunks] == [
+        "EncodedTextChunk",
+        "ImageChunk",
+        "EncodedTextChunk",
+        "ImageChunk",
+        "EncodedTextChunk",
+    ]
+    assert d.model_input.length == 2 + 3 + 4 + 2 + 1
+    assert d.loss_fn_inputs["target_tokens"].tolist() == [2, 0, 0, 0, 3, 4, 5, 6, 0, 0, 7, 8]
+    assert d.loss_fn_inputs["advantages"].tolist() == [0, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 2]
+    oracle = chunked_oracle([(ob1, [4, 5], [-0.5, -0.25]), (ob2, [8], [-1.0])], 2.0)
+    assert [as_comparable(x) for x in data] == oracle
+    assert wire(data) == wire(
+        datums_to_tinker(result.datums, chunks=trajectories_from_samples(samples, [2.0]).chunks)
+    )
+
+
+def test_a_different_image_breaks_the_merge() -> None:
+    ob1 = types.ModelInput(chunks=[text([1]), image(b"A", 2)])
+    ob2 = types.ModelInput(chunks=[text([1]), image(b"Z", 2), text([4, 5])])
+    samples = [[(ob1, seq([4], [-1.0])), (ob2, seq([6], [-1.0]))]]
+    data, _ = build_tinker_datums(samples, [1.0])
+    assert len(data) == 2
+    assert [as_comparable(x) for x in data] == chunked_oracle([(ob1, [4], [-1.0]), (ob2, [6], [-1.0])], 1.0)
+
+
+def test_repeated_image_splits_into_one_chunk_per_image() -> None:
+    a = image(b"A", 2)
+    ob = types.ModelInput(chunks=[text([1]), a, a, text([2])])
+    (d,), _ = build_tinker_datums([[(ob, seq([3], [-1.0]))]], [1.0])
+    assert [type(c).__name__ for c in d.model_input.chunks] == [
+        "EncodedTextChunk",
+        "ImageChunk",
+        "ImageChunk",
+        "EncodedTextChunk",
+    ]
+    assert d.loss_fn_inputs["target_tokens"].tolist() == [0, 0, 0, 0, 2, 3]
+
+
+def test_sequence_ending_in_an_image_is_rejected() -> None:
+    ob = types.ModelInput(chunks=[text([1, 2]), image(b"A", 2)])
+    with pytest.raises(ValueError, match="non-text chunk"):
+        build_tinker_datums([[(ob, seq([], []))]], [1.0])
+
+
+@given(
+    layout=st.lists(
+        st.one_of(st.lists(st.integers(0, 3), min_size=1, max_size=3), st.sampled_from([b"A", b"B"])),
+        max_size=4,
+    ),
+    turns=st.lists(st.tuples(st.booleans(), st.lists(st.integers(0, 3), max_size=2)), min_size=1, max_size=3),
+)
+def test_chunked_datums_equal_the_flat_element_oracle(layout: list[Any], turns: list[Any]) -> None:
+    """Random observations of text and images; each turn extends the previous one or starts afresh."""
+
+    def model_input(parts: list[Any]) -> types.ModelInput:
+        return types.ModelInput(
+            chunks=[text(p) if isinstance(p, list) else image(p, 1 + (p == b"B")) for p in parts]
+        )
+
+    transitions: list[tuple[types.ModelInput, list[int], list[float]]] = []
+    parts: list[Any] = list(layout)
+    for extend, ac in turns:
+        if transitions and extend:
+            parts = [*parts, list(transitions[-1][1])] if transitions[-1][1] else parts
+            parts = [*parts, [9]]
+        transitions.append((model_input(parts), [*ac, 5], [-0.5] * (len(ac) + 1)))
+    samples = [[(ob, seq(ac, lps)) for ob, ac, lps in transitions]]
+    data, result = build_tinker_datums(samples, [1.5], token_lists=True)
+    try:
+        want = chunked_oracle(transitions, 1.5)
+    except ShortSegment:
+        assert DATUM_STATUS[result.status_B[0]] == "short_segment" and not data
+        return
+    assert [as_comparable(x) for x in data] == want
+
+
+# --- the direct construction ------------------------------------------------------------------------
+
+
+def test_direct_datums_are_used_and_equal_the_sdk_constructors(monkeypatch: pytest.MonkeyPatch) -> None:
+    from adapters import tinker_convert as tc
+
+    assert tc._direct_matches_sdk()  # this SDK: the direct objects equal its constructors' in every attribute
+    d = build_datums(
+        trajectories_from_lists([[([1, 2, 3], [4, 5], [-1.0, -2.0])], [([6], [7], [0.0])]], [0.5, 1])
+    ).datums
+    direct = datums_to_tinker(d)
+    monkeypatch.setattr(tc, "_direct_matches_sdk", lambda: False)
+    public = datums_to_tinker(d)
+    assert len(direct) == len(public) == 2
+    assert all(tc._same_state(x, y) for x, y in zip(direct, public, strict=True))
+    assert wire(direct) == wire(public)
+
+
+def test_direct_construction_is_refused_when_the_sdk_builds_something_else(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from adapters import tinker_convert as tc
+
+    original = types.TensorData.from_numpy
+
+    def changed(array: np.ndarray) -> types.TensorData:
+        tensor = original(array)
+        object.__setattr__(tensor, "shape", tuple(array.shape))  # as if a new SDK recorded shapes differently
+        return tensor
+
+    monkeypatch.setattr(types.TensorData, "from_numpy", changed)
+    assert not tc._direct_matches_sdk.__wrapped__()
+
+
+def test_read_only_batches_use_the_public_constructors() -> None:
+    r = build_datums(trajectories_from_lists([[([1, 2], [3], [-1.0])]], [1.0]))
+    frozen = r.datums._replace(logprobs=r.datums.logprobs.copy())
+    frozen.logprobs.setflags(write=False)
+    (d,) = datums_to_tinker(frozen)
+    assert d.loss_fn_inputs["logprobs"].to_numpy().flags.writeable  # the SDK copied it, as it always does
+    assert d.loss_fn_inputs["logprobs"].tolist() == [0.0, -1.0]

@@ -1,0 +1,448 @@
+"""Token-level datums: hand-computed examples, golden records as one batch, properties against an oracle."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kernel import (
+    DATUM_STATUS,
+    DatumBatch,
+    Trajectories,
+    build_datums,
+    pad_datums,
+    trajectories_from_lists,
+)
+from kernel import _datums as datums_module
+from kernel.testing.strategies import token_trajectories
+from tests.golden import VECTORS_DIR, read_records
+from tests.golden._datums import ERRORS
+
+Transition = tuple[list[int], list[int], "list[float] | None"]
+
+
+def unpack(batch: DatumBatch) -> list[dict[str, list[Any]]]:
+    """Per-datum Python lists (mask as bools)."""
+    out = []
+    for d in range(batch.num_datums):
+        s = slice(int(batch.offsets_D1[d]), int(batch.offsets_D1[d + 1]))
+        out.append(
+            {
+                "input": batch.input_tokens[s].tolist(),
+                "target": batch.target_tokens[s].tolist(),
+                "logprobs": batch.logprobs[s].tolist(),
+                "advantages": batch.advantages[s].tolist(),
+                "mask": batch.mask[s].tolist(),
+                "traj": int(batch.traj_ids_D[d]),
+            }
+        )
+    return out
+
+
+def build(transitions_B: list[list[Transition]], advantages_B: list[float], **kw: Any) -> Any:
+    return build_datums(trajectories_from_lists(transitions_B, advantages_B), **kw)
+
+
+# --- the oracle: the reference's sequential algorithm, one trajectory at a time ----------------------
+
+
+def oracle(
+    transitions_B: list[list[Transition]],
+    advantages_B: list[float],
+    *,
+    mode: str = "reference",
+    where: list[bool] | None = None,
+    parse_failed_N: list[bool] | None = None,
+    drop_zero_advantage: bool = False,
+) -> tuple[list[dict[str, list[Any]]], list[str]]:
+    """Datums and per-trajectory status, by the obvious per-token loop."""
+    failed = iter(parse_failed_N or [False] * sum(len(t) for t in transitions_B))
+    datums: list[dict[str, list[Any]]] = []
+    statuses: list[str] = []
+    for b, (transitions, adv) in enumerate(zip(transitions_B, advantages_B, strict=True)):
+        fails = [next(failed) for _ in transitions]
+        if where is not None and not where[b]:
+            statuses.append("not_trainable")
+            continue
+        a32 = float(np.float32(adv))
+        # A segment: [tokens, logprobs, advantages, mask, has_missing, has_mismatch]
+        segments: list[list[Any]] = []
+        for (ob, ac, lps), fail in zip(transitions, fails, strict=True):
+            seg = segments[-1] if segments else None
+            if seg is None or (seg[0] and not (len(seg[0]) <= len(ob) and ob[: len(seg[0])] == seg[0])):
+                seg = [[], [], [], [], False, False]
+                segments.append(seg)
+            delta = ob[len(seg[0]) :]
+            seg[0] = seg[0] + delta + ac
+            seg[1] += [0.0] * len(delta) + [float(np.float32(v)) for v in (lps or [])][: len(ac)]
+            seg[1] += [0.0] * (len(seg[0]) - len(seg[1]))
+            seg[2] += [0.0] * len(delta) + [0.0 if fail else a32] * len(ac)
+            seg[3] += [False] * len(delta) + [not fail] * len(ac)
+            seg[4] |= lps is None
+            seg[5] |= lps is not None and len(lps) != len(ac)
+
+        def problem(seg: list[Any]) -> str:
+            if seg[4]:
+                return "missing_logprobs"
+            if len(seg[0]) == 1:
+                return "short_segment"
+            if seg[5] and seg[0]:
+                return "logprob_count_mismatch"
+            return "ok"
+
+        status = next((p for p in map(problem, segments) if p != "ok"), "ok")
+        statuses.append(status)
+        for seg in segments:
+            if len(seg[0]) < 2 or problem(seg) != "ok" or (mode == "reference" and status != "ok"):
+                continue
+            if drop_zero_advantage and not any(v != 0 for v in seg[2][1:]):
+                continue
+            x = seg[0]
+            datums.append(
+                {
+                    "input": x[:-1],
+                    "target": x[1:],
+                    "logprobs": seg[1][1:],
+                    "advantages": seg[2][1:],
+                    "mask": seg[3][1:],
+                    "traj": b,
+                }
+            )
+    return datums, statuses
+
+
+# --- hand-computed examples ---------------------------------------------------------------------------
+
+
+def test_merge_when_previous_sequence_is_a_prefix() -> None:
+    r = build([[([1, 2], [3, 4], [-0.5, -0.25]), ([1, 2, 3, 4, 5], [6], [-2.0])]], [2.0])
+    assert unpack(r.datums) == [
+        {
+            "input": [1, 2, 3, 4, 5],
+            "target": [2, 3, 4, 5, 6],
+            "logprobs": [0.0, -0.5, -0.25, 0.0, -2.0],
+            "advantages": [0.0, 2.0, 2.0, 0.0, 2.0],
+            "mask": [False, True, True, False, True],
+            "traj": 0,
+        }
+    ]
+    assert r.status_B.tolist() == [0]
+
+
+def test_no_merge_when_previous_action_is_missing_from_the_observation() -> None:
+    # The second observation repeats the first observation but not the action: a new datum.
+    r = build([[([1, 2], [3], [-0.5]), ([1, 2, 9], [4], [-1.0])]], [1.0])
+    got = unpack(r.datums)
+    assert [d["input"] for d in got] == [[1, 2], [1, 2, 9]]
+    assert [d["target"] for d in got] == [[2, 3], [2, 9, 4]]
+    assert [d["advantages"] for d in got] == [[0.0, 1.0], [0.0, 0.0, 1.0]]
+    assert r.datums.offsets_D1.tolist() == [0, 2, 5]
+
+
+def test_debate_rerender_gives_one_datum_per_turn() -> None:
+    system = [7, 7, 8]
+    turns = [
+        ([*system, 1], [21, 22], [-0.1, -0.2]),
+        ([*system, 1, 30, 31, 2], [23], [-0.3]),  # re-rendered: the own answer is summarised, not verbatim
+        ([*system, 1, 30, 31, 40, 2], [24, 25], [-0.4, -0.5]),
+    ]
+    r = build([turns], [-1.0])
+    got = unpack(r.datums)
+    assert len(got) == 3
+    for d, (ob, ac, _) in zip(got, turns, strict=True):
+        assert d["input"] == (ob + ac)[:-1]
+        assert d["target"] == (ob + ac)[1:]
+        assert d["mask"] == [False] * (len(ob) - 1) + [True] * len(ac)
+    assert got[2]["logprobs"][-2:] == [np.float32(-0.4), np.float32(-0.5)]
+
+
+def test_empty_delta_merges_without_observation_tokens_between_actions() -> None:
+    r = build([[([5], [6, 7], [-1.0, -1.0]), ([5, 6, 7], [8], [-3.0])]], [0.5])
+    (d,) = unpack(r.datums)
+    assert d["input"] == [5, 6, 7] and d["target"] == [6, 7, 8]
+    assert d["mask"] == [True, True, True]
+    assert d["logprobs"] == [-1.0, -1.0, -3.0]
+
+
+def test_first_token_an_action_loses_its_label() -> None:
+    r = build([[([], [4, 5, 6], [-1.0, -2.0, -3.0])]], [1.0])
+    (d,) = unpack(r.datums)
+    assert d == {
+        "input": [4, 5],
+        "target": [5, 6],
+        "logprobs": [-2.0, -3.0],
+        "advantages": [1.0, 1.0],
+        "mask": [True, True],
+        "traj": 0,
+    }
+
+
+def test_reference_errors_and_robust_mode() -> None:
+    good = ([1, 2], [3], [-1.0])
+    short = ([9], [], [])
+    batch = [
+        [good, short],  # second segment has one token
+        [good, ([1, 2, 3], [4, 5], [-1.0])],  # one logprob too few
+        [good, ([8, 8], [4], None)],  # missing logprobs
+        [],  # empty trajectory: no datum, no error
+        [good],
+    ]
+    ref = build(batch, [1.0] * 5)
+    assert [DATUM_STATUS[s] for s in ref.status_B] == [
+        "short_segment",
+        "logprob_count_mismatch",
+        "missing_logprobs",
+        "ok",
+        "ok",
+    ]
+    assert ref.datums.traj_ids_D.tolist() == [4]
+    assert ref.report.segments_dropped == 5  # 2 + 1 (the merged one) + 2
+    robust = build(batch, [1.0] * 5, mode="robust")
+    assert robust.status_B.tolist() == ref.status_B.tolist()
+    # Trajectory 0 keeps its good first segment; 1 is one merged bad segment; 2 keeps its first.
+    assert robust.datums.traj_ids_D.tolist() == [0, 2, 4]
+    assert robust.report.segments_dropped == 3
+    r = robust.report
+    assert (r.ok, r.short_segment, r.logprob_count_mismatch, r.missing_logprobs) == (2, 1, 1, 1)
+
+
+def test_missing_logprobs_wins_over_an_earlier_flush_only_when_reached_first() -> None:
+    # Missing logprobs in segment 1 is found before segment 0 is emitted? No: segment 0 (short) is emitted
+    # when transition 1 starts a new segment, before transition 1's logprobs are read.
+    r = build([[([1], [], []), ([5, 6], [7], None)]], [1.0])
+    assert DATUM_STATUS[r.status_B[0]] == "short_segment"
+    r = build([[([1], [], None), ([5, 6], [7], [-1.0])]], [1.0])
+    assert DATUM_STATUS[r.status_B[0]] == "missing_logprobs"
+
+
+def test_parse_failed_where_and_drop_zero_advantage() -> None:
+    batch = [
+        [([1, 2], [3], [-1.0]), ([1, 2, 3, 4], [5], [-2.0])],
+        [([6, 7], [8], [-1.0])],
+        [([6, 7], [8], [-1.0])],
+        [([6, 7], [8], [-1.0])],
+    ]
+    r = build(
+        batch,
+        [1.0, 2.0, 0.0, 3.0],
+        parse_failed_N=[True, False, False, False, False],
+        where=[True, True, True, False],
+        drop_zero_advantage=True,
+    )
+    got = unpack(r.datums)
+    assert [d["traj"] for d in got] == [0, 1]
+    assert got[0]["mask"] == [False, False, False, True]
+    assert got[0]["advantages"] == [0.0, 0.0, 0.0, 1.0]
+    assert got[0]["logprobs"] == [0.0, -1.0, 0.0, -2.0]  # the failed turn keeps its sampler logprob
+    rep = r.report
+    assert (rep.parse_failed, rep.not_trainable, rep.zero_advantage, rep.datums) == (1, 1, 1, 2)
+    assert (rep.tokens, rep.action_tokens) == (6, 2)
+    assert DATUM_STATUS[r.status_B[3]] == "not_trainable"
+
+
+def test_tiny_advantage_rounds_to_float32_zero_and_counts_as_zero() -> None:
+    r = build([[([1], [2], [-1.0])]], [1e-50], drop_zero_advantage=True)
+    assert r.datums.num_datums == 0 and r.report.zero_advantage == 1
+
+
+def test_logprobs_and_advantages_round_to_float32() -> None:
+    lp = 0.1234567890123
+    r = build([[([1], [2], [lp])]], [1 / 3])
+    assert r.datums.logprobs.tolist() == [float(np.float32(lp))]
+    assert r.datums.advantages.dtype == np.float32 and r.datums.advantages[0] == np.float32(1 / 3)
+
+
+def test_int32_inputs_give_int64_tokens() -> None:
+    t = trajectories_from_lists([[([1, 2], [3], [-1.0])]], [1.0])
+    t32 = t._replace(ob_tokens=t.ob_tokens.astype(np.int32), ac_tokens=t.ac_tokens.astype(np.int32))
+    d = build_datums(t32).datums
+    assert d.input_tokens.dtype == np.int64 and d.target_tokens.tolist() == [2, 3]
+
+
+def test_pad_datums_example_and_errors() -> None:
+    r = build([[([1, 2, 3], [4], [-1.0])], [([5], [6], [-2.0])]], [1.0, -1.0])
+    p = pad_datums(r.datums, pad_token=-1)
+    assert p.input_tokens_D_T.tolist() == [[1, 2, 3], [5, -1, -1]]
+    assert p.target_tokens_D_T.tolist() == [[2, 3, 4], [6, -1, -1]]
+    assert p.advantages_D_T.tolist() == [[0.0, 0.0, 1.0], [-1.0, 0.0, 0.0]]
+    assert p.lengths_D.tolist() == [3, 1]
+    with pytest.raises(ValueError, match="length"):
+        pad_datums(r.datums, length=2)
+    empty = pad_datums(build([], []).datums)
+    assert empty.mask_D_T.shape == (0, 0)
+
+
+def test_bad_arguments_raise_naming_the_argument() -> None:
+    t = trajectories_from_lists([[([1, 2], [3], [-1.0])]], [1.0])
+    with pytest.raises(ValueError, match="mode"):
+        build_datums(t, mode="strict")
+    with pytest.raises(ValueError, match="ob_offsets_N1"):
+        build_datums(t._replace(ob_offsets_N1=np.array([0, 3])))
+    with pytest.raises(ValueError, match="traj_ids_N"):
+        build_datums(t._replace(traj_ids_N=np.array([1])))
+    with pytest.raises(TypeError, match="ob_tokens"):
+        build_datums(t._replace(ob_tokens=np.array([1.0, 2.0])))
+    with pytest.raises(ValueError, match="where"):
+        build_datums(t, where=np.array([True, False]))
+    with pytest.raises(ValueError, match="parse_failed_N"):
+        build_datums(t, parse_failed_N=np.array([], bool))
+    with pytest.raises(ValueError, match="advantages_B"):
+        trajectories_from_lists([[]], [1.0, 2.0])
+    unsorted = trajectories_from_lists([[([1], [2], [0.0])], [([3], [4], [0.0])]], [1.0, 1.0])
+    with pytest.raises(ValueError, match="traj_ids_N"):
+        build_datums(unsorted._replace(traj_ids_N=np.array([1, 0])))
+
+
+def test_trajectories_is_a_namedtuple_of_arrays() -> None:
+    t = trajectories_from_lists([[([1], [2, 3], None)]], [0.5])
+    assert isinstance(t, Trajectories)
+    assert t.has_logprobs_N.tolist() == [False] and t.logprob_offsets_N1.tolist() == [0, 0]
+
+
+# --- golden records, all at once -----------------------------------------------------------------------
+
+
+def test_golden_records_as_one_batch_match_the_reference() -> None:
+    records = list(read_records(VECTORS_DIR / "datums.jsonl"))
+    transitions_B = [
+        [(tr["ob"], tr["ac"], tr["logprobs"]) for tr in r["input"]["transitions"]] for r in records
+    ]
+    result = build(transitions_B, [r["input"]["advantage"] for r in records])
+    got = unpack(result.datums)
+    by_traj: dict[int, list[dict[str, Any]]] = {}
+    for d in got:
+        by_traj.setdefault(d["traj"], []).append(d)
+    for b, record in enumerate(records):
+        want = record["expected"]
+        status = DATUM_STATUS[int(result.status_B[b])]
+        if "error" in want:
+            assert ERRORS.get(status) == want["error"], record["id"]
+            continue
+        assert status == "ok", record["id"]
+        mine = by_traj.get(b, [])
+        assert len(mine) == len(want["datums"]), record["id"]
+        for g, w in zip(mine, want["datums"], strict=True):
+            assert g["input"] == w["input_tokens"] and g["target"] == w["target_tokens"], record["id"]
+            assert g["logprobs"] == w["logprobs"] and g["advantages"] == w["advantages"], record["id"]
+            assert [float(m) for m in g["mask"]] == w["mask"], record["id"]
+    assert json.dumps(result.report._asdict())  # plain ints
+
+
+# --- properties ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["slices", "fancy"])
+@given(case=token_trajectories(), data=st.data())
+def test_equals_the_sequential_oracle(path: str, case: Any, data: st.DataObject) -> None:
+    n = sum(len(t) for t in case.transitions_B)
+    b = len(case.transitions_B)
+    kw: dict[str, Any] = {
+        "mode": data.draw(st.sampled_from(("reference", "robust"))),
+        "drop_zero_advantage": data.draw(st.booleans()),
+    }
+    if data.draw(st.booleans()):
+        kw["where"] = data.draw(st.lists(st.booleans(), min_size=b, max_size=b))
+    if data.draw(st.booleans()):
+        kw["parse_failed_N"] = data.draw(st.lists(st.booleans(), min_size=n, max_size=n))
+    arrays = {k: np.asarray(v, bool) if isinstance(v, list) else v for k, v in kw.items()}
+    with pytest.MonkeyPatch.context() as mp:
+        # Every gather by Python slices, or every gather by fancy indexing.
+        mp.setattr(datums_module, "_SLICE_MIN_MEAN_RUN", 0 if path == "slices" else 10**9)
+        result = build(case.transitions_B, case.advantages_B, **arrays)
+    want, statuses = oracle(case.transitions_B, case.advantages_B, **kw)
+    assert unpack(result.datums) == want
+    assert [DATUM_STATUS[s] for s in result.status_B] == statuses
+
+
+@given(case=token_trajectories())
+def test_datum_invariants(case: Any) -> None:
+    result = build(case.transitions_B, case.advantages_B, mode="robust")
+    d = result.datums
+    assert np.all(d.lengths_D >= 1) and d.offsets_D1[0] == 0
+    # Alignment: within a datum the target is the input shifted by one.
+    inner = np.ones(d.input_tokens.size, bool)
+    inner[d.offsets_D1[1:] - 1] = False
+    assert np.array_equal(d.target_tokens[:-1][inner[:-1]], d.input_tokens[1:][inner[:-1]])
+    # Advantages and logprobs are exactly 0 off the mask.
+    assert not np.any(d.advantages[~d.mask]) and not np.any(d.logprobs[~d.mask])
+    assert result.report.tokens == int(d.lengths_D.sum()) == d.input_tokens.size
+    assert result.report.action_tokens == int(d.mask.sum())
+
+
+@st.composite
+def marked_trajectories(draw: st.DrawFn) -> list[list[Transition]]:
+    """Observations extend the previous turn or are fresh; every action token is a unique id ≥ 1000."""
+    next_id = 1000
+    batch: list[list[Transition]] = []
+    for _ in range(draw(st.integers(0, 3))):
+        transitions: list[Transition] = []
+        for i in range(draw(st.integers(0, 4))):
+            fresh = draw(st.lists(st.integers(0, 5), max_size=4))
+            extend = i > 0 and draw(st.booleans())
+            ob = transitions[-1][0] + transitions[-1][1] + fresh if extend else fresh
+            ac = list(range(next_id, next_id + draw(st.integers(0, 3))))
+            next_id += len(ac)
+            transitions.append((ob, ac, [-1.0] * len(ac)))
+        batch.append(transitions)
+    return batch
+
+
+@given(batch=marked_trajectories())
+def test_mask_is_exactly_the_action_tokens_and_tokens_are_conserved(batch: list[list[Transition]]) -> None:
+    result = build(batch, [1.0] * len(batch), mode="robust")
+    d = result.datums
+    assert np.array_equal(d.mask, d.target_tokens >= 1000)
+    assert np.array_equal(d.advantages != 0, d.mask)
+    # Each action token appears once, as a target or as a datum's first input; the only ones missing
+    # are one-token segments (an empty observation, one action token, not extended).
+    firsts = d.input_tokens[d.offsets_D1[:-1]]
+    seen = np.concatenate([d.target_tokens, firsts])
+    seen = seen[seen >= 1000]
+    assert np.unique(seen).size == seen.size
+    missing = {a for t in batch for _, ac, _ in t for a in ac} - set(seen.tolist())
+    lone = {ac[0] for t in batch for ob, ac, _ in t if not ob and len(ac) == 1}
+    assert missing <= lone
+
+
+@given(case=token_trajectories())
+def test_robust_mode_never_loses_a_trainable_segment(case: Any) -> None:
+    ref = build(case.transitions_B, case.advantages_B)
+    rob = build(case.transitions_B, case.advantages_B, mode="robust")
+    ref_d, rob_d = unpack(ref.datums), unpack(rob.datums)
+    # Every reference datum is in the robust output, and robust only drops segments with a problem.
+    assert all(d in rob_d for d in ref_d)
+    ok = {b for b, s in enumerate(ref.status_B) if s == 0}
+    assert [d for d in rob_d if d["traj"] in ok] == ref_d
+    assert rob.report.segments_dropped <= ref.report.segments_dropped
+    assert np.array_equal(ref.status_B, rob.status_B)
+
+
+@given(case=token_trajectories())
+def test_batch_equals_concatenated_singletons(case: Any) -> None:
+    whole = unpack(build(case.transitions_B, case.advantages_B, mode="robust").datums)
+    parts = []
+    for b, (t, a) in enumerate(zip(case.transitions_B, case.advantages_B, strict=True)):
+        parts += [{**d, "traj": b} for d in unpack(build([t], [a], mode="robust").datums)]
+    assert whole == parts
+
+
+@given(case=token_trajectories(), extra=st.integers(0, 3))
+def test_padded_view_equals_packed(case: Any, extra: int) -> None:
+    d = build(case.transitions_B, case.advantages_B, mode="robust").datums
+    width = (int(d.lengths_D.max()) if d.num_datums else 0) + extra
+    p = pad_datums(d, length=width, pad_token=-7)
+    assert p.mask_D_T.shape == (d.num_datums, width)
+    for k, got in enumerate(unpack(d)):
+        n = len(got["input"])
+        assert p.input_tokens_D_T[k, :n].tolist() == got["input"]
+        assert p.target_tokens_D_T[k, :n].tolist() == got["target"]
+        assert p.logprobs_D_T[k, :n].tolist() == got["logprobs"]
+        assert p.advantages_D_T[k, :n].tolist() == got["advantages"]
+        assert p.mask_D_T[k, :n].tolist() == got["mask"]
+        assert np.all(p.input_tokens_D_T[k, n:] == -7) and not np.any(p.mask_D_T[k, n:])
+        assert not np.any(p.advantages_D_T[k, n:]) and not np.any(p.logprobs_D_T[k, n:])
