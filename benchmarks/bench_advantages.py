@@ -15,7 +15,9 @@ loop does not; its output is checked against ours without the floor):
 - ``jax (jit)``: :func:`kernel.jax.grouped_advantages`, same options, float32, compile time reported
   apart;
 - ``torch vectorized``: verl's vectorized form re-written here in torch (``index_add_`` counts, sums
-  and sums of squares, variance floored at 1e-6), index tensors built outside the timer, 1 thread;
+  and sums of squares, variance floored at 1e-6, ``group_mean_std`` semantics), 1 thread; its int64
+  index is built outside the timer (verl's ``as_torch_index`` and group count, a cast and a max,
+  would add about 0.35 ms), while ours converts and validates its int32 ids inside;
 - ``python loop``: verl / DrMAS ``compute_grpo_outcome_advantage`` re-written here: a dict of lists per
   index, ``torch.mean`` / ``torch.std`` per group, then a per-row update (timed on a subset of rows
   with ``--quick``; rows/s are reported either way).
@@ -24,9 +26,22 @@ Outputs are checked against numpy before timing (the vectorized form on groups w
 that its float32 Σr² − (Σr)²/n is off by percents, a documented quirk of the reference). Ratios are
 against the torch vectorized form measured in the same run. Without torch only numpy and JAX are timed.
 
-On the 2-core development machine (shared, so ±30 %): numpy 24-45 M rows/s (0.3-0.7× the torch form,
-which runs float32 where we run float64 plus NaN / mask / constant-group handling), JAX 64-125 M rows/s
-(1.1-1.5×), verl's loop 0.03-0.09 M rows/s.
+Heap state. glibc returns the top of its heap to the kernel whenever more than twice its mmap
+threshold is free, and raises that threshold to the largest mmapped block freed so far (at most
+32 MiB). A call whose temporaries exceed twice the threshold therefore page-faults all of them in
+again on every call: on the development VM about 2 µs per 4 KiB page, 12-15 ms for the 40 MB of
+float64 temporaries of a 1 M-row numpy call, more than its arithmetic. Which state a process is in
+depends on what it freed before (it used to make the first workload here run at half the speed of
+the second). A training process has long since freed large blocks, so before timing this benchmark
+allocates and frees one untouched 32 MiB block, which puts every contender in that steady state
+(torch's float32 temporaries stay under the threshold either way). ``--cold-heap`` skips this.
+
+On the 2-core development machine (shared, so ±30 %), steady heap: numpy 85-92 M rows/s on ragged
+groups (1.0-1.05× the torch form, which runs float32 where we run float64 plus validation and NaN /
+mask / constant-group handling; three row-order bincounts bound it) and 125-139 M rows/s on blocks
+(1.55-1.75×: equal contiguous groups are reduced column by column, without gathers); JAX 93-137 M
+rows/s (1.15-1.6×); verl's loop 0.05-0.09 M rows/s. Cold heap, numpy: 40 M rows/s on ragged groups
+(0.47×), 77 M on blocks (0.96×).
 """
 
 from __future__ import annotations
@@ -42,6 +57,7 @@ from benchmarks._common import emit_json, print_table, time_call, time_compile
 from kernel import grouped_advantages
 
 EPS = 1e-6
+_STEADY_HEAP_BLOCK = (32 << 20) - (64 << 10)  # just under glibc's 32 MiB cap on its mmap threshold
 
 
 class Workload(NamedTuple):
@@ -230,13 +246,28 @@ def run(w: Workload, quick: bool) -> dict[str, Any]:
     return out
 
 
+def _steady_heap() -> None:
+    """Raises glibc's mmap and trim thresholds as a long-running process has (module docstring): one
+    block is allocated and freed without a page of it being touched."""
+    np.empty(_STEADY_HEAP_BLOCK, np.uint8)
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks advantages")
     parser.add_argument("--quick", action="store_true", help="fewer repeats; the Python loop on 20 k rows")
+    parser.add_argument(
+        "--cold-heap", action="store_true", help="leave the allocator as this process found it (docstring)"
+    )
     args = parser.parse_args(argv)
+    if not args.cold_heap:
+        _steady_heap()
     rng = np.random.default_rng(0)
     workloads = [_ragged(rng, 1_000_000, 250_000), _blocks(rng, 65_536, 16)]
-    figures: dict[str, Any] = {"benchmark": "advantages", "quick": args.quick}
+    figures: dict[str, Any] = {
+        "benchmark": "advantages",
+        "quick": args.quick,
+        "steady_heap": not args.cold_heap,
+    }
     for w in workloads:
         for key, value in run(w, args.quick).items():
             figures[f"{w.name}.{key}"] = float(f"{value:.4g}") if isinstance(value, float) else value

@@ -25,11 +25,13 @@ where / NaN rewards   rows with where=False or a non-finite reward are left out 
 arithmetic            "exact" (ours) or the float32 operation order of a reference, below
 ====================  =====================================================================
 
-Arithmetic. ``"exact"`` computes in float64 (returning the rewards' float dtype), sums deviations from
-a member of each group (so a constant group has all deviations exactly 0), uses two-pass variances and
-sets the advantages of a constant group to exactly 0 with an explicit ``where``. The reference
-arithmetics reproduce what a reference computed, float32 rounding artefacts included (a float32 mean
-of nine copies of 1.5270639 is one ulp off; divided by σ + 1e-6 that gives −0.1058 per row):
+Arithmetic. ``"exact"`` computes in float64 (returning the rewards' float dtype) with two-pass
+variances, each group's sums taken in row order. A constant group's mean is its value exactly (copies
+of a float32 value sum exactly in float64; other groups are checked with max = min), so its
+deviations, σ and advantages are exactly 0. Neither the layout of the rows (equal contiguous blocks or
+any) nor the fast paths taken change a bit of the result. The reference arithmetics reproduce what a
+reference computed, float32 rounding artefacts included (a float32 mean of nine copies of 1.5270639
+is one ulp off; divided by σ + 1e-6 that gives −0.1058 per row):
 
 * ``"torch_loop"`` (tinker-cookbook, verl and DrMAS loops, verl RLOO loop): float32; a group's sum in
   the order of torch's CPU reduction kernel; σ from the float32 mean with float64 squares;
@@ -317,10 +319,16 @@ def grouped_advantages(
     if t is not None:
         check_same_length(rewards=r, trajectory_ids=t)
 
-    # valid: rows that enter the statistics; None when that is every row (the fast path).
+    # valid: rows that enter the statistics; None when that is every row (the fast path). The exact
+    # arithmetic picks its group reductions first: their row counts tell whether padding is present.
     valid: BoolArray | None = None
     num_excluded = num_nonfinite = 0
-    all_live = g.size == 0 or int(g.max()) < num_groups
+    seg: _Segments | None = None
+    if arithmetic == "exact" and t is None:
+        seg = _segments(g, num_groups)
+        all_live = seg.padding_rows() == 0
+    else:
+        all_live = g.size == 0 or int(g.max()) < num_groups
     if w is not None or not all_live or not bool(np.isfinite(r).all()):
         asked = g < num_groups if w is None else (g < num_groups) & w
         valid = asked & np.isfinite(r)
@@ -341,21 +349,21 @@ def grouped_advantages(
         sample_of_row, values, h = _trajectory_samples(values, g, t, every, num_groups, arithmetic)
         sample_valid = h < num_groups
 
-    core = _exact_core if arithmetic == "exact" else _reference_core
-    a, mean, std, count, constant = core(
-        values,
-        sample_valid,
-        h,
-        num_groups,
-        baseline,
-        scale,
-        ddof,
-        eps,
-        var_floor,
-        min_std,
-        singleton,
-        arithmetic,
-    )
+    options = (baseline, scale, ddof, eps, var_floor, min_std, singleton)
+    if arithmetic == "exact":
+        a, mean, std, count, constant = _exact_core(
+            values,
+            sample_valid,
+            _Scatter(h, num_groups + 1) if seg is None else seg,
+            num_groups,
+            *options,
+            narrow=r.dtype == np.float32 and t is None,  # float32 samples: see _exact_core
+            scratch=values is not r,  # ours to overwrite
+        )
+    else:
+        a, mean, std, count, constant = _reference_core(
+            values, sample_valid, h, num_groups, *options, arithmetic
+        )
     if positive_only:
         a = np.maximum(a, 0.0)
     if sample_of_row is not None:
@@ -461,7 +469,7 @@ _CoreResult: TypeAlias = tuple[FloatArray, FloatArray, FloatArray, IntArray, Boo
 def _exact_core(
     x: FloatArray,
     valid: BoolArray | None,
-    h: IntArray,
+    seg: _Segments,
     p: int,
     baseline: str,
     scale: str,
@@ -470,96 +478,224 @@ def _exact_core(
     var_floor: float,
     min_std: float | None,
     singleton: str,
-    arithmetic: str,
+    *,
+    narrow: bool,
+    scratch: bool,
 ) -> _CoreResult:
-    """float64 estimator on samples ``x`` with groups ``h`` (``p``: padding); ``valid`` None = all.
+    """float64 estimator on samples ``x`` grouped by ``seg`` (group ``p``: padding; ``valid`` None:
+    every sample is included, and none is padding). ``narrow``: ``x`` is known to hold float32 values;
+    ``scratch``: ``x`` may be overwritten.
 
-    Every advantage is (x − centre_g)·factor_g, with factor_g = 0 on a constant group (max = min:
-    the explicit zero) and on a group of one (unless ``singleton="raw"``).
+    Every advantage is (x − centre_g)·factor_g. On a constant group (all included samples equal) and
+    on an empty one x − centre_g is exactly 0, so the advantage is exactly 0 with any finite factor_g;
+    a group of one is constant, unless ``singleton="raw"`` (centre 0, factor 1 or 1/(1 + eps)).
+
+    Constant groups are found without a max / min pass when every sample is a float32 value (checked
+    unless ``narrow``) and there are fewer than 2²⁹ of them: each partial float64 sum of a constant
+    group v, v, … is then k·v exactly (24 + 29 bits), so μ_g = n·v/n = v and every deviation is 0;
+    and a group with two distinct float32 values has a deviation of at least 2⁻¹⁵¹, whose square does
+    not underflow. So Σ(x − μ_g)² = 0 exactly when the group is constant. Other samples (float64
+    rewards, trajectory means) compare the group's max and min, and take the max as μ_g.
+
+    Memory: each new buffer costs page faults, so there are two row-sized float64 buffers (x, reused
+    for c² and factor_g when it is ours, and c, which becomes A) and a few group-sized ones, each
+    reused in place.
     """
-    del arithmetic
-    seg = _Segments(h, p + 1)
-    if valid is None:
-        n = seg.count()
-        hi, lo = seg.max(x), seg.min(x)
-    else:
-        n = seg.count(valid)
-        hi, lo = seg.max(np.where(valid, x, -np.inf)), seg.min(np.where(valid, x, np.inf))
-    n[p] = 0
+    n = seg.count(valid)  # no padding sample is valid, so n[p] = 0
     nf = n.astype(_F64)  # float counts: mixed int/float ufuncs go through a slow casting loop
-    constant = (hi == lo) & (n > 0)
+    scratch_p = np.maximum(nf, 1.0)
     mean = seg.sum(x)  # excluded x are 0; an empty group's mean stays 0
-    mean /= np.maximum(nf, 1.0)
-    np.copyto(mean, hi, where=constant)  # a constant group's mean is its value, exactly
-    single = n == 1
+    mean /= scratch_p
+    constant: BoolArray | None = None
+    if not (x.shape[0] < 2**29 and (narrow or _all_float32(x))):
+        hi, lo = seg.extremes(x, valid)
+        constant = (hi == lo) & (n > 0)
+        _assign(mean, constant, hi)  # a constant group's mean is its value, exactly
+        del hi, lo
     _check_singletons(singleton, n[:p])
-    centre = np.where(single, 0.0, mean) if singleton == "raw" else mean  # verl: μ := 0 for one
-    # Two row-sized buffers, reused in place: c = x − centre_g, then c² and factor_g.
-    c = seg.expand(centre)
-    np.subtract(x, c, out=c)
+    ones = np.flatnonzero(n == 1) if singleton == "raw" else None
+    if ones is not None:  # verl: μ := 0 for a group of one (the reported mean stays its value)
+        kept = mean[ones]
+        mean[ones] = 0.0
+        c = seg.minus(x, mean)
+        mean[ones] = kept
+    else:
+        c = seg.minus(x, mean)
     if valid is not None:
         np.copyto(c, 0.0, where=~valid)
-    work = np.multiply(c, c)
-    m2 = seg.sum(work)
-    np.copyto(m2, 0.0, where=constant)
-    dof = nf - ddof
-    std = m2 / np.maximum(dof, 1.0)
-    np.sqrt(np.maximum(std, var_floor, out=std), out=std)
-    np.copyto(std, 0.0, where=dof <= 0)
-    factor = nf / np.maximum(nf - 1.0, 1.0) if baseline == "leave_one_out" else np.ones(p + 1, _F64)
-    if scale == "group":
-        denom = std + eps
-        divide = (dof > 0) & (denom > 0)
-        if min_std is not None:
-            divide &= std > min_std
-        np.divide(factor, denom, out=factor, where=divide)
-    np.copyto(factor, 0.0, where=constant | (n == 0))
-    if singleton == "raw":
-        np.copyto(factor, 1.0 / (1.0 + eps) if scale == "group" else 1.0, where=single)
-    a = np.multiply(c, seg.expand(factor, out=work), out=c)
-    if scale in ("batch", "whiten"):
-        included = h < p if valid is None else valid
-        if scale == "batch":
-            _, sd = _mean_std64(x, included, ddof)
-            a = a / (sd + eps) if sd + eps > 0 else a
-        else:
-            mu, sd = _mean_std64(a, included, ddof)
-            a = (a - mu) / (sd + eps) if sd > 0 else np.zeros_like(a)
-    return a, mean[:p], std[:p], n[:p].astype(np.int64), constant[:p]
+    work = np.multiply(c, c, out=x if scratch and scale != "batch" else None)
+    std = seg.sum(work)  # Σc², σ below
+    if constant is None:
+        constant = std == 0
+        constant &= n > 0
+        if ones is not None:
+            constant[ones] = True
+    if ones is not None:
+        std[ones] = 0.0  # the other constant groups have Σc² = 0 exactly already
+    few = n <= ddof  # no degree of freedom left: σ = 0
+    np.maximum(np.subtract(nf, ddof, out=scratch_p), 1.0, out=scratch_p)
+    std /= scratch_p
+    if var_floor > 0:
+        np.maximum(std, var_floor, out=std)
+    np.sqrt(std, out=std)
+    if var_floor > 0 or ddof > 1:  # else Σc² = 0 already where n ≤ ddof
+        _assign(std, few, 0.0)
+    if baseline == "mean" and scale != "group":
+        a = c  # factor_g is 1, or 0 where c is exactly 0 already
+    else:
+        factor = scratch_p
+        if baseline == "leave_one_out":  # n/(n − 1)
+            np.maximum(np.subtract(nf, 1.0, out=factor), 1.0, out=factor)
+            np.divide(nf, factor, out=factor)
+        if scale == "group":
+            denom = np.add(std, eps, out=nf)
+            skip = denom <= 0  # not divided; nor is a constant group, so that its factor stays finite
+            skip |= few
+            skip |= constant
+            if min_std is not None:
+                skip |= std <= min_std
+            _assign(denom, skip, 1.0)
+            if baseline == "leave_one_out":
+                factor /= denom
+            else:
+                np.divide(1.0, denom, out=factor)
+        elif baseline != "leave_one_out":
+            factor.fill(1.0)
+        if ones is not None:
+            factor[ones] = 1.0 / (1.0 + eps) if scale == "group" else 1.0
+        a = seg.times(c, factor, work)
+    if scale == "batch":
+        _, sd = _mean_std64(x, valid, ddof)
+        a = a / (sd + eps) if sd + eps > 0 else a
+    elif scale == "whiten":
+        mu, sd = _mean_std64(a, valid, ddof)
+        a = (a - mu) / (sd + eps) if sd > 0 else np.zeros_like(a)
+    return a, mean[:p], std[:p], n[:p], constant[:p]
 
 
-class _Segments:
-    """Per-group reductions over rows with group ids ``h`` in ``[0, size)``: ``np.bincount``,
-    ``ufunc.at`` and gathers (for groups of a few rows these beat sorted ``reduceat`` runs)."""
+def _assign(target: FloatArray, mask: BoolArray, value: float | FloatArray) -> None:
+    """``target[mask] = value`` (``value[mask]`` for an array), through the indices: a masked copy
+    branches on every element, which is slow for the sparse, random masks of groups."""
+    rows = np.flatnonzero(mask)
+    target[rows] = value if isinstance(value, float) else value[rows]
+
+
+def _all_float32(x: FloatArray) -> bool:
+    """Whether every value of ``x`` is exactly a float32 (no overflow, underflow or rounding)."""
+    if x.dtype == np.float32:
+        return True
+    with np.errstate(over="ignore", under="ignore"):
+        return bool(np.array_equal(x.astype(np.float32), x))
+
+
+class _Scatter:
+    """Group reductions for any layout of the group ids ``h`` (in ``[0, size)``): ``np.bincount``
+    sums, which add each group's samples in row order starting from 0.0, and ``np.take`` gathers."""
 
     def __init__(self, h: IntArray, size: int) -> None:
         self.h, self.size = h, size
+        self._counts: IntArray | None = None
 
-    def count(self, where: BoolArray | None = None) -> IntArray:
+    def padding_rows(self) -> int:
+        return int(self._all_counts()[-1])
+
+    def _all_counts(self) -> IntArray:
+        if self._counts is None:
+            self._counts = np.bincount(self.h, minlength=self.size)
+        return self._counts
+
+    def count(self, where: BoolArray | None) -> IntArray:
         if where is None:
-            return np.bincount(self.h, minlength=self.size).astype(np.int64, copy=False)
+            return self._all_counts()
         return np.bincount(self.h, weights=where, minlength=self.size).astype(np.int64)
 
     def sum(self, x: FloatArray) -> FloatArray:
         return np.asarray(np.bincount(self.h, weights=x, minlength=self.size), dtype=_F64)
 
-    def max(self, x: FloatArray) -> FloatArray:
-        out = np.full(self.size, -np.inf, _F64)
-        np.maximum.at(out, self.h, x)
+    def extremes(self, x: FloatArray, where: BoolArray | None) -> tuple[FloatArray, FloatArray]:
+        hi = np.full(self.size, -np.inf, _F64)
+        lo = np.full(self.size, np.inf, _F64)
+        np.maximum.at(hi, self.h, x if where is None else np.where(where, x, -np.inf))
+        np.minimum.at(lo, self.h, x if where is None else np.where(where, x, np.inf))
+        return hi, lo
+
+    def minus(self, x: FloatArray, per_group: FloatArray) -> FloatArray:
+        """x − v_g, a new array."""
+        c = np.take(per_group, self.h)
+        return np.subtract(x, c, out=c)
+
+    def times(self, c: FloatArray, per_group: FloatArray, buffer: FloatArray) -> FloatArray:
+        """c ← c·v_g in place (``buffer``: a row-sized scratch array)."""
+        return np.multiply(c, np.take(per_group, self.h, out=buffer, mode="clip"), out=c)
+
+
+class _Blocks:
+    """The same reductions when group g is rows g·k … g·k + k − 1 for every g < p (equal contiguous
+    blocks, the usual GRPO layout): sums added column by column (the same row order, from 0.0, so
+    bit for bit those of :class:`_Scatter`), and broadcasting instead of gathers."""
+
+    def __init__(self, p: int, k: int) -> None:
+        self.p, self.k = p, k
+
+    def _rows(self, x: npt.NDArray[Any]) -> npt.NDArray[Any]:
+        return x.reshape(self.p, self.k)
+
+    def padding_rows(self) -> int:
+        return 0
+
+    def count(self, where: BoolArray | None) -> IntArray:
+        n = np.zeros(self.p + 1, np.int64)
+        n[: self.p] = self.k if where is None else np.count_nonzero(self._rows(where), axis=1)
+        return n
+
+    def sum(self, x: FloatArray) -> FloatArray:
+        out = np.zeros(self.p + 1, _F64)
+        total = out[: self.p]
+        for column in self._rows(x).T:
+            total += column
         return out
 
-    def min(self, x: FloatArray) -> FloatArray:
-        out = np.full(self.size, np.inf, _F64)
-        np.minimum.at(out, self.h, x)
-        return out
+    def extremes(self, x: FloatArray, where: BoolArray | None) -> tuple[FloatArray, FloatArray]:
+        rows, mask = self._rows(x), None if where is None else self._rows(where)
+        hi = np.full(self.p + 1, -np.inf, _F64)
+        lo = np.full(self.p + 1, np.inf, _F64)
+        np.max(rows, axis=1, initial=-np.inf, where=True if mask is None else mask, out=hi[: self.p])
+        np.min(rows, axis=1, initial=np.inf, where=True if mask is None else mask, out=lo[: self.p])
+        return hi, lo
 
-    def expand(self, per_group: FloatArray, out: FloatArray | None = None) -> FloatArray:
-        return np.take(per_group, self.h, out=out)
+    def minus(self, x: FloatArray, per_group: FloatArray) -> FloatArray:
+        c = np.repeat(per_group[: self.p], self.k)  # faster than broadcasting over rows of k
+        return np.subtract(x, c, out=c)
+
+    def times(self, c: FloatArray, per_group: FloatArray, buffer: FloatArray) -> FloatArray:
+        del buffer
+        return np.multiply(c, np.repeat(per_group[: self.p], self.k), out=c)
 
 
-def _mean_std64(x: FloatArray, included: BoolArray, ddof: int) -> tuple[float, float]:
-    """Two-pass mean and σ (ddof) of the included samples; σ = 0 when they are all equal."""
-    xs = x[included]
+_Segments: TypeAlias = _Scatter | _Blocks
+_MAX_BLOCK = 64  # longer blocks: a Python loop over columns would cost more than np.bincount
+
+
+def _segments(h: IntArray, p: int) -> _Segments:
+    """:class:`_Blocks` when the ids ``h`` are 0 … 0, 1 … 1, …, p − 1 … p − 1 in runs of an equal
+    length k ≤ 64, else :class:`_Scatter`. (Non-decreasing ids whose block i starts and ends with i
+    are i throughout block i.)"""
+    n = h.shape[0]
+    k = n // p if p else 0
+    if 1 <= k <= _MAX_BLOCK and n == k * p and h[k * (p // 2)] == p // 2 and h[-1] == p - 1:
+        ids = np.arange(p)
+        if (
+            np.array_equal(h[::k], ids)
+            and np.array_equal(h[k - 1 :: k], ids)
+            and bool(np.all(h[1:] >= h[:-1]))
+        ):
+            return _Blocks(p, k)
+    return _Scatter(h, p + 1)
+
+
+def _mean_std64(x: FloatArray, included: BoolArray | None, ddof: int) -> tuple[float, float]:
+    """Two-pass mean and σ (ddof) of the included samples (None: all); σ = 0 when they are all equal."""
+    xs = x if included is None else x[included]
     k = xs.shape[0]
     if k == 0:
         return 0.0, 0.0

@@ -29,7 +29,8 @@ from kernel import (
     grouped_advantages,
     total_returns,
 )
-from kernel._advantages import _torch_sum_rows
+from kernel._advantages import _Blocks, _Scatter, _segments, _torch_sum_rows
+from kernel.testing.strategies import grouped_rewards
 from tests.golden import VECTORS_DIR, read_records
 
 GOLDEN = list(read_records(VECTORS_DIR / "advantages.jsonl"))
@@ -400,6 +401,141 @@ def test_golden_semantics_in_exact_arithmetic(estimator: tuple[str, str | None, 
             np.testing.assert_allclose(got[rows], want[rows], atol=tol[0], rtol=tol[1], err_msg=record["id"])
             checked += 1
     assert checked > 100
+
+
+# --- fast paths == the plain formulation ----------------------------------------------------------
+
+
+def _plain_exact(
+    rewards: np.ndarray,
+    ids: np.ndarray,
+    p: int,
+    where: np.ndarray | None,
+    *,
+    baseline: str = "mean",
+    scale: str = "none",
+    ddof: int = 1,
+    eps: float = 1e-6,
+    var_floor: float = 0.0,
+    min_std: float | None = None,
+    singleton: str = "zero",
+    positive_only: bool = False,
+) -> tuple[np.ndarray, ...]:
+    """The exact estimator written plainly: masked selects, sums in row order from 0.0, max = min
+    for constant groups. The fast paths (blocks layout, constant groups from Σc² = 0 for float32
+    samples, finite factors instead of explicit zeros) must reproduce it value for value."""
+    ids = np.asarray(ids, np.int64)
+    ok = (ids < p) & np.isfinite(rewards) & (True if where is None else where)
+    h = np.where(ok, ids, p)
+    x = np.where(ok, rewards, 0.0).astype(np.float64)
+    n = np.bincount(h, minlength=p + 1)
+    n[p] = 0
+    nf = n.astype(np.float64)
+    s, m2 = np.zeros(p + 1), np.zeros(p + 1)
+    hi, lo = np.full(p + 1, -np.inf), np.full(p + 1, np.inf)
+    np.add.at(s, h, x)
+    np.maximum.at(hi, h, np.where(ok, x, -np.inf))
+    np.minimum.at(lo, h, np.where(ok, x, np.inf))
+    constant = (hi == lo) & (n > 0)
+    mean = np.where(constant, hi, s / np.maximum(nf, 1.0))
+    single, raw, group = n == 1, singleton == "raw", scale == "group"
+    c = np.where(ok, x - np.where(single & raw, 0.0, mean)[h], 0.0)
+    np.add.at(m2, h, c * c)
+    m2 = np.where(constant, 0.0, m2)
+    dof = nf - ddof
+    std = np.where(dof > 0, np.sqrt(np.maximum(m2 / np.maximum(dof, 1.0), var_floor)), 0.0)
+    factor = nf / np.maximum(nf - 1.0, 1.0) if baseline == "leave_one_out" else np.ones(p + 1)
+    if group:
+        denom = std + eps
+        divide = (dof > 0) & (denom > 0) & (True if min_std is None else std > min_std)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            factor = np.where(divide, factor / denom, factor)
+    factor = np.where(constant | (n == 0), 0.0, factor)
+    if raw:
+        factor = np.where(single, 1.0 / (1.0 + eps) if group else 1.0, factor)
+    a = c * factor[h]
+    if positive_only:
+        a = np.maximum(a, 0.0)
+    dtype = np.float32 if rewards.dtype == np.float32 else np.float64
+    out = (np.where(ok, a, 0.0), mean[:p], std[:p])
+    return (*(v.astype(dtype) for v in out), n[:p], constant[:p])
+
+
+_FAST_PATH_OPTIONS: dict[str, dict[str, Any]] = {
+    "default": {},
+    "grpo": {"scale": "group"},
+    "verl_vectorized": {"scale": "group", "singleton": "raw", "var_floor": 1e-6},
+    "rloo": {"baseline": "leave_one_out"},
+    "rloo_group_raw": {"baseline": "leave_one_out", "scale": "group", "singleton": "raw", "eps": 0.0},
+    "legos": {"scale": "group", "ddof": 0, "eps": 0.0, "min_std": 1e-8, "positive_only": True},
+    "ddof2": {"scale": "group", "ddof": 2, "eps": 0.0},
+}
+
+
+@st.composite
+def _any_layout(draw: st.DrawFn) -> Any:
+    """Grouped rewards in float32 or float64: ragged or equal blocks (the blocks path), with or
+    without masks, NaN / inf on ignored rows and padding."""
+    dtype = draw(st.sampled_from([np.float32, np.float64]))
+    if draw(st.booleans()):
+        size = draw(st.integers(1, 5))
+        return draw(
+            grouped_rewards(
+                min_size=size, max_size=size, masks=False, shuffled=False, dtype=dtype, max_groups=5
+            )
+        )
+    return draw(grouped_rewards(min_size=0, masks=None, nan=True, padding=True, dtype=dtype))
+
+
+@pytest.mark.parametrize("name", sorted(_FAST_PATH_OPTIONS))
+@given(case=_any_layout())
+def test_fast_paths_equal_the_plain_formulation(name: str, case: Any) -> None:
+    options = _FAST_PATH_OPTIONS[name]
+    out = grouped_advantages(case.rewards, case.group_ids, case.num_groups, where=case.where, **options)
+    want = _plain_exact(case.rewards, case.group_ids, case.num_groups, case.where, **options)
+    for field, expected in zip(
+        ("advantages", "group_mean", "group_std", "group_count", "group_constant"), want, strict=True
+    ):
+        got = getattr(out, field)
+        assert got.dtype == expected.dtype, field
+        np.testing.assert_array_equal(got, expected, err_msg=field)
+
+
+def test_blocks_layout_is_detected_and_matches_the_scatter_path() -> None:
+    ids = np.repeat(np.arange(3), 4)
+    assert isinstance(_segments(ids, 3), _Blocks)
+    for not_blocks, p in ((ids[::-1], 3), (np.array([0, 0, 1, 1, 1, 2]), 3), (ids, 4), (np.zeros(0, int), 2)):
+        assert isinstance(_segments(not_blocks, p), _Scatter)
+    rng = np.random.default_rng(5)
+    r = np.round(rng.normal(size=12), 1)
+    r[4:8] = 0.3  # a constant group
+    for options in _FAST_PATH_OPTIONS.values():
+        blocks = grouped_advantages(r, ids, 3, **options)
+        padded = grouped_advantages(np.append(r, 9.0), np.append(ids, 3), 3, **options)  # _Scatter
+        np.testing.assert_array_equal(blocks.advantages, padded.advantages[:12])
+        np.testing.assert_array_equal(blocks.group_std, padded.group_std)
+        assert np.all(blocks.advantages[4:8] == 0.0)
+
+
+def test_constant_detection_without_float32_values() -> None:
+    # Float64 values that are not float32 take max = min: a sum of 1/3s is inexact, and squared
+    # deviations of 1e-170 underflow to 0 although the group is not constant.
+    out = grouped_advantages([1 / 3] * 3 + [1e-170, 2e-170], [0, 0, 0, 1, 1], 2, scale="group", eps=0.0)
+    np.testing.assert_array_equal(out.group_constant, [True, False])
+    assert out.group_mean[0] == 1 / 3 and np.all(out.advantages[:3] == 0.0)
+    assert out.advantages[3] < 0 < out.advantages[4]
+    # Float64 values that are float32 values take the Σc² = 0 test, with the same answers.
+    grid = np.array([0.125, 0.125, 0.5, 0.25, 0.75])
+    assert grouped_advantages(grid, [0, 0, 1, 1, 1], 2).group_constant.tolist() == [True, False]
+
+
+def test_inputs_are_not_written_to() -> None:
+    r = np.array([1.0, 3.0, 2.0, 2.0, 5.0, 4.0])  # float64, no mask: the estimator reads r itself
+    before = r.copy()
+    for options in [*_FAST_PATH_OPTIONS.values(), {"scale": "batch"}, {"scale": "whiten"}]:
+        grouped_advantages(r, [0, 0, 1, 1, 2, 2], 3, **options)  # blocks
+        grouped_advantages(r, [0, 0, 1, 1, 1, 2], 3, **options)  # ragged
+        np.testing.assert_array_equal(r, before)
 
 
 # --- numpy ↔ JAX ----------------------------------------------------------------------------------
