@@ -10,9 +10,11 @@ An agent answers with ``<solution>``, ``<evaluation>``, ``<comparison>`` (one vo
 
 Both are total (any input gives a :class:`~kernel.ParsedResponse`, never an exception) and run in
 linear time: the scanning is done with ``str.find`` / ``str.rfind`` and a few regular expressions that
-cannot backtrack (possessive quantifiers, one search per result), so 1 MB of any text parses in a few
-tens of milliseconds at most, where the v1 regexes take seconds to minutes (``"<solution>" * 16000``:
-12 s); ``benchmarks/bench_parse.py`` measures both.
+cannot backtrack (possessive quantifiers, one search per result), so 1 MB of any text parses in 15 ms
+or less, where the v1 regexes take seconds to minutes (``"<solution>" * 16000``: 12 s). Usual
+outputs take one-pass shortcuts (the usual tag layout, blocks of clean vote chains, look-up tables for
+small ids and plain ``YES``/``NO``) that give exactly what the general reader gives (the tests switch
+them off and compare); ``benchmarks/bench_parse.py`` measures both policies against v1.
 
 Failure reasons (``ParsedResponse.reason``; ``""`` when ``ok``): ``"missing_solution"``,
 ``"missing_evaluation"``, ``"missing_consensus"``, ``"missing_consensus_reason"`` (the first missing
@@ -119,19 +121,24 @@ MALFORMED_VOTE_REASONS: Final[tuple[str, ...]] = (
 # Shared helpers.
 
 # Python's re.IGNORECASE also matches U+0130 and U+0131 to "i", U+017F to "s" and U+212A (Kelvin) to
-# "k"; U+0130 is the only character whose lower() is two characters long. This fold keeps positions
-# (one character in, one out) and makes ``fold(text).find(tag)`` equal an IGNORECASE search.
-_DOTTED_I: Final = "\u0130"
-_ASCII_FOLDS: Final = (("\u0131", "i"), ("\u017f", "s"))
+# "k", and no other non-ASCII character to an ASCII letter. ``_fold`` keeps positions (one character
+# in, one out), lowers ASCII letters, maps those four to their letters and every other non-ASCII
+# character to a non-ASCII one or "?", so ``_fold(text).find(tag)`` equals an IGNORECASE search for any
+# ASCII ``tag``. (str.lower() would too, but it is four times slower on non-ASCII text, and U+0130
+# lowers to two characters.)
+_LETTER_FOLDS: Final = (("\u0130", "i"), ("\u0131", "i"), ("\u017f", "s"), ("\u212a", "k"))
 
 
 def _fold(text: str) -> str:
     if text.isascii():
         return text.lower()
-    folded = text.replace(_DOTTED_I, "i").lower()
-    for src, dst in _ASCII_FOLDS:
-        folded = folded.replace(src, dst)
-    return folded
+    try:  # Latin-1 text (none of the four above): bytes.lower() changes A-Z only
+        return text.encode("latin-1").lower().decode("latin-1")
+    except UnicodeEncodeError:
+        pass
+    for src, dst in _LETTER_FOLDS:
+        text = text.replace(src, dst)
+    return text.encode("ascii", "replace").lower().decode("ascii")  # one "?" per other character
 
 
 # Every Unicode decimal digit (what ``\d`` and ``int()`` accept) whose value is 0; tests recompute it.
@@ -146,6 +153,8 @@ _ZEROS: Final = (
 _ZERO_RUN: Final = re.compile(f"[{_ZEROS}]++")
 _INT_MAX_STR_DIGITS: Final = 4300  # CPython's default int-string conversion limit
 _REQUIRED: Final = ("solution", "evaluation", "consensus", "consensus_reason")  # in the order checked
+_REQUIRED_SET: Final = frozenset(_REQUIRED)
+_SMALL_IDS: Final = {str(i): i for i in range(100)}  # ``int`` of the usual ids, by look-up
 
 
 def _agent_id(digits: str, max_digits: int) -> int | None:
@@ -188,7 +197,12 @@ _V1_THINK: Final = re.compile(r"</?think>", re.IGNORECASE)
 # back could never lead to a match and the matches are exactly v1's; without backtracking every attempt
 # is linear in the run it scans. The groups are recovered by splitting a match at its operator.
 _V1_VOTE: Final = re.compile(r"Agent\s++\d++\s*+[>=]\s*+Agent\s++\d++")
+_V1_ASCII_VOTE: Final = re.compile(  # the same on ASCII text (\s, \d spelled out: twice as fast)
+    r"Agent[\t-\r\x1c-\x20]++[0-9]++[\t-\r\x1c-\x20]*+[>=][\t-\r\x1c-\x20]*+Agent[\t-\r\x1c-\x20]++[0-9]++"
+)
+_V1_VOTE_PARTS: Final = re.compile(r"Agent\s++(\d++)\s*+([>=])\s*+Agent\s++(\d++)")  # with v1's groups
 _FIND_RETRIES: Final = 16
+_V1_SMALL_BLOCK: Final = 4096
 
 
 def _v1_cut(text: str) -> int:
@@ -220,10 +234,11 @@ def _v1_remove_think(text: str) -> tuple[str, str | None]:
     if count == 0:
         return text, folded
     if count > _FIND_RETRIES:
-        opens = text.count("<think>")
-        if opens == folded.count("<think>") and text.count("</think>") == folded.count("</think>"):
-            # All markers in lower case. The two patterns cannot overlap, so v1's matches are all their
-            # occurrences; removing the closing ones first is exact unless that joins a new "<think>".
+        if text.count("think>") == count:
+            # Every "think>" of the fold is one of the text: all markers are in lower case. The two
+            # patterns cannot overlap, so v1's matches are all their occurrences; removing the closing
+            # ones first is exact unless that joins a new "<think>".
+            opens = text.count("<think>")
             joined = text.replace("</think>", "")
             if joined.count("<think>") == opens:
                 return joined.replace("<think>", ""), None
@@ -278,8 +293,25 @@ def _v1_field(text: str, folded: str | None, name: str) -> str | None:
 
 
 def _v1_votes(block: str, author_id: int) -> tuple[list[Vote], int, list[MalformedVote]]:
-    """v1's ``findall`` votes minus the author's; each distinct match is converted once."""
-    matches = _V1_VOTE.findall(block)  # no groups: strings are cheaper to collect than tuples
+    """v1's ``findall`` votes minus the author's."""
+    if len(block) <= _V1_SMALL_BLOCK:  # a usual block: a few votes, small ids
+        votes = []
+        triples = _V1_VOTE_PARTS.findall(block)
+        for a, op, b in triples:
+            x, y = _SMALL_IDS.get(a), _SMALL_IDS.get(b)
+            if x is None or y is None:
+                break
+            if author_id != x and author_id != y:
+                votes.append(Vote(x, op, y))
+        else:
+            return votes, len(triples) - len(votes), []
+    return _v1_distinct_votes(block, author_id)
+
+
+def _v1_distinct_votes(block: str, author_id: int) -> tuple[list[Vote], int, list[MalformedVote]]:
+    """:func:`_v1_votes` for any block: each distinct match is converted once."""
+    # No groups: strings are cheaper to collect than tuples.
+    matches = (_V1_ASCII_VOTE if block.isascii() else _V1_VOTE).findall(block)
     table: dict[str, Vote | None] = {}
     own, bad = set(), set()
     for match in set(matches):
@@ -296,8 +328,8 @@ def _v1_votes(block: str, author_id: int) -> tuple[list[Vote], int, list[Malform
             own.add(match)
         table[match] = None if match in bad or match in own else Vote(a, op, b)  # type: ignore[arg-type]
     votes = list(filter(None, map(table.__getitem__, matches)))
-    if not own and not bad:
-        return votes, 0, []
+    if not bad:
+        return votes, len(matches) - len(votes), []
     dropped = len(matches) - len(votes) - sum(map(bad.__contains__, matches))
     malformed = [MalformedVote(m, "bad_agent_id") for m in matches if m in bad]
     return votes, dropped, malformed
@@ -317,20 +349,20 @@ def _parse_reference(text: str, author_id: int) -> ParsedResponse:
         reason = next(f"missing_{name}" for name in _REQUIRED if name not in found)
         return _failure("reference", author_id, reason, norm, found, comparison)
     votes, dropped, malformed = _v1_votes(comparison, author_id)
-    return ParsedResponse(
-        ok=True,
-        solution=found["solution"],
-        evaluation=found["evaluation"],
-        comparison=comparison,
-        consensus=found["consensus"].strip().upper() == "YES",
-        consensus_reason=found["consensus_reason"],
-        votes=tuple(votes),
-        author_id=author_id,
-        self_votes_dropped=dropped,
-        malformed_votes=tuple(malformed),
-        reason="",
-        normalized_text=norm,
-        policy="reference",
+    return ParsedResponse(  # positional (a third faster than by keyword), in field order
+        True,  # ok
+        found["solution"],
+        found["evaluation"],
+        comparison,
+        found["consensus"].strip().upper() == "YES",  # consensus
+        found["consensus_reason"],
+        tuple(votes),
+        author_id,
+        dropped,  # self_votes_dropped
+        tuple(malformed),  # malformed_votes
+        "",  # reason
+        norm,  # normalized_text
+        "reference",  # policy
     )
 
 
@@ -383,9 +415,8 @@ def _strip(text: str) -> str:
     return text
 
 
-_LINE: Final = re.compile(r"\S[^\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]*")
-_EMPHASIS: Final = str.maketrans("", "", "*_`")
 _REF: Final = re.compile(r"agent(?<![a-z]agent)[\s#-]*+(\d++)")
+_ASCII_REF: Final = re.compile(r"agent(?<![a-z]agent)[\s#-]*+([0-9]++)")  # the same on ASCII, faster
 _HAS_ALNUM: Final = re.compile(r"[^\W_]")
 _NOT_A_VOTE: Final = re.compile(r"[\W_]*+(?:n/?a|none|nil|null|no|not|nothing|empty)\b")
 _VOTE_OPS: Final = frozenset({">", "<", "=", "=="})
@@ -472,6 +503,68 @@ def _read_fields(text: str, folded: str) -> list[tuple[str, str, bool]]:
     return out
 
 
+# Every ``<tag>``, ``</tag>`` and ``<tag `` of the five names and of ``think``, in any case: each
+# begins with the only "<" it holds, so no two overlap, and a left-to-right scan finds every one that
+# ``_fold`` + ``str.rfind`` would (re.IGNORECASE on ``text`` matches where ``_fold(text)`` holds the
+# lower-case tag).
+_TAG_TOKEN: Final = re.compile(
+    r"(</?(?:solution|evaluation|comparison|consensus_reason|consensus|think)[> ])", re.IGNORECASE
+)
+_CLOSE_OF: Final = {f"<{t}>": f"</{t}>" for t in _TAGS}  # each opening tag: its closing tag
+_NAME_OF: Final = {f"<{t}>": t for t in _TAGS}
+_TAG_TOKENS: Final = frozenset(_CLOSE_OF) | frozenset(_CLOSE_OF.values())
+_MAX_SIMPLE_LT: Final = 256  # "<" characters a long text may hold for the one-pass reading
+_MAX_SIMPLE_CHARS: Final = 16384  # texts up to this length are read in one pass whatever they hold
+
+
+def _layout(names: tuple[str, ...], *, closed: bool) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    tags = [tag for name in names for tag in (f"<{name}>", f"</{name}>")]
+    return tuple(tags if closed else tags[:-1]), names
+
+
+# The usual layouts, with and without a comparison, the last tag closed or not: their tags and names
+# (the rule of ``_simple_fields`` accepts them; a dictionary look-up is faster than checking it).
+_LAYOUTS: Final = dict(
+    _layout(names, closed=closed)
+    for names in (_TAGS, tuple(t for t in _TAGS if t != "comparison"))
+    for closed in (True, False)
+)
+
+
+def _simple_fields(text: str) -> dict[str, str] | None:
+    """The fields of the common layout, read in one regex pass; None for any other layout.
+
+    The layout: each tag name occurs at most once, as ``<tag>…</tag>`` with no other tag in between,
+    and the last tag alone may be an unclosed opening one; no ``<tag attributes>``, no think marker
+    (``_parse_robust`` relies on that). Then
+    :func:`_read_fields` pairs each opening tag with its closing one and :func:`_pick_block` sees a
+    single block of distinct names, so together they give exactly these fields.
+    """
+    if len(text) > _MAX_SIMPLE_CHARS and text.count("<") > _MAX_SIMPLE_LT:
+        return None  # bounds the work spent before a long text full of tags is handed on
+    pieces = _TAG_TOKEN.split(text)  # text, tag, text, tag, ..., text
+    tags = pieces[1::2]
+    names = _LAYOUTS.get(tuple(tags))
+    if names is None:
+        if not _TAG_TOKENS.issuperset(tags):
+            tags = [tag.lower() for tag in tags]  # any other spelling of a tag is not one here
+            if not _TAG_TOKENS.issuperset(tags):
+                return None  # "<tag attributes", "</tag " or a tag spelled with U+0130 ...
+        opens = tags[::2]
+        distinct = set(opens)
+        if (
+            len(distinct) != len(opens)
+            or not distinct.issubset(_CLOSE_OF)
+            or list(map(_CLOSE_OF.__getitem__, opens[: len(tags) // 2])) != tags[1::2]
+        ):
+            return None
+        names = tuple(map(_NAME_OF.__getitem__, opens))
+    fields = dict(zip(names, pieces[2::4], strict=True))
+    if len(tags) % 2:  # the unclosed last tag runs to the end of the text
+        fields[names[-1]] = _rstrip_fence(fields[names[-1]])
+    return fields
+
+
 def _pick_block(fields: list[tuple[str, str, bool]]) -> tuple[dict[str, str], bool]:
     """The last complete answer block among ``fields`` (given from the end of the text backwards).
 
@@ -498,29 +591,101 @@ def _pick_block(fields: list[tuple[str, str, bool]]) -> tuple[dict[str, str], bo
     return best, False
 
 
+_PLAIN_CONSENSUS: Final = {"YES": True, "NO": False, "Yes": True, "No": False, "yes": True, "no": False}
+
+
 def _robust_consensus(value: str) -> bool:
+    plain = _PLAIN_CONSENSUS.get(value)
+    if plain is not None:
+        return plain
     head = unicodedata.normalize("NFKC", value[:_MAX_CONSENSUS_CHARS]).casefold()
     return _YES.match(head) is not None
 
 
+# The whole-block reader of clean vote blocks (``_chain_votes``), on ASCII text lowered and without
+# emphasis, as the line reader sees each line. In ASCII, ``\s`` is " \t\x1f" plus the line breaks
+# "\n\r\x0b\x0c\x1c\x1d\x1e" (those of str.splitlines()). ``_CHAIN_BLOCK`` matches whole blocks of clean
+# chain lines: text with no agent mention (``_NO_REF``), agents joined by operators, text with no
+# agent mention; lines separated by "\n" and blank lines, no other break. Every quantifier is
+# possessive and ``==?`` gives back at most one "=", so a match attempt is linear in the block.
+_REF_HEAD: Final = r"agent(?<![a-z]agent)[ \t\x1f#-]*+"  # _REF up to its digits, on one line
+_NO_REF: Final = r"(?:[^a\n\r\x0b\x0c\x1c-\x1e]++|a(?!gent(?<![a-z]agent)[ \t\x1f#-]*+[0-9]))*+"
+_CHAIN_REF: Final = rf"{_REF_HEAD}[0-9]{{1,{_MAX_ID_DIGITS}}}+(?![0-9])"
+_CHAIN_OP: Final = r"[ \t\x1f]*+(?:==?|[<>])[ \t\x1f]*+"
+_CHAIN_LINE: Final = rf"{_NO_REF}{_CHAIN_REF}(?:{_CHAIN_OP}{_CHAIN_REF})++{_NO_REF}"
+_CHAIN_BLOCK: Final = re.compile(rf"{_CHAIN_LINE}(?:\n(?:[ \t\x1f]*+\n)*+{_CHAIN_LINE})*+")
+# Each joined pair (a, operator, b); the lookahead leaves b to start the next pair of a chain.
+_CHAIN_PAIR: Final = re.compile(
+    rf"{_REF_HEAD}([0-9]++)[ \t\x1f]*+(==?|[<>])[ \t\x1f]*+(?={_REF_HEAD}([0-9]++))"
+)
+_MAX_CHAIN_REFS: Final = 1000  # < _MAX_COMPARISON_REFS
+_NO_VOTES: Final = frozenset({"", "N/A", "n/a", "NA", "None", "none", "None.", "N/A."})  # tested
+_MAX_NO_VOTES_CHARS: Final = max(map(len, _NO_VOTES))
+
+
+def _chain_votes(block: str, author_id: int) -> tuple[list[Vote], int] | None:
+    """:func:`_line_votes` of a block whose lines are all clean vote chains, in two C passes; else None.
+
+    A clean chain line names two or more agents, each joined to the next by ``>``, ``<``, ``=`` or
+    ``==``, with text that names no agent before the first and after the last (``- Agent 1 > Agent 2:
+    why``). A block of such lines (blank lines allowed between) has no malformed line, and its votes
+    are its joined pairs in text order. Any other block (a line with one agent or none, text between
+    two agents, an id over 9 digits, non-ASCII text, a line break other than "\n") gives None.
+    """
+    if not block.isascii():
+        return None
+    clean = block.lower().replace("*", "").replace("_", "").replace("`", "")
+    # At most 512 lines and 1,000 agents: the line reader's limits are not reached.
+    if len(clean) > _MAX_COMPARISON_LINES and (
+        clean.count("\n") >= _MAX_COMPARISON_LINES or clean.count("agent") > _MAX_CHAIN_REFS
+    ):
+        return None
+    if _CHAIN_BLOCK.fullmatch(clean) is None:
+        return None
+    pairs = _CHAIN_PAIR.findall(clean)
+    every = [vote for vote in map(_CHAIN_VOTES.get, pairs) if vote is not None]
+    if len(every) < len(pairs):  # an id of 16 or more, or with leading zeros
+        every = [_chain_vote(int(a), op, int(b)) for a, op, b in pairs]
+    votes = [vote for vote in every if author_id not in vote]  # (a, op, b): op is a str
+    return votes, len(pairs) - len(votes)
+
+
+def _chain_vote(a: int, op: str, b: int) -> Vote:
+    return Vote(b, ">", a) if op == "<" else Vote(a, op[0], b)
+
+
+# The vote of each (a, operator, b) found by ``_CHAIN_PAIR`` with ids below 16, by look-up.
+_CHAIN_VOTES: Final = {
+    (str(a), op, str(b)): _chain_vote(a, op, b) for a in range(16) for b in range(16) for op in _VOTE_OPS
+}
+
+
 def _robust_votes(block: str, author_id: int) -> tuple[list[Vote], int, list[MalformedVote]]:
     """Votes, the number of self-votes dropped and the unreadable lines of a comparison block."""
+    if len(block) <= _MAX_NO_VOTES_CHARS and block in _NO_VOTES:
+        return [], 0, []
+    chains = _chain_votes(block, author_id)
+    if chains is not None:
+        return chains[0], chains[1], []
+    return _line_votes(block, author_id)
+
+
+def _line_votes(block: str, author_id: int) -> tuple[list[Vote], int, list[MalformedVote]]:
+    """:func:`_robust_votes` line by line: the definition, for any block."""
     votes: list[Vote] = []
     malformed: list[MalformedVote] = []
     dropped = refs = 0
-    for count, m in enumerate(_LINE.finditer(block)):
-        line = m.group().strip()
+    # Non-blank lines, stripped; str.splitlines() breaks at "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029".
+    for count, line in enumerate(filter(None, map(str.strip, block.splitlines()))):
         if line[-1:] in _ZERO_WIDTH:
             line = _strip(line)
         if count == _MAX_COMPARISON_LINES or refs >= _MAX_COMPARISON_REFS:
             malformed.append(MalformedVote(line, "comparison_limit"))
             break
-        clean = line.lower()
-        if "*" in clean or "_" in clean or "`" in clean:
-            clean = clean.translate(_EMPHASIS)
+        clean = line.lower().replace("*", "").replace("_", "").replace("`", "")  # emphasis ignored
         mentioned = linked = False
         prev_end, prev_id = 0, None
-        for ref in _REF.finditer(clean):
+        for ref in (_ASCII_REF if clean.isascii() else _REF).finditer(clean):
             refs += 1
             if refs > _MAX_COMPARISON_REFS:
                 break
@@ -555,35 +720,45 @@ def _robust_votes(block: str, author_id: int) -> tuple[list[Vote], int, list[Mal
 
 
 def _parse_robust(text: str, author_id: int) -> ParsedResponse:
-    folded = _fold(text)
-    close = folded.rfind("</think>")
-    if close >= 0:
-        start = close + len("</think>")
-        text, folded = text[start:], folded[start:]
-    elif folded.startswith("<think>", len(folded) - len(folded.lstrip())):
-        return _empty("robust", author_id, "unclosed_think")
-    norm = _strip(text)
-    block, complete = _pick_block(_read_fields(text, folded))
-    fields = {name: _strip(content) for name, content in block.items()}
+    # The usual output: the reasoning ends at a "</think>" spelled so, and the answer after it holds
+    # no think marker of any spelling (``_TAG_TOKEN`` sees them) and tags in the usual layout.
+    close = text.rfind("</think>")
+    answer = text if close < 0 else text[close + len("</think>") :]
+    block = _simple_fields(answer)
+    complete = block is not None and block.keys() >= _REQUIRED_SET
+    if not complete:  # any other output: think markers in any case, tags in any layout
+        folded = _fold(text)
+        start = folded.rfind("</think>") + len("</think>")  # the reasoning ends at the last one
+        if start >= len("</think>"):
+            answer, folded = text[start:], folded[start:]
+        else:
+            answer = text
+            think = folded.find("<think>")  # the text starts with it, after whitespace
+            if think == 0 or (think > 0 and text[:think].isspace()):
+                return _empty("robust", author_id, "unclosed_think")
+        block, complete = _pick_block(_read_fields(answer, folded))
+    strip = str.strip if answer.isascii() else _strip  # the same on ASCII: no zero-width characters
+    norm = strip(answer)
+    fields = dict(zip(block, map(strip, block.values()), strict=True))  # type: ignore[arg-type, union-attr]
     if not complete:
         reason = next(f"missing_{t}" for t in _REQUIRED if t not in fields)
         return _failure("robust", author_id, reason, norm, fields, fields.get("comparison", ""))
     comparison = fields.get("comparison", "")
     votes, dropped, malformed = _robust_votes(comparison, author_id)
-    return ParsedResponse(
-        ok=True,
-        solution=fields["solution"],
-        evaluation=fields["evaluation"],
-        comparison=comparison,
-        consensus=_robust_consensus(fields["consensus"]),
-        consensus_reason=fields["consensus_reason"],
-        votes=tuple(votes),
-        author_id=author_id,
-        self_votes_dropped=dropped,
-        malformed_votes=tuple(malformed),
-        reason="",
-        normalized_text=norm,
-        policy="robust",
+    return ParsedResponse(  # positional (a third faster than by keyword), in field order
+        True,  # ok
+        fields["solution"],
+        fields["evaluation"],
+        comparison,
+        _robust_consensus(fields["consensus"]),
+        fields["consensus_reason"],
+        tuple(votes),
+        author_id,
+        dropped,  # self_votes_dropped
+        tuple(malformed),  # malformed_votes
+        "",  # reason
+        norm,  # normalized_text
+        "robust",  # policy
     )
 
 

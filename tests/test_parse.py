@@ -6,8 +6,10 @@ import json
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -617,6 +619,9 @@ ADVERSARIAL = {
     "vote_lines": _family("Agent 1 < Agent 2 = Agent 3\n", _W, _E),
     "agent_spaces": _family("Agent " + " " * 40, _W, _E),
     "digits": _family("0123456789", _W + "Agent ", _E),
+    "vote_tail_letters": _family("a", _W + "Agent 1 > Agent 2: ", _E),
+    "vote_tail_agents": _family("agent ", _W + "- Agent 1 > Agent 2 ", _E),
+    "chain_spaces": _family("Agent 1 >" + " " * 30, _W, _E),
     "whitespace": _family(" \u200b\n"),
 }
 
@@ -665,3 +670,123 @@ def test_zero_digits_and_whitespace_tables() -> None:
     space = {c for c in chars if c.isspace()}
     assert _parse._strip("".join(sorted(space)) + _parse._ZERO_WIDTH + "x" + _parse._ZERO_WIDTH) == "x"
     assert {c for c in chars if re.fullmatch(r"\s", c)} == space
+
+
+# ------------------------------------------------------------------------------------------------
+# Fast paths. parse_response reads the usual outputs with one-pass shortcuts (the common tag layout,
+# whole-block vote chains, small-id look-up tables, plain consensus words); each must give exactly
+# what the general reader gives. The general reader is reached by switching the shortcuts off.
+
+
+@contextmanager
+def _shortcuts(level: str) -> Iterator[None]:
+    """ "fast": as shipped; "rules": look-up tables emptied, so the shortcuts check their rules;
+    "general": every shortcut off."""
+    with ExitStack() as stack:
+        if level in ("rules", "general"):
+            for table in ("_LAYOUTS", "_CHAIN_VOTES", "_SMALL_IDS", "_PLAIN_CONSENSUS"):
+                stack.enter_context(mock.patch.dict(getattr(_parse, table), clear=True))
+            stack.enter_context(mock.patch.object(_parse, "_NO_VOTES", frozenset()))
+        if level == "general":
+            stack.enter_context(mock.patch.object(_parse, "_simple_fields", lambda text: None))
+            stack.enter_context(mock.patch.object(_parse, "_chain_votes", lambda block, author: None))
+            stack.enter_context(mock.patch.object(_parse, "_V1_SMALL_BLOCK", -1))
+        yield
+
+
+# Comparison blocks for the differential test: mostly clean vote chains (the shortcut's domain), with
+# the faults that must send a block to the line reader mixed in.
+_CLEAN = {
+    "head": ("", "", "- ", "1. "),
+    "agent": ("Agent ", "Agent ", "agent", "AGENT #", "**Agent ", "`Agent ", "Agent-", "Agent\t"),
+    "id": ("0", "1", "2", "3", "15", "16", "01"),
+    "op": (" > ", " < ", " = ", " == ", ">", "<"),
+    "tail": ("", "", ": agent two slipped", "."),
+    "break": ("\n", "\n", "\n", "\n\n", "\n \t\n"),
+}
+_FAULTY = {
+    "head": ("xagent 4 ", "Agent 1 "),
+    "agent": ("xagent ", "Agent\x1f", "Agent", "agents "),
+    "id": ("12345678901", "0000000000002", "٣", ""),
+    "op": (" >= ", " ≥ ", " >> ", " is better than ", ", ", " ", " === ", " = = "),
+    "tail": (": Agent 3 too", " \u200b", " > Agent", " >"),
+    "break": ("\r\n", "\r", "\x0b", "\x1c", "\x85", "\u2028", "\n```\n", "\nN/A\n"),
+}
+
+
+@st.composite
+def comparison_blocks(draw: st.DrawFn) -> str:
+    lines = []
+    for _ in range(draw(st.integers(0, 5))):
+        faulty = draw(st.sampled_from((None,) * 12 + tuple(_FAULTY)))  # at most one fault a line
+
+        def pick(part: str, faulty: str | None = faulty) -> str:
+            return draw(st.sampled_from((_FAULTY if part == faulty else _CLEAN)[part]))
+
+        line = [pick("head")]
+        for i in range(draw(st.sampled_from((2, 2, 2, 3, 4, 1)))):
+            agent = pick("agent")
+            line += [pick("op")] if i else []
+            line += [agent, pick("id"), {"*": "**", "`": "`"}.get(agent[0], "")]
+        lines.append("".join(line) + pick("tail") + pick("break"))
+    return "".join(lines).strip()
+
+
+@given(
+    st.one_of(
+        TEXTS,
+        comparison_blocks().map(answer),
+        comparison_blocks().map(lambda block: block + "\n</think>\n" + answer(block)),
+    ),
+    st.sampled_from([-1, 0, 1, 2]),
+    st.sampled_from(PARSE_POLICIES),
+)
+def test_shortcuts_give_what_the_general_reader_gives(text: str, author_id: int, policy: str) -> None:
+    results = []
+    for level in ("fast", "rules", "general"):
+        with _shortcuts(level):
+            results.append(parse_response(text, author_id, policy=policy))
+    assert results[0] == results[1] == results[2]
+
+
+@pytest.mark.parametrize("level", ["fast", "rules", "general"])
+def test_shortcut_levels_on_the_usual_layouts(level: str) -> None:
+    # Every layout of the look-up table, in the three readings (and one the table does not hold).
+    texts = {
+        "all": answer("Agent 1 > Agent 2\n- Agent 2 < Agent 0: why", "YES"),
+        "unclosed": answer("Agent 1 == Agent 2", "Yes")[: -len("</consensus_reason>")] + "\n```",
+        "no comparison": "<solution>S</solution><evaluation>E</evaluation><consensus>no</consensus>"
+        "<consensus_reason>R</consensus_reason>",
+        "no comparison, unclosed": "<solution>S</solution><evaluation>E</evaluation><consensus>NO"
+        "</consensus><consensus_reason>R",
+        "other order": "<Consensus>YES</Consensus><solution>S</solution><consensus_reason>R"
+        "</consensus_reason><evaluation>E</evaluation>",
+    }
+    with _shortcuts(level):
+        got = {name: rob(text, 0) for name, text in texts.items()}
+    assert all(r.ok and r.solution == "S" and r.consensus_reason == "R" for r in got.values())
+    assert got["all"].votes == (Vote(1, ">", 2),) and got["all"].self_votes_dropped == 1
+    assert got["unclosed"].votes == (Vote(1, "=", 2),) and got["unclosed"].consensus
+    assert [r.consensus for r in got.values()] == [True, True, False, False, True]
+    assert len(_parse._LAYOUTS) == 4 or level != "fast"
+
+
+def test_no_vote_blocks_and_plain_consensus_tables_agree_with_the_general_reading() -> None:
+    for block in _parse._NO_VOTES:
+        assert _parse._line_votes(block, -1) == ([], 0, [])
+    words = dict(_parse._PLAIN_CONSENSUS)
+    with mock.patch.dict(_parse._PLAIN_CONSENSUS, clear=True):
+        assert {value: _parse._robust_consensus(value) for value in words} == words
+    assert all(v == _parse._chain_vote(int(k[0]), k[1], int(k[2])) for k, v in _parse._CHAIN_VOTES.items())
+
+
+def test_ascii_character_classes_of_the_shortcuts() -> None:
+    every = [chr(c) for c in range(sys.maxunicode + 1)]
+    ascii_chars = every[:128]
+    breaks = {c for c in every if len(f"a{c}b".splitlines()) == 2}  # what splitlines() breaks at
+    assert breaks == set("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
+    space = {c for c in ascii_chars if c.isspace()}
+    assert space - breaks == set(" \t\x1f")  # the in-line spaces of _CHAIN_BLOCK and _CHAIN_PAIR
+    assert space == {c for c in ascii_chars if re.fullmatch(r"[\t-\r\x1c-\x20]", c)}  # _V1_ASCII_VOTE
+    digits = {c for c in ascii_chars if re.fullmatch(r"\d", c)}
+    assert digits == set("0123456789")
