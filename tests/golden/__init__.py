@@ -14,7 +14,7 @@ from typing import Any
 
 VECTORS_DIR = Path(__file__).parent / "vectors"
 
-# file name -> checker module (relative to this package); a file only counts once its checker exists.
+# file name -> checker module (relative to this package).
 KNOWN_FILES: dict[str, str] = {
     "parse_v1.jsonl": "_parse_v1",
     "rewards_v1.jsonl": "_rewards_v1",
