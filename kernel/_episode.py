@@ -274,7 +274,7 @@ def submit(
     Examples:
       >>> from kernel import ParsedResponse
       >>> def said(i, yes):  # usually parse_response(text, author_id=i)
-      ...     return ParsedResponse(True, "4", "N/A", "", yes, "ok", (), i, 0, (), "", "", "robust")
+      ...     return ParsedResponse.make(i, solution="4", consensus=yes)
       >>> s = initial_state("2 + 2?", num_agents=2, max_rounds=3)
       >>> r = submit(s, 1, said(1, True))
       >>> r.ok, r.reason, r.state is s
@@ -406,8 +406,8 @@ def replay(
     Examples:
       >>> from kernel import ParsedResponse
       >>> def said(i, yes):  # usually parse_response(text, author_id=i)
-      ...     return ParsedResponse(True, "4", "N/A", "", yes, "ok", (), i, 0, (), "", "", "robust")
-      >>> bad = ParsedResponse(False, "", "", "", False, "", (), 1, 0, (), "missing_solution", "", "robust")
+      ...     return ParsedResponse.make(i, solution="4", consensus=yes)
+      >>> bad = ParsedResponse.make(1, ok=False)
       >>> turns = [(0, said(0, False)), (0, said(0, True)), (1, bad), (0, said(0, True))]
       >>> r = replay("2 + 2?", turns, num_agents=2, max_rounds=2)
       >>> r.rewards, r.accepted, [(t.turn_index, t.reason) for t in r.rejected]
@@ -497,7 +497,7 @@ def round1_vote_violations(states: Sequence[DebateState]) -> Round1VoteCheck:
     Examples:
       >>> from kernel import ParsedResponse, Vote
       >>> def said(i, votes):
-      ...     return ParsedResponse(True, "4", "ok", "", False, "", votes, i, 0, (), "", "", "robust")
+      ...     return ParsedResponse.make(i, solution="4", votes=votes)
       >>> s = initial_state("q", num_agents=3, max_rounds=2)
       >>> s = submit(s, 0, said(0, (Vote(1, ">", 2),))).state
       >>> s = submit(s, 1, said(1, ())).state

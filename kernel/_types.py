@@ -76,3 +76,48 @@ class ParsedResponse:
     reason: str
     normalized_text: str
     policy: str
+
+    @classmethod
+    def make(
+        cls,
+        author_id: int,
+        *,
+        votes: tuple[Vote, ...] = (),
+        ok: bool = True,
+        consensus: bool = False,
+        solution: str = "",
+        evaluation: str = "",
+        comparison: str = "",
+        consensus_reason: str = "",
+        reason: str | None = None,
+        policy: str = "manual",
+    ) -> ParsedResponse:
+        """Builds a response from its parts (tests, or votes collected outside the parser).
+
+        ``reason`` defaults to ``""`` when ``ok`` and to ``"missing_solution"`` otherwise; no votes
+        are counted as dropped or malformed.
+
+        Examples:
+          >>> r = ParsedResponse.make(2, votes=(Vote(0, ">", 1),), consensus=True)
+          >>> r.ok, r.author_id, r.votes, r.reason
+          (True, 2, (Vote(a=0, op='>', b=1),), '')
+          >>> ParsedResponse.make(1, ok=False).reason
+          'missing_solution'
+        """
+        if reason is None:
+            reason = "" if ok else "missing_solution"
+        return cls(
+            ok=ok,
+            solution=solution,
+            evaluation=evaluation,
+            comparison=comparison,
+            consensus=consensus,
+            consensus_reason=consensus_reason,
+            votes=tuple(votes),
+            author_id=author_id,
+            self_votes_dropped=0,
+            malformed_votes=(),
+            reason=reason,
+            normalized_text="",
+            policy=policy,
+        )

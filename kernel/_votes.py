@@ -198,9 +198,7 @@ def votes_from_responses(
 
     Examples:
       >>> from kernel._types import ParsedResponse, Vote
-      >>> r = ParsedResponse(ok=True, solution="4", evaluation="", comparison="Agent 1 > Agent 2",
-      ...     consensus=False, consensus_reason="", votes=(Vote(1, ">", 2),), author_id=0,
-      ...     self_votes_dropped=0, malformed_votes=(), reason="", normalized_text="", policy="robust")
+      >>> r = ParsedResponse.make(0, votes=(Vote(1, ">", 2),))
       >>> votes_from_responses([[r], [], [r, r]]).group_ids_V
       array([0, 2, 2], dtype=int32)
     """

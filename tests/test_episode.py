@@ -43,21 +43,15 @@ def resp(
     solution: str = "42",
 ) -> ParsedResponse:
     """A ParsedResponse as a parser would return it for agent ``author``."""
-    if not ok and not reason:
-        reason = "missing_solution"
-    return ParsedResponse(
+    return ParsedResponse.make(
+        author,
         ok=ok,
         solution=solution if ok else "",
         evaluation="N/A" if ok else "",
-        comparison="",
         consensus=yes and ok,
         consensus_reason="fine" if ok else "",
         votes=votes,
-        author_id=author,
-        self_votes_dropped=0,
-        malformed_votes=(),
-        reason="" if ok else reason,
-        normalized_text="",
+        reason=None if ok else (reason or "missing_solution"),
         policy="robust",
     )
 

@@ -43,19 +43,13 @@ def resp(
     reason: str = "fine",
 ) -> ParsedResponse:
     """A parsed response of ``author``; its solution names its round position by default."""
-    return ParsedResponse(
-        ok=True,
+    return ParsedResponse.make(
+        author,
         solution=f"answer of agent {author}" if solution is None else solution,
         evaluation=evaluation,
         comparison=comparison,
         consensus=yes,
         consensus_reason=reason,
-        votes=(),
-        author_id=author,
-        self_votes_dropped=0,
-        malformed_votes=(),
-        reason="",
-        normalized_text="",
         policy="robust",
     )
 

@@ -31,21 +31,7 @@ from kernel.testing.strategies import VoteBatch, vote_batches
 
 
 def _response(author: int, votes: list[Vote], *, ok: bool = True) -> ParsedResponse:
-    return ParsedResponse(
-        ok=ok,
-        solution="",
-        evaluation="",
-        comparison="",
-        consensus=False,
-        consensus_reason="",
-        votes=tuple(votes),
-        author_id=author,
-        self_votes_dropped=0,
-        malformed_votes=(),
-        reason="" if ok else "missing_solution",
-        normalized_text="",
-        policy="robust",
-    )
+    return ParsedResponse.make(author, votes=tuple(votes), ok=ok, policy="robust")
 
 
 def _brute_validation(batch: VoteBatch) -> tuple[list[bool], list[str], list[int]]:

@@ -14,21 +14,7 @@ from kernel import PairwiseRewards, ParsedResponse, Vote, pairwise_rewards, vote
 
 
 def _response(author: int, votes: list[Vote]) -> ParsedResponse:
-    return ParsedResponse(
-        ok=True,
-        solution="",
-        evaluation="",
-        comparison="",
-        consensus=False,
-        consensus_reason="",
-        votes=tuple(votes),
-        author_id=author,
-        self_votes_dropped=0,
-        malformed_votes=(),
-        reason="",
-        normalized_text="",
-        policy="reference",
-    )
+    return ParsedResponse.make(author, votes=tuple(votes), policy="reference")
 
 
 def _compare(got: PairwiseRewards, expected: dict[str, Any], mode: str) -> str | None:
