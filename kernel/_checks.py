@@ -53,6 +53,15 @@ def check_same_length(**arrays: npt.NDArray[Any]) -> int:
     return next(iter(lengths.values()), 0)
 
 
+def check_same_shape(**arrays: Any) -> tuple[int, ...]:
+    """Checks all arrays (numpy or JAX: only ``.shape`` is read) share one shape; returns it."""
+    shapes = {k: tuple(v.shape) for k, v in arrays.items()}
+    if len(set(shapes.values())) > 1:
+        detail = ", ".join(f"{k}={s}" for k, s in shapes.items())
+        raise ValueError(f"arrays must have the same shape, got {detail}")
+    return next(iter(shapes.values()), ())
+
+
 def check_group_ids(group_ids: npt.NDArray[np.int64], num_groups: int, name: str = "group_ids") -> None:
     """Checks ``0 <= group_ids <= num_groups`` (``num_groups`` itself marks padding rows)."""
     if num_groups < 0:

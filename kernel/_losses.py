@@ -34,7 +34,7 @@ from typing import Any, Final, Generic, NamedTuple, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from kernel._checks import as_float_array, as_int_array
+from kernel._checks import as_float_array, as_int_array, check_same_shape
 
 __all__ = [
     "LOSS_AGGREGATIONS",
@@ -85,10 +85,7 @@ def _check_options(
 
 def _floats(arrays: dict[str, npt.ArrayLike]) -> tuple[list[FloatArray], np.dtype[Any]]:
     out = [as_float_array(x, name, ndim=np.ndim(x)) for name, x in arrays.items()]
-    shapes = {name: a.shape for name, a in zip(arrays, out, strict=True)}
-    if len(set(shapes.values())) > 1:
-        detail = ", ".join(f"{k}={s}" for k, s in shapes.items())
-        raise ValueError(f"arrays must have the same shape, got {detail}")
+    check_same_shape(**dict(zip(arrays, out, strict=True)))
     if out[0].ndim == 0:
         raise ValueError(f"{next(iter(arrays))} must have rank >= 1, got a scalar")
     dtype = np.result_type(*out)

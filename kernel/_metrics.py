@@ -13,7 +13,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from kernel._checks import as_float_array, as_int_array, check_group_ids, check_same_length
+from kernel._checks import as_float_array, as_int_array, check_group_ids, check_same_length, check_same_shape
 
 __all__ = [
     "KLMetrics",
@@ -70,13 +70,6 @@ def _real_mask(mask: npt.ArrayLike, name: str) -> npt.NDArray[np.bool_]:
     return np.asarray(arr > 0)
 
 
-def _check_same_shape(**arrays: npt.NDArray[Any]) -> None:
-    shapes = {k: v.shape for k, v in arrays.items()}
-    if len(set(shapes.values())) > 1:
-        detail = ", ".join(f"{k}={s}" for k, s in shapes.items())
-        raise ValueError(f"arrays must have the same shape, got {detail}")
-
-
 def kl_sample_train(
     sampler_logprobs: npt.ArrayLike, train_logprobs: npt.ArrayLike, mask: npt.ArrayLike
 ) -> KLMetrics[npt.NDArray[Any]]:
@@ -121,7 +114,7 @@ def kl_sample_train(
     lp_q = _any_rank_float(sampler_logprobs, "sampler_logprobs")
     lp_t = _any_rank_float(train_logprobs, "train_logprobs")
     action = _real_mask(mask, "mask")
-    _check_same_shape(sampler_logprobs=lp_q, train_logprobs=lp_t, mask=action)
+    check_same_shape(sampler_logprobs=lp_q, train_logprobs=lp_t, mask=action)
     dtype = np.result_type(lp_q, lp_t)
     zero = dtype.type(0)
     lp_q = np.where(action, lp_q, zero).astype(dtype, copy=False)

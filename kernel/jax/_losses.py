@@ -11,7 +11,9 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
+from kernel._checks import check_same_shape
 from kernel._losses import TokenLoss, _check_options
+from kernel.jax._checks import as_float
 
 __all__ = [
     "aggregate_token_loss",
@@ -23,21 +25,9 @@ __all__ = [
 ]
 
 
-def _as_float(x: ArrayLike, name: str) -> jax.Array:
-    arr = jnp.asarray(x)
-    if arr.dtype == jnp.bool_ or jnp.issubdtype(arr.dtype, jnp.integer):
-        arr = arr.astype(jnp.float32)
-    if not jnp.issubdtype(arr.dtype, jnp.floating):
-        raise TypeError(f"{name} must be a real float array, got dtype {arr.dtype}")
-    return arr
-
-
 def _prepare(where: ArrayLike | None, **arrays: ArrayLike) -> tuple[list[jax.Array], jax.Array]:
-    values = [_as_float(x, name) for name, x in arrays.items()]
-    shapes = {name: v.shape for name, v in zip(arrays, values, strict=True)}
-    if len(set(shapes.values())) > 1:
-        detail = ", ".join(f"{k}={s}" for k, s in shapes.items())
-        raise ValueError(f"arrays must have the same shape, got {detail}")
+    values = [as_float(x, name) for name, x in arrays.items()]
+    check_same_shape(**dict(zip(arrays, values, strict=True)))
     shape = values[0].shape
     if not shape:
         raise ValueError(f"{next(iter(arrays))} must have rank >= 1, got a scalar")

@@ -6,18 +6,11 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
+from kernel._checks import check_same_shape
 from kernel._metrics import KLMetrics
+from kernel.jax._checks import as_float
 
 __all__ = ["kl_sample_train"]
-
-
-def _as_float(x: ArrayLike, name: str) -> jax.Array:
-    arr = jnp.asarray(x)
-    if arr.dtype == jnp.bool_ or jnp.issubdtype(arr.dtype, jnp.integer):
-        arr = arr.astype(jnp.float32)
-    if not jnp.issubdtype(arr.dtype, jnp.floating):
-        raise TypeError(f"{name} must be a real float array, got dtype {arr.dtype}")
-    return arr
 
 
 def kl_sample_train(
@@ -55,16 +48,13 @@ def kl_sample_train(
         >>> float(m.kl_sample_train_v1), float(m.kl_sample_train_v2), float(m.entropy)
         (0.25, 0.0625, 1.5)
     """
-    lp_q = _as_float(sampler_logprobs, "sampler_logprobs")
-    lp_t = _as_float(train_logprobs, "train_logprobs")
+    lp_q = as_float(sampler_logprobs, "sampler_logprobs")
+    lp_t = as_float(train_logprobs, "train_logprobs")
     raw_mask = jnp.asarray(mask)
     real = jnp.issubdtype(raw_mask.dtype, jnp.integer) or jnp.issubdtype(raw_mask.dtype, jnp.floating)
     if not (raw_mask.dtype == jnp.bool_ or real):
         raise TypeError(f"mask must be a boolean or real array, got dtype {raw_mask.dtype}")
-    shapes = {"sampler_logprobs": lp_q.shape, "train_logprobs": lp_t.shape, "mask": raw_mask.shape}
-    if len(set(shapes.values())) > 1:
-        detail = ", ".join(f"{k}={s}" for k, s in shapes.items())
-        raise ValueError(f"arrays must have the same shape, got {detail}")
+    check_same_shape(sampler_logprobs=lp_q, train_logprobs=lp_t, mask=raw_mask)
     dtype = jnp.result_type(lp_q, lp_t)
     action = raw_mask > 0
     zero = jnp.zeros((), dtype)
