@@ -20,13 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in SUBCOMMANDS:
-        try:
-            module = importlib.import_module(f"adapters.cmd_{name}")
-        except ModuleNotFoundError as e:
-            if e.name != f"adapters.cmd_{name}":
-                raise
-            continue
-        module.add_parser(sub)
+        importlib.import_module(f"adapters.cmd_{name}").add_parser(sub)
     return parser
 
 

@@ -11,7 +11,6 @@ CHECKERS = available_checkers()
 
 @pytest.mark.parametrize("name", sorted(KNOWN_FILES))
 def test_golden_file(name: str) -> None:
-    assert name in CHECKERS, f"no checker module for {name}"
     passed, failures = run_file(VECTORS_DIR / name, CHECKERS[name])
     shown = "\n".join(f"{rid}: {msg}" for rid, msg in failures[:10])
     assert not failures, f"{len(failures)} of {passed + len(failures)} records fail:\n{shown}"
