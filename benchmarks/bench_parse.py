@@ -48,11 +48,11 @@ def reference_peer(text: str, author_id: int = -1) -> dict[str, Any]:
     """The v1 parser: raises ValueError naming the first missing required tag."""
     t = text.strip()
     if t.startswith("```"):
-        t = _FENCE_CLOSE.sub("", _FENCE_OPEN.sub("", t))
+        t = _FENCE_CLOSE.sub("", _FENCE_OPEN.sub("", t)).strip()
     m = _CUT.search(t)
     if m:
         t = t[m.start() :]
-    t = _THINK.sub("", t)
+    t = _THINK.sub("", t).strip()
     found = {name: pattern.search(t) for name, pattern in _TAG.items()}
     for name in ("solution", "evaluation", "consensus", "consensus_reason"):
         if found[name] is None:

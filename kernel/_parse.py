@@ -201,8 +201,12 @@ _V1_ASCII_VOTE: Final = re.compile(  # the same on ASCII text (\s, \d spelled ou
     r"Agent[\t-\r\x1c-\x20]++[0-9]++[\t-\r\x1c-\x20]*+[>=][\t-\r\x1c-\x20]*+Agent[\t-\r\x1c-\x20]++[0-9]++"
 )
 _V1_VOTE_PARTS: Final = re.compile(r"Agent\s++(\d++)\s*+([>=])\s*+Agent\s++(\d++)")  # with v1's groups
-_FIND_RETRIES: Final = 16
-_V1_SMALL_BLOCK: Final = 4096
+
+# Size gates of the reference policy's shortcuts. Each only picks between two ways of computing the
+# same result; the tests set each to 0 (and to a huge value) and compare.
+_V1_CUT_TRIES = 16  # near misses of one cut word (``<solutions``) before one regex search instead
+_V1_THINK_BULK = 16  # think markers above which they are removed with str.replace instead of one by one
+_V1_SMALL_BLOCK = 4096  # comparison blocks up to this length are read with small-id look-ups first
 
 
 def _v1_cut(text: str) -> int:
@@ -217,7 +221,7 @@ def _v1_cut(text: str) -> int:
             if after == len(text) or not (text[after].isalnum() or text[after] == "_"):
                 break  # \b holds: the next character is not a word character
             tries += 1
-            if tries > _FIND_RETRIES:  # many near misses: one linear regex search is cheaper
+            if tries > _V1_CUT_TRIES:  # many near misses: one linear regex search is cheaper
                 m = _V1_CUT.search(text)
                 return -1 if m is None else m.start()
             pos = text.find(word, pos + 1, hi)
@@ -233,7 +237,7 @@ def _v1_remove_think(text: str) -> tuple[str, str | None]:
     count = folded.count("think>")
     if count == 0:
         return text, folded
-    if count > _FIND_RETRIES:
+    if count > _V1_THINK_BULK:
         if text.count("think>") == count:
             # Every "think>" of the fold is one of the text: all markers are in lower case. The two
             # patterns cannot overlap, so v1's matches are all their occurrences; removing the closing
@@ -262,7 +266,13 @@ def _v1_remove_think(text: str) -> tuple[str, str | None]:
 
 
 def _v1_normalize(text: str) -> tuple[str, str]:
-    """v1's normalised text (strip, fence, preamble cut, think markers) and its case fold."""
+    """v1's normalised text and its case fold: strip; if fenced, drop the fence lines and strip
+    again; cut the preamble; delete think markers and strip again.
+
+    The second strip removes the ``\r`` a CRLF output leaves before its closing fence; the third, the
+    whitespace a deleted marker exposes at either end. Without a deleted marker the text is already
+    stripped (it was stripped, then at most cut before a ``<``).
+    """
     out = text.strip()
     if out.startswith("```"):
         m = _V1_FENCE_OPEN.match(out)
@@ -270,11 +280,15 @@ def _v1_normalize(text: str) -> tuple[str, str]:
             out = out[m.end() :]
         if out.endswith("\n```"):
             out = out[:-4]
+        out = out.strip()
     cut = _v1_cut(out)
     if cut > 0:
         out = out[cut:]
     norm, folded = _v1_remove_think(out)
-    return norm, _fold(norm) if folded is None else folded
+    if folded is None:  # markers were deleted
+        norm = norm.strip()
+        folded = _fold(norm)
+    return norm, folded
 
 
 def _v1_field(text: str, folded: str | None, name: str) -> str | None:

@@ -32,7 +32,9 @@ from tests.golden._parse_v1 import check as golden_check
 
 # ------------------------------------------------------------------------------------------------
 # The v1 algorithm written literally from REFERENCE.md §1 (slow regexes and all): an oracle for small
-# inputs. Returns the golden record's ``expected`` layout, without the error message.
+# inputs. Returns the golden record's ``expected`` layout, without the error message. v1 also strips
+# the text again after removing a fence and after deleting think markers (§1 leaves both out; no
+# golden record tells, but a CRLF output ending in a fence does: its "\r" before the fence goes).
 
 
 def v1_oracle(text: str, author_id: int) -> dict[str, Any]:
@@ -40,10 +42,11 @@ def v1_oracle(text: str, author_id: int) -> dict[str, Any]:
     if t.startswith("```"):
         t = re.sub(r"^```[a-zA-Z0-9_-]*\n", "", t)
         t = re.sub(r"\n```$", "", t)
+        t = t.strip()
     m = re.search(r"<(solution|evaluation|comparison|consensus)\b", t)
     if m:
         t = t[m.start() :]
-    t = re.sub(r"</?think>", "", t, flags=re.IGNORECASE)
+    t = re.sub(r"</?think>", "", t, flags=re.IGNORECASE).strip()
 
     def tag(name: str, flags: int = 0) -> str | None:
         found = re.search(rf"<{name}>(.*?)</{name}>", t, re.DOTALL | flags)
@@ -136,6 +139,31 @@ def test_the_oracle_reproduces_the_golden_vectors() -> None:
         if not expected["ok"]:
             expected = {"ok": False, "error": expected["error"]}
         assert v1_oracle(**record["input"]) == expected, record["id"]
+
+
+def _families(records: list[dict[str, Any]]) -> set[str]:
+    return {record["id"].split("/")[2] for record in records}
+
+
+@pytest.mark.parametrize("newline", ["\r\n", "\r"])
+def test_reference_policy_on_other_line_endings_of_every_golden_record(newline: str) -> None:
+    # Every golden input with its line breaks rewritten, against the oracle: every field compared.
+    assert len(_families(GOLDEN)) == 23
+    differ = []
+    for record in GOLDEN:
+        text, author_id = record["input"]["text"].replace("\n", newline), record["input"]["author_id"]
+        got = ref(text, author_id)
+        if (as_record(got), got.malformed_votes) != (v1_oracle(text, author_id), ()):
+            differ.append(record["id"])
+    assert differ == []
+
+
+def test_reference_strips_again_after_the_fence_and_the_think_markers() -> None:
+    crlf = ref("```xml\r\n" + answer().replace("><", ">\r\n<") + "\r\n```")
+    assert crlf.ok and crlf.normalized_text == answer().replace("><", ">\r\n<")
+    assert ref("```\n" + answer() + " \n\n```").normalized_text == answer()
+    assert ref(answer() + "\n</think>").normalized_text == answer()
+    assert ref("<think>\n</think>\n" + answer()).normalized_text == answer()
 
 
 @given(st.one_of(near_miss_xml(), agent_outputs(), st.text(max_size=60)), st.sampled_from([-1, 0, 1, 2, 7]))
