@@ -113,6 +113,7 @@ MALFORMED_VOTE_REASONS: Final[tuple[str, ...]] = (
     "ambiguous_operator",
     "unknown_operator",
     "bad_agent_id",
+    "signed_agent_id",
     "comparison_limit",
 )
 """Every ``MalformedVote.reason`` the parser produces."""
@@ -429,8 +430,12 @@ def _strip(text: str) -> str:
     return text
 
 
-_REF: Final = re.compile(r"agent(?<![a-z]agent)[\s#-]*+(\d++)")
-_ASCII_REF: Final = re.compile(r"agent(?<![a-z]agent)[\s#-]*+([0-9]++)")  # the same on ASCII, faster
+# An agent mention: its separator (a "-" right after "agent", or spaces and "#", then maybe a sign) and
+# its digits. A separator ending in a sign other than that lone "-" (``Agent -1``, ``Agent +1``,
+# ``Agent #-1``, ``Agent−1``) makes the id signed: malformed, never read as its digits.
+_REF: Final = re.compile(r"agent(?<![a-z]agent)([\s#-]*+[+\u2212]?)(\d++)")
+_ASCII_REF: Final = re.compile(r"agent(?<![a-z]agent)([\s#-]*+\+?)([0-9]++)")  # the same on ASCII, faster
+_SIGNS: Final = ("+", "-", "\u2212")
 _HAS_ALNUM: Final = re.compile(r"[^\W_]")
 _NOT_A_VOTE: Final = re.compile(r"[\W_]*+(?:n/?a|none|nil|null|no|not|nothing|empty)\b")
 _VOTE_OPS: Final = frozenset({">", "<", "=", "=="})
@@ -450,13 +455,17 @@ _OPEN_ATTRS: Final = {t: f"<{t} " for t in _TAGS}
 _CLOSE: Final = {t: f"</{t}>" for t in _TAGS}
 
 
-def _last_open(folded: str, name: str, lo: int, hi: int, attrs: bool = True) -> tuple[int, int]:
+def _last_open(
+    folded: str, name: str, lo: int, hi: int, attrs: bool = True, exact: int | None = None
+) -> tuple[int, int]:
     """(start, content start) of the last ``<name>`` / ``<name attrs>`` inside [lo, hi), or (-1, -1).
 
     Scans back from ``hi`` only as far as the tag found (or ``lo``); ``attrs=False`` when the text
-    holds no ``<name `` at all.
+    holds no ``<name `` at all; ``exact``: the start of the last ``<name>`` inside [lo, hi) (or -1)
+    when the caller already knows it.
     """
-    exact = folded.rfind(_OPEN[name], lo, hi)
+    if exact is None:
+        exact = folded.rfind(_OPEN[name], lo, hi)
     if not attrs:
         return (exact, exact + len(name) + 2) if exact >= 0 else (-1, -1)
     lo = max(lo, exact + 1)
@@ -491,6 +500,7 @@ def _read_fields(text: str, folded: str) -> list[tuple[str, str, bool]]:
             out.append((last[2], _rstrip_fence(text[last[1] :]), False))
             end = last[0]
     opens: dict[str, tuple[int, int]] = {}  # per name: the last opening tag before its closing cursor
+    exacts: dict[str, int] = {}  # per name: the last "<name>" found before its closing cursor (or -1)
     attrs: dict[str, bool] = {}  # per name: whether "<name " occurs at all (looked up on first need)
     for _ in range(_MAX_TAG_STEPS):
         name = max(closes, key=closes.__getitem__)
@@ -501,7 +511,12 @@ def _read_fields(text: str, folded: str) -> list[tuple[str, str, bool]]:
         if start >= close:
             if name not in attrs:
                 attrs[name] = _OPEN_ATTRS[name] in folded
-            start, body = opens[name] = _last_open(folded, name, 0, close, attrs[name])
+            # The cursor only moves back: a "<name>" found before an earlier cursor that also ends
+            # before this one is still the last, so each stretch of text is searched once.
+            exact = exacts.get(name)
+            if exact is None or exact + len(name) + 2 > close:
+                exact = exacts[name] = rfind(_OPEN[name], 0, close)
+            start, body = opens[name] = _last_open(folded, name, 0, close, attrs[name], exact)
         if start < 0:  # no opening tag before: every closing tag of this name left is stray
             closes[name] = -1
             continue
@@ -623,8 +638,8 @@ def _robust_consensus(value: str) -> bool:
 # agent mention; lines separated by "\n" and blank lines, no other break. Every quantifier is
 # possessive and ``==?`` gives back at most one "=", so a match attempt is linear in the block.
 _REF_HEAD: Final = r"agent(?<![a-z]agent)[ \t\x1f#-]*+"  # _REF up to its digits, on one line
-_NO_REF: Final = r"(?:[^a\n\r\x0b\x0c\x1c-\x1e]++|a(?!gent(?<![a-z]agent)[ \t\x1f#-]*+[0-9]))*+"
-_CHAIN_REF: Final = rf"{_REF_HEAD}[0-9]{{1,{_MAX_ID_DIGITS}}}+(?![0-9])"
+_NO_REF: Final = r"(?:[^a\n\r\x0b\x0c\x1c-\x1e]++|a(?!gent(?<![a-z]agent)[ \t\x1f#-]*+\+?[0-9]))*+"
+_CHAIN_REF: Final = rf"{_REF_HEAD}(?<![ \t\x1f#-]-)[0-9]{{1,{_MAX_ID_DIGITS}}}+(?![0-9])"  # unsigned
 _CHAIN_OP: Final = r"[ \t\x1f]*+(?:==?|[<>])[ \t\x1f]*+"
 _CHAIN_LINE: Final = rf"{_NO_REF}{_CHAIN_REF}(?:{_CHAIN_OP}{_CHAIN_REF})++{_NO_REF}"
 _CHAIN_BLOCK: Final = re.compile(rf"{_CHAIN_LINE}(?:\n(?:[ \t\x1f]*+\n)*+{_CHAIN_LINE})*+")
@@ -632,7 +647,6 @@ _CHAIN_BLOCK: Final = re.compile(rf"{_CHAIN_LINE}(?:\n(?:[ \t\x1f]*+\n)*+{_CHAIN
 _CHAIN_PAIR: Final = re.compile(
     rf"{_REF_HEAD}([0-9]++)[ \t\x1f]*+(==?|[<>])[ \t\x1f]*+(?={_REF_HEAD}([0-9]++))"
 )
-_MAX_CHAIN_REFS: Final = 1000  # < _MAX_COMPARISON_REFS
 _NO_VOTES: Final = frozenset({"", "N/A", "n/a", "NA", "None", "none", "None.", "N/A."})  # tested
 _MAX_NO_VOTES_CHARS: Final = max(map(len, _NO_VOTES))
 
@@ -649,10 +663,8 @@ def _chain_votes(block: str, author_id: int) -> tuple[list[Vote], int] | None:
     if not block.isascii():
         return None
     clean = block.lower().replace("*", "").replace("_", "").replace("`", "")
-    # At most 512 lines and 1,000 agents: the line reader's limits are not reached.
-    if len(clean) > _MAX_COMPARISON_LINES and (
-        clean.count("\n") >= _MAX_COMPARISON_LINES or clean.count("agent") > _MAX_CHAIN_REFS
-    ):
+    # Fewer lines and agent mentions than the line reader's limits: they are not reached.
+    if clean.count("\n") >= _MAX_COMPARISON_LINES or clean.count("agent") >= _MAX_COMPARISON_REFS:
         return None
     if _CHAIN_BLOCK.fullmatch(clean) is None:
         return None
@@ -698,12 +710,17 @@ def _line_votes(block: str, author_id: int) -> tuple[list[Vote], int, list[Malfo
             break
         clean = line.lower().replace("*", "").replace("_", "").replace("`", "")  # emphasis ignored
         mentioned = linked = False
-        prev_end, prev_id = 0, None
+        prev_end, prev_id, prev_bad = 0, None, ""
         for ref in (_ASCII_REF if clean.isascii() else _REF).finditer(clean):
             refs += 1
             if refs > _MAX_COMPARISON_REFS:
                 break
-            ident = _agent_id(ref.group(1), _MAX_ID_DIGITS)
+            separator = ref.group(1)
+            if separator.endswith(_SIGNS) and separator != "-":
+                ident, bad = None, "signed_agent_id"
+            else:
+                ident = _agent_id(ref.group(2), _MAX_ID_DIGITS)
+                bad = "bad_agent_id" if ident is None else ""
             if mentioned:
                 op = clean[prev_end : ref.start()].strip()
                 if op in _VOTE_OPS or (0 < len(op) <= 8 and _OPERATOR.fullmatch(op) is not None):
@@ -712,15 +729,15 @@ def _line_votes(block: str, author_id: int) -> tuple[list[Vote], int, list[Malfo
                     if op not in _VOTE_OPS:
                         reason = "ambiguous_operator" if op in _AMBIGUOUS else "unknown_operator"
                         malformed.append(MalformedVote(line, reason))
-                    elif prev_id is None or ident is None:
-                        malformed.append(MalformedVote(line, "bad_agent_id"))
+                    elif prev_id is None or ident is None:  # a signed or too long id
+                        malformed.append(MalformedVote(line, prev_bad or bad))
                     elif author_id == prev_id or author_id == ident:
                         dropped += 1
                     elif op == "<":
                         votes.append(Vote(ident, ">", prev_id))
                     else:
                         votes.append(Vote(prev_id, op[0], ident))
-            mentioned, prev_end, prev_id = True, ref.end(), ident
+            mentioned, prev_end, prev_id, prev_bad = True, ref.end(), ident, bad
         if refs > _MAX_COMPARISON_REFS:
             malformed.append(MalformedVote(line, "comparison_limit"))
             break

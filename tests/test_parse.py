@@ -1,12 +1,12 @@
-"""parse_response: the v1 quirks (policy="reference"), the robust fixes, totality and linear time."""
+"""parse_response: the v1 quirks (policy="reference"), the robust fixes, totality, and every shortcut
+against the general reader (linear time is measured in benchmarks/bench_parse.py)."""
 
 from __future__ import annotations
 
 import json
 import re
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
 from unittest import mock
@@ -361,6 +361,7 @@ def test_reference_giant_agent_id_is_malformed_instead_of_raising() -> None:
         ("AGENT 1 > AGENT 2", [(1, ">", 2)]),
         ("Agent1 > Agent2", [(1, ">", 2)]),
         ("Agent #1 > Agent-2", [(1, ">", 2)]),
+        ("Agent-1 > agent-01", [(1, ">", 1)]),
         ("**Agent 1** > **Agent 2**", [(1, ">", 2)]),
         ("*Agent 1* = *Agent 2*", [(1, "=", 2)]),
         ("`Agent 1` > __Agent 2__", [(1, ">", 2)]),
@@ -371,8 +372,10 @@ def test_reference_giant_agent_id_is_malformed_instead_of_raising() -> None:
         ("Agent 8 > Agent 99", [(8, ">", 99)]),
     ],
 )
-def test_robust_vote_syntax(line: str, votes: list[tuple[int, str, int]]) -> None:
-    got = rob(answer(line))
+@pytest.mark.parametrize("reader", ["shipped", "general"])
+def test_robust_vote_syntax(line: str, votes: list[tuple[int, str, int]], reader: str) -> None:
+    with _patched(READERS[reader]):
+        got = rob(answer(line))
     assert got.ok
     assert got.votes == tuple(Vote(*v) for v in votes)
     assert got.malformed_votes == ()
@@ -395,10 +398,22 @@ def test_robust_vote_syntax(line: str, votes: list[tuple[int, str, int]]) -> Non
         ("Both answers look fine to me.", "no_comparison"),
         ("1 > 2", "no_comparison"),
         ("Agent 1234567890 > Agent 2", "bad_agent_id"),
+        ("Agent 1 >", "no_operator"),
+        ("- **Agent 1** >", "no_operator"),
+        ("< Agent 2", "no_operator"),
+        ("Agent 1 Agent 2", "no_operator"),
+        ("Agent -1 > Agent 2", "signed_agent_id"),
+        ("Agent 1 > Agent +2", "signed_agent_id"),
+        ("agent+1 = agent 2", "signed_agent_id"),
+        ("Agent #-1 < Agent 2", "signed_agent_id"),
+        ("Agent--1 > Agent 2", "signed_agent_id"),
+        ("Agent \u22121 > Agent 2", "signed_agent_id"),
     ],
 )
-def test_robust_unreadable_lines_are_counted_with_a_reason(line: str, reason: str) -> None:
-    got = rob(answer(line))
+@pytest.mark.parametrize("reader", ["shipped", "general"])
+def test_robust_unreadable_lines_are_counted_with_a_reason(line: str, reason: str, reader: str) -> None:
+    with _patched(READERS[reader]):
+        got = rob(answer(line))
     assert got.ok and got.votes == ()
     assert got.malformed_votes == (MalformedVote(line, reason),)
     assert reason in MALFORMED_VOTE_REASONS
@@ -622,63 +637,6 @@ def test_robust_reads_qwen3_and_think_wrapped_outputs_like_the_answer(text: str,
 
 
 # ------------------------------------------------------------------------------------------------
-# Linear time: doubling the input at most about doubles the time (a quadratic parser quadruples it).
-
-_W = "<solution>x</solution><evaluation>y</evaluation><comparison>"
-_E = "</comparison><consensus>YES</consensus><consensus_reason>z"
-
-
-def _family(unit: str, prefix: str = "", suffix: str = "") -> Callable[[int], str]:
-    return lambda n: prefix + unit * (n // len(unit)) + suffix
-
-
-ADVERSARIAL = {
-    "solution_open": _family("<solution>"),
-    "lt": _family("<"),
-    "think_open": _family("<think>"),
-    "think_close": _family("</think>"),
-    "think_mixed_case": _family("<Think>x</THINK>"),
-    "unclosed_tags": _family("<solution><evaluation><comparison><consensus><consensus_reason>"),
-    "stray_closes": _family("</solution></evaluation></consensus>", "<solution>"),
-    "nested": _family("<solution><comparison>"),
-    "cut_near_miss": _family("<consensus_reason"),
-    "attributes": _family("<solution a='"),
-    "vote_chain": _family("Agent 1 > ", _W, _E),
-    "vote_lines": _family("Agent 1 < Agent 2 = Agent 3\n", _W, _E),
-    "agent_spaces": _family("Agent " + " " * 40, _W, _E),
-    "digits": _family("0123456789", _W + "Agent ", _E),
-    "vote_tail_letters": _family("a", _W + "Agent 1 > Agent 2: ", _E),
-    "vote_tail_agents": _family("agent ", _W + "- Agent 1 > Agent 2 ", _E),
-    "chain_spaces": _family("Agent 1 >" + " " * 30, _W, _E),
-    "whitespace": _family(" \u200b\n"),
-}
-
-
-def _best_time(fn: Callable[[], object], repeat: int = 5) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
-@pytest.mark.parametrize("policy", PARSE_POLICIES)
-@pytest.mark.parametrize("family", sorted(ADVERSARIAL))
-def test_linear_time_on_adversarial_families(family: str, policy: str) -> None:
-    # Sizes n, 2n, 4n: a quadratic parser multiplies the time by about 4 at both doublings, while a
-    # linear one can show one jump (its working set leaving a CPU cache) at most at one of them.
-    texts = [ADVERSARIAL[family](n) for n in (60_000, 120_000, 240_000)]
-    ratio = float("inf")
-    for _ in range(3):  # timing noise only ever inflates a ratio: retry before failing
-        t = [_best_time(lambda text=text: parse_response(text, 1, policy=policy)) for text in texts]
-        ratio = min(ratio, t[1] / max(t[0], 1e-6), t[2] / max(t[1], 1e-6))
-        if ratio < 3.0:
-            break
-    assert ratio < 3.0, f"{family}/{policy}: doubling the size multiplied the time by {ratio:.1f}"
-
-
-# ------------------------------------------------------------------------------------------------
 # Private tables, recomputed from Python itself.
 
 
@@ -701,29 +659,69 @@ def test_zero_digits_and_whitespace_tables() -> None:
 
 
 # ------------------------------------------------------------------------------------------------
-# Fast paths. parse_response reads the usual outputs with one-pass shortcuts (the common tag layout,
-# whole-block vote chains, small-id look-up tables, plain consensus words); each must give exactly
-# what the general reader gives. The general reader is reached by switching the shortcuts off.
+# Fast paths. parse_response reads the usual outputs with shortcuts (the common tag layout in one
+# regex pass, whole-block vote chains, look-up tables, ASCII-only regexes) and switches between two
+# ways of computing one result at size thresholds. Each is a module attribute: the tests switch it
+# off, or set its threshold to 0 and to a huge value, and compare with the parser as shipped (and,
+# for the reference policy, with the oracle) on inputs small enough to cross every threshold.
+
+_HUGE = 10**9
+# Each shortcut: the module attributes that switch it off or move its threshold, and their values.
+SHORTCUTS: dict[str, dict[str, Any]] = {
+    "layout: no one-pass reading": {"_simple_fields": lambda text: None},
+    "layout: rules instead of the table": {"_LAYOUTS": {}},
+    "layout: one pass at any size": {"_MAX_SIMPLE_CHARS": _HUGE},
+    "layout: one pass only without '<'": {"_MAX_SIMPLE_CHARS": 0, "_MAX_SIMPLE_LT": 0},
+    "votes: no chain reader": {"_chain_votes": lambda block, author_id: None},
+    "votes: chain reader without its table": {"_CHAIN_VOTES": {}},
+    "votes: no table of empty blocks": {"_NO_VOTES": frozenset()},
+    "votes: general agent regex on ASCII": {"_ASCII_REF": _parse._REF},
+    "consensus: no table of plain words": {"_PLAIN_CONSENSUS": {}},
+    "v1 cut: regex at the first near miss": {"_V1_CUT_TRIES": 0},
+    "v1 cut: never the regex": {"_V1_CUT_TRIES": _HUGE},
+    "v1 think: bulk removal from one marker": {"_V1_THINK_BULK": 0},
+    "v1 think: never bulk removal": {"_V1_THINK_BULK": _HUGE},
+    "v1 votes: no small-block reading": {"_V1_SMALL_BLOCK": -1},
+    "v1 votes: small-block reading at any size": {"_V1_SMALL_BLOCK": _HUGE},
+    "v1 votes: no small-id table": {"_SMALL_IDS": {}},
+    "v1 votes: general regex on ASCII": {"_V1_ASCII_VOTE": _parse._V1_VOTE},
+}
+GENERAL = {
+    name: value
+    for key in (
+        "layout: no one-pass reading",
+        "votes: no chain reader",
+        "votes: no table of empty blocks",
+        "votes: general agent regex on ASCII",
+        "consensus: no table of plain words",
+        "v1 cut: never the regex",
+        "v1 think: never bulk removal",
+        "v1 votes: no small-block reading",
+        "v1 votes: general regex on ASCII",
+    )
+    for name, value in SHORTCUTS[key].items()
+}
+"""Every shortcut off (and every threshold where the general code runs): the general reader."""
+READERS = {"shipped": {}, "general": GENERAL}
 
 
 @contextmanager
-def _shortcuts(level: str) -> Iterator[None]:
-    """ "fast": as shipped; "rules": look-up tables emptied, so the shortcuts check their rules;
-    "general": every shortcut off."""
+def _patched(settings: dict[str, Any]) -> Iterator[None]:
     with ExitStack() as stack:
-        if level in ("rules", "general"):
-            for table in ("_LAYOUTS", "_CHAIN_VOTES", "_SMALL_IDS", "_PLAIN_CONSENSUS"):
-                stack.enter_context(mock.patch.dict(getattr(_parse, table), clear=True))
-            stack.enter_context(mock.patch.object(_parse, "_NO_VOTES", frozenset()))
-        if level == "general":
-            stack.enter_context(mock.patch.object(_parse, "_simple_fields", lambda text: None))
-            stack.enter_context(mock.patch.object(_parse, "_chain_votes", lambda block, author: None))
-            stack.enter_context(mock.patch.object(_parse, "_V1_SMALL_BLOCK", -1))
+        for name, value in settings.items():
+            assert hasattr(_parse, name), name
+            stack.enter_context(mock.patch.object(_parse, name, value))
         yield
 
 
-# Comparison blocks for the differential test: mostly clean vote chains (the shortcut's domain), with
-# the faults that must send a block to the line reader mixed in.
+def test_every_shortcut_setting_names_a_module_attribute_and_changes_it() -> None:
+    for settings in SHORTCUTS.values():
+        for name, value in settings.items():
+            assert getattr(_parse, name) != value, name
+
+
+# Comparison blocks: mostly clean vote chains (the chain reader's domain), with the faults that must
+# send a block to the line reader mixed in.
 _CLEAN = {
     "head": ("", "", "- ", "1. "),
     "agent": ("Agent ", "Agent ", "agent", "AGENT #", "**Agent ", "`Agent ", "Agent-", "Agent\t"),
@@ -733,11 +731,21 @@ _CLEAN = {
     "break": ("\n", "\n", "\n", "\n\n", "\n \t\n"),
 }
 _FAULTY = {
-    "head": ("xagent 4 ", "Agent 1 "),
-    "agent": ("xagent ", "Agent\x1f", "Agent", "agents "),
-    "id": ("12345678901", "0000000000002", "٣", ""),
-    "op": (" >= ", " ≥ ", " >> ", " is better than ", ", ", " ", " === ", " = = "),
-    "tail": (": Agent 3 too", " \u200b", " > Agent", " >"),
+    "head": ("xagent 4 ", "Agent 1 ", "Agent 1 > ", "> "),
+    "agent": (
+        "xagent ",
+        "Agent\x1f",
+        "Agent",
+        "agents ",
+        "Agent -",
+        "Agent +",
+        "Agent #-",
+        "Agent--",
+        "Agent−",
+    ),
+    "id": ("12345678901", "0000000000002", "٣", "", "-1", "+2"),
+    "op": (" >= ", " ≥ ", " >> ", " is better than ", ", ", " ", " === ", " = = ", " - "),
+    "tail": (": Agent 3 too", " \u200b", " > Agent", " >", " > ", " <"),
     "break": ("\r\n", "\r", "\x0b", "\x1c", "\x85", "\u2028", "\n```\n", "\nN/A\n"),
 }
 
@@ -760,26 +768,75 @@ def comparison_blocks(draw: st.DrawFn) -> str:
     return "".join(lines).strip()
 
 
-@given(
-    st.one_of(
-        TEXTS,
-        comparison_blocks().map(answer),
-        comparison_blocks().map(lambda block: block + "\n</think>\n" + answer(block)),
-    ),
-    st.sampled_from([-1, 0, 1, 2]),
-    st.sampled_from(PARSE_POLICIES),
+# Pieces of the reference policy's hard cases: think markers in every case and split so that deleting
+# one joins another, the cut words and their near misses, fences and line breaks.
+_PIECES = (
+    "<think>", "</think>", "<THINK>", "</Think>", "<thİnk>", "<", "</", "think>", "thi", "nk>", "/",
+    "<solution>", "</solution>", "<solutions", "<solution_", "<solution", "<evaluation>", "</evaluation>",
+    "<evaluation2", "<comparison>", "</comparison>", "<comparisons>", "<consensus>", "</consensus>",
+    "<consensus_reason>", "</consensus_reason>", "<consensus_reasons", "<consensusX", "<consensus ",
+    "```xml\n", "```\r\n", "\n```", "\r\n", "\n", " ", "\t", "x", "YES", "Agent 1 > Agent 2",
+    "Agent 3 = Agent 0",
+)  # fmt: skip
+
+
+@st.composite
+def reference_pieces(draw: st.DrawFn) -> str:
+    return "".join(draw(st.lists(st.sampled_from(_PIECES), max_size=30)))
+
+
+SHORTCUT_TEXTS = st.one_of(
+    TEXTS,
+    reference_pieces(),
+    comparison_blocks().map(answer),
+    comparison_blocks().map(lambda block: block + "\n</think>\n" + answer(block)),
 )
-def test_shortcuts_give_what_the_general_reader_gives(text: str, author_id: int, policy: str) -> None:
-    results = []
-    for level in ("fast", "rules", "general"):
-        with _shortcuts(level):
-            results.append(parse_response(text, author_id, policy=policy))
-    assert results[0] == results[1] == results[2]
 
 
-@pytest.mark.parametrize("level", ["fast", "rules", "general"])
-def test_shortcut_levels_on_the_usual_layouts(level: str) -> None:
-    # Every layout of the look-up table, in the three readings (and one the table does not hold).
+@pytest.mark.parametrize("shortcut", sorted(SHORTCUTS))
+@given(text=SHORTCUT_TEXTS, author_id=st.sampled_from([-1, 0, 1, 2]), policy=st.sampled_from(PARSE_POLICIES))
+def test_each_shortcut_gives_what_the_parser_gives_without_it(
+    shortcut: str, text: str, author_id: int, policy: str
+) -> None:
+    shipped = parse_response(text, author_id, policy=policy)
+    with _patched(SHORTCUTS[shortcut]):
+        assert parse_response(text, author_id, policy=policy) == shipped
+    if policy == "reference":
+        assert as_record(shipped) == v1_oracle(text, author_id)
+
+
+@given(
+    st.one_of(TEXTS, comparison_blocks().map(answer)),
+    st.sampled_from([-1, 0, 1, 2]),
+    st.integers(0, 4),
+    st.integers(0, 6),
+)
+def test_chain_reader_respects_the_comparison_limits_at_every_size(
+    text: str, author_id: int, max_lines: int, max_refs: int
+) -> None:
+    # The limits set low enough for small blocks to cross them: the chain reader must step aside
+    # exactly when the line reader would stop at a limit.
+    limits = {"_MAX_COMPARISON_LINES": max_lines, "_MAX_COMPARISON_REFS": max_refs}
+    with _patched(limits):
+        fast = rob(text, author_id)
+    with _patched({**limits, **GENERAL}):
+        assert rob(text, author_id) == fast
+
+
+def test_limits_set_to_zero_stop_at_the_first_line() -> None:
+    with _patched({"_MAX_COMPARISON_LINES": 0}):
+        got = rob(answer("Agent 1 > Agent 2\nAgent 2 > Agent 3"))
+    assert got.votes == () and got.malformed_votes == (
+        MalformedVote("Agent 1 > Agent 2", "comparison_limit"),
+    )
+    with _patched({"_MAX_COMPARISON_REFS": 2}):
+        got = rob(answer("Agent 1 > Agent 2\nAgent 2 > Agent 3"))
+    assert got.votes == (Vote(1, ">", 2),)
+    assert got.malformed_votes == (MalformedVote("Agent 2 > Agent 3", "comparison_limit"),)
+
+
+@pytest.mark.parametrize("reader", ["shipped", "general"])
+def test_usual_layouts_shipped_and_general(reader: str) -> None:
     texts = {
         "all": answer("Agent 1 > Agent 2\n- Agent 2 < Agent 0: why", "YES"),
         "unclosed": answer("Agent 1 == Agent 2", "Yes")[: -len("</consensus_reason>")] + "\n```",
@@ -790,22 +847,47 @@ def test_shortcut_levels_on_the_usual_layouts(level: str) -> None:
         "other order": "<Consensus>YES</Consensus><solution>S</solution><consensus_reason>R"
         "</consensus_reason><evaluation>E</evaluation>",
     }
-    with _shortcuts(level):
+    with _patched(READERS[reader]):
         got = {name: rob(text, 0) for name, text in texts.items()}
     assert all(r.ok and r.solution == "S" and r.consensus_reason == "R" for r in got.values())
     assert got["all"].votes == (Vote(1, ">", 2),) and got["all"].self_votes_dropped == 1
     assert got["unclosed"].votes == (Vote(1, "=", 2),) and got["unclosed"].consensus
     assert [r.consensus for r in got.values()] == [True, True, False, False, True]
-    assert len(_parse._LAYOUTS) == 4 or level != "fast"
 
 
-def test_no_vote_blocks_and_plain_consensus_tables_agree_with_the_general_reading() -> None:
-    for block in _parse._NO_VOTES:
+def test_layout_table_holds_the_four_usual_layouts() -> None:
+    o = {t: f"<{t}>" for t in ("solution", "evaluation", "comparison", "consensus", "consensus_reason")}
+    c = {t: f"</{t}>" for t in o}
+    five = ("solution", "evaluation", "comparison", "consensus", "consensus_reason")
+    four = ("solution", "evaluation", "consensus", "consensus_reason")
+    assert _parse._LAYOUTS == {
+        tuple(x for t in five for x in (o[t], c[t])): five,
+        tuple(x for t in five for x in (o[t], c[t]))[:-1]: five,
+        tuple(x for t in four for x in (o[t], c[t])): four,
+        tuple(x for t in four for x in (o[t], c[t]))[:-1]: four,
+    }
+    assert len(_parse._LAYOUTS) == 4
+
+
+def test_lookup_tables_hold_hand_checked_entries() -> None:
+    votes = _parse._CHAIN_VOTES
+    assert len(votes) == 16 * 16 * 4
+    assert votes["1", ">", "2"] == Vote(1, ">", 2)
+    assert votes["1", "<", "2"] == Vote(2, ">", 1)
+    assert votes["15", "=", "0"] == Vote(15, "=", 0)
+    assert votes["3", "==", "3"] == Vote(3, "=", 3)
+    assert ("16", ">", "1") not in votes and ("01", ">", "1") not in votes
+    assert _parse._SMALL_IDS["7"] == 7 and _parse._SMALL_IDS["99"] == 99 and len(_parse._SMALL_IDS) == 100
+    assert _parse._PLAIN_CONSENSUS == {
+        "YES": True,
+        "Yes": True,
+        "yes": True,
+        "NO": False,
+        "No": False,
+        "no": False,
+    }
+    for block in _parse._NO_VOTES:  # the line reader reads each as no vote and no malformed line
         assert _parse._line_votes(block, -1) == ([], 0, [])
-    words = dict(_parse._PLAIN_CONSENSUS)
-    with mock.patch.dict(_parse._PLAIN_CONSENSUS, clear=True):
-        assert {value: _parse._robust_consensus(value) for value in words} == words
-    assert all(v == _parse._chain_vote(int(k[0]), k[1], int(k[2])) for k, v in _parse._CHAIN_VOTES.items())
 
 
 def test_ascii_character_classes_of_the_shortcuts() -> None:
