@@ -10,11 +10,13 @@ An agent answers with ``<solution>``, ``<evaluation>``, ``<comparison>`` (one vo
 
 Both are total (any input gives a :class:`~kernel.ParsedResponse`, never an exception) and run in
 linear time: the scanning is done with ``str.find`` / ``str.rfind`` and a few regular expressions that
-cannot backtrack (possessive quantifiers, one search per result), so 1 MB of any text parses in 15 ms
-or less, where the v1 regexes take seconds to minutes (``"<solution>" * 16000``: 12 s). Usual
-outputs take one-pass shortcuts (the usual tag layout, blocks of clean vote chains, look-up tables for
-small ids and plain ``YES``/``NO``) that give exactly what the general reader gives (the tests switch
-them off and compare); ``benchmarks/bench_parse.py`` measures both policies against v1.
+cannot backtrack (possessive quantifiers, one search per result), so ten times the text takes about
+ten times as long on any input, where the v1 regexes are quadratic or worse on adversarial text. Usual
+outputs take shortcuts (the usual tag layout in one pass, blocks of clean vote chains, look-up tables
+for small ids and plain ``YES``/``NO``, ASCII-only regexes), and a few size thresholds pick between
+two ways of computing one result; each is a module attribute that the tests switch off or set to 0
+and compare with the general reader. ``benchmarks/bench_parse.py`` measures both policies against v1
+on realistic outputs and on adversarial families up to 1 MB (time, and growth from 100 KB to 1 MB).
 
 Failure reasons (``ParsedResponse.reason``; ``""`` when ``ok``): ``"missing_solution"``,
 ``"missing_evaluation"``, ``"missing_consensus"``, ``"missing_consensus_reason"`` (the first missing
@@ -26,7 +28,8 @@ Malformed comparison lines (robust only; ``MalformedVote.reason``): ``"no_compar
 text but no agent mention), ``"no_operator"`` (agents mentioned, no operator between any two),
 ``"ambiguous_operator"`` (``>=``, ``=>``, ``<=``, ``=<``, ``≥``, ``≤``), ``"unknown_operator"`` (other
 symbols such as ``>>``, ``≠``, ``->``), ``"bad_agent_id"`` (an id of 10 or more digits),
-``"comparison_limit"`` (the rest of a block past 512 lines or 1,024 agent mentions).
+``"signed_agent_id"`` (a sign before the id: ``Agent -1``, ``Agent +1``), ``"comparison_limit"`` (the
+rest of a block past 512 lines or 1,024 agent mentions).
 
 Robust vs reference, every difference (reference = v1 behaviour):
 
@@ -66,15 +69,17 @@ Robust vs reference, every difference (reference = v1 behaviour):
   ``>=``, ``=>``, ``<=``, ``=<``, ``≥``, ``≤`` between two agents → ``"ambiguous_operator"`` (a vote is
   either a win or a tie; we do not guess); other operator symbols (``>>``, ``≠``, ``->``, ``≻``) →
   ``"unknown_operator"``; a line naming agents with no operator between any two (``Agent 1 is better
-  than Agent 2``, a vote split over two lines) → ``"no_operator"``; a line with letters or digits but no
-  agent (except ``N/A``, ``none``, ``no …``, ``not …`` lines) → ``"no_comparison"``. Lines without
-  letters or digits (``---``, fences) are skipped.
+  than Agent 2``, a dangling ``Agent 1 >``, a vote split over two lines) → ``"no_operator"``; a signed
+  id → ``"signed_agent_id"``; a line with letters or digits but no agent (except ``N/A``, ``none``,
+  ``no …``, ``not …`` lines) → ``"no_comparison"``. Lines without letters or digits (``---``, fences)
+  are skipped.
 - **Agent ids.** Both accept any Unicode decimal digits with leading zeros (``int()``) and keep
   out-of-range ids and ``a == b`` (the vote validator counts them as malformed); robust records ids of 10
-  or more significant digits as ``"bad_agent_id"``.
+  or more significant digits as ``"bad_agent_id"``, and a ``+``, ``-`` or ``−`` right before the digits
+  (other than the ``-`` of ``Agent-1``) as ``"signed_agent_id"``: ``Agent -1`` is never agent 1.
 - **Self-votes.** Both drop votes naming ``author_id`` and count them in ``self_votes_dropped``.
-- **normalized_text.** reference: v1's ``raw_response`` (stripped, fence removed, preamble cut, think
-  markers deleted). robust: the text after the reasoning, stripped.
+- **normalized_text.** reference: v1's ``raw_response`` (stripped; fence lines removed, stripped again;
+  preamble cut; think markers deleted, stripped again). robust: the text after the reasoning, stripped.
 - **Size guards.** reference: none (still linear). robust reads at most the last 512 closing tags, and
   512 lines and 1,024 agent mentions of the comparison block (the rest → one ``"comparison_limit"``
   record); real outputs use a few dozen.
@@ -511,10 +516,11 @@ def _read_fields(text: str, folded: str) -> list[tuple[str, str, bool]]:
         if start >= close:
             if name not in attrs:
                 attrs[name] = _OPEN_ATTRS[name] in folded
-            # The cursor only moves back: a "<name>" found before an earlier cursor that also ends
-            # before this one is still the last, so each stretch of text is searched once.
+            # The cursor only moves back: a "<name>" found before an earlier cursor that also starts
+            # before this one is still the last (it cannot overlap the closing tag), so each stretch
+            # of text is searched once.
             exact = exacts.get(name)
-            if exact is None or exact + len(name) + 2 > close:
+            if exact is None or exact >= close:
                 exact = exacts[name] = rfind(_OPEN[name], 0, close)
             start, body = opens[name] = _last_open(folded, name, 0, close, attrs[name], exact)
         if start < 0:  # no opening tag before: every closing tag of this name left is stray
@@ -638,7 +644,9 @@ def _robust_consensus(value: str) -> bool:
 # agent mention; lines separated by "\n" and blank lines, no other break. Every quantifier is
 # possessive and ``==?`` gives back at most one "=", so a match attempt is linear in the block.
 _REF_HEAD: Final = r"agent(?<![a-z]agent)[ \t\x1f#-]*+"  # _REF up to its digits, on one line
-_NO_REF: Final = r"(?:[^a\n\r\x0b\x0c\x1c-\x1e]++|a(?!gent(?<![a-z]agent)[ \t\x1f#-]*+\+?[0-9]))*+"
+# In a run of "a"s no mention starts (the first is followed by "a", the others follow a letter): the run
+# is one step, not one lookahead per "a".
+_NO_REF: Final = r"(?:[^a\n\r\x0b\x0c\x1c-\x1e]++|aa++|a(?!gent(?<![a-z]agent)[ \t\x1f#-]*+\+?[0-9]))*+"
 _CHAIN_REF: Final = rf"{_REF_HEAD}(?<![ \t\x1f#-]-)[0-9]{{1,{_MAX_ID_DIGITS}}}+(?![0-9])"  # unsigned
 _CHAIN_OP: Final = r"[ \t\x1f]*+(?:==?|[<>])[ \t\x1f]*+"
 _CHAIN_LINE: Final = rf"{_NO_REF}{_CHAIN_REF}(?:{_CHAIN_OP}{_CHAIN_REF})++{_NO_REF}"

@@ -13,7 +13,7 @@ from unittest import mock
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from kernel import (
@@ -723,11 +723,11 @@ def test_every_shortcut_setting_names_a_module_attribute_and_changes_it() -> Non
 # Comparison blocks: mostly clean vote chains (the chain reader's domain), with the faults that must
 # send a block to the line reader mixed in.
 _CLEAN = {
-    "head": ("", "", "- ", "1. "),
+    "head": ("", "", "- ", "1. ", "aagent 4: "),
     "agent": ("Agent ", "Agent ", "agent", "AGENT #", "**Agent ", "`Agent ", "Agent-", "Agent\t"),
     "id": ("0", "1", "2", "3", "15", "16", "01"),
     "op": (" > ", " < ", " = ", " == ", ">", "<"),
-    "tail": ("", "", ": agent two slipped", "."),
+    "tail": ("", "", ": agent two slipped", ".", " (aaagent 5)"),
     "break": ("\n", "\n", "\n", "\n\n", "\n \t\n"),
 }
 _FAULTY = {
@@ -793,16 +793,43 @@ SHORTCUT_TEXTS = st.one_of(
 )
 
 
+# Inputs on which a shortcut's guard decides: think markers of mixed case, a "</think>" whose deletion
+# joins a new "<think>" (v1 deletes in one pass, so that one stays), and near misses of the cut words.
+_GUARDED = (
+    answer(solution="a<THINK>b<think>c</Think>d"),
+    answer(solution="<</think>think>"),
+    answer(solution="</<think>think>"),
+    "Use <solutions> and <solution_x> well.\n" + answer(),
+    "See <consensus_reason> and <consensusX>, then <consensus>:\n" + answer(),
+)
+
+
 @pytest.mark.parametrize("shortcut", sorted(SHORTCUTS))
 @given(text=SHORTCUT_TEXTS, author_id=st.sampled_from([-1, 0, 1, 2]), policy=st.sampled_from(PARSE_POLICIES))
+@example(text=_GUARDED[0], author_id=-1, policy="reference")
+@example(text=_GUARDED[1], author_id=-1, policy="reference")
+@example(text=_GUARDED[2], author_id=-1, policy="reference")
+@example(text=_GUARDED[3], author_id=-1, policy="reference")
+@example(text=_GUARDED[4], author_id=-1, policy="reference")
 def test_each_shortcut_gives_what_the_parser_gives_without_it(
     shortcut: str, text: str, author_id: int, policy: str
 ) -> None:
     shipped = parse_response(text, author_id, policy=policy)
     with _patched(SHORTCUTS[shortcut]):
-        assert parse_response(text, author_id, policy=policy) == shipped
+        got = parse_response(text, author_id, policy=policy)
+    assert got == shipped
     if policy == "reference":
-        assert as_record(shipped) == v1_oracle(text, author_id)
+        assert as_record(got) == v1_oracle(text, author_id)
+
+
+@pytest.mark.parametrize("threshold", [0, _HUGE])
+def test_reference_size_gates_on_hand_checked_inputs(threshold: int) -> None:
+    with _patched({"_V1_CUT_TRIES": threshold, "_V1_THINK_BULK": threshold}):
+        got = [ref(text) for text in _GUARDED]
+    assert [r.solution for r in got[:3]] == ["abcd", "<think>", "</think>"]
+    assert got[3].normalized_text == answer()  # "<solution_x" is a near miss too
+    assert got[4].normalized_text == "<consensus>:\n" + answer()
+    assert got[4].consensus is False  # the field is ":\n<solution>S…" up to the first </consensus>
 
 
 @given(
