@@ -93,26 +93,22 @@ from __future__ import annotations
 import operator
 import re
 import unicodedata
-from typing import Final
+from typing import Final, Literal, TypeAlias, get_args
 
 from kernel._types import MalformedVote, ParsedResponse, Vote
 
 __all__ = ["MALFORMED_VOTE_REASONS", "PARSE_FAILURE_REASONS", "PARSE_POLICIES", "parse_response"]
 
-PARSE_POLICIES: Final[tuple[str, ...]] = ("robust", "reference")
-"""Names accepted by ``parse_response(policy=...)``; the first is the default."""
-
-PARSE_FAILURE_REASONS: Final[tuple[str, ...]] = (
+ParsePolicy: TypeAlias = Literal["robust", "reference"]
+ParseFailureReason: TypeAlias = Literal[
     "missing_solution",
     "missing_evaluation",
     "missing_consensus",
     "missing_consensus_reason",
     "unclosed_think",
     "not_text",
-)
-"""Every ``ParsedResponse.reason`` of a failed parse (``""`` when the parse succeeds)."""
-
-MALFORMED_VOTE_REASONS: Final[tuple[str, ...]] = (
+]
+MalformedVoteReason: TypeAlias = Literal[
     "no_comparison",
     "no_operator",
     "ambiguous_operator",
@@ -120,7 +116,15 @@ MALFORMED_VOTE_REASONS: Final[tuple[str, ...]] = (
     "bad_agent_id",
     "signed_agent_id",
     "comparison_limit",
-)
+]
+
+PARSE_POLICIES: Final[tuple[ParsePolicy, ...]] = get_args(ParsePolicy)
+"""Names accepted by ``parse_response(policy=...)``: ``("robust", "reference")``; the first is the default."""
+
+PARSE_FAILURE_REASONS: Final[tuple[ParseFailureReason, ...]] = get_args(ParseFailureReason)
+"""Every ``ParsedResponse.reason`` of a failed parse (``""`` when the parse succeeds)."""
+
+MALFORMED_VOTE_REASONS: Final[tuple[MalformedVoteReason, ...]] = get_args(MalformedVoteReason)
 """Every ``MalformedVote.reason`` the parser produces."""
 
 # ------------------------------------------------------------------------------------------------
@@ -159,6 +163,12 @@ _ZEROS: Final = (
 _ZERO_RUN: Final = re.compile(f"[{_ZEROS}]++")
 _INT_MAX_STR_DIGITS: Final = 4300  # CPython's default int-string conversion limit
 _REQUIRED: Final = ("solution", "evaluation", "consensus", "consensus_reason")  # in the order checked
+_MISSING: Final[dict[str, ParseFailureReason]] = {
+    "solution": "missing_solution",
+    "evaluation": "missing_evaluation",
+    "consensus": "missing_consensus",
+    "consensus_reason": "missing_consensus_reason",
+}
 _REQUIRED_SET: Final = frozenset(_REQUIRED)
 _SMALL_IDS: Final = {str(i): i for i in range(100)}  # ``int`` of the usual ids, by look-up
 
@@ -173,7 +183,7 @@ def _agent_id(digits: str, max_digits: int) -> int | None:
     return int(digits)
 
 
-def _empty(policy: str, author_id: int, reason: str, normalized: str = "") -> ParsedResponse:
+def _empty(policy: ParsePolicy, author_id: int, reason: ParseFailureReason) -> ParsedResponse:
     return ParsedResponse(
         ok=False,
         solution="",
@@ -186,7 +196,7 @@ def _empty(policy: str, author_id: int, reason: str, normalized: str = "") -> Pa
         self_votes_dropped=0,
         malformed_votes=(),
         reason=reason,
-        normalized_text=normalized,
+        normalized_text="",
         policy=policy,
     )
 
@@ -366,7 +376,7 @@ def _parse_reference(text: str, author_id: int) -> ParsedResponse:
     comparison = _v1_field(norm, folded, "comparison") or ""
     found = {name: value for name, value in fields.items() if value is not None}
     if len(found) < len(fields):
-        reason = next(f"missing_{name}" for name in _REQUIRED if name not in found)
+        reason = next(_MISSING[name] for name in _REQUIRED if name not in found)
         return _failure("reference", author_id, reason, norm, found, comparison)
     votes, dropped, malformed = _v1_votes(comparison, author_id)
     return ParsedResponse(  # positional (a third faster than by keyword), in field order
@@ -387,7 +397,12 @@ def _parse_reference(text: str, author_id: int) -> ParsedResponse:
 
 
 def _failure(
-    policy: str, author_id: int, reason: str, normalized: str, found: dict[str, str], comparison: str
+    policy: ParsePolicy,
+    author_id: int,
+    reason: ParseFailureReason,
+    normalized: str,
+    found: dict[str, str],
+    comparison: str,
 ) -> ParsedResponse:
     """A failed parse: the fields found are kept for diagnostics, but no consensus and no votes."""
     return ParsedResponse(
@@ -780,7 +795,7 @@ def _parse_robust(text: str, author_id: int) -> ParsedResponse:
     norm = strip(answer)
     fields = dict(zip(block, map(strip, block.values()), strict=True))  # type: ignore[arg-type, union-attr]
     if not complete:
-        reason = next(f"missing_{t}" for t in _REQUIRED if t not in fields)
+        reason = next(_MISSING[t] for t in _REQUIRED if t not in fields)
         return _failure("robust", author_id, reason, norm, fields, fields.get("comparison", ""))
     comparison = fields.get("comparison", "")
     votes, dropped, malformed = _robust_votes(comparison, author_id)
@@ -804,7 +819,7 @@ def _parse_robust(text: str, author_id: int) -> ParsedResponse:
 # ------------------------------------------------------------------------------------------------
 
 
-def parse_response(text: str, author_id: int = -1, *, policy: str = "robust") -> ParsedResponse:
+def parse_response(text: str, author_id: int = -1, *, policy: ParsePolicy = "robust") -> ParsedResponse:
     """Parses one agent output into its fields, votes and consensus flag. Total and linear-time.
 
     votes = {(a, op, b) read from <comparison>} − {votes with author_id ∈ {a, b}}

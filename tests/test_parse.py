@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+import typing
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
@@ -575,6 +576,21 @@ def test_bad_policy_and_author_raise() -> None:
     with pytest.raises(TypeError, match="author_id"):
         parse_response("x", 1.0)  # type: ignore[arg-type]
     assert parse_response(answer("Agent 1 > Agent 2"), np.int64(1)).self_votes_dropped == 1  # type: ignore[arg-type]
+
+
+def test_closed_option_and_reason_sets() -> None:
+    assert PARSE_POLICIES == ("robust", "reference")
+    assert PARSE_FAILURE_REASONS == (
+        "missing_solution", "missing_evaluation", "missing_consensus", "missing_consensus_reason",
+        "unclosed_think", "not_text",
+    )  # fmt: skip
+    assert MALFORMED_VOTE_REASONS == (
+        "no_comparison", "no_operator", "ambiguous_operator", "unknown_operator", "bad_agent_id",
+        "signed_agent_id", "comparison_limit",
+    )  # fmt: skip
+    assert typing.get_args(_parse.ParsePolicy) == PARSE_POLICIES
+    hints = typing.get_type_hints(parse_response)
+    assert hints["policy"] == _parse.ParsePolicy
 
 
 def test_policy_is_recorded() -> None:
