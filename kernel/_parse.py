@@ -440,6 +440,9 @@ _ZERO_WIDTH: Final = "\u200b\u200c\u200d\u2060\ufeff"
 _EDGE: Final = re.compile(f"[\\s{_ZERO_WIDTH}]++")  # \s is exactly str.isspace()
 
 
+_ASCII_STRIP: Final = str.strip  # ``_strip`` on ASCII text, which holds no zero-width character
+
+
 def _strip(text: str) -> str:
     """``str.strip()`` that also removes zero-width characters; linear and C-speed on long runs."""
     text = text.strip()
@@ -791,7 +794,7 @@ def _parse_robust(text: str, author_id: int) -> ParsedResponse:
             if think == 0 or (think > 0 and text[:think].isspace()):
                 return _empty("robust", author_id, "unclosed_think")
         block, complete = _pick_block(_read_fields(answer, folded))
-    strip = str.strip if answer.isascii() else _strip  # the same on ASCII: no zero-width characters
+    strip = _ASCII_STRIP if answer.isascii() else _strip
     norm = strip(answer)
     fields = dict(zip(block, map(strip, block.values()), strict=True))  # type: ignore[arg-type, union-attr]
     if not complete:

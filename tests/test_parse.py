@@ -159,6 +159,22 @@ def test_reference_policy_on_other_line_endings_of_every_golden_record(newline: 
     assert differ == []
 
 
+def test_robust_policy_reads_the_crlf_variant_of_every_golden_record_as_the_original() -> None:
+    def fields(r: ParsedResponse, newline: str) -> tuple[object, ...]:
+        texts = (r.solution, r.evaluation, r.comparison, r.consensus_reason, r.normalized_text)
+        lines = tuple((m.line.replace(newline, "\n"), m.reason) for m in r.malformed_votes)
+        fixed = (r.ok, r.reason, r.votes, r.consensus, r.self_votes_dropped)
+        return (*fixed, lines, *(t.replace(newline, "\n") for t in texts))
+
+    differ = []
+    for record in GOLDEN:
+        text, author_id = record["input"]["text"], record["input"]["author_id"]
+        crlf = rob(text.replace("\n", "\r\n"), author_id)
+        if fields(crlf, "\r\n") != fields(rob(text, author_id), "\n"):
+            differ.append(record["id"])
+    assert differ == []
+
+
 def test_reference_strips_again_after_the_fence_and_the_think_markers() -> None:
     crlf = ref("```xml\r\n" + answer().replace("><", ">\r\n<") + "\r\n```")
     assert crlf.ok and crlf.normalized_text == answer().replace("><", ">\r\n<")
@@ -656,12 +672,14 @@ def test_robust_reads_qwen3_and_think_wrapped_outputs_like_the_answer(text: str,
 # Private tables, recomputed from Python itself.
 
 
-def test_fold_equals_re_ignorecase_on_every_code_point() -> None:
-    every = "".join(map(chr, range(sys.maxunicode + 1)))
+@pytest.mark.parametrize("last", [0x7F, 0xFF, sys.maxunicode], ids=["ascii", "latin-1", "every"])
+def test_fold_equals_re_ignorecase_on_every_code_point(last: int) -> None:
+    # One text per branch of _fold: ASCII, Latin-1 and any other text.
+    every = "".join(map(chr, range(last + 1)))
     folded = _parse._fold(every)
     assert len(folded) == len(every)
-    for letter in "abcdefghijklmnopqrstuvwxyz":
-        by_regex = {m.start() for m in re.finditer(letter, every, re.IGNORECASE)}
+    for letter in "abcdefghijklmnopqrstuvwxyz<>/_":
+        by_regex = {m.start() for m in re.finditer(re.escape(letter), every, re.IGNORECASE)}
         by_fold = {i for i, ch in enumerate(folded) if ch == letter}
         assert by_regex == by_fold, letter
 
@@ -692,6 +710,7 @@ SHORTCUTS: dict[str, dict[str, Any]] = {
     "votes: chain reader without its table": {"_CHAIN_VOTES": {}},
     "votes: no table of empty blocks": {"_NO_VOTES": frozenset()},
     "votes: general agent regex on ASCII": {"_ASCII_REF": _parse._REF},
+    "fields: zero-width strip on ASCII": {"_ASCII_STRIP": _parse._strip},
     "consensus: no table of plain words": {"_PLAIN_CONSENSUS": {}},
     "v1 cut: regex at the first near miss": {"_V1_CUT_TRIES": 0},
     "v1 cut: never the regex": {"_V1_CUT_TRIES": _HUGE},
@@ -709,6 +728,7 @@ GENERAL = {
         "votes: no chain reader",
         "votes: no table of empty blocks",
         "votes: general agent regex on ASCII",
+        "fields: zero-width strip on ASCII",
         "consensus: no table of plain words",
         "v1 cut: never the regex",
         "v1 think: never bulk removal",
