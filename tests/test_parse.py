@@ -787,10 +787,12 @@ _FAULTY = {
 
 
 @st.composite
-def comparison_blocks(draw: st.DrawFn) -> str:
+def comparison_blocks(draw: st.DrawFn, *, faults: bool = True) -> str:
     lines = []
     for _ in range(draw(st.integers(0, 5))):
-        faulty = draw(st.sampled_from((None,) * 12 + tuple(_FAULTY)))  # at most one fault a line
+        faulty = (
+            draw(st.sampled_from((None,) * 12 + tuple(_FAULTY))) if faults else None
+        )  # one a line at most
 
         def pick(part: str, faulty: str | None = faulty) -> str:
             return draw(st.sampled_from((_FAULTY if part == faulty else _CLEAN)[part]))
@@ -869,16 +871,22 @@ def test_reference_size_gates_on_hand_checked_inputs(threshold: int) -> None:
 
 
 @given(
-    st.one_of(TEXTS, comparison_blocks().map(answer)),
+    st.one_of(TEXTS, comparison_blocks().map(answer), comparison_blocks(faults=False).map(answer)),
     st.sampled_from([-1, 0, 1, 2]),
-    st.integers(0, 4),
-    st.integers(0, 6),
+    st.integers(-2, 2),
+    st.integers(-2, 2),
 )
+@example(answer("Agent 1 > Agent 2\nAgent 2 > Agent 3"), -1, -1, 1)  # the last line is past the limit
+@example(answer("Agent 1 > Agent 2 > Agent 3\nAgent 0 = Agent 1"), -1, 1, 0)  # the limit on the last mention
 def test_chain_reader_respects_the_comparison_limits_at_every_size(
-    text: str, author_id: int, max_lines: int, max_refs: int
+    text: str, author_id: int, lines_offset: int, refs_offset: int
 ) -> None:
-    # The limits set low enough for small blocks to cross them: the chain reader must step aside
-    # exactly when the line reader would stop at a limit.
+    # The limits set around the block's own line and mention counts, so that small blocks fall on
+    # either side of them and on them: the chain reader must step aside exactly when the line
+    # reader would stop at a limit.
+    block = rob(text).comparison.lower()
+    max_lines = max(block.count("\n") + 1 + lines_offset, 0)
+    max_refs = max(block.count("agent") + refs_offset, 0)
     limits = {"_MAX_COMPARISON_LINES": max_lines, "_MAX_COMPARISON_REFS": max_refs}
     with _patched(limits):
         fast = rob(text, author_id)
