@@ -285,7 +285,7 @@ def _v1_normalize(text: str) -> tuple[str, str]:
     """v1's normalised text and its case fold: strip; if fenced, drop the fence lines and strip
     again; cut the preamble; delete think markers and strip again.
 
-    The second strip removes the ``\r`` a CRLF output leaves before its closing fence; the third, the
+    The second strip removes the ``\\r`` a CRLF output leaves before its closing fence; the third, the
     whitespace a deleted marker exposes at either end. Without a deleted marker the text is already
     stripped (it was stripped, then at most cut before a ``<``).
     """

@@ -704,7 +704,7 @@ _HUGE = 10**9
 SHORTCUTS: dict[str, dict[str, Any]] = {
     "layout: no one-pass reading": {"_simple_fields": lambda text: None},
     "layout: rules instead of the table": {"_LAYOUTS": {}},
-    "layout: one pass at any size": {"_MAX_SIMPLE_CHARS": _HUGE},
+    "layout: one pass up to two '<'": {"_MAX_SIMPLE_CHARS": 0, "_MAX_SIMPLE_LT": 2},
     "layout: one pass only without '<'": {"_MAX_SIMPLE_CHARS": 0, "_MAX_SIMPLE_LT": 0},
     "votes: no chain reader": {"_chain_votes": lambda block, author_id: None},
     "votes: chain reader without its table": {"_CHAIN_VOTES": {}},
