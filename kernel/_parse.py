@@ -714,7 +714,12 @@ _CHAIN_VOTES: Final = {
 
 def _robust_votes(block: str, author_id: int) -> tuple[list[Vote], int, list[MalformedVote]]:
     """Votes, the number of self-votes dropped and the unreadable lines of a comparison block."""
-    if len(block) <= _MAX_NO_VOTES_CHARS and block in _NO_VOTES:
+    # One line at most and no agent mention: the line reader's limits are not reached unless 0.
+    if (
+        len(block) <= _MAX_NO_VOTES_CHARS
+        and block in _NO_VOTES
+        and _MAX_COMPARISON_LINES > 0 < _MAX_COMPARISON_REFS
+    ):
         return [], 0, []
     chains = _chain_votes(block, author_id)
     if chains is not None:

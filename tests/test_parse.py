@@ -878,6 +878,7 @@ def test_reference_size_gates_on_hand_checked_inputs(threshold: int) -> None:
 )
 @example(answer("Agent 1 > Agent 2\nAgent 2 > Agent 3"), -1, -1, 1)  # the last line is past the limit
 @example(answer("Agent 1 > Agent 2 > Agent 3\nAgent 0 = Agent 1"), -1, 1, 0)  # the limit on the last mention
+@example(answer("NA"), -1, 0, 0)  # no mention allowed: even a no-vote line is past the limit
 def test_chain_reader_respects_the_comparison_limits_at_every_size(
     text: str, author_id: int, lines_offset: int, refs_offset: int
 ) -> None:
