@@ -48,11 +48,11 @@ def reference_peer(text: str, author_id: int = -1) -> dict[str, Any]:
     """The v1 parser: raises ValueError naming the first missing required tag."""
     t = text.strip()
     if t.startswith("```"):
-        t = _FENCE_CLOSE.sub("", _FENCE_OPEN.sub("", t))
+        t = _FENCE_CLOSE.sub("", _FENCE_OPEN.sub("", t)).strip()
     m = _CUT.search(t)
     if m:
         t = t[m.start() :]
-    t = _THINK.sub("", t)
+    t = _THINK.sub("", t).strip()
     found = {name: pattern.search(t) for name, pattern in _TAG.items()}
     for name in ("solution", "evaluation", "consensus", "consensus_reason"):
         if found[name] is None:
@@ -161,10 +161,23 @@ FAMILIES: dict[str, Callable[[int], str]] = {
     '"<" * n': _repeat("<"),
     '"Agent 1 > " * n (in <comparison>)': _repeat("Agent 1 > ", _W, _E),
     '"<think>" * k': _repeat("<think>"),
+    '"</think>" * k': _repeat("</think>"),
+    "think markers, mixed case": _repeat("<Think>x</THINK>"),
     "unclosed tags": _repeat("<solution><evaluation><comparison><consensus><consensus_reason>"),
+    "stray closing tags": _repeat("</solution></evaluation></consensus>", "<solution>"),
+    "nested opening tags": _repeat("<solution><comparison>"),
     "deep nesting": lambda n: "<solution>" * (n // 21) + "x" + "</solution>" * (n // 21),
+    "tags with attributes": _repeat("<comparison a='1'>x</comparison>"),
+    "unclosed attributes": _repeat("<solution a='"),
+    "cut near misses": _repeat("<consensus_reason"),
     "digit line (vote id)": _repeat("7", _W + "Agent 1 > Agent ", _E),
+    "vote lines": _repeat("Agent 1 < Agent 2 = Agent 3\n", _W, _E),
+    "agent, long spaces": _repeat("Agent " + " " * 40, _W, _E),
+    "chain, long spaces": _repeat("Agent 1 >" + " " * 30, _W, _E),
+    "vote tail letters": _repeat("a", _W + "Agent 1 > Agent 2: ", _E),
+    "vote tail agents": _repeat("agent ", _W + "- Agent 1 > Agent 2 ", _E),
     "whitespace": _repeat(" \t\u00a0\n"),
+    "zero-width whitespace": _repeat(" \u200b\n"),
 }
 
 _PEER_LIMIT_S = 2.0
@@ -333,9 +346,26 @@ def main(argv: list[str]) -> int:
     for policy in ("robust", "reference"):
         family = max(adversarial, key=lambda f: adversarial[f][str(sizes[-1])][f"{policy}_ms"] or 0.0)
         worst[policy] = {"ms": adversarial[family][str(sizes[-1])][f"{policy}_ms"], "family": family}
+    # Linear time: ten times the text takes about ten times as long (a quadratic parser: a hundred).
+    growth = {
+        family: {
+            policy: (by[str(sizes[-1])][f"{policy}_ms"] or 0.0)
+            / max(by[str(sizes[-2])][f"{policy}_ms"] or 0.0, 1e-6)
+            for policy in ("robust", "reference")
+        }
+        for family, by in adversarial.items()
+    }
+    print_table(
+        f"Growth: time at {sizes[-1] // 1000:,} KB / time at {sizes[-2] // 1000:,} KB (linear: about 10)",
+        ["family", "ours robust", "ours reference"],
+        [[family, g["robust"], g["reference"]] for family, g in growth.items()],
+    )
+    steepest = {p: max(growth, key=lambda f, p=p: growth[f][p]) for p in ("robust", "reference")}
     print(
         "\nworst ms per 1 MB parse: "
         + ", ".join(f"{p} {w['ms']:.1f} ({w['family']})" for p, w in worst.items())
+        + "\nsteepest growth (x10 size): "
+        + ", ".join(f"{p} {growth[f][p]:.1f}x ({f})" for p, f in steepest.items())
         + "\nspeed vs peer on realistic outputs: "
         + ", ".join(f"{name} {ratio:.2f}x" for name, ratio in by_size["all"].items())
     )
@@ -354,6 +384,7 @@ def main(argv: list[str]) -> int:
             "adversarial_ms": adversarial,
             "worst_1mb_ms": {policy: w["ms"] for policy, w in worst.items()},
             "worst_1mb_family": {policy: w["family"] for policy, w in worst.items()},
+            "growth_x10": growth,
         }
     )
     return 0

@@ -10,11 +10,13 @@ An agent answers with ``<solution>``, ``<evaluation>``, ``<comparison>`` (one vo
 
 Both are total (any input gives a :class:`~kernel.ParsedResponse`, never an exception) and run in
 linear time: the scanning is done with ``str.find`` / ``str.rfind`` and a few regular expressions that
-cannot backtrack (possessive quantifiers, one search per result), so 1 MB of any text parses in 15 ms
-or less, where the v1 regexes take seconds to minutes (``"<solution>" * 16000``: 12 s). Usual
-outputs take one-pass shortcuts (the usual tag layout, blocks of clean vote chains, look-up tables for
-small ids and plain ``YES``/``NO``) that give exactly what the general reader gives (the tests switch
-them off and compare); ``benchmarks/bench_parse.py`` measures both policies against v1.
+cannot backtrack (possessive quantifiers, one search per result), so ten times the text takes about
+ten times as long on any input, where the v1 regexes are quadratic or worse on adversarial text. Usual
+outputs take shortcuts (the usual tag layout in one pass, blocks of clean vote chains, look-up tables
+for small ids and plain ``YES``/``NO``, ASCII-only regexes), and a few size thresholds pick between
+two ways of computing one result; each is a module attribute that the tests switch off or set to 0
+and compare with the general reader. ``benchmarks/bench_parse.py`` measures both policies against v1
+on realistic outputs and on adversarial families up to 1 MB (time, and growth from 100 KB to 1 MB).
 
 Failure reasons (``ParsedResponse.reason``; ``""`` when ``ok``): ``"missing_solution"``,
 ``"missing_evaluation"``, ``"missing_consensus"``, ``"missing_consensus_reason"`` (the first missing
@@ -26,7 +28,8 @@ Malformed comparison lines (robust only; ``MalformedVote.reason``): ``"no_compar
 text but no agent mention), ``"no_operator"`` (agents mentioned, no operator between any two),
 ``"ambiguous_operator"`` (``>=``, ``=>``, ``<=``, ``=<``, ``≥``, ``≤``), ``"unknown_operator"`` (other
 symbols such as ``>>``, ``≠``, ``->``), ``"bad_agent_id"`` (an id of 10 or more digits),
-``"comparison_limit"`` (the rest of a block past 512 lines or 1,024 agent mentions).
+``"signed_agent_id"`` (a sign before the id: ``Agent -1``, ``Agent +1``), ``"comparison_limit"`` (the
+rest of a block past 512 lines or 1,024 agent mentions).
 
 Robust vs reference, every difference (reference = v1 behaviour):
 
@@ -66,15 +69,17 @@ Robust vs reference, every difference (reference = v1 behaviour):
   ``>=``, ``=>``, ``<=``, ``=<``, ``≥``, ``≤`` between two agents → ``"ambiguous_operator"`` (a vote is
   either a win or a tie; we do not guess); other operator symbols (``>>``, ``≠``, ``->``, ``≻``) →
   ``"unknown_operator"``; a line naming agents with no operator between any two (``Agent 1 is better
-  than Agent 2``, a vote split over two lines) → ``"no_operator"``; a line with letters or digits but no
-  agent (except ``N/A``, ``none``, ``no …``, ``not …`` lines) → ``"no_comparison"``. Lines without
-  letters or digits (``---``, fences) are skipped.
+  than Agent 2``, a dangling ``Agent 1 >``, a vote split over two lines) → ``"no_operator"``; a signed
+  id → ``"signed_agent_id"``; a line with letters or digits but no agent (except ``N/A``, ``none``,
+  ``no …``, ``not …`` lines) → ``"no_comparison"``. Lines without letters or digits (``---``, fences)
+  are skipped.
 - **Agent ids.** Both accept any Unicode decimal digits with leading zeros (``int()``) and keep
   out-of-range ids and ``a == b`` (the vote validator counts them as malformed); robust records ids of 10
-  or more significant digits as ``"bad_agent_id"``.
+  or more significant digits as ``"bad_agent_id"``, and a ``+``, ``-`` or ``−`` right before the digits
+  (other than the ``-`` of ``Agent-1``) as ``"signed_agent_id"``: ``Agent -1`` is never agent 1.
 - **Self-votes.** Both drop votes naming ``author_id`` and count them in ``self_votes_dropped``.
-- **normalized_text.** reference: v1's ``raw_response`` (stripped, fence removed, preamble cut, think
-  markers deleted). robust: the text after the reasoning, stripped.
+- **normalized_text.** reference: v1's ``raw_response`` (stripped; fence lines removed, stripped again;
+  preamble cut; think markers deleted, stripped again). robust: the text after the reasoning, stripped.
 - **Size guards.** reference: none (still linear). robust reads at most the last 512 closing tags, and
   512 lines and 1,024 agent mentions of the comparison block (the rest → one ``"comparison_limit"``
   record); real outputs use a few dozen.
@@ -88,33 +93,38 @@ from __future__ import annotations
 import operator
 import re
 import unicodedata
-from typing import Final
+from typing import Final, Literal, TypeAlias, get_args
 
 from kernel._types import MalformedVote, ParsedResponse, Vote
 
 __all__ = ["MALFORMED_VOTE_REASONS", "PARSE_FAILURE_REASONS", "PARSE_POLICIES", "parse_response"]
 
-PARSE_POLICIES: Final[tuple[str, ...]] = ("robust", "reference")
-"""Names accepted by ``parse_response(policy=...)``; the first is the default."""
-
-PARSE_FAILURE_REASONS: Final[tuple[str, ...]] = (
+ParsePolicy: TypeAlias = Literal["robust", "reference"]
+ParseFailureReason: TypeAlias = Literal[
     "missing_solution",
     "missing_evaluation",
     "missing_consensus",
     "missing_consensus_reason",
     "unclosed_think",
     "not_text",
-)
-"""Every ``ParsedResponse.reason`` of a failed parse (``""`` when the parse succeeds)."""
-
-MALFORMED_VOTE_REASONS: Final[tuple[str, ...]] = (
+]
+MalformedVoteReason: TypeAlias = Literal[
     "no_comparison",
     "no_operator",
     "ambiguous_operator",
     "unknown_operator",
     "bad_agent_id",
+    "signed_agent_id",
     "comparison_limit",
-)
+]
+
+PARSE_POLICIES: Final[tuple[ParsePolicy, ...]] = get_args(ParsePolicy)
+"""Names accepted by ``parse_response(policy=...)``: ``("robust", "reference")``; the first is the default."""
+
+PARSE_FAILURE_REASONS: Final[tuple[ParseFailureReason, ...]] = get_args(ParseFailureReason)
+"""Every ``ParsedResponse.reason`` of a failed parse (``""`` when the parse succeeds)."""
+
+MALFORMED_VOTE_REASONS: Final[tuple[MalformedVoteReason, ...]] = get_args(MalformedVoteReason)
 """Every ``MalformedVote.reason`` the parser produces."""
 
 # ------------------------------------------------------------------------------------------------
@@ -153,6 +163,12 @@ _ZEROS: Final = (
 _ZERO_RUN: Final = re.compile(f"[{_ZEROS}]++")
 _INT_MAX_STR_DIGITS: Final = 4300  # CPython's default int-string conversion limit
 _REQUIRED: Final = ("solution", "evaluation", "consensus", "consensus_reason")  # in the order checked
+_MISSING: Final[dict[str, ParseFailureReason]] = {
+    "solution": "missing_solution",
+    "evaluation": "missing_evaluation",
+    "consensus": "missing_consensus",
+    "consensus_reason": "missing_consensus_reason",
+}
 _REQUIRED_SET: Final = frozenset(_REQUIRED)
 _SMALL_IDS: Final = {str(i): i for i in range(100)}  # ``int`` of the usual ids, by look-up
 
@@ -167,7 +183,7 @@ def _agent_id(digits: str, max_digits: int) -> int | None:
     return int(digits)
 
 
-def _empty(policy: str, author_id: int, reason: str, normalized: str = "") -> ParsedResponse:
+def _empty(policy: ParsePolicy, author_id: int, reason: ParseFailureReason) -> ParsedResponse:
     return ParsedResponse(
         ok=False,
         solution="",
@@ -180,7 +196,7 @@ def _empty(policy: str, author_id: int, reason: str, normalized: str = "") -> Pa
         self_votes_dropped=0,
         malformed_votes=(),
         reason=reason,
-        normalized_text=normalized,
+        normalized_text="",
         policy=policy,
     )
 
@@ -201,8 +217,12 @@ _V1_ASCII_VOTE: Final = re.compile(  # the same on ASCII text (\s, \d spelled ou
     r"Agent[\t-\r\x1c-\x20]++[0-9]++[\t-\r\x1c-\x20]*+[>=][\t-\r\x1c-\x20]*+Agent[\t-\r\x1c-\x20]++[0-9]++"
 )
 _V1_VOTE_PARTS: Final = re.compile(r"Agent\s++(\d++)\s*+([>=])\s*+Agent\s++(\d++)")  # with v1's groups
-_FIND_RETRIES: Final = 16
-_V1_SMALL_BLOCK: Final = 4096
+
+# Size gates of the reference policy's shortcuts. Each only picks between two ways of computing the
+# same result; the tests set each to 0 (and to a huge value) and compare.
+_V1_CUT_TRIES = 16  # near misses of one cut word (``<solutions``) before one regex search instead
+_V1_THINK_BULK = 16  # think markers above which they are removed with str.replace instead of one by one
+_V1_SMALL_BLOCK = 4096  # comparison blocks up to this length are read with small-id look-ups first
 
 
 def _v1_cut(text: str) -> int:
@@ -217,7 +237,7 @@ def _v1_cut(text: str) -> int:
             if after == len(text) or not (text[after].isalnum() or text[after] == "_"):
                 break  # \b holds: the next character is not a word character
             tries += 1
-            if tries > _FIND_RETRIES:  # many near misses: one linear regex search is cheaper
+            if tries > _V1_CUT_TRIES:  # many near misses: one linear regex search is cheaper
                 m = _V1_CUT.search(text)
                 return -1 if m is None else m.start()
             pos = text.find(word, pos + 1, hi)
@@ -233,7 +253,7 @@ def _v1_remove_think(text: str) -> tuple[str, str | None]:
     count = folded.count("think>")
     if count == 0:
         return text, folded
-    if count > _FIND_RETRIES:
+    if count > _V1_THINK_BULK:
         if text.count("think>") == count:
             # Every "think>" of the fold is one of the text: all markers are in lower case. The two
             # patterns cannot overlap, so v1's matches are all their occurrences; removing the closing
@@ -262,7 +282,13 @@ def _v1_remove_think(text: str) -> tuple[str, str | None]:
 
 
 def _v1_normalize(text: str) -> tuple[str, str]:
-    """v1's normalised text (strip, fence, preamble cut, think markers) and its case fold."""
+    """v1's normalised text and its case fold: strip; if fenced, drop the fence lines and strip
+    again; cut the preamble; delete think markers and strip again.
+
+    The second strip removes the ``\\r`` a CRLF output leaves before its closing fence; the third, the
+    whitespace a deleted marker exposes at either end. Without a deleted marker the text is already
+    stripped (it was stripped, then at most cut before a ``<``).
+    """
     out = text.strip()
     if out.startswith("```"):
         m = _V1_FENCE_OPEN.match(out)
@@ -270,11 +296,15 @@ def _v1_normalize(text: str) -> tuple[str, str]:
             out = out[m.end() :]
         if out.endswith("\n```"):
             out = out[:-4]
+        out = out.strip()
     cut = _v1_cut(out)
     if cut > 0:
         out = out[cut:]
     norm, folded = _v1_remove_think(out)
-    return norm, _fold(norm) if folded is None else folded
+    if folded is None:  # markers were deleted
+        norm = norm.strip()
+        folded = _fold(norm)
+    return norm, folded
 
 
 def _v1_field(text: str, folded: str | None, name: str) -> str | None:
@@ -346,7 +376,7 @@ def _parse_reference(text: str, author_id: int) -> ParsedResponse:
     comparison = _v1_field(norm, folded, "comparison") or ""
     found = {name: value for name, value in fields.items() if value is not None}
     if len(found) < len(fields):
-        reason = next(f"missing_{name}" for name in _REQUIRED if name not in found)
+        reason = next(_MISSING[name] for name in _REQUIRED if name not in found)
         return _failure("reference", author_id, reason, norm, found, comparison)
     votes, dropped, malformed = _v1_votes(comparison, author_id)
     return ParsedResponse(  # positional (a third faster than by keyword), in field order
@@ -367,7 +397,12 @@ def _parse_reference(text: str, author_id: int) -> ParsedResponse:
 
 
 def _failure(
-    policy: str, author_id: int, reason: str, normalized: str, found: dict[str, str], comparison: str
+    policy: ParsePolicy,
+    author_id: int,
+    reason: ParseFailureReason,
+    normalized: str,
+    found: dict[str, str],
+    comparison: str,
 ) -> ParsedResponse:
     """A failed parse: the fields found are kept for diagnostics, but no consensus and no votes."""
     return ParsedResponse(
@@ -405,6 +440,9 @@ _ZERO_WIDTH: Final = "\u200b\u200c\u200d\u2060\ufeff"
 _EDGE: Final = re.compile(f"[\\s{_ZERO_WIDTH}]++")  # \s is exactly str.isspace()
 
 
+_ASCII_STRIP: Final = str.strip  # ``_strip`` on ASCII text, which holds no zero-width character
+
+
 def _strip(text: str) -> str:
     """``str.strip()`` that also removes zero-width characters; linear and C-speed on long runs."""
     text = text.strip()
@@ -415,8 +453,12 @@ def _strip(text: str) -> str:
     return text
 
 
-_REF: Final = re.compile(r"agent(?<![a-z]agent)[\s#-]*+(\d++)")
-_ASCII_REF: Final = re.compile(r"agent(?<![a-z]agent)[\s#-]*+([0-9]++)")  # the same on ASCII, faster
+# An agent mention: its separator (a "-" right after "agent", or spaces and "#", then maybe a sign) and
+# its digits. A separator ending in a sign other than that lone "-" (``Agent -1``, ``Agent +1``,
+# ``Agent #-1``, ``Agent−1``) makes the id signed: malformed, never read as its digits.
+_REF: Final = re.compile(r"agent(?<![a-z]agent)([\s#-]*+[+\u2212]?)(\d++)")
+_ASCII_REF: Final = re.compile(r"agent(?<![a-z]agent)([\s#-]*+\+?)([0-9]++)")  # the same on ASCII, faster
+_SIGNS: Final = ("+", "-", "\u2212")
 _HAS_ALNUM: Final = re.compile(r"[^\W_]")
 _NOT_A_VOTE: Final = re.compile(r"[\W_]*+(?:n/?a|none|nil|null|no|not|nothing|empty)\b")
 _VOTE_OPS: Final = frozenset({">", "<", "=", "=="})
@@ -436,13 +478,17 @@ _OPEN_ATTRS: Final = {t: f"<{t} " for t in _TAGS}
 _CLOSE: Final = {t: f"</{t}>" for t in _TAGS}
 
 
-def _last_open(folded: str, name: str, lo: int, hi: int, attrs: bool = True) -> tuple[int, int]:
+def _last_open(
+    folded: str, name: str, lo: int, hi: int, attrs: bool = True, exact: int | None = None
+) -> tuple[int, int]:
     """(start, content start) of the last ``<name>`` / ``<name attrs>`` inside [lo, hi), or (-1, -1).
 
     Scans back from ``hi`` only as far as the tag found (or ``lo``); ``attrs=False`` when the text
-    holds no ``<name `` at all.
+    holds no ``<name `` at all; ``exact``: the start of the last ``<name>`` inside [lo, hi) (or -1)
+    when the caller already knows it.
     """
-    exact = folded.rfind(_OPEN[name], lo, hi)
+    if exact is None:
+        exact = folded.rfind(_OPEN[name], lo, hi)
     if not attrs:
         return (exact, exact + len(name) + 2) if exact >= 0 else (-1, -1)
     lo = max(lo, exact + 1)
@@ -477,6 +523,7 @@ def _read_fields(text: str, folded: str) -> list[tuple[str, str, bool]]:
             out.append((last[2], _rstrip_fence(text[last[1] :]), False))
             end = last[0]
     opens: dict[str, tuple[int, int]] = {}  # per name: the last opening tag before its closing cursor
+    exacts: dict[str, int] = {}  # per name: the last "<name>" found before its closing cursor (or -1)
     attrs: dict[str, bool] = {}  # per name: whether "<name " occurs at all (looked up on first need)
     for _ in range(_MAX_TAG_STEPS):
         name = max(closes, key=closes.__getitem__)
@@ -487,7 +534,13 @@ def _read_fields(text: str, folded: str) -> list[tuple[str, str, bool]]:
         if start >= close:
             if name not in attrs:
                 attrs[name] = _OPEN_ATTRS[name] in folded
-            start, body = opens[name] = _last_open(folded, name, 0, close, attrs[name])
+            # The cursor only moves back: a "<name>" found before an earlier cursor that also starts
+            # before this one is still the last (it cannot overlap the closing tag), so each stretch
+            # of text is searched once.
+            exact = exacts.get(name)
+            if exact is None or exact >= close:
+                exact = exacts[name] = rfind(_OPEN[name], 0, close)
+            start, body = opens[name] = _last_open(folded, name, 0, close, attrs[name], exact)
         if start < 0:  # no opening tag before: every closing tag of this name left is stray
             closes[name] = -1
             continue
@@ -609,8 +662,10 @@ def _robust_consensus(value: str) -> bool:
 # agent mention; lines separated by "\n" and blank lines, no other break. Every quantifier is
 # possessive and ``==?`` gives back at most one "=", so a match attempt is linear in the block.
 _REF_HEAD: Final = r"agent(?<![a-z]agent)[ \t\x1f#-]*+"  # _REF up to its digits, on one line
-_NO_REF: Final = r"(?:[^a\n\r\x0b\x0c\x1c-\x1e]++|a(?!gent(?<![a-z]agent)[ \t\x1f#-]*+[0-9]))*+"
-_CHAIN_REF: Final = rf"{_REF_HEAD}[0-9]{{1,{_MAX_ID_DIGITS}}}+(?![0-9])"
+# In a run of "a"s no mention starts (the first is followed by "a", the others follow a letter): the run
+# is one step, not one lookahead per "a".
+_NO_REF: Final = r"(?:[^a\n\r\x0b\x0c\x1c-\x1e]++|aa++|a(?!gent(?<![a-z]agent)[ \t\x1f#-]*+\+?[0-9]))*+"
+_CHAIN_REF: Final = rf"{_REF_HEAD}(?<![ \t\x1f#-]-)[0-9]{{1,{_MAX_ID_DIGITS}}}+(?![0-9])"  # unsigned
 _CHAIN_OP: Final = r"[ \t\x1f]*+(?:==?|[<>])[ \t\x1f]*+"
 _CHAIN_LINE: Final = rf"{_NO_REF}{_CHAIN_REF}(?:{_CHAIN_OP}{_CHAIN_REF})++{_NO_REF}"
 _CHAIN_BLOCK: Final = re.compile(rf"{_CHAIN_LINE}(?:\n(?:[ \t\x1f]*+\n)*+{_CHAIN_LINE})*+")
@@ -618,7 +673,6 @@ _CHAIN_BLOCK: Final = re.compile(rf"{_CHAIN_LINE}(?:\n(?:[ \t\x1f]*+\n)*+{_CHAIN
 _CHAIN_PAIR: Final = re.compile(
     rf"{_REF_HEAD}([0-9]++)[ \t\x1f]*+(==?|[<>])[ \t\x1f]*+(?={_REF_HEAD}([0-9]++))"
 )
-_MAX_CHAIN_REFS: Final = 1000  # < _MAX_COMPARISON_REFS
 _NO_VOTES: Final = frozenset({"", "N/A", "n/a", "NA", "None", "none", "None.", "N/A."})  # tested
 _MAX_NO_VOTES_CHARS: Final = max(map(len, _NO_VOTES))
 
@@ -635,10 +689,8 @@ def _chain_votes(block: str, author_id: int) -> tuple[list[Vote], int] | None:
     if not block.isascii():
         return None
     clean = block.lower().replace("*", "").replace("_", "").replace("`", "")
-    # At most 512 lines and 1,000 agents: the line reader's limits are not reached.
-    if len(clean) > _MAX_COMPARISON_LINES and (
-        clean.count("\n") >= _MAX_COMPARISON_LINES or clean.count("agent") > _MAX_CHAIN_REFS
-    ):
+    # Fewer lines and agent mentions than the line reader's limits: they are not reached.
+    if clean.count("\n") >= _MAX_COMPARISON_LINES or clean.count("agent") >= _MAX_COMPARISON_REFS:
         return None
     if _CHAIN_BLOCK.fullmatch(clean) is None:
         return None
@@ -662,7 +714,12 @@ _CHAIN_VOTES: Final = {
 
 def _robust_votes(block: str, author_id: int) -> tuple[list[Vote], int, list[MalformedVote]]:
     """Votes, the number of self-votes dropped and the unreadable lines of a comparison block."""
-    if len(block) <= _MAX_NO_VOTES_CHARS and block in _NO_VOTES:
+    # One line at most and no agent mention: the line reader's limits are not reached unless 0.
+    if (
+        len(block) <= _MAX_NO_VOTES_CHARS
+        and block in _NO_VOTES
+        and _MAX_COMPARISON_LINES > 0 < _MAX_COMPARISON_REFS
+    ):
         return [], 0, []
     chains = _chain_votes(block, author_id)
     if chains is not None:
@@ -684,12 +741,17 @@ def _line_votes(block: str, author_id: int) -> tuple[list[Vote], int, list[Malfo
             break
         clean = line.lower().replace("*", "").replace("_", "").replace("`", "")  # emphasis ignored
         mentioned = linked = False
-        prev_end, prev_id = 0, None
+        prev_end, prev_id, prev_bad = 0, None, ""
         for ref in (_ASCII_REF if clean.isascii() else _REF).finditer(clean):
             refs += 1
             if refs > _MAX_COMPARISON_REFS:
                 break
-            ident = _agent_id(ref.group(1), _MAX_ID_DIGITS)
+            separator = ref.group(1)
+            if separator.endswith(_SIGNS) and separator != "-":
+                ident, bad = None, "signed_agent_id"
+            else:
+                ident = _agent_id(ref.group(2), _MAX_ID_DIGITS)
+                bad = "bad_agent_id" if ident is None else ""
             if mentioned:
                 op = clean[prev_end : ref.start()].strip()
                 if op in _VOTE_OPS or (0 < len(op) <= 8 and _OPERATOR.fullmatch(op) is not None):
@@ -698,15 +760,15 @@ def _line_votes(block: str, author_id: int) -> tuple[list[Vote], int, list[Malfo
                     if op not in _VOTE_OPS:
                         reason = "ambiguous_operator" if op in _AMBIGUOUS else "unknown_operator"
                         malformed.append(MalformedVote(line, reason))
-                    elif prev_id is None or ident is None:
-                        malformed.append(MalformedVote(line, "bad_agent_id"))
+                    elif prev_id is None or ident is None:  # a signed or too long id
+                        malformed.append(MalformedVote(line, prev_bad or bad))
                     elif author_id == prev_id or author_id == ident:
                         dropped += 1
                     elif op == "<":
                         votes.append(Vote(ident, ">", prev_id))
                     else:
                         votes.append(Vote(prev_id, op[0], ident))
-            mentioned, prev_end, prev_id = True, ref.end(), ident
+            mentioned, prev_end, prev_id, prev_bad = True, ref.end(), ident, bad
         if refs > _MAX_COMPARISON_REFS:
             malformed.append(MalformedVote(line, "comparison_limit"))
             break
@@ -737,11 +799,11 @@ def _parse_robust(text: str, author_id: int) -> ParsedResponse:
             if think == 0 or (think > 0 and text[:think].isspace()):
                 return _empty("robust", author_id, "unclosed_think")
         block, complete = _pick_block(_read_fields(answer, folded))
-    strip = str.strip if answer.isascii() else _strip  # the same on ASCII: no zero-width characters
+    strip = _ASCII_STRIP if answer.isascii() else _strip
     norm = strip(answer)
     fields = dict(zip(block, map(strip, block.values()), strict=True))  # type: ignore[arg-type, union-attr]
     if not complete:
-        reason = next(f"missing_{t}" for t in _REQUIRED if t not in fields)
+        reason = next(_MISSING[t] for t in _REQUIRED if t not in fields)
         return _failure("robust", author_id, reason, norm, fields, fields.get("comparison", ""))
     comparison = fields.get("comparison", "")
     votes, dropped, malformed = _robust_votes(comparison, author_id)
@@ -765,7 +827,7 @@ def _parse_robust(text: str, author_id: int) -> ParsedResponse:
 # ------------------------------------------------------------------------------------------------
 
 
-def parse_response(text: str, author_id: int = -1, *, policy: str = "robust") -> ParsedResponse:
+def parse_response(text: str, author_id: int = -1, *, policy: ParsePolicy = "robust") -> ParsedResponse:
     """Parses one agent output into its fields, votes and consensus flag. Total and linear-time.
 
     votes = {(a, op, b) read from <comparison>} − {votes with author_id ∈ {a, b}}

@@ -117,7 +117,7 @@ def test_singleton_rules(scale: str) -> None:
 
 def test_singleton_error_counts_included_samples_only() -> None:
     # Group 0 has two rows but one is masked: it is a group of one.
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"singleton='error': groups \[0\] have exactly one sample"):
         grouped_advantages(
             [1.0, 2.0, 3.0, 4.0], [0, 0, 1, 1], 2, where=[True, False, True, True], singleton="error"
         )
@@ -243,7 +243,7 @@ def test_presets_are_options_and_read_only() -> None:
     assert "default" in ADVANTAGE_PRESETS and len(ADVANTAGE_PRESETS) == 22
     assert all(isinstance(o, AdvantageOptions) for o in ADVANTAGE_PRESETS.values())
     assert ADVANTAGE_PRESETS["default"] == AdvantageOptions()
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="does not support item assignment"):
         ADVANTAGE_PRESETS["mine"] = AdvantageOptions()  # type: ignore[index]
 
 

@@ -233,18 +233,21 @@ def test_initial_state_rejects_non_string_question() -> None:
 
 
 @pytest.mark.parametrize(
-    "fields",
+    ("fields", "match"),
     [
-        {"turn": 1},  # no stored response
-        {"done": False, "consensus": True},
-        {"done": True, "aborted": True},  # no reason
-        {"done": True, "aborted": True, "consensus": True, "abort_reason": "x"},
-        {"done": True, "parse_failed": True},
-        {"abort_reason": "x"},
+        ({"turn": 1}, "turn must equal the number of stored responses 0"),  # no stored response
+        ({"done": False, "consensus": True}, "consensus and aborted imply done"),
+        ({"done": True, "aborted": True}, "abort_reason must be non-empty exactly when aborted"),  # no reason
+        (
+            {"done": True, "aborted": True, "consensus": True, "abort_reason": "x"},
+            "either by consensus or by an abort, not both",
+        ),
+        ({"done": True, "parse_failed": True}, "parse_failed implies aborted"),
+        ({"abort_reason": "x"}, "abort_reason must be non-empty exactly when aborted"),
     ],
 )
-def test_inconsistent_states_are_refused(fields: dict[str, object]) -> None:
-    with pytest.raises(ValueError):
+def test_inconsistent_states_are_refused(fields: dict[str, object], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
         DebateState(question="q", num_agents=2, max_rounds=2, **fields)  # type: ignore[arg-type]
 
 

@@ -1,19 +1,20 @@
-"""parse_response: the v1 quirks (policy="reference"), the robust fixes, totality and linear time."""
+"""parse_response: the v1 quirks (policy="reference"), the robust fixes, totality, and every shortcut
+against the general reader (linear time is measured in benchmarks/bench_parse.py)."""
 
 from __future__ import annotations
 
 import json
 import re
 import sys
-import time
-from collections.abc import Callable, Iterator
+import typing
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
 from unittest import mock
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from kernel import (
@@ -32,7 +33,9 @@ from tests.golden._parse_v1 import check as golden_check
 
 # ------------------------------------------------------------------------------------------------
 # The v1 algorithm written literally from REFERENCE.md §1 (slow regexes and all): an oracle for small
-# inputs. Returns the golden record's ``expected`` layout, without the error message.
+# inputs. Returns the golden record's ``expected`` layout, without the error message. v1 also strips
+# the text again after removing a fence and after deleting think markers (§1 leaves both out; no
+# golden record tells, but a CRLF output ending in a fence does: its "\r" before the fence goes).
 
 
 def v1_oracle(text: str, author_id: int) -> dict[str, Any]:
@@ -40,10 +43,11 @@ def v1_oracle(text: str, author_id: int) -> dict[str, Any]:
     if t.startswith("```"):
         t = re.sub(r"^```[a-zA-Z0-9_-]*\n", "", t)
         t = re.sub(r"\n```$", "", t)
+        t = t.strip()
     m = re.search(r"<(solution|evaluation|comparison|consensus)\b", t)
     if m:
         t = t[m.start() :]
-    t = re.sub(r"</?think>", "", t, flags=re.IGNORECASE)
+    t = re.sub(r"</?think>", "", t, flags=re.IGNORECASE).strip()
 
     def tag(name: str, flags: int = 0) -> str | None:
         found = re.search(rf"<{name}>(.*?)</{name}>", t, re.DOTALL | flags)
@@ -136,6 +140,47 @@ def test_the_oracle_reproduces_the_golden_vectors() -> None:
         if not expected["ok"]:
             expected = {"ok": False, "error": expected["error"]}
         assert v1_oracle(**record["input"]) == expected, record["id"]
+
+
+def _families(records: list[dict[str, Any]]) -> set[str]:
+    return {record["id"].split("/")[2] for record in records}
+
+
+@pytest.mark.parametrize("newline", ["\r\n", "\r"])
+def test_reference_policy_on_other_line_endings_of_every_golden_record(newline: str) -> None:
+    # Every golden input with its line breaks rewritten, against the oracle: every field compared.
+    assert len(_families(GOLDEN)) == 23
+    differ = []
+    for record in GOLDEN:
+        text, author_id = record["input"]["text"].replace("\n", newline), record["input"]["author_id"]
+        got = ref(text, author_id)
+        if (as_record(got), got.malformed_votes) != (v1_oracle(text, author_id), ()):
+            differ.append(record["id"])
+    assert differ == []
+
+
+def test_robust_policy_reads_the_crlf_variant_of_every_golden_record_as_the_original() -> None:
+    def fields(r: ParsedResponse, newline: str) -> tuple[object, ...]:
+        texts = (r.solution, r.evaluation, r.comparison, r.consensus_reason, r.normalized_text)
+        lines = tuple((m.line.replace(newline, "\n"), m.reason) for m in r.malformed_votes)
+        fixed = (r.ok, r.reason, r.votes, r.consensus, r.self_votes_dropped)
+        return (*fixed, lines, *(t.replace(newline, "\n") for t in texts))
+
+    differ = []
+    for record in GOLDEN:
+        text, author_id = record["input"]["text"], record["input"]["author_id"]
+        crlf = rob(text.replace("\n", "\r\n"), author_id)
+        if fields(crlf, "\r\n") != fields(rob(text, author_id), "\n"):
+            differ.append(record["id"])
+    assert differ == []
+
+
+def test_reference_strips_again_after_the_fence_and_the_think_markers() -> None:
+    crlf = ref("```xml\r\n" + answer().replace("><", ">\r\n<") + "\r\n```")
+    assert crlf.ok and crlf.normalized_text == answer().replace("><", ">\r\n<")
+    assert ref("```\n" + answer() + " \n\n```").normalized_text == answer()
+    assert ref(answer() + "\n</think>").normalized_text == answer()
+    assert ref("<think>\n</think>\n" + answer()).normalized_text == answer()
 
 
 @given(st.one_of(near_miss_xml(), agent_outputs(), st.text(max_size=60)), st.sampled_from([-1, 0, 1, 2, 7]))
@@ -333,6 +378,7 @@ def test_reference_giant_agent_id_is_malformed_instead_of_raising() -> None:
         ("AGENT 1 > AGENT 2", [(1, ">", 2)]),
         ("Agent1 > Agent2", [(1, ">", 2)]),
         ("Agent #1 > Agent-2", [(1, ">", 2)]),
+        ("Agent-1 > agent-01", [(1, ">", 1)]),
         ("**Agent 1** > **Agent 2**", [(1, ">", 2)]),
         ("*Agent 1* = *Agent 2*", [(1, "=", 2)]),
         ("`Agent 1` > __Agent 2__", [(1, ">", 2)]),
@@ -343,8 +389,10 @@ def test_reference_giant_agent_id_is_malformed_instead_of_raising() -> None:
         ("Agent 8 > Agent 99", [(8, ">", 99)]),
     ],
 )
-def test_robust_vote_syntax(line: str, votes: list[tuple[int, str, int]]) -> None:
-    got = rob(answer(line))
+@pytest.mark.parametrize("reader", ["shipped", "general"])
+def test_robust_vote_syntax(line: str, votes: list[tuple[int, str, int]], reader: str) -> None:
+    with _patched(READERS[reader]):
+        got = rob(answer(line))
     assert got.ok
     assert got.votes == tuple(Vote(*v) for v in votes)
     assert got.malformed_votes == ()
@@ -367,10 +415,22 @@ def test_robust_vote_syntax(line: str, votes: list[tuple[int, str, int]]) -> Non
         ("Both answers look fine to me.", "no_comparison"),
         ("1 > 2", "no_comparison"),
         ("Agent 1234567890 > Agent 2", "bad_agent_id"),
+        ("Agent 1 >", "no_operator"),
+        ("- **Agent 1** >", "no_operator"),
+        ("< Agent 2", "no_operator"),
+        ("Agent 1 Agent 2", "no_operator"),
+        ("Agent -1 > Agent 2", "signed_agent_id"),
+        ("Agent 1 > Agent +2", "signed_agent_id"),
+        ("agent+1 = agent 2", "signed_agent_id"),
+        ("Agent #-1 < Agent 2", "signed_agent_id"),
+        ("Agent--1 > Agent 2", "signed_agent_id"),
+        ("Agent \u22121 > Agent 2", "signed_agent_id"),
     ],
 )
-def test_robust_unreadable_lines_are_counted_with_a_reason(line: str, reason: str) -> None:
-    got = rob(answer(line))
+@pytest.mark.parametrize("reader", ["shipped", "general"])
+def test_robust_unreadable_lines_are_counted_with_a_reason(line: str, reason: str, reader: str) -> None:
+    with _patched(READERS[reader]):
+        got = rob(answer(line))
     assert got.ok and got.votes == ()
     assert got.malformed_votes == (MalformedVote(line, reason),)
     assert reason in MALFORMED_VOTE_REASONS
@@ -534,6 +594,21 @@ def test_bad_policy_and_author_raise() -> None:
     assert parse_response(answer("Agent 1 > Agent 2"), np.int64(1)).self_votes_dropped == 1  # type: ignore[arg-type]
 
 
+def test_closed_option_and_reason_sets() -> None:
+    assert PARSE_POLICIES == ("robust", "reference")
+    assert PARSE_FAILURE_REASONS == (
+        "missing_solution", "missing_evaluation", "missing_consensus", "missing_consensus_reason",
+        "unclosed_think", "not_text",
+    )  # fmt: skip
+    assert MALFORMED_VOTE_REASONS == (
+        "no_comparison", "no_operator", "ambiguous_operator", "unknown_operator", "bad_agent_id",
+        "signed_agent_id", "comparison_limit",
+    )  # fmt: skip
+    assert typing.get_args(_parse.ParsePolicy) == PARSE_POLICIES
+    hints = typing.get_type_hints(parse_response)
+    assert hints["policy"] == _parse.ParsePolicy
+
+
 def test_policy_is_recorded() -> None:
     assert rob("").policy == "robust" and ref("").policy == "reference"
     assert parse_response("").policy == PARSE_POLICIES[0] == "robust"
@@ -594,72 +669,17 @@ def test_robust_reads_qwen3_and_think_wrapped_outputs_like_the_answer(text: str,
 
 
 # ------------------------------------------------------------------------------------------------
-# Linear time: doubling the input at most about doubles the time (a quadratic parser quadruples it).
-
-_W = "<solution>x</solution><evaluation>y</evaluation><comparison>"
-_E = "</comparison><consensus>YES</consensus><consensus_reason>z"
-
-
-def _family(unit: str, prefix: str = "", suffix: str = "") -> Callable[[int], str]:
-    return lambda n: prefix + unit * (n // len(unit)) + suffix
-
-
-ADVERSARIAL = {
-    "solution_open": _family("<solution>"),
-    "lt": _family("<"),
-    "think_open": _family("<think>"),
-    "think_close": _family("</think>"),
-    "think_mixed_case": _family("<Think>x</THINK>"),
-    "unclosed_tags": _family("<solution><evaluation><comparison><consensus><consensus_reason>"),
-    "stray_closes": _family("</solution></evaluation></consensus>", "<solution>"),
-    "nested": _family("<solution><comparison>"),
-    "cut_near_miss": _family("<consensus_reason"),
-    "attributes": _family("<solution a='"),
-    "vote_chain": _family("Agent 1 > ", _W, _E),
-    "vote_lines": _family("Agent 1 < Agent 2 = Agent 3\n", _W, _E),
-    "agent_spaces": _family("Agent " + " " * 40, _W, _E),
-    "digits": _family("0123456789", _W + "Agent ", _E),
-    "vote_tail_letters": _family("a", _W + "Agent 1 > Agent 2: ", _E),
-    "vote_tail_agents": _family("agent ", _W + "- Agent 1 > Agent 2 ", _E),
-    "chain_spaces": _family("Agent 1 >" + " " * 30, _W, _E),
-    "whitespace": _family(" \u200b\n"),
-}
-
-
-def _best_time(fn: Callable[[], object], repeat: int = 5) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
-@pytest.mark.parametrize("policy", PARSE_POLICIES)
-@pytest.mark.parametrize("family", sorted(ADVERSARIAL))
-def test_linear_time_on_adversarial_families(family: str, policy: str) -> None:
-    # Sizes n, 2n, 4n: a quadratic parser multiplies the time by about 4 at both doublings, while a
-    # linear one can show one jump (its working set leaving a CPU cache) at most at one of them.
-    texts = [ADVERSARIAL[family](n) for n in (60_000, 120_000, 240_000)]
-    ratio = float("inf")
-    for _ in range(3):  # timing noise only ever inflates a ratio: retry before failing
-        t = [_best_time(lambda text=text: parse_response(text, 1, policy=policy)) for text in texts]
-        ratio = min(ratio, t[1] / max(t[0], 1e-6), t[2] / max(t[1], 1e-6))
-        if ratio < 3.0:
-            break
-    assert ratio < 3.0, f"{family}/{policy}: doubling the size multiplied the time by {ratio:.1f}"
-
-
-# ------------------------------------------------------------------------------------------------
 # Private tables, recomputed from Python itself.
 
 
-def test_fold_equals_re_ignorecase_on_every_code_point() -> None:
-    every = "".join(map(chr, range(sys.maxunicode + 1)))
+@pytest.mark.parametrize("last", [0x7F, 0xFF, sys.maxunicode], ids=["ascii", "latin-1", "every"])
+def test_fold_equals_re_ignorecase_on_every_code_point(last: int) -> None:
+    # One text per branch of _fold: ASCII, Latin-1 and any other text.
+    every = "".join(map(chr, range(last + 1)))
     folded = _parse._fold(every)
     assert len(folded) == len(every)
-    for letter in "abcdefghijklmnopqrstuvwxyz":
-        by_regex = {m.start() for m in re.finditer(letter, every, re.IGNORECASE)}
+    for letter in "abcdefghijklmnopqrstuvwxyz<>/_":
+        by_regex = {m.start() for m in re.finditer(re.escape(letter), every, re.IGNORECASE)}
         by_fold = {i for i, ch in enumerate(folded) if ch == letter}
         assert by_regex == by_fold, letter
 
@@ -673,52 +693,106 @@ def test_zero_digits_and_whitespace_tables() -> None:
 
 
 # ------------------------------------------------------------------------------------------------
-# Fast paths. parse_response reads the usual outputs with one-pass shortcuts (the common tag layout,
-# whole-block vote chains, small-id look-up tables, plain consensus words); each must give exactly
-# what the general reader gives. The general reader is reached by switching the shortcuts off.
+# Fast paths. parse_response reads the usual outputs with shortcuts (the common tag layout in one
+# regex pass, whole-block vote chains, look-up tables, ASCII-only regexes) and switches between two
+# ways of computing one result at size thresholds. Each is a module attribute: the tests switch it
+# off, or set its threshold to 0 and to a huge value, and compare with the parser as shipped (and,
+# for the reference policy, with the oracle) on inputs small enough to cross every threshold.
+
+_HUGE = 10**9
+# Each shortcut: the module attributes that switch it off or move its threshold, and their values.
+SHORTCUTS: dict[str, dict[str, Any]] = {
+    "layout: no one-pass reading": {"_simple_fields": lambda text: None},
+    "layout: rules instead of the table": {"_LAYOUTS": {}},
+    "layout: one pass up to two '<'": {"_MAX_SIMPLE_CHARS": 0, "_MAX_SIMPLE_LT": 2},
+    "layout: one pass only without '<'": {"_MAX_SIMPLE_CHARS": 0, "_MAX_SIMPLE_LT": 0},
+    "votes: no chain reader": {"_chain_votes": lambda block, author_id: None},
+    "votes: chain reader without its table": {"_CHAIN_VOTES": {}},
+    "votes: no table of empty blocks": {"_NO_VOTES": frozenset()},
+    "votes: general agent regex on ASCII": {"_ASCII_REF": _parse._REF},
+    "fields: zero-width strip on ASCII": {"_ASCII_STRIP": _parse._strip},
+    "consensus: no table of plain words": {"_PLAIN_CONSENSUS": {}},
+    "v1 cut: regex at the first near miss": {"_V1_CUT_TRIES": 0},
+    "v1 cut: never the regex": {"_V1_CUT_TRIES": _HUGE},
+    "v1 think: bulk removal from one marker": {"_V1_THINK_BULK": 0},
+    "v1 think: never bulk removal": {"_V1_THINK_BULK": _HUGE},
+    "v1 votes: no small-block reading": {"_V1_SMALL_BLOCK": -1},
+    "v1 votes: small-block reading at any size": {"_V1_SMALL_BLOCK": _HUGE},
+    "v1 votes: no small-id table": {"_SMALL_IDS": {}},
+    "v1 votes: general regex on ASCII": {"_V1_ASCII_VOTE": _parse._V1_VOTE},
+}
+GENERAL = {
+    name: value
+    for key in (
+        "layout: no one-pass reading",
+        "votes: no chain reader",
+        "votes: no table of empty blocks",
+        "votes: general agent regex on ASCII",
+        "fields: zero-width strip on ASCII",
+        "consensus: no table of plain words",
+        "v1 cut: never the regex",
+        "v1 think: never bulk removal",
+        "v1 votes: no small-block reading",
+        "v1 votes: general regex on ASCII",
+    )
+    for name, value in SHORTCUTS[key].items()
+}
+"""Every shortcut off (and every threshold where the general code runs): the general reader."""
+READERS = {"shipped": {}, "general": GENERAL}
 
 
 @contextmanager
-def _shortcuts(level: str) -> Iterator[None]:
-    """ "fast": as shipped; "rules": look-up tables emptied, so the shortcuts check their rules;
-    "general": every shortcut off."""
+def _patched(settings: dict[str, Any]) -> Iterator[None]:
     with ExitStack() as stack:
-        if level in ("rules", "general"):
-            for table in ("_LAYOUTS", "_CHAIN_VOTES", "_SMALL_IDS", "_PLAIN_CONSENSUS"):
-                stack.enter_context(mock.patch.dict(getattr(_parse, table), clear=True))
-            stack.enter_context(mock.patch.object(_parse, "_NO_VOTES", frozenset()))
-        if level == "general":
-            stack.enter_context(mock.patch.object(_parse, "_simple_fields", lambda text: None))
-            stack.enter_context(mock.patch.object(_parse, "_chain_votes", lambda block, author: None))
-            stack.enter_context(mock.patch.object(_parse, "_V1_SMALL_BLOCK", -1))
+        for name, value in settings.items():
+            assert hasattr(_parse, name), name
+            stack.enter_context(mock.patch.object(_parse, name, value))
         yield
 
 
-# Comparison blocks for the differential test: mostly clean vote chains (the shortcut's domain), with
-# the faults that must send a block to the line reader mixed in.
+def test_every_shortcut_setting_names_a_module_attribute_and_changes_it() -> None:
+    for settings in SHORTCUTS.values():
+        for name, value in settings.items():
+            assert getattr(_parse, name) != value, name
+
+
+# Comparison blocks: mostly clean vote chains (the chain reader's domain), with the faults that must
+# send a block to the line reader mixed in.
 _CLEAN = {
-    "head": ("", "", "- ", "1. "),
+    "head": ("", "", "- ", "1. ", "aagent 4: "),
     "agent": ("Agent ", "Agent ", "agent", "AGENT #", "**Agent ", "`Agent ", "Agent-", "Agent\t"),
     "id": ("0", "1", "2", "3", "15", "16", "01"),
     "op": (" > ", " < ", " = ", " == ", ">", "<"),
-    "tail": ("", "", ": agent two slipped", "."),
+    "tail": ("", "", ": agent two slipped", ".", " (aaagent 5)"),
     "break": ("\n", "\n", "\n", "\n\n", "\n \t\n"),
 }
 _FAULTY = {
-    "head": ("xagent 4 ", "Agent 1 "),
-    "agent": ("xagent ", "Agent\x1f", "Agent", "agents "),
-    "id": ("12345678901", "0000000000002", "٣", ""),
-    "op": (" >= ", " ≥ ", " >> ", " is better than ", ", ", " ", " === ", " = = "),
-    "tail": (": Agent 3 too", " \u200b", " > Agent", " >"),
+    "head": ("xagent 4 ", "Agent 1 ", "Agent 1 > ", "> "),
+    "agent": (
+        "xagent ",
+        "Agent\x1f",
+        "Agent",
+        "agents ",
+        "Agent -",
+        "Agent +",
+        "Agent #-",
+        "Agent--",
+        "Agent−",
+    ),
+    "id": ("12345678901", "0000000000002", "٣", "", "-1", "+2"),
+    "op": (" >= ", " ≥ ", " >> ", " is better than ", ", ", " ", " === ", " = = ", " - "),
+    "tail": (": Agent 3 too", " \u200b", " > Agent", " >", " > ", " <"),
     "break": ("\r\n", "\r", "\x0b", "\x1c", "\x85", "\u2028", "\n```\n", "\nN/A\n"),
 }
 
 
 @st.composite
-def comparison_blocks(draw: st.DrawFn) -> str:
+def comparison_blocks(draw: st.DrawFn, *, faults: bool = True) -> str:
     lines = []
     for _ in range(draw(st.integers(0, 5))):
-        faulty = draw(st.sampled_from((None,) * 12 + tuple(_FAULTY)))  # at most one fault a line
+        faulty = (
+            draw(st.sampled_from((None,) * 12 + tuple(_FAULTY))) if faults else None
+        )  # one a line at most
 
         def pick(part: str, faulty: str | None = faulty) -> str:
             return draw(st.sampled_from((_FAULTY if part == faulty else _CLEAN)[part]))
@@ -732,26 +806,109 @@ def comparison_blocks(draw: st.DrawFn) -> str:
     return "".join(lines).strip()
 
 
-@given(
-    st.one_of(
-        TEXTS,
-        comparison_blocks().map(answer),
-        comparison_blocks().map(lambda block: block + "\n</think>\n" + answer(block)),
-    ),
-    st.sampled_from([-1, 0, 1, 2]),
-    st.sampled_from(PARSE_POLICIES),
+# Pieces of the reference policy's hard cases: think markers in every case and split so that deleting
+# one joins another, the cut words and their near misses, fences and line breaks.
+_PIECES = (
+    "<think>", "</think>", "<THINK>", "</Think>", "<thİnk>", "<", "</", "think>", "thi", "nk>", "/",
+    "<solution>", "</solution>", "<solutions", "<solution_", "<solution", "<evaluation>", "</evaluation>",
+    "<evaluation2", "<comparison>", "</comparison>", "<comparisons>", "<consensus>", "</consensus>",
+    "<consensus_reason>", "</consensus_reason>", "<consensus_reasons", "<consensusX", "<consensus ",
+    "```xml\n", "```\r\n", "\n```", "\r\n", "\n", " ", "\t", "x", "YES", "Agent 1 > Agent 2",
+    "Agent 3 = Agent 0",
+)  # fmt: skip
+
+
+@st.composite
+def reference_pieces(draw: st.DrawFn) -> str:
+    return "".join(draw(st.lists(st.sampled_from(_PIECES), max_size=30)))
+
+
+SHORTCUT_TEXTS = st.one_of(
+    TEXTS,
+    reference_pieces(),
+    comparison_blocks().map(answer),
+    comparison_blocks().map(lambda block: block + "\n</think>\n" + answer(block)),
 )
-def test_shortcuts_give_what_the_general_reader_gives(text: str, author_id: int, policy: str) -> None:
-    results = []
-    for level in ("fast", "rules", "general"):
-        with _shortcuts(level):
-            results.append(parse_response(text, author_id, policy=policy))
-    assert results[0] == results[1] == results[2]
 
 
-@pytest.mark.parametrize("level", ["fast", "rules", "general"])
-def test_shortcut_levels_on_the_usual_layouts(level: str) -> None:
-    # Every layout of the look-up table, in the three readings (and one the table does not hold).
+# Inputs on which a shortcut's guard decides: think markers of mixed case, a "</think>" whose deletion
+# joins a new "<think>" (v1 deletes in one pass, so that one stays), and near misses of the cut words.
+_GUARDED = (
+    answer(solution="a<THINK>b<think>c</Think>d"),
+    answer(solution="<</think>think>"),
+    answer(solution="</<think>think>"),
+    "Use <solutions> and <solution_x> well.\n" + answer(),
+    "See <consensus_reason> and <consensusX>, then <consensus>:\n" + answer(),
+)
+
+
+@pytest.mark.parametrize("shortcut", sorted(SHORTCUTS))
+@given(text=SHORTCUT_TEXTS, author_id=st.sampled_from([-1, 0, 1, 2]), policy=st.sampled_from(PARSE_POLICIES))
+@example(text=_GUARDED[0], author_id=-1, policy="reference")
+@example(text=_GUARDED[1], author_id=-1, policy="reference")
+@example(text=_GUARDED[2], author_id=-1, policy="reference")
+@example(text=_GUARDED[3], author_id=-1, policy="reference")
+@example(text=_GUARDED[4], author_id=-1, policy="reference")
+def test_each_shortcut_gives_what_the_parser_gives_without_it(
+    shortcut: str, text: str, author_id: int, policy: str
+) -> None:
+    shipped = parse_response(text, author_id, policy=policy)
+    with _patched(SHORTCUTS[shortcut]):
+        got = parse_response(text, author_id, policy=policy)
+    assert got == shipped
+    if policy == "reference":
+        assert as_record(got) == v1_oracle(text, author_id)
+
+
+@pytest.mark.parametrize("threshold", [0, _HUGE])
+def test_reference_size_gates_on_hand_checked_inputs(threshold: int) -> None:
+    with _patched({"_V1_CUT_TRIES": threshold, "_V1_THINK_BULK": threshold}):
+        got = [ref(text) for text in _GUARDED]
+    assert [r.solution for r in got[:3]] == ["abcd", "<think>", "</think>"]
+    assert got[3].normalized_text == answer()  # "<solution_x" is a near miss too
+    assert got[4].normalized_text == "<consensus>:\n" + answer()
+    assert got[4].consensus is False  # the field is ":\n<solution>S…" up to the first </consensus>
+
+
+@given(
+    st.one_of(TEXTS, comparison_blocks().map(answer), comparison_blocks(faults=False).map(answer)),
+    st.sampled_from([-1, 0, 1, 2]),
+    st.integers(-2, 2),
+    st.integers(-2, 2),
+)
+@example(answer("Agent 1 > Agent 2\nAgent 2 > Agent 3"), -1, -1, 1)  # the last line is past the limit
+@example(answer("Agent 1 > Agent 2 > Agent 3\nAgent 0 = Agent 1"), -1, 1, 0)  # the limit on the last mention
+@example(answer("NA"), -1, 0, 0)  # no mention allowed: even a no-vote line is past the limit
+def test_chain_reader_respects_the_comparison_limits_at_every_size(
+    text: str, author_id: int, lines_offset: int, refs_offset: int
+) -> None:
+    # The limits set around the block's own line and mention counts, so that small blocks fall on
+    # either side of them and on them: the chain reader must step aside exactly when the line
+    # reader would stop at a limit.
+    block = rob(text).comparison.lower()
+    max_lines = max(block.count("\n") + 1 + lines_offset, 0)
+    max_refs = max(block.count("agent") + refs_offset, 0)
+    limits = {"_MAX_COMPARISON_LINES": max_lines, "_MAX_COMPARISON_REFS": max_refs}
+    with _patched(limits):
+        fast = rob(text, author_id)
+    with _patched({**limits, **GENERAL}):
+        assert rob(text, author_id) == fast
+
+
+def test_limits_set_to_zero_stop_at_the_first_line() -> None:
+    with _patched({"_MAX_COMPARISON_LINES": 0}):
+        got = rob(answer("Agent 1 > Agent 2\nAgent 2 > Agent 3"))
+    assert got.votes == () and got.malformed_votes == (
+        MalformedVote("Agent 1 > Agent 2", "comparison_limit"),
+    )
+    with _patched({"_MAX_COMPARISON_REFS": 2}):
+        got = rob(answer("Agent 1 > Agent 2\nAgent 2 > Agent 3"))
+    assert got.votes == (Vote(1, ">", 2),)
+    assert got.malformed_votes == (MalformedVote("Agent 2 > Agent 3", "comparison_limit"),)
+
+
+@pytest.mark.parametrize("reader", ["shipped", "general"])
+def test_usual_layouts_shipped_and_general(reader: str) -> None:
     texts = {
         "all": answer("Agent 1 > Agent 2\n- Agent 2 < Agent 0: why", "YES"),
         "unclosed": answer("Agent 1 == Agent 2", "Yes")[: -len("</consensus_reason>")] + "\n```",
@@ -762,22 +919,47 @@ def test_shortcut_levels_on_the_usual_layouts(level: str) -> None:
         "other order": "<Consensus>YES</Consensus><solution>S</solution><consensus_reason>R"
         "</consensus_reason><evaluation>E</evaluation>",
     }
-    with _shortcuts(level):
+    with _patched(READERS[reader]):
         got = {name: rob(text, 0) for name, text in texts.items()}
     assert all(r.ok and r.solution == "S" and r.consensus_reason == "R" for r in got.values())
     assert got["all"].votes == (Vote(1, ">", 2),) and got["all"].self_votes_dropped == 1
     assert got["unclosed"].votes == (Vote(1, "=", 2),) and got["unclosed"].consensus
     assert [r.consensus for r in got.values()] == [True, True, False, False, True]
-    assert len(_parse._LAYOUTS) == 4 or level != "fast"
 
 
-def test_no_vote_blocks_and_plain_consensus_tables_agree_with_the_general_reading() -> None:
-    for block in _parse._NO_VOTES:
+def test_layout_table_holds_the_four_usual_layouts() -> None:
+    o = {t: f"<{t}>" for t in ("solution", "evaluation", "comparison", "consensus", "consensus_reason")}
+    c = {t: f"</{t}>" for t in o}
+    five = ("solution", "evaluation", "comparison", "consensus", "consensus_reason")
+    four = ("solution", "evaluation", "consensus", "consensus_reason")
+    assert _parse._LAYOUTS == {
+        tuple(x for t in five for x in (o[t], c[t])): five,
+        tuple(x for t in five for x in (o[t], c[t]))[:-1]: five,
+        tuple(x for t in four for x in (o[t], c[t])): four,
+        tuple(x for t in four for x in (o[t], c[t]))[:-1]: four,
+    }
+    assert len(_parse._LAYOUTS) == 4
+
+
+def test_lookup_tables_hold_hand_checked_entries() -> None:
+    votes = _parse._CHAIN_VOTES
+    assert len(votes) == 16 * 16 * 4
+    assert votes["1", ">", "2"] == Vote(1, ">", 2)
+    assert votes["1", "<", "2"] == Vote(2, ">", 1)
+    assert votes["15", "=", "0"] == Vote(15, "=", 0)
+    assert votes["3", "==", "3"] == Vote(3, "=", 3)
+    assert ("16", ">", "1") not in votes and ("01", ">", "1") not in votes
+    assert _parse._SMALL_IDS["7"] == 7 and _parse._SMALL_IDS["99"] == 99 and len(_parse._SMALL_IDS) == 100
+    assert _parse._PLAIN_CONSENSUS == {
+        "YES": True,
+        "Yes": True,
+        "yes": True,
+        "NO": False,
+        "No": False,
+        "no": False,
+    }
+    for block in _parse._NO_VOTES:  # the line reader reads each as no vote and no malformed line
         assert _parse._line_votes(block, -1) == ([], 0, [])
-    words = dict(_parse._PLAIN_CONSENSUS)
-    with mock.patch.dict(_parse._PLAIN_CONSENSUS, clear=True):
-        assert {value: _parse._robust_consensus(value) for value in words} == words
-    assert all(v == _parse._chain_vote(int(k[0]), k[1], int(k[2])) for k, v in _parse._CHAIN_VOTES.items())
 
 
 def test_ascii_character_classes_of_the_shortcuts() -> None:

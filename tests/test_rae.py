@@ -175,7 +175,7 @@ def test_inconsistent_keys_strict_validates_before_computing() -> None:
     assert isinstance(info.value, ValueError)
     assert info.value.episode_type == "b" and info.value.game_index == 2
     assert info.value.state is state
-    with pytest.raises(InconsistentRewardKeysError) as info:
+    with pytest.raises(InconsistentRewardKeysError, match="episode type 'b'") as info:
         rae_batch(games, state, decay=0.5, policy="reference")
     # legos processes "a" first, so its baseline is already updated when "b" fails.
     assert info.value.state.as_dict() == {("a", "0"): 0.5}
@@ -206,7 +206,7 @@ def test_rae_batch_bad_game_types() -> None:
 
 def test_state_is_immutable_and_ids_stable() -> None:
     s = RAEState.from_dict({("t", "0"): 1.0})
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="read-only"):
         s.baselines_K[0] = 2.0
     grown = s.with_keys([("t", "1"), ("t", "0"), ("t", "1")])
     assert grown.keys == (("t", "0"), ("t", "1"))
@@ -395,7 +395,9 @@ def test_reference_error_state_holds_earlier_types_only(games: list[RAEGame]) ->
     try:
         rae_batch(games, RAEState.empty(), decay=0.5)
     except InconsistentRewardKeysError as strict_error:
-        with pytest.raises(InconsistentRewardKeysError) as info:
+        with pytest.raises(
+            InconsistentRewardKeysError, match=r"episode type .* must share reward keys"
+        ) as info:
             rae_batch(games, RAEState.empty(), decay=0.5, policy="reference")
         order = list(dict.fromkeys(g.episode_type for g in games))
         earlier = set(order[: order.index(strict_error.episode_type)])

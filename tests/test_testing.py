@@ -298,7 +298,8 @@ def test_runner_float32_estimator_with_explicit_tolerance() -> None:
     ],
 )
 def test_runner_catches_bugs(estimator: Any, options: dict[str, Any]) -> None:
-    with pytest.raises(AssertionError):
+    check = next(iter(options.get("checks", [])), r"\w+")  # the check named, or any
+    with pytest.raises(AssertionError, match=rf"check_{check}: "):
         run_invariant_suite(estimator, max_examples=300, hypothesis_settings=NO_SHRINK, **options)
 
 

@@ -240,7 +240,7 @@ def test_file_reader(tmp_path: Any) -> None:
     p = tmp_path / "t.jsonl"
     p.write_text(json.dumps(_rec()) + "\n", encoding="utf-8")
     assert read_transcript_file(p).debates[0].id == "d1"
-    with pytest.raises(OSError):
+    with pytest.raises(OSError, match=r"missing\.jsonl"):
         read_transcript_file(tmp_path / "missing.jsonl")
 
 
