@@ -444,10 +444,10 @@ def _estimate(
             values, h, sample_valid, sample_of_row = samples()
             fast = rescaled_core(values, sample_valid, h, num_groups, options, dtype)
         core = fast
-    a = core.advantages_S
+    a = core.advantages_PG
     if options.positive_only:
         a = np.maximum(a, 0.0)
-    out_of_range = core.out_of_range_S
+    out_of_range = core.out_of_range_PG
     if sample_of_row is not None:
         a = a[sample_of_row]
         out_of_range = None if out_of_range is None else out_of_range[sample_of_row]
@@ -472,7 +472,7 @@ def _trajectory_samples(
     t: IntArray,
     valid: BoolArray,
     num_groups: int,
-    arithmetic: str,
+    arithmetic: Arithmetic,
 ) -> tuple[IntArray, FloatArray, IntArray]:
     """Averages the rows of each (group, trajectory) into one sample, in order of first appearance.
 

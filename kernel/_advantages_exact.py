@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 if TYPE_CHECKING:
-    from kernel._advantages import AdvantageOptions
+    from kernel._advantages import AdvantageOptions, Singleton
 
 __all__: list[str] = []
 
@@ -37,14 +37,17 @@ BoolArray: TypeAlias = npt.NDArray[np.bool_]
 
 
 class CoreResult(NamedTuple):
-    """What a core computes on samples ``[S]`` in groups ``[P]`` (``out_of_range_S`` None: no sample)."""
+    """What a core computes per sample (``_PG``: a row, or a trajectory) and per group (``_P``).
 
-    advantages_S: FloatArray
+    ``out_of_range_PG`` is None where no sample can be out of range (the fast path).
+    """
+
+    advantages_PG: FloatArray
     mean_P: FloatArray
     std_P: FloatArray
     count_P: IntArray
     constant_P: BoolArray
-    out_of_range_S: BoolArray | None
+    out_of_range_PG: BoolArray | None
 
 
 _HUGE_M2 = 2.0**960  # Σc² up to this: |c| ≤ 2^480, and every product below stays finite in float64
@@ -53,7 +56,7 @@ _ZERO_EXPONENT = -1100  # the exponent of a group whose samples are all 0: below
 _TINY_M2 = 2.0**-960  # a non-constant group's Σc² below this may have lost bits to underflow
 
 
-def check_singletons(singleton: str, count_P: IntArray) -> None:
+def check_singletons(singleton: Singleton, count_P: IntArray) -> None:
     """Raises ValueError under ``singleton="error"`` when a group has exactly one included sample."""
     if singleton == "error" and np.any(count_P == 1):
         groups = np.flatnonzero(count_P == 1)
@@ -181,9 +184,9 @@ def rescaled_core(
     """The exact estimator on samples scaled by a power of two per group (see the module docstring).
 
     Args:
-      x: ``[S]`` float64 samples (excluded ones hold 0).
-      valid: ``[S]`` bool, samples that enter the statistics; None: all (no padding).
-      h: ``[S]`` group ids in ``[0, p]`` (``p``: padding).
+      x: ``[PG]`` float64 samples (excluded ones hold 0).
+      valid: ``[PG]`` bool, samples that enter the statistics; None: all (no padding).
+      h: ``[PG]`` group ids in ``[0, p]`` (``p``: padding).
       p: the number of groups.
       options: the estimator's options.
       dtype: the output float dtype.

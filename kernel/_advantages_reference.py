@@ -26,7 +26,7 @@ from kernel._advantages_exact import CoreResult, check_singletons
 from kernel._torch_sums import torch_segment_sums, torch_sum_rows
 
 if TYPE_CHECKING:
-    from kernel._advantages import AdvantageOptions
+    from kernel._advantages import AdvantageOptions, Arithmetic
 
 __all__: list[str] = []
 
@@ -41,14 +41,14 @@ def reference_core(
     """The estimator in a reference's dtype and operation order (``options.arithmetic``).
 
     Args:
-      x: ``[S]`` samples (excluded ones hold 0).
-      valid: ``[S]`` bool, samples that enter the statistics; None: all.
-      h: ``[S]`` group ids in ``[0, p]`` (``p``: padding).
+      x: ``[PG]`` samples (excluded ones hold 0).
+      valid: ``[PG]`` bool, samples that enter the statistics; None: all.
+      h: ``[PG]`` group ids in ``[0, p]`` (``p``: padding).
       p: the number of groups.
       options: the estimator's options.
 
     Returns:
-      ``(advantages [S], mean [P], std [P], count [P], constant [P])``.
+      a :class:`~kernel._advantages_exact.CoreResult`; rows whose advantage is not finite are flagged.
     """
     if valid is not None:
         h = np.where(valid, h, p)
@@ -113,7 +113,9 @@ def _reference_core_unguarded(x: FloatArray, h: IntArray, p: int, options: Advan
     return CoreResult(a, mean[:p], std[:p], n[:p].astype(np.int64), constant[:p], overflow)
 
 
-def _loo(x: FloatArray, h: IntArray, s: FloatArray, mu: FloatArray, nf: FloatArray, arithmetic: str) -> Any:
+def _loo(
+    x: FloatArray, h: IntArray, s: FloatArray, mu: FloatArray, nf: FloatArray, arithmetic: Arithmetic
+) -> Any:
     """Leave-one-out advantage in each reference's own formula (equal in exact arithmetic)."""
     dt = x.dtype.type
     n_row = nf[h]
@@ -134,7 +136,7 @@ def _reference_group_std(
     n: IntArray,
     ddof: int,
     var_floor: float,
-    arithmetic: str,
+    arithmetic: Arithmetic,
 ) -> Any:
     dt = x.dtype.type
     dof = n - ddof
@@ -164,7 +166,7 @@ def _reference_group_std(
     return np.where(dof > 0, root, 0.0).astype(dt)
 
 
-def _reference_batch_mean(x: FloatArray, included: BoolArray, arithmetic: str) -> Any:
+def _reference_batch_mean(x: FloatArray, included: BoolArray, arithmetic: Arithmetic) -> Any:
     dt = x.dtype.type
     xs = x[included]
     if xs.size == 0:
@@ -177,7 +179,7 @@ def _reference_batch_mean(x: FloatArray, included: BoolArray, arithmetic: str) -
     return torch_sum_rows(xs[None, :])[0] / dt(xs.size)
 
 
-def _reference_batch_std(x: FloatArray, included: BoolArray, ddof: int, arithmetic: str) -> Any:
+def _reference_batch_std(x: FloatArray, included: BoolArray, ddof: int, arithmetic: Arithmetic) -> Any:
     """σ of every included sample as the reference takes it (0 below ddof + 1 samples).
 
     TRL (``torch_view``): the float32 two-pass of its group σ. torch ``Tensor.std()``: float32 mean,
