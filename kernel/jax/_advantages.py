@@ -119,7 +119,7 @@ def advantages_from_preset(
     Examples:
       >>> r, ids = jnp.array([1.0, 0.0, 0.7]), jnp.array([0, 0, 1])
       >>> advantages_from_preset("verl_grpo.norm", r, ids, 2).advantages
-      Array([ 0.70710576, -0.70710576,  0.6999993 ], dtype=float32)
+      Array([ 0.70710576, -0.70710576,  0.69999933], dtype=float32)
     """
     options = replace(preset_options(name), arithmetic="exact")
     return _estimate(rewards_PG, group_ids_PG, num_groups, where, trajectory_ids_PG, options)
@@ -274,14 +274,9 @@ def _trajectory_samples(
     return pair, values, group
 
 
-_FLOOR_EXPONENT = -400  # below every float32 exponent: "no such term"
 _F32_MAX = 3.4028234663852886e38  # largest finite float32
 _F32_TINY = 2.0**-126  # smallest normal float32
-
-
-def _exponent(v: float) -> int:
-    """e with v = m·2^e, 0.5 ≤ m < 1 (a Python float); far below float32's for v = 0."""
-    return math.frexp(v)[1] if v > 0 else _FLOOR_EXPONENT
+_MODERATE = 20  # groups whose largest |r| is within 2^±20 are not rescaled (their shift is 0)
 
 
 def _pow2(k: jax.Array) -> jax.Array:
@@ -301,31 +296,16 @@ def _times_pow2(v: jax.Array, k: jax.Array) -> jax.Array:
     return v * _pow2(k1) * _pow2(k2) * _pow2(k - k1 - k2)
 
 
-def _times_one(v: jax.Array, k: jax.Array) -> jax.Array:
-    """v (the unscaled twin of :func:`_times_pow2`, for exponents known to be 0)."""
-    del k
-    return v
+def _from_bits(bits: jax.Array, factor: jax.Array) -> jax.Array:
+    """x·factor for float32 bit patterns ``bits``, subnormal x included (XLA on CPU reads those as 0).
 
-
-def _group_exponents(x: jax.Array, h: jax.Array, size: int) -> tuple[jax.Array, jax.Array]:
-    """(e_g, y): per segment the exponent of its largest |x|, and y = x·2^−e_g ∈ (−1, 1) per row.
-
-    An all-zero segment gets an exponent below every float32's, so it never sets a batch's scale.
-
-    Read from the bits, so subnormal x (which XLA on CPU flushes to 0 in arithmetic) keep their value.
+    A subnormal x is m·2^−149 (m its 23-bit mantissa), so it is rebuilt from m in normal floats.
     """
-    bits = jax.lax.bitcast_convert_type(x, jnp.int32)
-    magnitude = bits & 0x7FFFFFFF  # ordered as |x|
-    top = jnp.maximum(jax.ops.segment_max(magnitude, h, size), 0)
-    biased = top >> 23
-    mantissa_exponent = jnp.frexp(top.astype(jnp.float32))[1]  # exact: the subnormal's bits < 2^23
-    e = jnp.where(biased > 0, biased - 126, jnp.where(top > 0, mantissa_exponent - 149, _FLOOR_EXPONENT))
-    e_row = e[h]
-    subnormal = (magnitude < 0x00800000) & (magnitude > 0)
-    sign = jnp.where(bits < 0, -1.0, 1.0).astype(jnp.float32)
-    from_bits = _times_pow2(sign * magnitude.astype(jnp.float32), -149 - e_row)
-    y = jnp.where(subnormal, from_bits, _times_pow2(x, -e_row))
-    return e, y
+    magnitude = bits & 0x7FFFFFFF
+    x = jax.lax.bitcast_convert_type(bits, jnp.float32)
+    signed_m = jnp.where(bits < 0, -magnitude, magnitude).astype(jnp.float32)
+    rebuilt = signed_m * jnp.float32(2.0**-75) * factor * jnp.float32(2.0**-74)
+    return jnp.where(magnitude < 0x00800000, rebuilt, x * factor)
 
 
 def _core(
@@ -335,146 +315,87 @@ def _core(
 
     Returns (advantages, out of range, mean, std, count, constant): per sample, then per group.
 
-    Rewards of moderate magnitude (nonzero |r| within 2^±32) take the formulas as they are; others
-    (``lax.cond``: one branch runs) the same formulas in units of 2^e_g per group. Scaling by a power
-    of two is exact, so both give the same bits wherever both apply.
+    Each group runs in units of 2^s_g, y = x·2^−s_g, where s_g is 0 when its largest |x| lies within
+    2^±20 and otherwise brings it there (one exact multiplication; subnormal x are decoded from their
+    bits), so no difference or square over- or underflows. In those units sums are of deviations
+    d = y − max_g ≤ 0 from the group's largest sample: a group is constant exactly when Σd = 0 (a sum
+    of non-positive numbers), its mean is then max_g exactly, and a large common offset costs float32
+    no precision. Every advantage is c·G_g (c = d − mean_g d), G_g holding 2^s_g and the division.
+    Segment p collects everything left out, so ``p = 0`` works like any other size.
     """
-    magnitude = jax.lax.bitcast_convert_type(x, jnp.int32) & 0x7FFFFFFF  # ordered as |x|
-    largest = jnp.max(magnitude, initial=0)
-    smallest = jnp.min(jnp.where(magnitude > 0, magnitude, _BITS_ABOVE), initial=_BITS_ABOVE)
-    moderate = (largest < _BITS_ABOVE) & (smallest >= _BITS_BELOW)
-    result: tuple[jax.Array, jax.Array, jax.Array, jax.Array, jax.Array, jax.Array] = jax.lax.cond(
-        moderate,
-        lambda: _core_in_units(x, h, p, options, scaled=False),
-        lambda: _core_in_units(x, h, p, options, scaled=True),
-    )
-    return result
-
-
-_BITS_ABOVE = (127 + 32) << 23  # float32 bits of 2^32
-_BITS_BELOW = (127 - 32) << 23  # and of 2^-32
-
-
-def _core_in_units(
-    x: jax.Array, h: jax.Array, p: int, options: AdvantageOptions, *, scaled: bool
-) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array, jax.Array, jax.Array]:
-    """:func:`_core` in units of 2^e_g per group (``scaled``; see :func:`_group_exponents`), or of 1.
-
-    Sums are of deviations d = y − max_g ≤ 0 from the group's largest sample: a group is constant
-    exactly when Σd = 0 (a sum of non-positive numbers), its mean is then max_g exactly, and a large
-    common offset costs float32 no precision. Segment p collects everything left out, so ``p = 0``
-    works like any other size.
-    """
-    times_pow2 = _times_pow2 if scaled else _times_one
     baseline, scale, ddof, eps = options.baseline, options.scale, options.ddof, options.eps
     size = p + 1
     included = h < p
     n = jax.ops.segment_sum(included.astype(jnp.int32), h, size)
-    e, y = _group_exponents(x, h, size) if scaled else (jnp.zeros(size, jnp.int32), x)
-    top = jax.ops.segment_max(jnp.where(included, y, -jnp.inf), h, size)
-    top = jnp.where(n > 0, top, 0.0)
+    bits = jax.lax.bitcast_convert_type(x, jnp.int32)
+    magnitude = bits & 0x7FFFFFFF
+    key = bits ^ ((bits >> 31) & 0x7FFFFFFF)  # int32 ordered as x is
+    top_key = jax.ops.segment_max(key, h, size)  # exact for subnormals, unlike a float max under XLA
+    top_magnitude = jnp.maximum(jax.ops.segment_max(magnitude, h, size), 0)
+    biased = top_magnitude >> 23
+    m_exponent = jnp.frexp(top_magnitude.astype(jnp.float32))[1]  # exact: a subnormal's bits are < 2^23
+    e = jnp.where(biased > 0, biased - 126, m_exponent - 149)  # top = m·2^e, 0.5 ≤ m < 1
+    shift = jnp.where(top_magnitude > 0, jnp.maximum(e - jnp.clip(e, -_MODERATE, _MODERATE), -127), 0)
+    unit = _pow2(-shift)  # 2^−s_g, within [2^−108, 2^127]
+    y = _from_bits(bits, unit[h])
+    top = jnp.where(n > 0, _from_bits(top_key ^ ((top_key >> 31) & 0x7FFFFFFF), unit), 0.0)
     d = jnp.where(included, y - top[h], 0.0)
     total = jax.ops.segment_sum(d, h, size)
     constant = (total == 0.0) & (n > 0)
-    shift = total / jnp.maximum(n, 1)
-    mean_y = top + shift
+    mean_d = total / jnp.maximum(n, 1)
     single = n == 1
     raw = options.singleton == "raw"
     # verl's group of one: μ := 0, so the centred value is the sample itself (d − (−top) = y).
-    centre = jnp.where(single, -top, shift) if raw else shift
+    centre = jnp.where(single, -top, mean_d) if raw else mean_d
     c = jnp.where(included, d - centre[h], 0.0)
     m2 = jnp.where(constant, 0.0, jax.ops.segment_sum(c * c, h, size))
     dof = n - ddof
-    sd_y = jnp.sqrt(m2 / jnp.maximum(dof, 1))  # σ_g·2^−e_g before the floor
+    sd_y = jnp.sqrt(m2 / jnp.maximum(dof, 1))  # σ_g·2^−s_g before the floor
     floor_sd = math.sqrt(options.var_floor)
-    std = jnp.where(dof > 0, jnp.maximum(times_pow2(sd_y, e), floor_sd), 0.0)
+    std = jnp.where(dof > 0, jnp.maximum(_times_pow2(sd_y, shift), floor_sd), 0.0)
 
-    # advantage = (c·2^pre_g)·factor_g·2^post_g
     if baseline == "leave_one_out":
-        factor = n / jnp.maximum(n - 1, 1).astype(jnp.float32)
+        loo = n / jnp.maximum(n - 1, 1).astype(jnp.float32)
     else:
-        factor = jnp.ones(size, jnp.float32)
-    pre, post = jnp.zeros(size, jnp.int32), e
-    if scale == "group":
-        # σ + eps in units of 2^k
-        k = jnp.maximum(e, _exponent(max(floor_sd, eps, options.min_std or 0.0))) if scaled else e
-        sd_k = jnp.maximum(times_pow2(sd_y, e - k), times_pow2(jnp.float32(floor_sd), -k))
-        denom = sd_k + times_pow2(jnp.float32(eps), -k)
-        divide = (dof > 0) & (denom > 0)
-        if options.min_std is not None:
-            divide = divide & (sd_k > times_pow2(jnp.float32(options.min_std), -k))
-        factor = jnp.where(divide, factor / jnp.where(divide, denom, 1.0), factor)
-        pre = jnp.where(divide, e - k, 0)
-        post = jnp.where(divide, 0, e)
-    factor = jnp.where(constant | (n == 0), 0.0, factor)
+        loo = jnp.ones(size, jnp.float32)
+    scale_back = _times_pow2(jnp.float32(1.0), shift)  # 2^s_g (0 below float32's normal range)
+    # base: the group-stage factor in the group's units (A = c·base·2^s_g before any batch scaling)
+    base = jnp.where(constant | (n == 0), 0.0, loo)
     if raw:
-        factor = jnp.where(single, 1.0 / (1.0 + eps) if scale == "group" else 1.0, factor)
-        pre, post = jnp.where(single, 0, pre), jnp.where(single, e, post)
-    a_y = jnp.where(included, times_pow2(c, pre[h]) * factor[h], 0.0)
-    nonzero = a_y != 0.0
-    if scale == "batch":
-        a = _batch_scaled(a_y, post[h], y, e, h, included, n, ddof, eps, scaled=scaled)
-    elif scale == "whiten":
-        a = _whitened(a_y, post[h], e, included, n, ddof, eps, scaled=scaled)
-        nonzero = jnp.zeros_like(nonzero)  # dimensionless and O(1): no underflow to track
-    else:
-        a = times_pow2(a_y, post[h])
+        base = jnp.where(single, 1.0, base)
+    g = base * scale_back
+    if scale == "group":
+        sd_g = jnp.maximum(sd_y, _times_pow2(jnp.float32(floor_sd), -shift))
+        denom = sd_g + _times_pow2(jnp.float32(eps), -shift)
+        divide = (dof > 0) & (denom > 0) & ~constant
+        if options.min_std is not None:
+            divide = divide & (sd_g > _times_pow2(jnp.float32(options.min_std), -shift))
+        g = jnp.where(divide, loo / jnp.where(divide, denom, 1.0), g)
+        if raw:
+            g = jnp.where(single, scale_back / (1.0 + eps), g)
+    nonzero = c != 0.0
+    live = (n > 0) & (top_magnitude > 0)
+    if scale in ("batch", "whiten"):
+        s_b = jnp.max(jnp.where(live, shift, -127), initial=-127)
+        to_batch = base * _times_pow2(jnp.float32(1.0), shift - s_b)  # A = c·to_batch·2^s_B
+        if scale == "batch":  # A = a/(σ_B + eps), σ_B over every included reward
+            _, sd = _masked_mean_std(y * _times_pow2(jnp.float32(1.0), shift - s_b)[h], included, ddof)
+            denom_b = sd + _times_pow2(jnp.float32(eps), -s_b)
+            g = jnp.where(denom_b > 0, to_batch / jnp.where(denom_b > 0, denom_b, 1.0), g)
+        else:  # A = (a − mean_B a)/(std_B a + eps)
+            a_b = jnp.where(included, c * to_batch[h], 0.0)
+            mu, sd = _masked_mean_std(a_b, included, ddof)
+            denom_w = sd + _times_pow2(jnp.float32(eps), -s_b)
+            whitened = jnp.where(sd > 0, (a_b - mu) / jnp.where(sd > 0, denom_w, 1.0), 0.0)
+            nonzero = jnp.zeros_like(nonzero)  # dimensionless and O(1): no underflow to track
+    a = whitened if scale == "whiten" else jnp.where(included, c * g[h], 0.0)
     big = jnp.float32(_F32_MAX)
     overflow = jnp.isinf(a)
     a = jnp.where(overflow, jnp.copysign(big, a), a)
     out_of_range: jax.Array = included & (overflow | (nonzero & (jnp.abs(a) < _F32_TINY)))
-    mean = jnp.where(n > 0, times_pow2(mean_y, e), 0.0)
+    mean = jnp.where(n > 0, _times_pow2(top + mean_d, shift), 0.0)
     std = jnp.minimum(std, big)
     return a, out_of_range, mean[:p], std[:p], n[:p], constant[:p]
-
-
-def _batch_scaled(
-    a_y: jax.Array,
-    post: jax.Array,
-    y: jax.Array,
-    e: jax.Array,
-    h: jax.Array,
-    included: jax.Array,
-    n: jax.Array,
-    ddof: int,
-    eps: float,
-    *,
-    scaled: bool,
-) -> jax.Array:
-    """A = a/(σ_B + eps), σ_B over every included reward, in units of the batch's largest |r|."""
-    if not scaled:
-        _, sd = _masked_mean_std(y, included, ddof)
-        return jnp.where(sd + eps > 0, a_y / jnp.where(sd + eps > 0, sd + eps, 1.0), a_y)
-    e_b = jnp.max(jnp.where(n > 0, e, _FLOOR_EXPONENT))
-    _, sd = _masked_mean_std(_times_pow2(y, e[h] - e_b), included, ddof)
-    k = jnp.maximum(e_b, _exponent(eps))
-    denom = _times_pow2(sd, e_b - k) + _times_pow2(jnp.float32(eps), -k)
-    divided = _times_pow2(a_y, post - k) / jnp.where(denom > 0, denom, 1.0)
-    return jnp.where(denom > 0, divided, _times_pow2(a_y, post))
-
-
-def _whitened(
-    a_y: jax.Array,
-    post: jax.Array,
-    e: jax.Array,
-    included: jax.Array,
-    n: jax.Array,
-    ddof: int,
-    eps: float,
-    *,
-    scaled: bool,
-) -> jax.Array:
-    """A = (a − mean_B a)/(std_B a + eps); |a_y| < 4 (no group division), so a·2^−(e_max + 2) ∈ (−1, 1)."""
-    if not scaled:
-        mu, sd = _masked_mean_std(a_y, included, ddof)
-        return jnp.where(sd > 0, (a_y - mu) / jnp.where(sd > 0, sd + eps, 1.0), 0.0)
-    e_w = jnp.max(jnp.where(n > 0, e, _FLOOR_EXPONENT)) + 2
-    a_w = _times_pow2(a_y, post - e_w)
-    mu, sd = _masked_mean_std(a_w, included, ddof)
-    k = jnp.maximum(e_w, _exponent(eps))
-    denom = _times_pow2(sd, e_w - k) + _times_pow2(jnp.float32(eps), -k)
-    whitened = _times_pow2(a_w - mu, e_w - k) / jnp.where(sd > 0, denom, 1.0)
-    return jnp.where(sd > 0, whitened, 0.0)
 
 
 def _masked_mean_std(x: jax.Array, included: jax.Array, ddof: int) -> tuple[jax.Array, jax.Array]:
