@@ -285,15 +285,14 @@ def _pow2(k: jax.Array) -> jax.Array:
 
 
 def _times_pow2(v: jax.Array, k: jax.Array) -> jax.Array:
-    """v·2^k (k int32), exact wherever the result is a normal float32; ±inf / 0 beyond.
+    """v·2^k for int32 |k| ≤ 252, exact wherever the result is a normal float32; ±inf / 0 beyond.
 
-    Three factors, each within float32's normal exponents, so that no factor itself over- or
-    underflows (an ldexp without data-dependent branches).
+    Two factors, each within float32's normal exponents, so that neither over- or underflows (an
+    ldexp without data-dependent branches).
     """
-    k = jnp.clip(k, -378, 378)
-    k1 = k // 3
-    k2 = (k - k1) // 2
-    return v * _pow2(k1) * _pow2(k2) * _pow2(k - k1 - k2)
+    k = jnp.clip(k, -252, 252)
+    half = k >> 1
+    return v * _pow2(half) * _pow2(k - half)
 
 
 def _from_bits(bits: jax.Array, factor: jax.Array) -> jax.Array:
@@ -329,16 +328,19 @@ def _core(
     n = jax.ops.segment_sum(included.astype(jnp.int32), h, size)
     bits = jax.lax.bitcast_convert_type(x, jnp.int32)
     magnitude = bits & 0x7FFFFFFF
-    key = bits ^ ((bits >> 31) & 0x7FFFFFFF)  # int32 ordered as x is
-    top_key = jax.ops.segment_max(key, h, size)  # exact for subnormals, unlike a float max under XLA
-    top_magnitude = jnp.maximum(jax.ops.segment_max(magnitude, h, size), 0)
+    # The group's largest bit pattern, as a float: a float max is fast where an int32 one is not, and
+    # its rounding (24 of 31 bits) can only move e by one, which the ±20 window absorbs. Subnormal
+    # patterns are below 2^23, so exact.
+    top_bits = jnp.maximum(jax.ops.segment_max(magnitude.astype(jnp.float32), h, size), 0.0)
+    top_magnitude = top_bits.astype(jnp.int32)
     biased = top_magnitude >> 23
-    m_exponent = jnp.frexp(top_magnitude.astype(jnp.float32))[1]  # exact: a subnormal's bits are < 2^23
-    e = jnp.where(biased > 0, biased - 126, m_exponent - 149)  # top = m·2^e, 0.5 ≤ m < 1
+    e = jnp.where(biased > 0, biased - 126, jnp.frexp(top_bits)[1] - 149)  # max|x| ≈ m·2^e, 0.5 ≤ m < 1
     shift = jnp.where(top_magnitude > 0, jnp.maximum(e - jnp.clip(e, -_MODERATE, _MODERATE), -127), 0)
     unit = _pow2(-shift)  # 2^−s_g, within [2^−108, 2^127]
+    scale_back = 1.0 / unit  # 2^s_g, exact (0 for s_g = −127, below float32's normal range)
     y = _from_bits(bits, unit[h])
-    top = jnp.where(n > 0, _from_bits(top_key ^ ((top_key >> 31) & 0x7FFFFFFF), unit), 0.0)
+    top = jax.ops.segment_max(jnp.where(included, y, -jnp.inf), h, size)  # y: normal floats
+    top = jnp.where(n > 0, top, 0.0)
     d = jnp.where(included, y - top[h], 0.0)
     total = jax.ops.segment_sum(d, h, size)
     constant = (total == 0.0) & (n > 0)
@@ -352,24 +354,23 @@ def _core(
     dof = n - ddof
     sd_y = jnp.sqrt(m2 / jnp.maximum(dof, 1))  # σ_g·2^−s_g before the floor
     floor_sd = math.sqrt(options.var_floor)
-    std = jnp.where(dof > 0, jnp.maximum(_times_pow2(sd_y, shift), floor_sd), 0.0)
+    std = jnp.where(dof > 0, jnp.maximum(sd_y * scale_back, floor_sd), 0.0)
 
     if baseline == "leave_one_out":
         loo = n / jnp.maximum(n - 1, 1).astype(jnp.float32)
     else:
         loo = jnp.ones(size, jnp.float32)
-    scale_back = _times_pow2(jnp.float32(1.0), shift)  # 2^s_g (0 below float32's normal range)
     # base: the group-stage factor in the group's units (A = c·base·2^s_g before any batch scaling)
     base = jnp.where(constant | (n == 0), 0.0, loo)
     if raw:
         base = jnp.where(single, 1.0, base)
     g = base * scale_back
     if scale == "group":
-        sd_g = jnp.maximum(sd_y, _times_pow2(jnp.float32(floor_sd), -shift))
-        denom = sd_g + _times_pow2(jnp.float32(eps), -shift)
+        sd_g = jnp.maximum(sd_y, floor_sd * unit)
+        denom = sd_g + eps * unit
         divide = (dof > 0) & (denom > 0) & ~constant
         if options.min_std is not None:
-            divide = divide & (sd_g > _times_pow2(jnp.float32(options.min_std), -shift))
+            divide = divide & (sd_g > options.min_std * unit)
         g = jnp.where(divide, loo / jnp.where(divide, denom, 1.0), g)
         if raw:
             g = jnp.where(single, scale_back / (1.0 + eps), g)
@@ -393,7 +394,7 @@ def _core(
     overflow = jnp.isinf(a)
     a = jnp.where(overflow, jnp.copysign(big, a), a)
     out_of_range: jax.Array = included & (overflow | (nonzero & (jnp.abs(a) < _F32_TINY)))
-    mean = jnp.where(n > 0, _times_pow2(top + mean_d, shift), 0.0)
+    mean = jnp.where(n > 0, (top + mean_d) * scale_back, 0.0)
     std = jnp.minimum(std, big)
     return a, out_of_range, mean[:p], std[:p], n[:p], constant[:p]
 
