@@ -20,7 +20,7 @@ scale="whiten"        A ← (A − mean_B A) / (std_B A + eps)           (TRL RL
 positive_only=True    A ← max(A, 0) after scaling                    (legos)
 singleton             a group of one: "zero" → 0, "raw" → μ := 0, σ := 1 (A = r, or r/(1 + eps)
                       when scale="group"), "error" → ValueError
-trajectory_ids        rows of one (group, trajectory) are first averaged into one sample; n
+trajectory_ids_PG     rows of one (group, trajectory) are first averaged into one sample; n
                       counts trajectories and each row gets its trajectory's advantage (DrMAS)
 where / NaN rewards   rows with where=False or a non-finite reward are left out of every
                       statistic and get advantage 0; they are counted in the result
@@ -244,7 +244,7 @@ ADVANTAGE_PRESETS: Mapping[str, AdvantageOptions] = _presets()
 ``compute_advantages``. ``verl_grpo.{norm,nonorm}`` and ``verl_grpo_vectorized.{norm,nonorm}``: verl
 GRPO with ``norm_adv_by_std_in_grpo`` on/off. ``drmas_grpo.{norm,nonorm}_{agent,traj}``: DrMAS; for
 ``agent`` pass group ids of (question, agent) pairs (``dense_group_ids(uid, agent)``), for ``traj``
-pass question ids and ``trajectory_ids`` (DrMAS collects an agent group's rows trajectory by
+pass question ids and ``trajectory_ids_PG`` (DrMAS collects an agent group's rows trajectory by
 trajectory: order rows that way to reproduce its float32 sums bit for bit). ``legos_grpo[.normalize]
 [.positive_only]``: legos ``GRPOCredit``. ``verl_rloo.{loop,vectorized}``. ``trl_grpo.{group,batch,none}``
 (TRL ``scale_rewards``) and ``trl_rloo.{plain,normalize}``; TRL's groups are equal contiguous blocks,
