@@ -8,6 +8,7 @@ from kernel import (
     _advantages,
     _datums,
     _episode,
+    _groups,
     _losses,
     _metrics,
     _observe,
@@ -21,6 +22,7 @@ from kernel import (
 from kernel._advantages import *  # noqa: F403
 from kernel._datums import *  # noqa: F403
 from kernel._episode import *  # noqa: F403
+from kernel._groups import *  # noqa: F403
 from kernel._losses import *  # noqa: F403
 from kernel._metrics import *  # noqa: F403
 from kernel._observe import *  # noqa: F403
@@ -38,6 +40,7 @@ __all__ = sorted(
         *_advantages.__all__,
         *_datums.__all__,
         *_episode.__all__,
+        *_groups.__all__,
         *_losses.__all__,
         *_metrics.__all__,
         *_observe.__all__,

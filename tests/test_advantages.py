@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, replace
 from functools import partial
 from typing import Any
+from unittest import mock
 
 import hypothesis.strategies as st
 import jax
@@ -29,7 +30,9 @@ from kernel import (
     grouped_advantages,
     total_returns,
 )
-from kernel._advantages import _Blocks, _Scatter, _segments, _torch_sum_rows
+from kernel._advantages_exact import Blocks, Scatter, segments
+from kernel._torch_sums import torch_sum_rows
+from kernel.testing import reference_advantages
 from kernel.testing.strategies import grouped_rewards
 from tests.golden import VECTORS_DIR, read_records
 
@@ -179,22 +182,22 @@ def test_trajectory_averaging_drmas_semantics() -> None:
     # One question, trajectories t0 (rows −0.1, 0, 0), t1 (0.0), t2 (0.3, 0.1): samples −1/30, 0, 0.2.
     r = [-0.1, 0.0, 0.3, 0.0, 0.0, 0.1]
     traj = [0, 1, 2, 0, 0, 2]
-    out = grouped_advantages(r, [0] * 6, 1, trajectory_ids=traj)
+    out = grouped_advantages(r, [0] * 6, 1, trajectory_ids_PG=traj)
     samples = np.array([-1 / 30, 0.0, 0.2])
     want = (samples - samples.mean())[traj]
     np.testing.assert_allclose(out.advantages, want)
     assert out.group_count.tolist() == [3]
     # A question with a single (multi-row) trajectory is a group of one: raw keeps the trajectory mean.
-    raw = grouped_advantages([1.0, 0.0, 5.0], [0, 0, 1], 2, trajectory_ids=[7, 7, 7], singleton="raw")
+    raw = grouped_advantages([1.0, 0.0, 5.0], [0, 0, 1], 2, trajectory_ids_PG=[7, 7, 7], singleton="raw")
     np.testing.assert_allclose(raw.advantages, [0.5, 0.5, 5.0])
     # Trajectory ids are scoped by group: the same id in two groups is two trajectories.
-    two = grouped_advantages([1.0, 3.0, 2.0, 6.0], [0, 0, 1, 1], 2, trajectory_ids=[0, 0, 0, 1])
+    two = grouped_advantages([1.0, 3.0, 2.0, 6.0], [0, 0, 1, 1], 2, trajectory_ids_PG=[0, 0, 0, 1])
     np.testing.assert_allclose(two.advantages, [0.0, 0.0, -2.0, 2.0])
 
 
 def test_trajectory_rows_masked_out_leave_the_average() -> None:
     out = grouped_advantages(
-        [1.0, 50.0, 3.0], [0, 0, 0], 1, trajectory_ids=[0, 0, 1], where=[True, False, True]
+        [1.0, 50.0, 3.0], [0, 0, 0], 1, trajectory_ids_PG=[0, 0, 1], where=[True, False, True]
     )
     np.testing.assert_allclose(out.advantages, [-1.0, 0.0, 1.0])
 
@@ -210,17 +213,17 @@ def test_dtypes() -> None:
 @pytest.mark.parametrize(
     ("call", "error", "match"),
     [
-        (lambda: grouped_advantages([[1.0]], [0], 1), ValueError, "rewards must have rank 1"),
-        (lambda: grouped_advantages(["a"], [0], 1), TypeError, "rewards must be a real float array"),
-        (lambda: grouped_advantages([1.0], [0.5], 1), TypeError, "group_ids must be an integer"),
+        (lambda: grouped_advantages([[1.0]], [0], 1), ValueError, "rewards_PG must have rank 1"),
+        (lambda: grouped_advantages(["a"], [0], 1), TypeError, "rewards_PG must be a real float array"),
+        (lambda: grouped_advantages([1.0], [0.5], 1), TypeError, "group_ids_PG must be an integer"),
         (lambda: grouped_advantages([1.0, 2.0], [0], 1), ValueError, "same length"),
-        (lambda: grouped_advantages([1.0], [3], 1), ValueError, "group_ids must lie in"),
-        (lambda: grouped_advantages([1.0], [-1], 1), ValueError, "group_ids must lie in"),
+        (lambda: grouped_advantages([1.0], [3], 1), ValueError, "group_ids_PG must lie in"),
+        (lambda: grouped_advantages([1.0], [-1], 1), ValueError, "group_ids_PG must lie in"),
         (lambda: grouped_advantages([1.0], [0], 1.5), TypeError, "num_groups must be an int"),
         (lambda: grouped_advantages([1.0], [0], -1), ValueError, "num_groups must be >= 0"),
         (lambda: grouped_advantages([1.0], [0], 1, where=[1]), TypeError, "where must be a boolean"),
         (lambda: grouped_advantages([1.0], [0], 1, where=[True, False]), ValueError, "same length"),
-        (lambda: grouped_advantages([1.0], [0], 1, trajectory_ids=[0, 1]), ValueError, "same length"),
+        (lambda: grouped_advantages([1.0], [0], 1, trajectory_ids_PG=[0, 1]), ValueError, "same length"),
         (lambda: grouped_advantages([1.0], [0], 1, scale="std"), ValueError, "scale must be one of"),
         (lambda: grouped_advantages([1.0], [0], 1, baseline="median"), ValueError, "baseline must be"),
         (lambda: grouped_advantages([1.0], [0], 1, singleton="nan"), ValueError, "singleton must be"),
@@ -228,6 +231,65 @@ def test_dtypes() -> None:
         (lambda: grouped_advantages([1.0], [0], 1, eps=-1.0), ValueError, "eps must be"),
         (lambda: grouped_advantages([1.0], [0], 1, var_floor=math.nan), ValueError, "var_floor must be"),
         (lambda: grouped_advantages([1.0], [0], 1, ddof=-1), ValueError, "ddof must be"),
+        (
+            lambda: grouped_advantages([1.0], [0], 1, eps="x"),
+            TypeError,
+            r"eps must be a finite number >= 0, got str",
+        ),
+        (
+            lambda: grouped_advantages([1.0], [0], 1, ddof=1.5),
+            TypeError,
+            r"ddof must be an int >= 0, got float 1.5",
+        ),
+        (
+            lambda: grouped_advantages([1.0], [0], 1, ddof=True),
+            TypeError,
+            r"ddof must be an int >= 0, got bool",
+        ),
+        (
+            lambda: grouped_advantages([1.0], [0], 1, min_std="1"),
+            TypeError,
+            r"min_std must be a finite number",
+        ),
+        (lambda: grouped_advantages([1.0], [0], 1, var_floor=None), TypeError, r"var_floor must be a finite"),
+        (
+            lambda: grouped_advantages([1.0], [0], 1, positive_only="no"),
+            TypeError,
+            r"positive_only must be a bool",
+        ),
+        (lambda: grouped_advantages([1.0], [0], 1, scale=["group"]), ValueError, r"scale must be one of"),
+        (lambda: grouped_advantages([1.0], [0], True), TypeError, "num_groups must be an int, got bool"),
+        (lambda: AdvantageOptions(eps=math.inf), ValueError, r"eps must be a finite number >= 0, got inf"),
+        (
+            lambda: kjax.grouped_advantages(jnp.ones(1), jnp.zeros(1, int), 1, eps="x"),
+            TypeError,
+            r"eps must be",
+        ),
+        (
+            lambda: kjax.grouped_advantages(jnp.ones(1), jnp.zeros(1, int), 1, ddof=1.5),
+            TypeError,
+            r"ddof must be",
+        ),
+        (
+            lambda: constant_group_keep_mask([1.0], [0], 1, atol=math.inf),
+            ValueError,
+            r"atol must be a finite",
+        ),
+        (
+            lambda: kjax.constant_group_keep_mask(jnp.ones(1), jnp.zeros(1, int), 1, atol=math.inf),
+            ValueError,
+            r"atol must be a finite",
+        ),
+        (
+            lambda: constant_group_keep_mask([1.0], [0], 1, atol="0"),
+            TypeError,
+            r"atol must be a finite number",
+        ),
+        (
+            lambda: kjax.constant_group_keep_mask(jnp.ones(1), jnp.zeros(1, int), 1, atol="0"),
+            TypeError,
+            r"atol must be a finite number",
+        ),
         (lambda: advantages_from_preset("verl", [1.0], [0], 1), KeyError, "unknown advantage preset"),
     ],
 )
@@ -247,15 +309,69 @@ def test_presets_are_options_and_read_only() -> None:
         ADVANTAGE_PRESETS["mine"] = AdvantageOptions()  # type: ignore[index]
 
 
+# Each preset's expected advantages on _PRESET_R, from kernel.testing's slow per-group reference (an
+# independent loop in math.fsum) plus the preset's documented singleton rule: (reference config, eps,
+# singleton value as a function of r, positive_only). Groups: {0.25, 1, 0}, {0.5, 0.5} (constant),
+# {0.75, NaN} (one sample left), {2} (one sample); row 6 (NaN) always gets 0.
+_PRESET_R = np.array([0.25, 1.0, 0.0, 0.5, 0.5, 0.75, np.nan, 2.0])
+_PRESET_IDS = np.array([0, 0, 0, 1, 1, 2, 2, 3])
+_ZERO = 0.0
+_RAW = 1.0
+_RAW_NORM = 1.0 / (1.0 + 1e-6)
+_PRESET_EXPECTED: dict[str, tuple[str, float, float, bool]] = {
+    "default": ("center", 0.0, _ZERO, False),
+    "dr_grpo": ("center", 0.0, _ZERO, False),
+    "tinker": ("center", 0.0, _ZERO, False),
+    "verl_grpo.norm": ("zscore_unbiased", 1e-6, _RAW_NORM, False),
+    "verl_grpo.nonorm": ("center", 0.0, _RAW, False),
+    "verl_grpo_vectorized.norm": ("zscore_unbiased", 1e-6, _RAW_NORM, False),  # var 0.27 > floor 1e-6
+    "verl_grpo_vectorized.nonorm": ("center", 0.0, _RAW, False),
+    "drmas_grpo.norm_agent": ("zscore_unbiased", 1e-6, _RAW_NORM, False),
+    "drmas_grpo.nonorm_agent": ("center", 0.0, _RAW, False),
+    "drmas_grpo.norm_traj": ("zscore_unbiased", 1e-6, _RAW_NORM, False),
+    "drmas_grpo.nonorm_traj": ("center", 0.0, _RAW, False),
+    "legos_grpo": ("center", 0.0, _ZERO, False),
+    "legos_grpo.positive_only": ("center", 0.0, _ZERO, True),
+    "legos_grpo.normalize": ("zscore_population", 0.0, _ZERO, False),
+    "legos_grpo.normalize.positive_only": ("zscore_population", 0.0, _ZERO, True),
+    "verl_rloo.loop": ("rloo", 0.0, _RAW, False),
+    "verl_rloo.vectorized": ("rloo", 0.0, _ZERO, False),
+    "trl_grpo.group": ("zscore_unbiased", 1e-4, _ZERO, False),
+    "trl_grpo.none": ("center", 0.0, _ZERO, False),
+    "trl_rloo.plain": ("rloo", 0.0, _ZERO, False),
+    # batch scalings: the group stage, then a whole-batch statistic (below)
+    "trl_grpo.batch": ("center", 0.0, _ZERO, False),
+    "trl_rloo.normalize": ("rloo", 0.0, _ZERO, False),
+}
+
+
+def _preset_expected(name: str) -> np.ndarray:
+    config, eps, singleton, positive_only = _PRESET_EXPECTED[name]
+    live = np.isfinite(_PRESET_R)
+    want = reference_advantages(_PRESET_R, _PRESET_IDS, 4, live, config=config, eps=eps)  # type: ignore[arg-type]
+    want[[5, 7]] = singleton * _PRESET_R[[5, 7]]
+    if name == "trl_grpo.batch":  # (r − μ_g)/(σ_B + 1e-4), σ_B over every included reward
+        want = want / (np.std(_PRESET_R[live], ddof=1) + 1e-4)
+    if name == "trl_rloo.normalize":  # whitened over the included rows
+        want = np.where(live, (want - want[live].mean()) / (want[live].std(ddof=1) + 1e-4), 0.0)
+    return np.maximum(want, 0.0) if positive_only else want
+
+
+def test_preset_table_covers_every_preset() -> None:
+    assert set(_PRESET_EXPECTED) == set(ADVANTAGE_PRESETS)
+
+
 @pytest.mark.parametrize("name", sorted(ADVANTAGE_PRESETS))
-def test_every_preset_runs_and_equals_its_options(name: str) -> None:
-    r = np.array([0.25, 1.0, 0.0, 0.5, 0.5, 0.75, np.nan, 2.0])
-    ids = np.array([0, 0, 0, 1, 1, 2, 2, 3])
-    got = advantages_from_preset(name, r, ids, 4)
-    direct = grouped_advantages(r, ids, 4, **asdict(ADVANTAGE_PRESETS[name]))
-    np.testing.assert_array_equal(got.advantages, direct.advantages)
-    assert got.advantages[6] == 0.0 and got.num_nonfinite == 1
-    assert np.all(np.isfinite(got.advantages))
+def test_every_preset_matches_the_slow_reference(name: str) -> None:
+    got = advantages_from_preset(name, _PRESET_R, _PRESET_IDS, 4)
+    want = _preset_expected(name)
+    float32 = ADVANTAGE_PRESETS[name].arithmetic not in ("exact", "python")
+    np.testing.assert_allclose(got.advantages, want, rtol=1e-6 if float32 else 1e-12, atol=1e-7)
+    assert got.advantages.dtype == (np.float32 if float32 else np.float64)
+    assert got.advantages[6] == 0.0 and (got.num_nonfinite, got.num_excluded) == (1, 1)
+    # A sanity anchor by hand for the centred presets: group 0 has mean 5/12.
+    if _PRESET_EXPECTED[name][0] == "center" and name not in ("trl_grpo.batch", "legos_grpo.positive_only"):
+        np.testing.assert_allclose(got.advantages[:3], [0.25 - 5 / 12, 1 - 5 / 12, -5 / 12], rtol=1e-6)
 
 
 def test_reference_arithmetic_differences_are_real() -> None:
@@ -275,7 +391,7 @@ def test_torch_summation_order(n: int, seed: int, torch_sum: float) -> None:
     """torch 2.x CPU ``sum`` of float32 (values recorded from torch); neither sequential nor pairwise."""
     rng = np.random.default_rng(seed)
     x = (rng.standard_normal(n) * np.array([1, 1e3, 1e-3])[rng.integers(0, 3, n)]).astype(np.float32)
-    assert float(_torch_sum_rows(x[None, :])[0]) == torch_sum
+    assert float(torch_sum_rows(x[None, :])[0]) == torch_sum
     sequential = np.float32(0)
     for v in x:
         sequential = np.float32(sequential + v)
@@ -311,7 +427,7 @@ def test_total_returns() -> None:
     f32 = total_returns(np.array([-1.0], np.float32), [0], 1, np.array([0.25], np.float32))
     assert f32.dtype == np.float32
     assert np.isnan(total_returns([np.nan], [0], 1, [1.0])[0])
-    with pytest.raises(ValueError, match="final_rewards must have length"):
+    with pytest.raises(ValueError, match="final_rewards_E must have length"):
         total_returns([1.0], [0], 2, [1.0])
 
 
@@ -377,7 +493,7 @@ def test_golden_semantics_in_exact_arithmetic(estimator: tuple[str, str | None, 
         traj = None
         if grouping == "traj":
             traj = dense_group_ids(inp.get("traj_ids", [f"row{i}" for i in range(n)]))[0]
-        got = grouped_advantages(r, ids, p, trajectory_ids=traj, **asdict(options)).advantages
+        got = grouped_advantages(r, ids, p, trajectory_ids_PG=traj, **asdict(options)).advantages
         want = np.asarray(want_raw)
         if options.scale in ("batch", "whiten"):
             centred = grouped_advantages(r, ids, p, **asdict(replace(options, scale="none"))).advantages
@@ -503,9 +619,9 @@ def test_fast_paths_equal_the_plain_formulation(name: str, case: Any) -> None:
 
 def test_blocks_layout_is_detected_and_matches_the_scatter_path() -> None:
     ids = np.repeat(np.arange(3), 4)
-    assert isinstance(_segments(ids, 3), _Blocks)
+    assert isinstance(segments(ids, 3), Blocks)
     for not_blocks, p in ((ids[::-1], 3), (np.array([0, 0, 1, 1, 1, 2]), 3), (ids, 4), (np.zeros(0, int), 2)):
-        assert isinstance(_segments(not_blocks, p), _Scatter)
+        assert isinstance(segments(not_blocks, p), Scatter)
     rng = np.random.default_rng(5)
     r = np.round(rng.normal(size=12), 1)
     r[4:8] = 0.3  # a constant group
@@ -557,7 +673,7 @@ def _jitted(name: str, with_traj: bool) -> Any:
     if key not in _JITTED:
         fn = partial(kjax.grouped_advantages, num_groups=N_GROUPS, **_JAX_OPTIONS[name])
         if with_traj:
-            _JITTED[key] = jax.jit(lambda r, g, w, t: fn(r, g, where=w, trajectory_ids=t))
+            _JITTED[key] = jax.jit(lambda r, g, w, t: fn(r, g, where=w, trajectory_ids_PG=t))
         else:
             _JITTED[key] = jax.jit(lambda r, g, w, t: fn(r, g, where=w))
     return _JITTED[key]
@@ -583,7 +699,7 @@ def grouped_problem(draw: st.DrawFn) -> dict[str, np.ndarray]:
 def test_numpy_jax_parity_under_jit(name: str, with_traj: bool, problem: dict[str, np.ndarray]) -> None:
     r, ids, w, t = problem["rewards"], problem["ids"], problem["where"], problem["traj"]
     want = grouped_advantages(
-        r, ids, N_GROUPS, where=w, trajectory_ids=t if with_traj else None, **_JAX_OPTIONS[name]
+        r, ids, N_GROUPS, where=w, trajectory_ids_PG=t if with_traj else None, **_JAX_OPTIONS[name]
     )
     got = _jitted(name, with_traj)(
         jnp.asarray(r, jnp.float32), jnp.asarray(ids, jnp.int32), jnp.asarray(w), jnp.asarray(t, jnp.int32)
@@ -669,15 +785,146 @@ def test_jax_refuses_what_it_cannot_do() -> None:
         kjax.grouped_advantages(jnp.zeros(2), jnp.zeros(2, jnp.int32), 1, arithmetic="torch_loop")
     with pytest.raises(ValueError, match="cannot raise on traced values"):
         kjax.grouped_advantages(jnp.zeros(2), jnp.zeros(2, jnp.int32), 1, singleton="error")
-    with pytest.raises(ValueError, match="group_ids must have length"):
+    with pytest.raises(ValueError, match="group_ids_PG must have length"):
         kjax.grouped_advantages(jnp.zeros(2), jnp.zeros(3, jnp.int32), 1)
-    with pytest.raises(TypeError, match="group_ids must be an integer"):
+    with pytest.raises(TypeError, match="group_ids_PG must be an integer"):
         kjax.grouped_advantages(jnp.zeros(2), jnp.zeros(2), 1)
 
 
 def test_public_names() -> None:
-    for module, names in ((kernel, kernel._advantages.__all__), (kjax, kjax._advantages.__all__)):
+    for module, names in (
+        (kernel, [*kernel._advantages.__all__, *kernel._groups.__all__]),
+        (kjax, kjax._advantages.__all__),
+    ):
         for name in names:
             obj = getattr(module, name)
             assert obj.__doc__ if callable(obj) else isinstance(obj, Mapping)
     assert json.dumps(asdict(ADVANTAGE_PRESETS["trl_grpo.batch"]))  # plain values, serialisable
+
+
+# --- range: extreme magnitudes (issue 8, items 6 and 7) -------------------------------------------
+
+
+@pytest.mark.parametrize("options", [{}, {"scale": "group"}, {"scale": "whiten"}, {"singleton": "raw"}])
+def test_jax_num_groups_zero_gives_zeros_as_numpy(options: dict[str, Any]) -> None:
+    r, ids = np.array([1.0, 2.0, 5.0]), np.array([0, 0, 0])  # every id is padding when P = 0
+    want = grouped_advantages(r, ids, 0, **options)
+    fn = jax.jit(partial(kjax.grouped_advantages, num_groups=0, **options))
+    got = fn(jnp.asarray(r, jnp.float32), jnp.asarray(ids, jnp.int32))
+    np.testing.assert_array_equal(want.advantages, [0.0, 0.0, 0.0])
+    np.testing.assert_array_equal(got.advantages, want.advantages)
+    assert got.group_mean.shape == want.group_mean.shape == (0,)
+    assert int(got.num_excluded) == want.num_excluded == 0
+
+
+def test_numpy_extreme_float64_magnitudes_are_finite() -> None:
+    big = grouped_advantages([1.7e308, -1.7e308, -1.7e308], [0, 0, 0], 1)
+    assert np.all(np.isfinite(big.advantages)) and np.isfinite(big.group_std).all()
+    top = np.finfo(np.float64).max
+    np.testing.assert_allclose(big.advantages, [top, -1.7e308 / 1.5, -1.7e308 / 1.5], rtol=1e-15)
+    assert big.num_out_of_range == 1  # 1.7e308 − (−1.7e308/3) does not fit: saturated and counted
+    plain = grouped_advantages([1.0, -1.0, 3.0], [0, 0, 0], 1, scale="group", eps=0.0)
+    for scale in ("group", "batch", "whiten"):
+        out = grouped_advantages([1e200, -1e200, 3e200], [0, 0, 0], 1, scale=scale, eps=0.0)
+        want = grouped_advantages([1.0, -1.0, 3.0], [0, 0, 0], 1, scale=scale, eps=0.0)
+        np.testing.assert_array_equal(out.advantages, want.advantages)
+        assert np.all(out.advantages[1:] != 0) and out.num_out_of_range == 0
+    np.testing.assert_array_equal(plain.advantages, [0.0, -1.0, 1.0])
+    tiny = grouped_advantages([1e-320, 2e-320, 3e-320], [0, 0, 0], 1, scale="group", eps=0.0)
+    np.testing.assert_allclose(tiny.advantages, [-1.0, 0.0, 1.0], atol=1e-3)  # 1e-320 has few bits
+
+
+def test_jax_extreme_float32_magnitudes_are_finite() -> None:
+    fn = jax.jit(partial(kjax.grouped_advantages, num_groups=2))
+    near_max = fn(jnp.array([2e38, -2e38, 1.0, 2.0]), jnp.array([0, 0, 1, 1]))
+    np.testing.assert_allclose(near_max.advantages, [2e38, -2e38, -0.5, 0.5], rtol=1e-7)
+    over = fn(jnp.array([3e38, -3e38, -3e38, 0.0]), jnp.array([0, 0, 0, 1]))
+    assert np.isfinite(np.asarray(over.advantages)).all() and int(over.num_out_of_range) == 1
+    grouped = jax.jit(partial(kjax.grouped_advantages, num_groups=2, scale="group", eps=0.0))
+    for scale in (1e20, 1e30, 1e-30):  # squares of these overflow or underflow float32
+        out = grouped(jnp.array([1.0, -1.0, 3.0, 5.0]) * scale, jnp.array([0, 0, 0, 1]))
+        np.testing.assert_allclose(out.advantages, [0.0, -1.0, 1.0, 0.0], atol=1e-6)
+    # Subnormal rewards, which XLA on CPU flushes in arithmetic: a non-constant group stays one.
+    sub = grouped(jnp.array([1e-40, 2e-40, 3e-40, 0.0]), jnp.array([0, 0, 0, 1]))
+    np.testing.assert_allclose(sub.advantages, [-1.0, 0.0, 1.0, 0.0], atol=1e-5)
+    assert not bool(sub.group_constant[0])
+    centred = fn(jnp.array([1e-40, 2e-40, 1.0, 1.0]), jnp.array([0, 0, 1, 1]))  # ±5e-41: below normal
+    assert int(centred.num_out_of_range) == 2
+
+
+_SCALE_FREE: dict[str, dict[str, Any]] = {
+    "group": {"scale": "group", "eps": 0.0},
+    "group_rloo": {"scale": "group", "eps": 0.0, "baseline": "leave_one_out", "ddof": 0},
+    "batch": {"scale": "batch", "eps": 0.0},
+    "whiten": {"scale": "whiten", "eps": 0.0, "baseline": "leave_one_out"},
+    "legos": {"scale": "group", "ddof": 0, "eps": 0.0, "min_std": 0.0, "positive_only": True},
+}
+
+
+@pytest.mark.parametrize("name", sorted(_SCALE_FREE))
+@given(problem=grouped_problem(), shift=st.sampled_from([-1071, -1000, -600, 400, 700, 1000]))
+def test_numpy_scale_free_options_ignore_the_magnitude(
+    name: str, problem: dict[str, np.ndarray], shift: int
+) -> None:
+    """Rewards m/8·2^k are exact at any k, so a scale-free estimator gives the same bits."""
+    r, ids, w = problem["rewards"], problem["ids"], problem["where"]
+    want = grouped_advantages(r, ids, N_GROUPS, where=w, **_SCALE_FREE[name])
+    got = grouped_advantages(np.ldexp(r, shift), ids, N_GROUPS, where=w, **_SCALE_FREE[name])
+    np.testing.assert_array_equal(got.advantages, want.advantages)
+    np.testing.assert_array_equal(got.group_constant, want.group_constant)
+    assert got.num_out_of_range == 0
+
+
+@given(problem=grouped_problem(), shift=st.sampled_from([-900, -600, 600, 900, 1019]))
+def test_numpy_centred_advantages_scale_with_the_rewards(problem: dict[str, np.ndarray], shift: int) -> None:
+    r, ids, w = problem["rewards"], problem["ids"], problem["where"]
+    for options in ({}, {"baseline": "leave_one_out"}, {"singleton": "raw"}):
+        want = grouped_advantages(r, ids, N_GROUPS, where=w, **options)
+        got = grouped_advantages(np.ldexp(r, shift), ids, N_GROUPS, where=w, **options)
+        np.testing.assert_array_equal(got.advantages, np.ldexp(want.advantages, shift))
+        np.testing.assert_array_equal(got.group_std, np.ldexp(want.group_std, shift))
+        assert got.num_out_of_range == 0
+
+
+_JAX_EXTREME: dict[str, Any] = {}
+
+
+@pytest.mark.parametrize("name", sorted(_SCALE_FREE))
+@given(problem=grouped_problem(), shift=st.sampled_from([-146, -140, -120, -60, 40, 100, 120]))
+def test_jax_scale_free_options_ignore_the_magnitude(
+    name: str, problem: dict[str, np.ndarray], shift: int
+) -> None:
+    """float32 rewards m/8·2^k (subnormal ones included) give what m/8 gives, bit for bit."""
+    if name not in _JAX_EXTREME:
+        _JAX_EXTREME[name] = jax.jit(
+            partial(kjax.grouped_advantages, num_groups=N_GROUPS, **_SCALE_FREE[name])
+        )
+    fn = _JAX_EXTREME[name]
+    r = np.where(np.isfinite(problem["rewards"]), problem["rewards"], 0.0).astype(np.float32)
+    ids, w = jnp.asarray(problem["ids"], jnp.int32), jnp.asarray(problem["where"])
+    want = fn(jnp.asarray(r), ids, where=w)
+    got = fn(jnp.asarray(np.ldexp(r, shift)), ids, where=w)
+    np.testing.assert_array_equal(np.asarray(got.advantages), np.asarray(want.advantages))
+    np.testing.assert_array_equal(np.asarray(got.group_constant), np.asarray(want.group_constant))
+    assert int(got.num_out_of_range) == 0
+
+
+def test_rescaled_path_equals_the_fast_path_bit_for_bit() -> None:
+    """Forcing the rescaled path (threshold 0) changes no bit at ordinary magnitudes."""
+
+    @given(case=_any_layout(), name=st.sampled_from([*sorted(_FAST_PATH_OPTIONS), "batch", "whiten"]))
+    def check(case: Any, name: str) -> None:
+        options = {"batch": {"scale": "batch"}, "whiten": {"scale": "whiten"}}.get(
+            name
+        ) or _FAST_PATH_OPTIONS[name]
+        args = (case.rewards, case.group_ids, case.num_groups)
+        fast = grouped_advantages(*args, where=case.where, **options)
+        with mock.patch.object(kernel._advantages, "exact_core", lambda *a, **k: None):
+            slow = grouped_advantages(*args, where=case.where, **options)
+        for field in ("advantages", "group_mean", "group_std", "group_count", "group_constant"):
+            got, want = getattr(slow, field), getattr(fast, field)
+            assert got.dtype == want.dtype, field
+            np.testing.assert_array_equal(got, want, err_msg=field)
+        assert slow.num_out_of_range == 0
+
+    check()

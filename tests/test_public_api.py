@@ -47,3 +47,22 @@ def test_kernel_imports_without_jax_or_tinker() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
     assert int(out.stdout) > 0
+
+
+def test_every_shape_suffix_in_the_kernel_is_in_the_readme_table() -> None:
+    """Each axis letter group used as a suffix (``rewards_PG``, ``tokens_D_T``, ``offsets_D1``) is defined."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    table = readme[readme.index("## Shape suffixes") :]
+    table = table[: table.index("\n## ")]
+    defined = set(re.findall(r"^\| `_([A-Z]+)` \|", table, flags=re.MULTILINE))
+    used: dict[str, str] = {}
+    for path in sorted((root / "kernel").rglob("*.py")):
+        for name in re.findall(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)*((?:_[A-Z]+1?)+)\b", path.read_text("utf-8")):
+            for axis in name.strip("_").split("_"):
+                used.setdefault(axis.rstrip("1"), path.name)
+    missing = {axis: where for axis, where in used.items() if axis not in defined}
+    assert not missing, f"suffixes used in kernel/ but not in the README table: {missing}"

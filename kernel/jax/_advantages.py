@@ -9,8 +9,18 @@ Same signatures and equations as the numpy estimator; ``num_groups`` and every o
 * only ``arithmetic="exact"``: the reference arithmetics reproduce torch / Python operation orders
   and live in numpy; :func:`advantages_from_preset` runs a preset's options in this arithmetic;
 * ``singleton="error"`` cannot raise on traced values and is refused;
-* with ``trajectory_ids``, samples are numbered in sorted (group, trajectory) order rather than
+* with ``trajectory_ids_PG``, samples are numbered in sorted (group, trajectory) order rather than
   first appearance (this changes nothing in the result).
+
+Range. Every group is scaled by a power of two, 2^−e_g with e_g the exponent of its largest |r|,
+before any arithmetic, and each result is scaled back once (multiplications by powers of two, exact
+in the normal range). So finite float32 rewards give finite advantages at every magnitude, up to
+±3.4e38: no difference or square overflows. Subnormal rewards (below 1.2e-38), which XLA on CPU
+reads as 0 in arithmetic, are decoded from their bits, so a group of distinct subnormal rewards is
+not constant. A denominator σ + eps is formed in units of the larger of its two terms. An advantage
+beyond float32's range is returned as ±its largest finite value; one whose nonzero value is below
+float32's smallest normal number (which XLA flushes to 0) is returned as what the backend makes of
+it; both are counted in ``num_out_of_range``. Group means of subnormal magnitude read as 0.
 
 Examples:
   >>> import jax
@@ -18,11 +28,14 @@ Examples:
   >>> fn = jax.jit(partial(grouped_advantages, num_groups=2, scale="group"))
   >>> fn(jnp.array([1.0, 3.0, 5.0, 5.0]), jnp.array([0, 0, 1, 1])).advantages
   Array([-0.7071063,  0.7071063,  0.       ,  0.       ], dtype=float32)
+  >>> fn(jnp.array([3e38, -3e38, 1e-40, 2e-40]), jnp.array([0, 0, 1, 1])).advantages  # σ_1 ≪ eps
+  Array([ 7.0710677e-01, -7.0710677e-01, -5.0000433e-35,  5.0000433e-35], dtype=float32)
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, replace
+import math
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 import jax
@@ -30,14 +43,15 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from kernel._advantages import (
-    ADVANTAGE_PRESETS,
+    AdvantageOptions,
     Arithmetic,
     Baseline,
     Scale,
     Singleton,
-    _check_num_groups,
-    _check_options,
+    preset_options,
 )
+from kernel._groups import check_nonnegative, check_num_groups
+from kernel.jax._checks import as_float
 
 __all__ = [
     "GroupedAdvantages",
@@ -52,13 +66,16 @@ class GroupedAdvantages(NamedTuple):
     """Per-row advantages and group statistics (JAX arrays; see :class:`kernel.GroupedAdvantages`).
 
     Attributes:
-      advantages: ``[N]`` float32, 0 on excluded and padding rows.
+      advantages: ``[PG]`` float32, 0 on excluded and padding rows.
       group_mean: ``[P]`` float32 μ_g (0 for an empty group).
-      group_std: ``[P]`` float32 σ_g with the requested ddof (0 where n ≤ ddof).
+      group_std: ``[P]`` float32 σ_g with the requested ddof (0 where n ≤ ddof; float32's largest
+        finite value where σ_g is beyond it).
       group_count: ``[P]`` int32 included samples.
       group_constant: ``[P]`` bool, all included samples equal (false for an empty group).
       num_excluded: int32 scalar, live rows left out by ``where`` or a non-finite reward.
       num_nonfinite: int32 scalar, of those the rows with a NaN / ±inf reward.
+      num_out_of_range: int32 scalar, included rows whose advantage does not fit float32's normal
+        range (module docstring, "Range").
     """
 
     advantages: jax.Array
@@ -68,16 +85,17 @@ class GroupedAdvantages(NamedTuple):
     group_constant: jax.Array
     num_excluded: jax.Array
     num_nonfinite: jax.Array
+    num_out_of_range: jax.Array
 
 
 def advantages_from_preset(
     name: str,
-    rewards: ArrayLike,
-    group_ids: ArrayLike,
+    rewards_PG: ArrayLike,
+    group_ids_PG: ArrayLike,
     num_groups: int,
     *,
     where: ArrayLike | None = None,
-    trajectory_ids: ArrayLike | None = None,
+    trajectory_ids_PG: ArrayLike | None = None,
 ) -> GroupedAdvantages:
     """Runs :func:`grouped_advantages` with the options of preset ``name`` in float32 ``"exact"``.
 
@@ -86,7 +104,11 @@ def advantages_from_preset(
 
     Args:
       name: a key of :data:`kernel.ADVANTAGE_PRESETS` (static).
-      rewards, group_ids, num_groups, where, trajectory_ids: as in :func:`grouped_advantages`.
+      rewards_PG: ``[PG]`` float.
+      group_ids_PG: ``[PG]`` int; ids outside ``[0, num_groups)`` are padding.
+      num_groups: P (static).
+      where: ``[PG]`` bool, rows to include.
+      trajectory_ids_PG: ``[PG]`` int, as in :func:`grouped_advantages`.
 
     Returns:
       :class:`GroupedAdvantages`.
@@ -97,25 +119,19 @@ def advantages_from_preset(
     Examples:
       >>> r, ids = jnp.array([1.0, 0.0, 0.7]), jnp.array([0, 0, 1])
       >>> advantages_from_preset("verl_grpo.norm", r, ids, 2).advantages
-      Array([ 0.70710576, -0.70710576,  0.6999993 ], dtype=float32)
+      Array([ 0.70710576, -0.70710576,  0.69999933], dtype=float32)
     """
-    try:
-        options = ADVANTAGE_PRESETS[name]
-    except KeyError:
-        raise KeyError(f"unknown advantage preset {name!r}; known: {', '.join(ADVANTAGE_PRESETS)}") from None
-    kwargs = asdict(replace(options, arithmetic="exact"))
-    return grouped_advantages(
-        rewards, group_ids, num_groups, where=where, trajectory_ids=trajectory_ids, **kwargs
-    )
+    options = replace(preset_options(name), arithmetic="exact")
+    return _estimate(rewards_PG, group_ids_PG, num_groups, where, trajectory_ids_PG, options)
 
 
 def grouped_advantages(
-    rewards: ArrayLike,
-    group_ids: ArrayLike,
+    rewards_PG: ArrayLike,
+    group_ids_PG: ArrayLike,
     num_groups: int,
     *,
     where: ArrayLike | None = None,
-    trajectory_ids: ArrayLike | None = None,
+    trajectory_ids_PG: ArrayLike | None = None,
     baseline: Baseline = "mean",
     scale: Scale = "none",
     ddof: int = 1,
@@ -129,54 +145,83 @@ def grouped_advantages(
     """Group-relative advantages A = (r − b_g) / s in float32 (see :func:`kernel.grouped_advantages`).
 
     Args:
-      rewards: ``[N]`` float (cast to float32).
-      group_ids: ``[N]`` int; ids outside ``[0, num_groups)`` are padding.
-      num_groups: P (static).
-      where: ``[N]`` bool, rows to include.
-      trajectory_ids: ``[N]`` int; rows with equal (group, trajectory) are averaged into one sample.
-      baseline, scale, ddof, eps, var_floor, min_std, singleton, positive_only: as in numpy (static).
+      rewards_PG: ``[PG]`` float (ints and bools become float32).
+      group_ids_PG: ``[PG]`` int; ids outside ``[0, num_groups)`` are padding.
+      num_groups: P (static), >= 0.
+      where: ``[PG]`` bool, rows to include.
+      trajectory_ids_PG: ``[PG]`` int; rows with equal (group, trajectory) are averaged into one sample.
+      baseline: ``"mean"`` or ``"leave_one_out"`` (static).
+      scale: ``"none"``, ``"group"``, ``"batch"`` or ``"whiten"`` (static).
+      ddof: int >= 0 (static).
+      eps: finite number >= 0 (static).
+      var_floor: finite number >= 0 (static).
+      min_std: finite number >= 0 or None (static).
+      singleton: ``"zero"`` or ``"raw"`` (static).
+      positive_only: clamp advantages at 0 after scaling (static).
       arithmetic: must be ``"exact"``.
 
     Returns:
       :class:`GroupedAdvantages`.
 
     Raises:
-      ValueError: bad shapes or options, ``arithmetic`` other than ``"exact"``, ``singleton="error"``.
+      ValueError / TypeError: bad shapes or options (naming the argument), ``arithmetic`` other than
+        ``"exact"``, ``singleton="error"``.
 
     Examples:
       >>> r, ids = jnp.array([1.0, 0.0, 0.5, 0.5, 2.0]), jnp.array([0, 0, 1, 1, 2])
       >>> grouped_advantages(r, ids, 3).advantages
       Array([ 0.5, -0.5,  0. ,  0. ,  0. ], dtype=float32)
+      >>> grouped_advantages(r, ids, 0).advantages  # every row is padding
+      Array([0., 0., 0., 0., 0.], dtype=float32)
     """
-    p = _check_num_groups(num_groups)
-    _check_options(baseline, scale, ddof, eps, var_floor, min_std, singleton, arithmetic)
-    if arithmetic != "exact":
+    options = AdvantageOptions(
+        baseline=baseline,
+        scale=scale,
+        ddof=ddof,
+        eps=eps,
+        var_floor=var_floor,
+        min_std=min_std,
+        singleton=singleton,
+        positive_only=positive_only,
+        arithmetic=arithmetic,
+    )
+    return _estimate(rewards_PG, group_ids_PG, num_groups, where, trajectory_ids_PG, options)
+
+
+def _estimate(
+    rewards_PG: ArrayLike,
+    group_ids_PG: ArrayLike,
+    num_groups: int,
+    where: ArrayLike | None,
+    trajectory_ids_PG: ArrayLike | None,
+    options: AdvantageOptions,
+) -> GroupedAdvantages:
+    p = check_num_groups(num_groups)
+    if options.arithmetic != "exact":
         raise ValueError(
-            f"arithmetic={arithmetic!r} reproduces a reference's float32 operation order and exists only in "
-            "numpy (kernel.grouped_advantages); the JAX twin computes arithmetic='exact'"
+            f"arithmetic={options.arithmetic!r} reproduces a reference's float32 operation order and exists "
+            "only in numpy (kernel.grouped_advantages); the JAX twin computes arithmetic='exact'"
         )
-    if singleton == "error":
+    if options.singleton == "error":
         raise ValueError("singleton='error' cannot raise on traced values; use 'zero' or 'raw'")
-    r = _vector(rewards, "rewards", jnp.float32)
-    g = _vector(group_ids, "group_ids", jnp.int32, r.shape[0])
+    r = _vector(rewards_PG, "rewards_PG", jnp.float32)
+    g = _vector(group_ids_PG, "group_ids_PG", jnp.int32, r.shape[0])
     live = (g >= 0) & (g < p)
     asked = live if where is None else live & _vector(where, "where", jnp.bool_, r.shape[0])
     valid = asked & jnp.isfinite(r)
     x = jnp.where(valid, r, 0.0)
+    h = jnp.where(valid, g, p)  # everything left out goes to segment p, dropped from the results
 
-    sample_of_row, h, included = None, g, valid
-    if trajectory_ids is not None:
-        t = _vector(trajectory_ids, "trajectory_ids", jnp.int32, r.shape[0])
-        sample_of_row, x, h = _trajectory_samples(x, jnp.where(valid, g, p), t, valid, p)
-        included = h < p
+    sample_of_row = None
+    if trajectory_ids_PG is not None:
+        t = _vector(trajectory_ids_PG, "trajectory_ids_PG", jnp.int32, r.shape[0])
+        sample_of_row, x, h = _trajectory_samples(x, h, t, valid, p)
 
-    a, mean, std, count, constant = _core(
-        x, h, included, p, baseline, scale, ddof, eps, var_floor, min_std, singleton
-    )
-    if positive_only:
+    a, oor, mean, std, count, constant = _core(x, h, p, options)
+    if options.positive_only:
         a = jnp.maximum(a, 0.0)
     if sample_of_row is not None:
-        a = a[sample_of_row]
+        a, oor = a[sample_of_row], oor[sample_of_row]
     a = jnp.where(valid, a, 0.0)
     num_live = jnp.sum(live, dtype=jnp.int32)
     num_valid = jnp.sum(valid, dtype=jnp.int32)
@@ -188,15 +233,16 @@ def grouped_advantages(
         group_constant=constant,
         num_excluded=num_live - num_valid,
         num_nonfinite=jnp.sum(asked, dtype=jnp.int32) - num_valid,
+        num_out_of_range=jnp.sum(oor & valid, dtype=jnp.int32),
     )
 
 
 def _vector(x: ArrayLike, name: str, dtype: Any, length: int | None = None) -> jax.Array:
-    arr = jnp.asarray(x)
+    arr = as_float(x, name) if dtype is jnp.float32 else jnp.asarray(x)
     if arr.ndim != 1:
         raise ValueError(f"{name} must have rank 1, got shape {arr.shape}")
     if length is not None and arr.shape[0] != length:
-        raise ValueError(f"{name} must have length {length} (as rewards), got {arr.shape[0]}")
+        raise ValueError(f"{name} must have length {length} (as rewards_PG), got {arr.shape[0]}")
     if dtype is jnp.bool_ and arr.dtype != jnp.bool_:
         raise TypeError(f"{name} must be a boolean array, got dtype {arr.dtype}")
     if dtype is jnp.int32 and not jnp.issubdtype(arr.dtype, jnp.integer):
@@ -207,76 +253,150 @@ def _vector(x: ArrayLike, name: str, dtype: Any, length: int | None = None) -> j
 def _trajectory_samples(
     x: jax.Array, h: jax.Array, t: jax.Array, valid: jax.Array, p: int
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """Averages the rows of each (group, trajectory) pair into one sample (N sample slots)."""
+    """Averages the rows of each (group, trajectory) pair into one sample (N sample slots).
+
+    ``h`` is p on rows left out; their samples get group p. A trajectory's mean is taken as its
+    largest row plus the mean deviation from it, in halves, so no sum overflows.
+    """
     n = x.shape[0]
     order = jnp.lexsort((t, h))
     hs, ts = h[order], t[order]
     new = jnp.ones(n, bool).at[1:].set((hs[1:] != hs[:-1]) | (ts[1:] != ts[:-1])) if n else hs > 0
     pair = jnp.zeros(n, jnp.int32).at[order].set(jnp.cumsum(new, dtype=jnp.int32) - 1)
     count = jax.ops.segment_sum(valid.astype(jnp.int32), pair, n)
-    total = jax.ops.segment_sum(x, pair, n)
-    values = total / jnp.maximum(count, 1)
+    half = x * 0.5  # halves: a deviation from the largest row then fits float32 at any magnitude
+    top = jax.ops.segment_max(jnp.where(valid, half, -jnp.inf), pair, n)
+    top = jnp.where(count > 0, top, 0.0)
+    deviation = jax.ops.segment_sum(jnp.where(valid, half - top[pair], 0.0), pair, n)
+    values = (top + deviation / jnp.maximum(count, 1)) * 2.0
     group = jax.ops.segment_max(h, pair, n)
     group = jnp.where(count > 0, group, p)
     return pair, values, group
 
 
-def _core(
-    x: jax.Array,
-    h: jax.Array,
-    included: jax.Array,
-    p: int,
-    baseline: str,
-    scale: str,
-    ddof: int,
-    eps: float,
-    var_floor: float,
-    min_std: float | None,
-    singleton: str,
-) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array, jax.Array]:
-    """float32 estimator on samples ``x`` (0 where not ``included``) with groups ``h``.
+_F32_MAX = 3.4028234663852886e38  # largest finite float32
+_F32_TINY = 2.0**-126  # smallest normal float32
+_MODERATE = 20  # groups whose largest |r| is within 2^±20 are not rescaled (their shift is 0)
 
-    Sums are of deviations d = x − max_g ≤ 0 from the group's largest sample: a group is constant
-    exactly when Σd = 0 (a sum of non-positive numbers), its mean is then max_g exactly, and a large
-    common offset costs float32 no precision. Ids outside ``[0, p)`` fall out of every segment op.
+
+def _pow2(k: jax.Array) -> jax.Array:
+    """2^k as float32 for int32 k in [−126, 127], built from its bits."""
+    return jax.lax.bitcast_convert_type((k + 127) << 23, jnp.float32)
+
+
+def _times_pow2(v: jax.Array, k: jax.Array) -> jax.Array:
+    """v·2^k for int32 |k| ≤ 252, exact wherever the result is a normal float32; ±inf / 0 beyond.
+
+    Two factors, each within float32's normal exponents, so that neither over- or underflows (an
+    ldexp without data-dependent branches).
     """
-    n = jax.ops.segment_sum(included.astype(jnp.int32), h, p)
-    top = jax.ops.segment_max(jnp.where(included, x, -jnp.inf), h, p)
+    k = jnp.clip(k, -252, 252)
+    half = k >> 1
+    return v * _pow2(half) * _pow2(k - half)
+
+
+def _from_bits(bits: jax.Array, factor: jax.Array) -> jax.Array:
+    """x·factor for float32 bit patterns ``bits``, subnormal x included (XLA on CPU reads those as 0).
+
+    A subnormal x is m·2^−149 (m its 23-bit mantissa), so it is rebuilt from m in normal floats.
+    """
+    magnitude = bits & 0x7FFFFFFF
+    x = jax.lax.bitcast_convert_type(bits, jnp.float32)
+    signed_m = jnp.where(bits < 0, -magnitude, magnitude).astype(jnp.float32)
+    rebuilt = signed_m * jnp.float32(2.0**-75) * factor * jnp.float32(2.0**-74)
+    return jnp.where(magnitude < 0x00800000, rebuilt, x * factor)
+
+
+def _core(
+    x: jax.Array, h: jax.Array, p: int, options: AdvantageOptions
+) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array, jax.Array, jax.Array]:
+    """float32 estimator on samples ``x`` with segment ids ``h`` (``p``: left out).
+
+    Returns (advantages, out of range, mean, std, count, constant): per sample, then per group.
+
+    Each group runs in units of 2^s_g, y = x·2^−s_g, where s_g is 0 when its largest |x| lies within
+    2^±20 and otherwise brings it there (one exact multiplication; subnormal x are decoded from their
+    bits), so no difference or square over- or underflows. In those units sums are of deviations
+    d = y − max_g ≤ 0 from the group's largest sample: a group is constant exactly when Σd = 0 (a sum
+    of non-positive numbers), its mean is then max_g exactly, and a large common offset costs float32
+    no precision. Every advantage is c·G_g (c = d − mean_g d), G_g holding 2^s_g and the division.
+    Segment p collects everything left out, so ``p = 0`` works like any other size.
+    """
+    baseline, scale, ddof, eps = options.baseline, options.scale, options.ddof, options.eps
+    size = p + 1
+    included = h < p
+    n = jax.ops.segment_sum(included.astype(jnp.int32), h, size)
+    bits = jax.lax.bitcast_convert_type(x, jnp.int32)
+    magnitude = bits & 0x7FFFFFFF
+    # The group's largest bit pattern, as a float: a float max is fast where an int32 one is not, and
+    # its rounding (24 of 31 bits) can only move e by one, which the ±20 window absorbs. Subnormal
+    # patterns are below 2^23, so exact.
+    top_bits = jnp.maximum(jax.ops.segment_max(magnitude.astype(jnp.float32), h, size), 0.0)
+    top_magnitude = top_bits.astype(jnp.int32)
+    biased = top_magnitude >> 23
+    e = jnp.where(biased > 0, biased - 126, jnp.frexp(top_bits)[1] - 149)  # max|x| ≈ m·2^e, 0.5 ≤ m < 1
+    shift = jnp.where(top_magnitude > 0, jnp.maximum(e - jnp.clip(e, -_MODERATE, _MODERATE), -127), 0)
+    unit = _pow2(-shift)  # 2^−s_g, within [2^−108, 2^127]
+    scale_back = 1.0 / unit  # 2^s_g, exact (0 for s_g = −127, below float32's normal range)
+    y = _from_bits(bits, unit[h])
+    top = jax.ops.segment_max(jnp.where(included, y, -jnp.inf), h, size)  # y: normal floats
     top = jnp.where(n > 0, top, 0.0)
-    d = jnp.where(included, x - top[h], 0.0)
-    total = jax.ops.segment_sum(d, h, p)
+    d = jnp.where(included, y - top[h], 0.0)
+    total = jax.ops.segment_sum(d, h, size)
     constant = (total == 0.0) & (n > 0)
-    shift = total / jnp.maximum(n, 1)
-    mean = top + shift
+    mean_d = total / jnp.maximum(n, 1)
     single = n == 1
-    # verl's group of one: μ := 0, so the centred value is the sample itself (d − (−top) = x).
-    centre = jnp.where(single, -top, shift) if singleton == "raw" else shift
+    raw = options.singleton == "raw"
+    # verl's group of one: μ := 0, so the centred value is the sample itself (d − (−top) = y).
+    centre = jnp.where(single, -top, mean_d) if raw else mean_d
     c = jnp.where(included, d - centre[h], 0.0)
-    m2 = jnp.where(constant, 0.0, jax.ops.segment_sum(c * c, h, p))
+    m2 = jnp.where(constant, 0.0, jax.ops.segment_sum(c * c, h, size))
     dof = n - ddof
-    std = jnp.where(dof > 0, jnp.sqrt(jnp.maximum(m2 / jnp.maximum(dof, 1), var_floor)), 0.0)
+    sd_y = jnp.sqrt(m2 / jnp.maximum(dof, 1))  # σ_g·2^−s_g before the floor
+    floor_sd = math.sqrt(options.var_floor)
+    std = jnp.where(dof > 0, jnp.maximum(sd_y * scale_back, floor_sd), 0.0)
+
     if baseline == "leave_one_out":
-        factor = n / jnp.maximum(n - 1, 1).astype(jnp.float32)
+        loo = n / jnp.maximum(n - 1, 1).astype(jnp.float32)
     else:
-        factor = jnp.ones(p, jnp.float32)
+        loo = jnp.ones(size, jnp.float32)
+    # base: the group-stage factor in the group's units (A = c·base·2^s_g before any batch scaling)
+    base = jnp.where(constant | (n == 0), 0.0, loo)
+    if raw:
+        base = jnp.where(single, 1.0, base)
+    g = base * scale_back
     if scale == "group":
-        denom = std + eps
-        divide = (dof > 0) & (denom > 0)
-        if min_std is not None:
-            divide = divide & (std > min_std)
-        factor = jnp.where(divide, factor / jnp.where(divide, denom, 1.0), factor)
-    factor = jnp.where(constant | (n == 0), 0.0, factor)
-    if singleton == "raw":
-        factor = jnp.where(single, 1.0 / (1.0 + eps) if scale == "group" else 1.0, factor)
-    a = jnp.where(included, c * factor[h], 0.0)
-    if scale == "batch":
-        _, sd = _masked_mean_std(x, included, ddof)
-        a = a / jnp.where(sd + eps > 0, sd + eps, 1.0)
-    elif scale == "whiten":
-        mu, sd = _masked_mean_std(a, included, ddof)
-        a = jnp.where(sd > 0, (a - mu) / jnp.where(sd > 0, sd + eps, 1.0), 0.0)
-    mean = jnp.where(n > 0, mean, 0.0)
-    return a, mean, std, n, constant
+        sd_g = jnp.maximum(sd_y, floor_sd * unit)
+        denom = sd_g + eps * unit
+        divide = (dof > 0) & (denom > 0) & ~constant
+        if options.min_std is not None:
+            divide = divide & (sd_g > options.min_std * unit)
+        g = jnp.where(divide, loo / jnp.where(divide, denom, 1.0), g)
+        if raw:
+            g = jnp.where(single, scale_back / (1.0 + eps), g)
+    nonzero = c != 0.0
+    live = (n > 0) & (top_magnitude > 0)
+    if scale in ("batch", "whiten"):
+        s_b = jnp.max(jnp.where(live, shift, -127), initial=-127)
+        to_batch = base * _times_pow2(jnp.float32(1.0), shift - s_b)  # A = c·to_batch·2^s_B
+        if scale == "batch":  # A = a/(σ_B + eps), σ_B over every included reward
+            _, sd = _masked_mean_std(y * _times_pow2(jnp.float32(1.0), shift - s_b)[h], included, ddof)
+            denom_b = sd + _times_pow2(jnp.float32(eps), -s_b)
+            g = jnp.where(denom_b > 0, to_batch / jnp.where(denom_b > 0, denom_b, 1.0), g)
+        else:  # A = (a − mean_B a)/(std_B a + eps)
+            a_b = jnp.where(included, c * to_batch[h], 0.0)
+            mu, sd = _masked_mean_std(a_b, included, ddof)
+            denom_w = sd + _times_pow2(jnp.float32(eps), -s_b)
+            whitened = jnp.where(sd > 0, (a_b - mu) / jnp.where(sd > 0, denom_w, 1.0), 0.0)
+            nonzero = jnp.zeros_like(nonzero)  # dimensionless and O(1): no underflow to track
+    a = whitened if scale == "whiten" else jnp.where(included, c * g[h], 0.0)
+    big = jnp.float32(_F32_MAX)
+    overflow = jnp.isinf(a)
+    a = jnp.where(overflow, jnp.copysign(big, a), a)
+    out_of_range: jax.Array = included & (overflow | (nonzero & (jnp.abs(a) < _F32_TINY)))
+    mean = jnp.where(n > 0, (top + mean_d) * scale_back, 0.0)
+    std = jnp.minimum(std, big)
+    return a, out_of_range, mean[:p], std[:p], n[:p], constant[:p]
 
 
 def _masked_mean_std(x: jax.Array, included: jax.Array, ddof: int) -> tuple[jax.Array, jax.Array]:
@@ -294,36 +414,36 @@ def _masked_mean_std(x: jax.Array, included: jax.Array, ddof: int) -> tuple[jax.
 
 
 def total_returns(
-    step_rewards: ArrayLike,
-    step_episode_ids: ArrayLike,
+    step_rewards_U: ArrayLike,
+    step_episode_ids_U: ArrayLike,
     num_episodes: int,
-    final_rewards: ArrayLike,
+    final_rewards_E: ArrayLike,
     *,
     where: ArrayLike | None = None,
 ) -> jax.Array:
     """Episode returns R_e = Σ_{t ∈ e} r_t + R_final,e in float32 (see :func:`kernel.total_returns`).
 
     Args:
-      step_rewards: ``[T]`` float.
-      step_episode_ids: ``[T]`` int; ids outside ``[0, num_episodes)`` are padding.
+      step_rewards_U: ``[U]`` float, one per step.
+      step_episode_ids_U: ``[U]`` int; ids outside ``[0, num_episodes)`` are padding.
       num_episodes: E (static).
-      final_rewards: ``[E]`` float.
-      where: ``[T]`` bool, steps to count.
+      final_rewards_E: ``[E]`` float.
+      where: ``[U]`` bool, steps to count.
 
     Returns:
       ``[E]`` float32.
 
     Raises:
-      ValueError: bad shapes.
+      ValueError / TypeError: bad shapes or dtypes.
 
     Examples:
       >>> total_returns(jnp.array([-1.0, 0.0, -1.0]), jnp.array([0, 0, 1]), 2, jnp.array([0.5, 1.0]))
       Array([-0.5,  0. ], dtype=float32)
     """
-    e = _check_num_groups(num_episodes)
-    r = _vector(step_rewards, "step_rewards", jnp.float32)
-    ids = _vector(step_episode_ids, "step_episode_ids", jnp.int32, r.shape[0])
-    final = _vector(final_rewards, "final_rewards", jnp.float32, e)
+    e = check_num_groups(num_episodes, "num_episodes")
+    r = _vector(step_rewards_U, "step_rewards_U", jnp.float32)
+    ids = _vector(step_episode_ids_U, "step_episode_ids_U", jnp.int32, r.shape[0])
+    final = _vector(final_rewards_E, "final_rewards_E", jnp.float32, e)
     counted = (ids >= 0) & (ids < e)
     if where is not None:
         counted = counted & _vector(where, "where", jnp.bool_, r.shape[0])
@@ -332,8 +452,8 @@ def total_returns(
 
 
 def constant_group_keep_mask(
-    rewards: ArrayLike,
-    group_ids: ArrayLike,
+    rewards_PG: ArrayLike,
+    group_ids_PG: ArrayLike,
     num_groups: int,
     *,
     where: ArrayLike | None = None,
@@ -343,35 +463,34 @@ def constant_group_keep_mask(
     """Rows to keep after dropping constant-reward groups (see :func:`kernel.constant_group_keep_mask`).
 
     Args:
-      rewards: ``[N]`` float.
-      group_ids: ``[N]`` int; ids outside ``[0, num_groups)`` are padding (never kept).
+      rewards_PG: ``[PG]`` float.
+      group_ids_PG: ``[PG]`` int; ids outside ``[0, num_groups)`` are padding (never kept).
       num_groups: P (static).
-      where: ``[N]`` bool, rows to consider.
-      atol: groups spanning at most ``atol`` are constant.
+      where: ``[PG]`` bool, rows to consider.
+      atol: finite number >= 0 (static); groups spanning at most ``atol`` are constant.
       keep_one_if_all_constant: keep the lowest-id non-empty group when every group is constant.
 
     Returns:
-      ``[N]`` bool.
+      ``[PG]`` bool.
 
     Raises:
-      ValueError: bad shapes or ``atol``.
+      ValueError / TypeError: bad shapes, or ``atol`` not a finite number >= 0.
 
     Examples:
       >>> constant_group_keep_mask(jnp.array([1.0, 1.0, 0.0, 1.0]), jnp.array([0, 0, 1, 1]), 2)
       Array([False, False,  True,  True], dtype=bool)
     """
-    p = _check_num_groups(num_groups)
-    if not atol >= 0:
-        raise ValueError(f"atol must be a finite number >= 0, got {atol!r}")
-    r = _vector(rewards, "rewards", jnp.float32)
-    g = _vector(group_ids, "group_ids", jnp.int32, r.shape[0])
+    p = check_num_groups(num_groups)
+    tolerance = check_nonnegative(atol, "atol")
+    r = _vector(rewards_PG, "rewards_PG", jnp.float32)
+    g = _vector(group_ids_PG, "group_ids_PG", jnp.int32, r.shape[0])
     valid = (g >= 0) & (g < p) & jnp.isfinite(r)
     if where is not None:
         valid = valid & _vector(where, "where", jnp.bool_, r.shape[0])
     h = jnp.where(valid, g, p)
     hi = jax.ops.segment_max(jnp.where(valid, r, -jnp.inf), h, p + 1)
     lo = jax.ops.segment_min(jnp.where(valid, r, jnp.inf), h, p + 1)
-    varying = (hi - lo) > atol
+    varying = (hi - lo) > tolerance
     keep = valid & varying[h]
     if keep_one_if_all_constant:
         first = jnp.min(jnp.where(valid, h, p), initial=p)

@@ -86,7 +86,7 @@ def check(record: dict[str, Any]) -> str | None:
             got = np.empty_like(out.advantages)
             got[traj_major] = out.advantages
         elif grouping == "traj":
-            got = advantages_from_preset(preset, rewards, q_ids, q_num, trajectory_ids=traj_ids).advantages
+            got = advantages_from_preset(preset, rewards, q_ids, q_num, trajectory_ids_PG=traj_ids).advantages
         else:
             got = advantages_from_preset(preset, rewards, q_ids, q_num).advantages
         want = np.asarray(want_raw, dtype=np.float64)
