@@ -31,27 +31,25 @@ logprob gap ≥ 89), and beyond the range of ``exp`` it is evaluated as sign(A)�
 so it overflows to ±inf only where |ρ·A| itself exceeds the dtype. Gradients follow the same rule.
 
 Every loss is written once, against an array namespace (numpy here, ``jax.numpy`` in the thin
-wrappers of :mod:`kernel.jax`); a :class:`_Backend` holds the few operations that differ (float
-coercion, segment sums, stop-gradient, whether values can be checked eagerly).
+wrappers of :mod:`kernel.jax`); a :class:`kernel._namespace.Backend` holds the few operations that
+differ (float coercion, segment sums, stop-gradient, whether values can be checked eagerly).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, Final, Generic, Literal, NamedTuple, TypeAlias, TypeVar, get_args
 
 import numpy as np
 import numpy.typing as npt
 
 from kernel._checks import (
-    as_float_array,
-    as_int_array,
     as_mask,
     check_choice,
     check_int,
     check_real,
     check_same_shape,
 )
+from kernel._namespace import NUMPY, Backend
 
 __all__ = [
     "LOSS_AGGREGATIONS",
@@ -96,33 +94,6 @@ class TokenLoss(NamedTuple, Generic[ArrayT]):
 # The one implementation, against an array namespace
 
 
-class _Backend(NamedTuple):
-    """What differs between numpy and JAX; everything else is the array API both share."""
-
-    xp: Any  # numpy or jax.numpy
-    as_float: Callable[[Any, str], Any]  # float array of any rank, never downcast; raises naming it
-    as_int: Callable[[Any, str], Any]  # integer array of any rank; raises naming it
-    segment_sum: Callable[[Any, Any, int], Any]  # [n] sums by id; id n (padding) drops out
-    stop_gradient: Callable[[Any], Any]
-    count_dtype: Any  # dtype of ``num_tokens``
-    eager: bool  # values are concrete, so segment ids can be range-checked
-
-
-def _numpy_segment_sum(data: FloatArray, ids: npt.NDArray[np.int64], n: int) -> FloatArray:
-    return np.bincount(ids, weights=data, minlength=n + 1)[:n].astype(data.dtype)
-
-
-_NUMPY: Final = _Backend(
-    xp=np,
-    as_float=lambda x, name: as_float_array(x, name, ndim=np.ndim(x)),
-    as_int=lambda x, name: as_int_array(x, name, ndim=np.ndim(x)),
-    segment_sum=_numpy_segment_sum,
-    stop_gradient=lambda x: x,
-    count_dtype=np.int64,
-    eager=True,
-)
-
-
 class _Aggregation(NamedTuple):
     aggregation: LossAggregation
     normalizer: float | None
@@ -149,7 +120,7 @@ def _options(
     return _Aggregation(aggregation, norm, segment_ids, num_segments)  # type: ignore[arg-type]
 
 
-def _prepare(bk: _Backend, where: Any, **arrays: Any) -> tuple[list[Any], Any]:
+def _prepare(bk: Backend, where: Any, **arrays: Any) -> tuple[list[Any], Any]:
     """Coerces the inputs to one float dtype and zeroes every position outside ``where`` (double where)."""
     xp = bk.xp
     values = [bk.as_float(x, name) for name, x in arrays.items()]
@@ -162,14 +133,14 @@ def _prepare(bk: _Backend, where: Any, **arrays: Any) -> tuple[list[Any], Any]:
     return [xp.where(keep, v.astype(dtype), zero) for v in values], keep
 
 
-def _mean_of_means(bk: _Backend, sums: Any, counts: Any) -> Any:
+def _mean_of_means(bk: Backend, sums: Any, counts: Any) -> Any:
     xp = bk.xp
     present = counts > 0
     means = xp.where(present, sums / xp.maximum(counts, 1), 0)
     return xp.sum(means) / xp.maximum(xp.count_nonzero(present), 1).astype(sums.dtype)
 
 
-def _aggregate(bk: _Backend, ell: Any, keep: Any, opts: _Aggregation) -> Any:
+def _aggregate(bk: Backend, ell: Any, keep: Any, opts: _Aggregation) -> Any:
     xp = bk.xp
     dtype = ell.dtype
     if opts.aggregation == "sum":
@@ -198,7 +169,7 @@ def _aggregate(bk: _Backend, ell: Any, keep: Any, opts: _Aggregation) -> Any:
     return xp.asarray(value, dtype=dtype)
 
 
-def _result(bk: _Backend, ell: Any, keep: Any, clipped: Any, opts: _Aggregation) -> TokenLoss[Any]:
+def _result(bk: Backend, ell: Any, keep: Any, clipped: Any, opts: _Aggregation) -> TokenLoss[Any]:
     xp = bk.xp
     ell = xp.where(keep, ell, xp.zeros((), ell.dtype))
     n = xp.count_nonzero(keep)
@@ -217,7 +188,7 @@ def _log_max(dtype: Any) -> float:
     return float(np.log(np.finfo(dtype).max)) - 1.0
 
 
-def _saturated_ratio(bk: _Backend, gap: Any) -> Any:
+def _saturated_ratio(bk: Backend, gap: Any) -> Any:
     """ρ = exp(gap) with the exponent capped where exp would overflow: finite, with a finite gradient.
 
     Only compared with or clipped to thresholds, which the cap (≈ 1e38 in float32) leaves unchanged.
@@ -225,7 +196,7 @@ def _saturated_ratio(bk: _Backend, gap: Any) -> Any:
     return bk.xp.exp(bk.xp.minimum(gap, _log_max(gap.dtype)))
 
 
-def _ratio_times(bk: _Backend, gap: Any, adv: Any) -> Any:
+def _ratio_times(bk: Backend, gap: Any, adv: Any) -> Any:
     """ρ·A = exp(gap)·A, exactly 0 where A = 0 and never inf·0; value and gradient NaN-free.
 
     Where exp(gap) is finite this is the plain product; beyond, sign(A)·exp(gap + log|A|), which is
@@ -240,20 +211,20 @@ def _ratio_times(bk: _Backend, gap: Any, adv: Any) -> Any:
     return xp.where(small, direct, scaled)
 
 
-def _aggregate_token_loss(bk: _Backend, per_token_loss: Any, where: Any, opts: _Aggregation) -> Any:
+def _aggregate_token_loss(bk: Backend, per_token_loss: Any, where: Any, opts: _Aggregation) -> Any:
     (ell,), keep = _prepare(bk, where, per_token_loss=per_token_loss)
     return _aggregate(bk, ell, keep, opts)
 
 
 def _importance_sampling(
-    bk: _Backend, lp: Any, lp_q: Any, adv: Any, where: Any, opts: _Aggregation
+    bk: Backend, lp: Any, lp_q: Any, adv: Any, where: Any, opts: _Aggregation
 ) -> TokenLoss[Any]:
     (lp, lp_q, adv), keep = _prepare(bk, where, train_logprobs=lp, sampler_logprobs=lp_q, advantages=adv)
     return _result(bk, -_ratio_times(bk, lp - lp_q, adv), keep, None, opts)
 
 
 def _ppo(
-    bk: _Backend, lp: Any, lp_q: Any, adv: Any, low: float, high: float, where: Any, opts: _Aggregation
+    bk: Backend, lp: Any, lp_q: Any, adv: Any, low: float, high: float, where: Any, opts: _Aggregation
 ) -> TokenLoss[Any]:
     xp = bk.xp
     (lp, lp_q, adv), keep = _prepare(bk, where, train_logprobs=lp, sampler_logprobs=lp_q, advantages=adv)
@@ -268,7 +239,7 @@ def _ppo(
 
 
 def _cispo(
-    bk: _Backend, lp: Any, lp_q: Any, adv: Any, low: float, high: float, where: Any, opts: _Aggregation
+    bk: Backend, lp: Any, lp_q: Any, adv: Any, low: float, high: float, where: Any, opts: _Aggregation
 ) -> TokenLoss[Any]:
     xp = bk.xp
     (lp, lp_q, adv), keep = _prepare(bk, where, train_logprobs=lp, sampler_logprobs=lp_q, advantages=adv)
@@ -279,14 +250,14 @@ def _cispo(
 
 
 def _dro(
-    bk: _Backend, lp: Any, lp_q: Any, adv: Any, beta: float, where: Any, opts: _Aggregation
+    bk: Backend, lp: Any, lp_q: Any, adv: Any, beta: float, where: Any, opts: _Aggregation
 ) -> TokenLoss[Any]:
     (lp, lp_q, adv), keep = _prepare(bk, where, train_logprobs=lp, sampler_logprobs=lp_q, advantages=adv)
     gap = lp - lp_q
     return _result(bk, -(lp * adv - (0.5 * beta) * gap * gap), keep, None, opts)
 
 
-def _cross_entropy(bk: _Backend, lp: Any, w: Any, where: Any, opts: _Aggregation) -> TokenLoss[Any]:
+def _cross_entropy(bk: Backend, lp: Any, w: Any, where: Any, opts: _Aggregation) -> TokenLoss[Any]:
     (lp, w), keep = _prepare(bk, where, train_logprobs=lp, weights=w)
     return _result(bk, -w * lp, keep, None, opts)
 
@@ -346,7 +317,7 @@ def aggregate_token_loss(
         2.5
     """
     opts = _options(aggregation, normalizer, segment_ids, num_segments)
-    value: FloatArray = _aggregate_token_loss(_NUMPY, per_token_loss, where, opts)
+    value: FloatArray = _aggregate_token_loss(NUMPY, per_token_loss, where, opts)
     return value
 
 
@@ -391,7 +362,7 @@ def importance_sampling_loss(
         1.0
     """
     opts = _options(aggregation, normalizer, segment_ids, num_segments)
-    return _importance_sampling(_NUMPY, train_logprobs, sampler_logprobs, advantages, where, opts)
+    return _importance_sampling(NUMPY, train_logprobs, sampler_logprobs, advantages, where, opts)
 
 
 def ppo_loss(
@@ -445,7 +416,7 @@ def ppo_loss(
         aggregation, normalizer, segment_ids, num_segments, low=clip_low_threshold, high=clip_high_threshold
     )
     lo, hi = float(clip_low_threshold), float(clip_high_threshold)
-    return _ppo(_NUMPY, train_logprobs, sampler_logprobs, advantages, lo, hi, where, opts)
+    return _ppo(NUMPY, train_logprobs, sampler_logprobs, advantages, lo, hi, where, opts)
 
 
 def cispo_loss(
@@ -500,7 +471,7 @@ def cispo_loss(
         aggregation, normalizer, segment_ids, num_segments, low=clip_low_threshold, high=clip_high_threshold
     )
     lo, hi = float(clip_low_threshold), float(clip_high_threshold)
-    return _cispo(_NUMPY, train_logprobs, sampler_logprobs, advantages, lo, hi, where, opts)
+    return _cispo(NUMPY, train_logprobs, sampler_logprobs, advantages, lo, hi, where, opts)
 
 
 def dro_loss(
@@ -550,7 +521,7 @@ def dro_loss(
     """
     opts = _options(aggregation, normalizer, segment_ids, num_segments)
     b = check_real(beta, "beta", finite=True)
-    return _dro(_NUMPY, train_logprobs, sampler_logprobs, advantages, b, where, opts)
+    return _dro(NUMPY, train_logprobs, sampler_logprobs, advantages, b, where, opts)
 
 
 def cross_entropy_loss(
@@ -594,4 +565,4 @@ def cross_entropy_loss(
         3.0
     """
     opts = _options(aggregation, normalizer, segment_ids, num_segments)
-    return _cross_entropy(_NUMPY, train_logprobs, weights, where, opts)
+    return _cross_entropy(NUMPY, train_logprobs, weights, where, opts)

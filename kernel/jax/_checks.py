@@ -10,6 +10,7 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from kernel._checks import as_int32_saturated
+from kernel._namespace import Backend
 
 __all__: list[str] = []
 
@@ -47,3 +48,22 @@ def as_int32(x: ArrayLike, name: str) -> jax.Array:
         high = min(_INT32_MAX, int(info.max))
         return jnp.clip(x, low, high).astype(jnp.int32)
     return jnp.asarray(as_int32_saturated(x, name))
+
+
+def _as_int(x: ArrayLike, name: str) -> jax.Array:
+    arr = jnp.asarray(x)
+    if not jnp.issubdtype(arr.dtype, jnp.integer):
+        raise TypeError(f"{name} must be an integer array, got dtype {arr.dtype}")
+    return arr
+
+
+JAX: Final = Backend(
+    xp=jnp,
+    as_float=as_float,
+    as_int=_as_int,
+    segment_sum=lambda data, ids, n: jax.ops.segment_sum(data, ids, num_segments=n),
+    stop_gradient=jax.lax.stop_gradient,
+    count_dtype=jnp.int32,
+    eager=False,
+)
+"""The :class:`kernel._namespace.Backend` of the JAX twins: traced values are never range-checked."""

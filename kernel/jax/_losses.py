@@ -11,10 +11,8 @@ static under ``jax.jit``. Under jit, ``segment_ids`` cannot be range-checked: id
 
 from __future__ import annotations
 
-from typing import Final
-
 import jax
-import jax.numpy as jnp
+import jax.numpy as jnp  # noqa: F401  (the doctests use it)
 from jax.typing import ArrayLike
 
 from kernel._checks import check_real
@@ -22,7 +20,6 @@ from kernel._losses import (
     LossAggregation,
     TokenLoss,
     _aggregate_token_loss,
-    _Backend,
     _cispo,
     _cross_entropy,
     _dro,
@@ -30,7 +27,7 @@ from kernel._losses import (
     _options,
     _ppo,
 )
-from kernel.jax._checks import as_float
+from kernel.jax._checks import JAX
 
 __all__ = [
     "aggregate_token_loss",
@@ -40,24 +37,6 @@ __all__ = [
     "importance_sampling_loss",
     "ppo_loss",
 ]
-
-
-def _as_int(x: ArrayLike, name: str) -> jax.Array:
-    arr = jnp.asarray(x)
-    if not jnp.issubdtype(arr.dtype, jnp.integer):
-        raise TypeError(f"{name} must be an integer array, got dtype {arr.dtype}")
-    return arr
-
-
-_JAX: Final = _Backend(
-    xp=jnp,
-    as_float=as_float,
-    as_int=_as_int,
-    segment_sum=lambda data, ids, n: jax.ops.segment_sum(data, ids, num_segments=n),
-    stop_gradient=jax.lax.stop_gradient,
-    count_dtype=jnp.int32,
-    eager=False,
-)
 
 
 def aggregate_token_loss(
@@ -104,7 +83,7 @@ def aggregate_token_loss(
         3.0
     """
     opts = _options(aggregation, normalizer, segment_ids, num_segments)
-    value: jax.Array = _aggregate_token_loss(_JAX, per_token_loss, where, opts)
+    value: jax.Array = _aggregate_token_loss(JAX, per_token_loss, where, opts)
     return value
 
 
@@ -149,7 +128,7 @@ def importance_sampling_loss(
         Array([-1.,  2.], dtype=float32)
     """
     opts = _options(aggregation, normalizer, segment_ids, num_segments)
-    return _importance_sampling(_JAX, train_logprobs, sampler_logprobs, advantages, where, opts)
+    return _importance_sampling(JAX, train_logprobs, sampler_logprobs, advantages, where, opts)
 
 
 def ppo_loss(
@@ -205,7 +184,7 @@ def ppo_loss(
         aggregation, normalizer, segment_ids, num_segments, low=clip_low_threshold, high=clip_high_threshold
     )
     lo, hi = float(clip_low_threshold), float(clip_high_threshold)
-    return _ppo(_JAX, train_logprobs, sampler_logprobs, advantages, lo, hi, where, opts)
+    return _ppo(JAX, train_logprobs, sampler_logprobs, advantages, lo, hi, where, opts)
 
 
 def cispo_loss(
@@ -256,7 +235,7 @@ def cispo_loss(
         aggregation, normalizer, segment_ids, num_segments, low=clip_low_threshold, high=clip_high_threshold
     )
     lo, hi = float(clip_low_threshold), float(clip_high_threshold)
-    return _cispo(_JAX, train_logprobs, sampler_logprobs, advantages, lo, hi, where, opts)
+    return _cispo(JAX, train_logprobs, sampler_logprobs, advantages, lo, hi, where, opts)
 
 
 def dro_loss(
@@ -303,7 +282,7 @@ def dro_loss(
     """
     opts = _options(aggregation, normalizer, segment_ids, num_segments)
     b = check_real(beta, "beta", finite=True)
-    return _dro(_JAX, train_logprobs, sampler_logprobs, advantages, b, where, opts)
+    return _dro(JAX, train_logprobs, sampler_logprobs, advantages, b, where, opts)
 
 
 def cross_entropy_loss(
@@ -344,4 +323,4 @@ def cross_entropy_loss(
         2.0
     """
     opts = _options(aggregation, normalizer, segment_ids, num_segments)
-    return _cross_entropy(_JAX, train_logprobs, weights, where, opts)
+    return _cross_entropy(JAX, train_logprobs, weights, where, opts)
