@@ -20,6 +20,9 @@ def as_int_array(x: npt.ArrayLike, name: str, *, ndim: int = 1) -> npt.NDArray[n
     if arr.size == 0 and arr.dtype.kind not in "iu":
         arr = arr.astype(np.int64)
     if arr.dtype.kind not in "iu":
+        if isinstance(x, (list, tuple)) and arr.ndim == 1 and all(_is_int(v) for v in x):
+            # numpy reads [1, 2**63] as float64 and [1, 2**64] as object: integers beyond int64
+            raise ValueError(f"{name} must fit int64, got values in [{min(x)}, {max(x)}]")
         raise TypeError(f"{name} must be an integer array, got dtype {arr.dtype}")
     if arr.ndim != ndim:
         raise ValueError(f"{name} must have rank {ndim}, got shape {arr.shape}")
