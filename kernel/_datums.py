@@ -12,9 +12,10 @@ numpy comparisons over the batch; a datum's tokens are those of its last transit
 runs of (observation delta, action) per transition. No Python code runs per token: runs are copied by
 one slice each when they are long (at memcpy speed, O(runs) Python) and by fancy indexing when short.
 
-Shape suffixes used here (besides the project's ``_D`` datums and ``_T`` tokens): ``_B`` trajectories
-of the batch, ``_N`` transitions (all trajectories, trajectory-major), ``_N1`` / ``_D1`` offsets of length
-N + 1 / D + 1. Flat token arrays carry no suffix: their offsets say how they split.
+Shape suffixes (README's table): ``_B`` trajectories of the batch, ``_N`` transitions (all trajectories,
+trajectory-major), ``_D`` datums, ``_S`` segments (would-be datums), ``_R`` runs of tokens; ``_N1`` /
+``_D1`` offsets of length N + 1 / D + 1. Flat token arrays carry no suffix: their offsets say how they
+split.
 """
 
 from __future__ import annotations
@@ -752,8 +753,8 @@ def _assemble(
     mask.fill(False)
     _scatter_runs(logprobs, act_start, t.logprobs, t.logprob_offsets_N1[kept_N] + x0_in_ac_N[kept_N], act_len)
     trained = np.flatnonzero(trained_N[kept_N])
-    adv_K = adv32_B[np.repeat(traj_D, seg_count_D)]
-    _fill_runs(advantages, act_start[trained], act_len[trained], adv_K[trained])
+    adv_kept = adv32_B[np.repeat(traj_D, seg_count_D)]
+    _fill_runs(advantages, act_start[trained], act_len[trained], adv_kept[trained])
     _fill_runs(mask, act_start[trained], act_len[trained], np.ones(trained.shape[0], np.bool_))
 
     return DatumBatch(
