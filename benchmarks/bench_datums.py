@@ -11,7 +11,7 @@
 
 Rows: the copy floor (``np.copyto`` of output-sized arrays: two int64, two float32, one bool per
 position); ``build_datums`` alone (packed arrays in, packed datums out); ``+ tinker.Datum`` (the same
-then :func:`adapters.tinker_convert.datums_to_tinker`); ``from SDK samples`` (ModelInput prompts and
+then :func:`adapters.tinker.convert.datums_to_tinker`); ``from SDK samples`` (ModelInput prompts and
 SampledSequences in, ``tinker.Datum`` out, as the peer); and the peer, tinker-cookbook's
 ``trajectory_to_data`` over every trajectory, measured in the same run. Without tinker-cookbook a
 pure-Python re-implementation of the same algorithm stands in (labelled so). Outputs are checked equal
@@ -28,7 +28,7 @@ import numpy as np
 import tinker
 from tinker import types
 
-from adapters.tinker_convert import datums_to_tinker, trajectories_from_samples
+from adapters.tinker.convert import datums_to_tinker, trajectories_from_samples
 from benchmarks._common import emit_json, print_table, time_call
 from kernel import DatumBatch, Trajectories, build_datums
 

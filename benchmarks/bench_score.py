@@ -1,7 +1,7 @@
 """The scoring job, stage by stage, on synthetic debates built from the sample templates.
 
 ``python -m benchmarks score [--quick]``. Workload: N debates (1 k, 10 k, 100 k; ``--quick``: 1 k and
-10 k) of 2–5 agents and 1–3 rounds written by :mod:`adapters.samples` (a pool of distinct debates tiled
+10 k) of 2–5 agents and 1–3 rounds written by :mod:`tools.samples` (a pool of distinct debates tiled
 to N with fresh ids); one debate in 30 carries byte-level token ids and logprobs. Stages, each timed
 on its own: read (JSON decode + transcript validation), parse (``parse_response`` on every turn),
 replay (the episode state machine), votes (``votes_from_responses`` + ``validate_votes``), rewards
@@ -24,9 +24,10 @@ from typing import Any
 import numpy as np
 
 import kernel
-from adapters import pipeline, samples
+from adapters import pipeline
 from adapters.transcripts import dumps_debate, read_transcripts
 from benchmarks._common import emit_json, print_table
+from tools import samples
 
 _POOL = 2000
 _TOKEN_EVERY = 30

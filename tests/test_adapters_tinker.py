@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from tinker import types
 from tinker.proto.request_conv import forward_backward_request_to_proto
 
-from adapters.tinker_convert import (
+from adapters.tinker.convert import (
     build_tinker_datums,
     datums_to_tinker,
     trajectories_from_samples,
@@ -289,7 +289,7 @@ def test_chunked_datums_equal_the_flat_element_oracle(layout: list[Any], turns: 
 
 
 def test_direct_datums_are_used_and_equal_the_sdk_constructors(monkeypatch: pytest.MonkeyPatch) -> None:
-    from adapters import tinker_convert as tc
+    from adapters.tinker import convert as tc
 
     assert tc._direct_matches_sdk()  # this SDK: the direct objects equal its constructors' in every attribute
     d = build_datums(
@@ -306,7 +306,7 @@ def test_direct_datums_are_used_and_equal_the_sdk_constructors(monkeypatch: pyte
 def test_direct_construction_is_refused_when_the_sdk_builds_something_else(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from adapters import tinker_convert as tc
+    from adapters.tinker import convert as tc
 
     original = types.TensorData.from_numpy
 

@@ -16,8 +16,8 @@ import pytest
 import kernel
 from adapters import pipeline
 from adapters.cli import main
-from adapters.samples import sample_text
 from adapters.transcripts import read_transcripts
+from tools.samples import sample_text
 
 SAMPLE_IDS = [json.loads(line)["id"] for line in sample_text().splitlines()]
 

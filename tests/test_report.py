@@ -17,9 +17,9 @@ import pytest
 
 from adapters import pipeline
 from adapters.cli import main
-from adapters.cmd_report import render_html, svg_histogram
-from adapters.samples import sample_text
+from adapters.report import render_html, svg_histogram
 from adapters.transcripts import read_transcripts
+from tools.samples import sample_text
 
 CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 

@@ -9,7 +9,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapters import samples
 from adapters.transcripts import (
     FORMAT,
     Debate,
@@ -23,6 +22,7 @@ from adapters.transcripts import (
     read_transcripts,
     write_transcripts,
 )
+from tools import samples
 
 
 def _rec(**over: Any) -> dict[str, Any]:
@@ -334,7 +334,7 @@ def test_record_helpers_round_trip() -> None:
 
 def test_shipped_samples_are_up_to_date_and_all_readable() -> None:
     text = samples.sample_text()
-    assert text == samples.render_file(), "run python -m adapters.samples"
+    assert text == samples.render_file(), "run python -m tools.samples"
     res = read_transcripts(text)
     assert not res.errors, [str(e) for e in res.errors[:3]]
     assert len(res.debates) >= 100

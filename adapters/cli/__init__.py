@@ -1,5 +1,5 @@
-"""The ``debate-kernel`` command line. Each subcommand lives in its own ``adapters/cmd_<name>.py``
-module defining ``add_parser(subparsers)`` (registering the subcommand with ``func=run``) and
+"""The ``debate-kernel`` command line. Each subcommand lives in its own module ``adapters/cli/<name>.py``
+defining ``add_parser(subparsers)`` (registering the subcommand with ``func=run``) and
 ``run(args) -> int``.
 """
 
@@ -20,7 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in SUBCOMMANDS:
-        importlib.import_module(f"adapters.cmd_{name}").add_parser(sub)
+        importlib.import_module(f"adapters.cli.{name}").add_parser(sub)
     return parser
 
 
@@ -31,7 +31,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args))
     except BrokenPipeError:
         return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -17,7 +17,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from adapters import pipeline
+from adapters import data, pipeline
 from adapters.transcripts import ReadResult, read_transcript_file, read_transcripts
 
 __all__ = ["add_common_arguments", "add_parser", "format_summary", "format_table", "load_input", "run"]
@@ -109,9 +109,7 @@ def _err(msg: str) -> None:
 def load_input(file: str | None) -> tuple[str, ReadResult]:
     """Reads FILE (or the samples); raises OSError for an unusable file."""
     if file is None:
-        from adapters.samples import SAMPLE_FILE, sample_text
-
-        return SAMPLE_FILE, read_transcripts(sample_text())
+        return data.SAMPLE_DEBATES, read_transcripts(data.read_text(data.SAMPLE_DEBATES))
     name = "<stdin>" if file == "-" else file
     return name, read_transcript_file(file)
 

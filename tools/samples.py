@@ -1,7 +1,8 @@
 """Sample debates: a seeded generator of realistic-looking transcripts, and the shipped sample file.
 
-``python -m adapters.samples`` rewrites ``adapters/data/sample_debates.jsonl`` (``--check`` only
-verifies that the file is up to date). ``debate-kernel score`` with no file scores those samples.
+``python -m tools.samples`` rewrites ``adapters/data/sample_debates.jsonl`` (``--check`` only
+verifies that the file is up to date). The questions come from the shipped bank
+``adapters/data/sample_bank.jsonl``. ``debate-kernel score`` with no file scores those samples.
 
 The generated outputs imitate what instruction-tuned models write in the debate recipe: solutions
 with reasoning, evaluations, comparisons in many styles (``Agent 1 > Agent 2``, ``agent 2 = Agent 0``,
@@ -24,11 +25,10 @@ import argparse
 import random
 import sys
 from collections.abc import Sequence
-from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from adapters._sample_bank import BANK, Question
+from adapters import data
 
 __all__ = [
     "DEFAULT_COUNT",
@@ -44,18 +44,49 @@ DEFAULT_SEED = 20251121
 """Seed of the shipped sample file."""
 DEFAULT_COUNT = 120
 """Number of debates in the shipped sample file."""
-SAMPLE_FILE = "sample_debates.jsonl"
+SAMPLE_FILE = data.SAMPLE_DEBATES
 """File name of the shipped samples inside ``adapters/data``."""
 
 
+class Wrong(NamedTuple):
+    """A wrong answer with the flawed derivation an agent might write and the rebuttal another gives."""
+
+    answer: str
+    reasoning: str
+    rebuttal: str
+
+
+class Question(NamedTuple):
+    """A bank question: its correct answer and derivation, and wrong answers."""
+
+    topic: str
+    question: str
+    answer: str
+    reasoning: str
+    wrong: tuple[Wrong, ...]
+
+
+def load_bank() -> tuple[Question, ...]:
+    """The question bank shipped in ``adapters/data/sample_bank.jsonl``."""
+    return tuple(
+        Question(
+            r["topic"], r["question"], r["answer"], r["reasoning"], tuple(Wrong(**w) for w in r["wrong"])
+        )
+        for r in data.read_jsonl(data.SAMPLE_BANK)
+    )
+
+
+BANK = load_bank()
+
+
 def sample_text() -> str:
-    """The shipped sample debates (JSON Lines text), read through :mod:`importlib.resources`."""
-    return resources.files("adapters").joinpath("data", SAMPLE_FILE).read_text(encoding="utf-8")
+    """The shipped sample debates (JSON Lines text)."""
+    return data.read_text(SAMPLE_FILE)
 
 
 def sample_path() -> Path:
-    """Path of the sample file in the source tree (where ``python -m adapters.samples`` writes it)."""
-    return Path(__file__).resolve().parent / "data" / SAMPLE_FILE
+    """Path of the sample file in the source tree (where ``python -m tools.samples`` writes it)."""
+    return data.path(SAMPLE_FILE)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -582,8 +613,8 @@ def render_file(count: int = DEFAULT_COUNT, seed: int = DEFAULT_SEED) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m adapters.samples [--check] [--count N] [--seed S] [--out PATH]``."""
-    parser = argparse.ArgumentParser(prog="python -m adapters.samples", description=__doc__.splitlines()[0])
+    """``python -m tools.samples [--check] [--count N] [--seed S] [--out PATH]``."""
+    parser = argparse.ArgumentParser(prog="python -m tools.samples", description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=DEFAULT_COUNT)
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     parser.add_argument("--out", type=Path, default=None, help="where to write (default: the shipped file)")
@@ -594,7 +625,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.check:
         current = path.read_text(encoding="utf-8") if path.exists() else ""
         if current != text:
-            print(f"{path} is out of date; run python -m adapters.samples", file=sys.stderr)
+            print(f"{path} is out of date; run python -m tools.samples", file=sys.stderr)
             return 1
         print(f"{path} is up to date ({args.count} debates)")
         return 0

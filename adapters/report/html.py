@@ -1,4 +1,4 @@
-"""``debate-kernel report [FILE] -o report.html``: one self-contained HTML page about a scored batch.
+"""The HTML report: one self-contained page about a scored batch (``debate-kernel report``).
 
 The page has no external resources (inline CSS, JS and SVG): a batch summary with plots (reward and
 advantage histograms, how debates ended, parse failures by reason, votes per debate), the lines that
@@ -9,67 +9,22 @@ text from the input is HTML-escaped.
 
 from __future__ import annotations
 
-import argparse
 import html
 import json
 import math
-import sys
 from collections import Counter
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 import kernel
-from adapters import cmd_score, pipeline
+from adapters import pipeline
 
-__all__ = ["add_parser", "render_html", "run"]
+__all__ = ["DEFAULT_MAX_DEBATES", "render_html", "svg_histogram"]
 
 DEFAULT_MAX_DEBATES = 500
-
-
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Registers ``report``."""
-    p: argparse.ArgumentParser = subparsers.add_parser(
-        "report",
-        help="write a self-contained HTML report of scored debates",
-        description="Score debate transcripts (as `score` does) and write one self-contained HTML page.",
-    )
-    cmd_score.add_common_arguments(p)
-    p.add_argument(
-        "-o", "--output", type=Path, default=Path("report.html"), help="HTML file (default report.html)"
-    )
-    p.add_argument(
-        "--max-debates",
-        type=int,
-        default=DEFAULT_MAX_DEBATES,
-        metavar="N",
-        help=f"detail sections for the first N debates (default {DEFAULT_MAX_DEBATES}); "
-        "the summary covers all",
-    )
-    p.add_argument("--title", default="Debate report", help="page title")
-    p.set_defaults(func=run)
-    return p
-
-
-def run(args: argparse.Namespace) -> int:
-    """Runs ``report``; returns the exit status."""
-    got = cmd_score.prepare(args)
-    if isinstance(got, int):
-        return got
-    source, result = got
-    page = render_html(result, source=source, title=args.title, max_debates=args.max_debates)
-    try:
-        args.output.write_text(page, encoding="utf-8")
-    except OSError as e:
-        print(f"debate-kernel: cannot write {args.output}: {e.strerror or e}", file=sys.stderr)
-        return cmd_score.EXIT_UNUSABLE
-    shown = min(len(result.replayed), max(args.max_debates, 0))
-    size = len(page.encode("utf-8"))
-    print(f"wrote {args.output} ({size:,} bytes; {shown} of {len(result.replayed)} debates)")
-    return 0
 
 
 # ------------------------------------------------------------------------------------------------
