@@ -3,6 +3,12 @@
 Same equations and bin layout as :mod:`kernel._rewards`; the number of packed rows must be static, so
 ``pairwise_rewards`` takes ``num_rows`` (a bucket ≥ Σ N_p). Pad votes with group id ``P`` (any id
 outside ``[0, P)`` is treated as padding: under jit a bad id cannot raise).
+
+Vote fields and agent counts follow numpy's contract before anything is narrowed: ids beyond int32
+saturate (on the host in int64 for numpy / list input, in their own dtype for JAX arrays), so 2³² + 1
+stays out of every agent range and an op code of 2³² stays ``bad_op``; float or bool fields are a
+TypeError naming the field. Concrete ``num_agents_P`` get numpy's checks; traced ones cannot be checked
+by value, and a negative count there reads as 0.
 """
 
 from __future__ import annotations
