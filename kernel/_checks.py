@@ -9,6 +9,10 @@ import numpy.typing as npt
 
 __all__: list[str] = []
 
+_INT32_MIN = int(np.iinfo(np.int32).min)
+_INT32_MAX = int(np.iinfo(np.int32).max)
+_INT64_MAX = int(np.iinfo(np.int64).max)
+
 
 def as_int_array(x: npt.ArrayLike, name: str, *, ndim: int = 1) -> npt.NDArray[np.int64]:
     """Converts ``x`` to an integer array of rank ``ndim``; raises naming ``name`` otherwise."""
@@ -16,10 +20,44 @@ def as_int_array(x: npt.ArrayLike, name: str, *, ndim: int = 1) -> npt.NDArray[n
     if arr.size == 0 and arr.dtype.kind not in "iu":
         arr = arr.astype(np.int64)
     if arr.dtype.kind not in "iu":
+        if isinstance(x, (list, tuple)) and arr.ndim == 1 and all(_is_int(v) for v in x):
+            # numpy reads [1, 2**63] as float64 and [1, 2**64] as object: integers beyond int64
+            raise ValueError(f"{name} must fit int64, got values in [{min(x)}, {max(x)}]")
         raise TypeError(f"{name} must be an integer array, got dtype {arr.dtype}")
     if arr.ndim != ndim:
         raise ValueError(f"{name} must have rank {ndim}, got shape {arr.shape}")
+    if arr.dtype == np.uint64 and arr.size and int(arr.max()) > _INT64_MAX:
+        raise ValueError(f"{name} must fit int64, got a maximum of {int(arr.max())}")
     return arr.astype(np.int64, copy=False)
+
+
+def as_int32_saturated(x: npt.ArrayLike, name: str) -> npt.NDArray[np.int32]:
+    """Converts ``x`` to a rank-1 int32 array, clamping (never wrapping) integers beyond int32.
+
+    Any integer is accepted, Python ints of any size included; a value beyond int32 becomes the nearest
+    int32 bound, so an out-of-range id stays out of range. Floats, bools and strings are a TypeError
+    naming ``name`` (an id is never truncated).
+    """
+    arr = np.asarray(x)
+    if arr.dtype == object and arr.ndim == 1 and all(_is_int(v) for v in arr):
+        arr = np.fromiter((min(max(int(v), _INT32_MIN), _INT32_MAX) for v in arr), np.int32, arr.size)
+    if arr.size == 0 and arr.dtype.kind not in "iu":
+        arr = arr.astype(np.int32)
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"{name} must be an integer array, got dtype {arr.dtype}")
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must have rank 1, got shape {arr.shape}")
+    if arr.dtype == np.int32:
+        return arr
+    if arr.dtype.kind == "u":
+        out: npt.NDArray[np.int32] = np.minimum(arr, np.uint64(_INT32_MAX)).astype(np.int32)
+    else:
+        out = np.clip(arr, _INT32_MIN, _INT32_MAX).astype(np.int32)
+    return out
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 
 
 def as_float_array(x: npt.ArrayLike, name: str, *, ndim: int = 1) -> npt.NDArray[np.floating[Any]]:
@@ -34,13 +72,43 @@ def as_float_array(x: npt.ArrayLike, name: str, *, ndim: int = 1) -> npt.NDArray
     return arr
 
 
-def as_bool_array(x: npt.ArrayLike, name: str, *, ndim: int = 1) -> npt.NDArray[np.bool_]:
-    """Converts ``x`` to a boolean array of rank ``ndim``; raises naming ``name`` otherwise."""
-    arr = np.asarray(x)
+def as_mask(
+    x: Any, name: str, *, shape: tuple[int, ...] | None = None, ndim: int | None = None, xp: Any = np
+) -> Any:
+    """The one boolean-mask check of the kernel, for numpy and JAX alike.
+
+    Converts ``x`` with ``xp.asarray`` (``xp`` is ``numpy`` or ``jax.numpy``; a traced JAX array passes
+    through: only its dtype and shape are read) and refuses anything but a boolean array of the given
+    ``shape`` or rank ``ndim``. No implicit ``mask > 0``: an integer or float mask is a TypeError, so a
+    0/1 float mask cannot be mistaken for weights.
+
+    Args:
+      x: the mask.
+      name: the argument's name, quoted in errors.
+      shape: the exact shape required, if any.
+      ndim: the rank required, if any (ignored when ``shape`` is given).
+      xp: the array namespace to convert with (default numpy).
+
+    Returns:
+      ``xp.asarray(x)``, a boolean array.
+
+    Raises:
+      TypeError: ``x`` is not boolean.
+      ValueError: ``x`` has the wrong shape or rank.
+    """
+    arr = xp.asarray(x)
     if arr.dtype != np.bool_:
-        raise TypeError(f"{name} must be a boolean array, got dtype {arr.dtype}")
-    if arr.ndim != ndim:
-        raise ValueError(f"{name} must have rank {ndim}, got shape {arr.shape}")
+        raise TypeError(f"{name} must be a boolean array (e.g. mask > 0), got dtype {arr.dtype}")
+    if shape is not None and tuple(arr.shape) != tuple(shape):
+        raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(arr.shape)}")
+    if shape is None and ndim is not None and arr.ndim != ndim:
+        raise ValueError(f"{name} must have rank {ndim}, got shape {tuple(arr.shape)}")
+    return arr
+
+
+def as_bool_array(x: npt.ArrayLike, name: str, *, ndim: int = 1) -> npt.NDArray[np.bool_]:
+    """Converts ``x`` to a numpy boolean array of rank ``ndim``; :func:`as_mask` with numpy."""
+    arr: npt.NDArray[np.bool_] = as_mask(x, name, ndim=ndim)
     return arr
 
 
@@ -71,3 +139,31 @@ def check_group_ids(group_ids: npt.NDArray[np.int64], num_groups: int, name: str
             f"{name} must lie in [0, num_groups] = [0, {num_groups}], "
             f"got values in [{group_ids.min()}, {group_ids.max()}]"
         )
+
+
+def check_choice(value: object, name: str, choices: tuple[str, ...]) -> None:
+    """Checks that ``value`` is one of the strings ``choices`` (a closed ``Literal`` option)."""
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
+
+
+def check_real(value: object, name: str, *, finite: bool = False, positive: bool = False) -> float:
+    """Checks that ``value`` is a real number (not a bool or a string); returns it as a float."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
+    out = float(value)
+    if finite and not np.isfinite(out):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    if positive and not out > 0:
+        raise ValueError(f"{name} must be > 0, got {value!r}")
+    return out
+
+
+def check_int(value: object, name: str, *, low: int | None = None, high: int | None = None) -> int:
+    """Checks that ``value`` is an integer (not a bool) in ``[low, high]``; returns it as an int."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
+    out = int(value)
+    if (low is not None and out < low) or (high is not None and out > high):
+        raise ValueError(f"{name} must lie in [{low}, {high}], got {out}")
+    return out

@@ -12,26 +12,35 @@ numpy comparisons over the batch; a datum's tokens are those of its last transit
 runs of (observation delta, action) per transition. No Python code runs per token: runs are copied by
 one slice each when they are long (at memcpy speed, O(runs) Python) and by fancy indexing when short.
 
-Shape suffixes used here (besides the project's ``_D`` datums and ``_T`` tokens): ``_B`` trajectories
-of the batch, ``_N`` transitions (all trajectories, trajectory-major), ``_N1`` / ``_D1`` offsets of length
-N + 1 / D + 1. Flat token arrays carry no suffix: their offsets say how they split.
+Shape suffixes (README's table): ``_B`` trajectories of the batch, ``_N`` transitions (all trajectories,
+trajectory-major), ``_D`` datums, ``_S`` segments (would-be datums), ``_R`` runs of tokens; ``_N1`` /
+``_D1`` offsets of length N + 1 / D + 1. Flat token arrays carry no suffix: their offsets say how they
+split.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from itertools import chain
-from typing import Any, NamedTuple
+from typing import Any, Final, Literal, NamedTuple, TypeAlias, get_args
 
 import numpy as np
 import numpy.typing as npt
 
-from kernel._checks import as_bool_array, as_float_array, as_int_array, check_same_length
+from kernel._checks import (
+    as_bool_array,
+    as_float_array,
+    as_int_array,
+    check_choice,
+    check_int,
+    check_same_length,
+)
 
 __all__ = [
     "DATUM_MODES",
     "DATUM_STATUS",
     "DatumBatch",
+    "DatumMode",
     "DatumReport",
     "DatumResult",
     "PaddedDatums",
@@ -41,25 +50,32 @@ __all__ = [
     "trajectories_from_lists",
 ]
 
-DATUM_MODES: tuple[str, ...] = ("reference", "robust")
+DatumMode: TypeAlias = Literal["reference", "robust"]
 """``reference``: a trajectory with any problem gives no datum; ``robust``: only the bad segment is lost."""
+DATUM_MODES: Final[tuple[DatumMode, ...]] = get_args(DatumMode)
+"""The accepted values of ``build_datums(..., mode=...)``."""
 
-DATUM_STATUS: tuple[str, ...] = (
+DATUM_STATUS: Final[tuple[str, ...]] = (
     "ok",
     "short_segment",
     "logprob_count_mismatch",
     "missing_logprobs",
     "not_trainable",
+    "value_out_of_range",
 )
 """Reason codes of ``DatumResult.status_B`` (the index is the code).
 
 ``short_segment``: a segment of exactly one token (the reference's ValueError "need at least 2 tokens for
 input/target split"); ``logprob_count_mismatch``: a transition's logprob count differs from its action
 length (the reference's bare AssertionError); ``missing_logprobs``: a transition without logprobs (the
-reference's ValueError "Logprobs are not available"); ``not_trainable``: excluded by ``where``.
+reference's ValueError "Logprobs are not available"); ``not_trainable``: excluded by ``where``;
+``value_out_of_range``: a finite logprob or advantage beyond float32's range, which would become ±inf in
+the float32 datum (the reference sends the inf).
 """
 
-_OK, _SHORT, _MISMATCH, _MISSING, _NOT_TRAINABLE = range(5)
+_OK, _SHORT, _MISMATCH, _MISSING, _NOT_TRAINABLE, _OUT_OF_RANGE = range(6)
+_INT64_MIN: Final = int(np.iinfo(np.int64).min)
+_INT64_MAX: Final = int(np.iinfo(np.int64).max)
 
 # Gathering runs by Python slices costs ~0.3 µs a run and copies at memcpy speed; fancy indexing costs
 # a few ns a token. Slices win once runs are longer than about this many tokens on average.
@@ -173,7 +189,9 @@ class DatumReport(NamedTuple):
         logprob_count_mismatch: trajectories whose first problem is a logprob count ≠ action length.
         missing_logprobs: trajectories whose first problem is a transition without logprobs.
         not_trainable: trajectories skipped because ``where`` is False.
-        segments_dropped: would-be datums (segments with ≥ 1 token) lost to one of the three problems:
+        value_out_of_range: trajectories whose first problem is a finite logprob or advantage that float32
+            cannot hold.
+        segments_dropped: would-be datums (segments with ≥ 1 token) lost to one of the four problems:
             every segment of a failed trajectory in ``reference`` mode, only the bad ones in ``robust``.
         parse_failed: emitted action tokens masked out because their transition failed to parse.
         zero_advantage: datums dropped by ``drop_zero_advantage``.
@@ -189,6 +207,7 @@ class DatumReport(NamedTuple):
     logprob_count_mismatch: int
     missing_logprobs: int
     not_trainable: int
+    value_out_of_range: int
     segments_dropped: int
     parse_failed: int
     zero_advantage: int
@@ -224,7 +243,10 @@ def trajectories_from_lists(
         The packed batch; logprobs keep float64.
 
     Raises:
-        ValueError: if ``advantages_B`` does not have one value per trajectory.
+        ValueError: if ``advantages_B`` does not have one value per trajectory, or a token id does not
+            fit int64.
+        TypeError: a token id that is not an integer (1.9 is never truncated to 1), or a logprob or
+            advantage that is not a real number.
 
     Examples:
         >>> t = trajectories_from_lists([[([1, 2], [3], [-0.5])], []], [1.0, 2.0])
@@ -242,11 +264,11 @@ def trajectories_from_lists(
     acs = [tr[1] for tr in flat]
     lps = [tr[2] if tr[2] is not None else () for tr in flat]
     return Trajectories(
-        ob_tokens=np.fromiter(chain.from_iterable(obs), np.int64),
+        ob_tokens=as_int_array(list(chain.from_iterable(obs)), "transitions_B observation tokens"),
         ob_offsets_N1=_offsets(len(x) for x in obs),
-        ac_tokens=np.fromiter(chain.from_iterable(acs), np.int64),
+        ac_tokens=as_int_array(list(chain.from_iterable(acs)), "transitions_B action tokens"),
         ac_offsets_N1=_offsets(len(x) for x in acs),
-        logprobs=np.fromiter(chain.from_iterable(lps), np.float64),
+        logprobs=as_float_array(list(chain.from_iterable(lps)), "transitions_B logprobs").astype(np.float64),
         logprob_offsets_N1=_offsets(len(x) for x in lps),
         has_logprobs_N=np.fromiter((tr[2] is not None for tr in flat), np.bool_, len(flat)),
         traj_ids_N=np.repeat(np.arange(len(transitions_B), dtype=np.int64), counts_B),
@@ -257,7 +279,7 @@ def trajectories_from_lists(
 def build_datums(
     trajectories: Trajectories,
     *,
-    mode: str = "reference",
+    mode: DatumMode = "reference",
     where: npt.ArrayLike | None = None,
     parse_failed_N: npt.ArrayLike | None = None,
     drop_zero_advantage: bool = False,
@@ -313,8 +335,7 @@ def build_datums(
         >>> r.datums.logprobs.tolist(), r.datums.offsets_D1.tolist()
         ([0.0, -0.5, 0.0, -1.0, -2.0], [0, 5])
     """
-    if mode not in DATUM_MODES:
-        raise ValueError(f"mode must be one of {DATUM_MODES}, got {mode!r}")
+    check_choice(mode, "mode", DATUM_MODES)
     t = _checked(trajectories)
     num_b = int(t.advantages_B.shape[0])
     num_n = int(t.traj_ids_N.shape[0])
@@ -344,9 +365,13 @@ def build_datums(
     # --- problems, per segment in the reference's order: missing logprobs, then short, then mismatch ----
     missing_S = _segment_any(~t.has_logprobs_N, seg_start_S)
     mismatch_S = _segment_any(t.has_logprobs_N & (lp_len != ac_len), seg_start_S) & (seq_len_S > 0)
-    code_S = np.select([missing_S, seq_len_S == 1, mismatch_S], [_MISSING, _SHORT, _MISMATCH], _OK).astype(
-        np.int8
+    overflow_S = (
+        _segment_any(_overflows_float32_N(t), seg_start_S) | _overflows_float32(t.advantages_B)[traj_S]
     )
+    overflow_S &= seq_len_S > 0
+    code_S = np.select(
+        [missing_S, seq_len_S == 1, mismatch_S, overflow_S], [_MISSING, _SHORT, _MISMATCH, _OUT_OF_RANGE], _OK
+    ).astype(np.int8)
     status_B = np.zeros(num_b, np.int8)
     bad = np.flatnonzero(code_S)
     if bad.size:
@@ -374,7 +399,8 @@ def build_datums(
     ac_lab_N = ac_len - x0_in_ac_N
     trained_N = ~failed_N
 
-    adv32_B = t.advantages_B.astype(np.float32)
+    with np.errstate(over="ignore"):  # an overflowing advantage is refused above (value_out_of_range)
+        adv32_B = t.advantages_B.astype(np.float32)
     n_trained_S = np.bincount(seg_of_N, weights=np.where(trained_N, ac_lab_N, 0), minlength=seg_start_S.size)
     zero_S = keep_S & ((n_trained_S == 0) | (adv32_B[traj_S] == 0))
     dropped_zero = 0
@@ -409,6 +435,7 @@ def build_datums(
         logprob_count_mismatch=int(counts[_MISMATCH]),
         missing_logprobs=int(counts[_MISSING]),
         not_trainable=int(counts[_NOT_TRAINABLE]),
+        value_out_of_range=int(counts[_OUT_OF_RANGE]),
         segments_dropped=int(np.count_nonzero(lost_S)),
         parse_failed=int(np.sum(np.where(failed_N[kept_N], ac_lab_N[kept_N], 0))),
         zero_advantage=dropped_zero,
@@ -428,7 +455,8 @@ def pad_datums(batch: DatumBatch, *, length: int | None = None, pad_token: int =
         ``PaddedDatums``; padding has logprob 0, advantage exactly 0 and mask False.
 
     Raises:
-        ValueError: if ``length`` is shorter than the longest datum.
+        ValueError: if ``length`` is shorter than the longest datum, or ``pad_token`` does not fit int64.
+        TypeError: if ``length`` or ``pad_token`` is not an integer.
 
     Examples:
         >>> t = trajectories_from_lists([[([1, 2], [3], [-0.5])], [([4], [5, 6], [-1.0, -2.0])]], [1.0, 2.0])
@@ -438,9 +466,10 @@ def pad_datums(batch: DatumBatch, *, length: int | None = None, pad_token: int =
         >>> pad_datums(build_datums(t).datums, length=3).mask_D_T.tolist()
         [[False, True, False], [True, True, False]]
     """
+    pad = check_int(pad_token, "pad_token", low=_INT64_MIN, high=_INT64_MAX)
     lengths_D = batch.lengths_D
     longest = int(lengths_D.max()) if lengths_D.size else 0
-    width = longest if length is None else int(length)
+    width = longest if length is None else check_int(length, "length", low=0)
     if width < longest:
         raise ValueError(f"length must be at least the longest datum ({longest}), got {width}")
     valid_D_T = np.arange(width) < lengths_D[:, None]
@@ -451,8 +480,8 @@ def pad_datums(batch: DatumBatch, *, length: int | None = None, pad_token: int =
         return out
 
     return PaddedDatums(
-        input_tokens_D_T=spread(batch.input_tokens, pad_token),
-        target_tokens_D_T=spread(batch.target_tokens, pad_token),
+        input_tokens_D_T=spread(batch.input_tokens, pad),
+        target_tokens_D_T=spread(batch.target_tokens, pad),
         logprobs_D_T=spread(batch.logprobs, 0),
         advantages_D_T=spread(batch.advantages, 0),
         mask_D_T=spread(batch.mask, False),
@@ -501,6 +530,25 @@ def _checked(t: Trajectories) -> Trajectories:
             f"traj_ids_N must be non-decreasing in [0, B) = [0, {adv.shape[0]}), got {ids[0]} .. {ids[-1]}"
         )
     return Trajectories(ob, offsets[0], ac, offsets[1], lp, offsets[2], has, ids, adv)
+
+
+def _overflows_float32(x: npt.NDArray[np.floating[Any]]) -> BoolArray:
+    """Where a finite value becomes ±inf in float32 (never for float32 input)."""
+    if x.dtype.itemsize <= 4:
+        return np.zeros(x.shape, np.bool_)
+    with np.errstate(over="ignore"):
+        out: BoolArray = np.isfinite(x) & ~np.isfinite(x.astype(np.float32))
+    return out
+
+
+def _overflows_float32_N(t: Trajectories) -> BoolArray:
+    """[N] whether a transition's sampler logprobs hold a finite value beyond float32's range."""
+    bad = _overflows_float32(t.logprobs)
+    if not bad.any():
+        return np.zeros(t.traj_ids_N.shape[0], np.bool_)
+    seen = np.concatenate([[0], np.cumsum(bad)])
+    out: BoolArray = (seen[t.logprob_offsets_N1[1:]] - seen[t.logprob_offsets_N1[:-1]] > 0) & t.has_logprobs_N
+    return out
 
 
 def _segment_any(flag_N: BoolArray, seg_start_S: Int64Array) -> BoolArray:
@@ -705,8 +753,8 @@ def _assemble(
     mask.fill(False)
     _scatter_runs(logprobs, act_start, t.logprobs, t.logprob_offsets_N1[kept_N] + x0_in_ac_N[kept_N], act_len)
     trained = np.flatnonzero(trained_N[kept_N])
-    adv_K = adv32_B[np.repeat(traj_D, seg_count_D)]
-    _fill_runs(advantages, act_start[trained], act_len[trained], adv_K[trained])
+    adv_kept = adv32_B[np.repeat(traj_D, seg_count_D)]
+    _fill_runs(advantages, act_start[trained], act_len[trained], adv_kept[trained])
     _fill_runs(mask, act_start[trained], act_len[trained], np.ones(trained.shape[0], np.bool_))
 
     return DatumBatch(

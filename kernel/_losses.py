@@ -25,19 +25,35 @@ twins, to the gradients.
 
 Tinker's losses take no mask: pass ``where=None`` to reproduce them, observation positions included
 (they carry A = 0, but dro's quadratic term still counts them).
+
+Finite inputs never give NaN: ρ·A is exactly 0 where A = 0 (also when ρ overflows, e.g. a float32
+logprob gap ≥ 89), and beyond the range of ``exp`` it is evaluated as sign(A)·exp(lp_θ − lp_q + log|A|),
+so it overflows to ±inf only where |ρ·A| itself exceeds the dtype. Gradients follow the same rule.
+
+Every loss is written once, against an array namespace (numpy here, ``jax.numpy`` in the thin
+wrappers of :mod:`kernel.jax`); a :class:`kernel._namespace.Backend` holds the few operations that
+differ (float coercion, segment sums, stop-gradient, whether values can be checked eagerly).
 """
 
 from __future__ import annotations
 
-from typing import Any, Final, Generic, NamedTuple, TypeVar
+from typing import Any, Final, Generic, Literal, NamedTuple, TypeAlias, TypeVar, get_args
 
 import numpy as np
 import numpy.typing as npt
 
-from kernel._checks import as_float_array, as_int_array, check_same_shape
+from kernel._checks import (
+    as_mask,
+    check_choice,
+    check_int,
+    check_real,
+    check_same_shape,
+)
+from kernel._namespace import NUMPY, Backend
 
 __all__ = [
     "LOSS_AGGREGATIONS",
+    "LossAggregation",
     "TokenLoss",
     "aggregate_token_loss",
     "cispo_loss",
@@ -47,7 +63,9 @@ __all__ = [
     "ppo_loss",
 ]
 
-LOSS_AGGREGATIONS: Final = ("sum", "token_mean", "seq_mean_token_mean")
+LossAggregation: TypeAlias = Literal["sum", "token_mean", "seq_mean_token_mean"]
+"""How :func:`aggregate_token_loss` reduces per-token terms."""
+LOSS_AGGREGATIONS: Final[tuple[LossAggregation, ...]] = get_args(LossAggregation)
 """The accepted values of ``aggregation=``."""
 
 ArrayT = TypeVar("ArrayT")
@@ -72,51 +90,187 @@ class TokenLoss(NamedTuple, Generic[ArrayT]):
     clip_fraction: ArrayT
 
 
-def _check_options(
-    aggregation: str, normalizer: float | None, *, low: float | None = None, high: float | None = None
-) -> None:
-    if aggregation not in LOSS_AGGREGATIONS:
-        raise ValueError(f"aggregation must be one of {LOSS_AGGREGATIONS}, got {aggregation!r}")
-    if normalizer is not None and not (np.isfinite(normalizer) and normalizer > 0):
-        raise ValueError(f"normalizer must be a finite number > 0, got {normalizer!r}")
-    if low is not None and high is not None and not low <= high:
-        raise ValueError(f"clip thresholds must satisfy low <= high, got low={low!r}, high={high!r}")
+# ---------------------------------------------------------------------------------------------------------
+# The one implementation, against an array namespace
 
 
-def _floats(arrays: dict[str, npt.ArrayLike]) -> tuple[list[FloatArray], np.dtype[Any]]:
-    out = [as_float_array(x, name, ndim=np.ndim(x)) for name, x in arrays.items()]
-    check_same_shape(**dict(zip(arrays, out, strict=True)))
-    if out[0].ndim == 0:
+class _Aggregation(NamedTuple):
+    aggregation: LossAggregation
+    normalizer: float | None
+    segment_ids: Any
+    num_segments: int | None
+
+
+def _options(
+    aggregation: object,
+    normalizer: object,
+    segment_ids: Any,
+    num_segments: int | None,
+    *,
+    low: object = None,
+    high: object = None,
+) -> _Aggregation:
+    """Checks the options shared by every loss (and the clip thresholds when given)."""
+    check_choice(aggregation, "aggregation", LOSS_AGGREGATIONS)
+    norm = None if normalizer is None else check_real(normalizer, "normalizer", finite=True, positive=True)
+    if low is not None or high is not None:
+        lo, hi = check_real(low, "clip_low_threshold"), check_real(high, "clip_high_threshold")
+        if not lo <= hi:
+            raise ValueError(f"clip thresholds must satisfy low <= high, got low={low!r}, high={high!r}")
+    return _Aggregation(aggregation, norm, segment_ids, num_segments)  # type: ignore[arg-type]
+
+
+def _prepare(bk: Backend, where: Any, **arrays: Any) -> tuple[list[Any], Any]:
+    """Coerces the inputs to one float dtype and zeroes every position outside ``where`` (double where)."""
+    xp = bk.xp
+    values = [bk.as_float(x, name) for name, x in arrays.items()]
+    shape = check_same_shape(**dict(zip(arrays, values, strict=True)))
+    if not shape:
         raise ValueError(f"{next(iter(arrays))} must have rank >= 1, got a scalar")
-    dtype = np.result_type(*out)
-    return [a.astype(dtype, copy=False) for a in out], dtype
+    dtype = xp.result_type(*values)
+    keep = xp.ones(shape, dtype=bool) if where is None else as_mask(where, "where", shape=shape, xp=xp)
+    zero = xp.zeros((), dtype)
+    return [xp.where(keep, v.astype(dtype), zero) for v in values], keep
 
 
-def _keep(where: npt.ArrayLike | None, shape: tuple[int, ...]) -> npt.NDArray[np.bool_]:
-    if where is None:
-        return np.ones(shape, dtype=bool)
-    keep = np.asarray(where)
-    if keep.dtype != np.bool_:
-        raise TypeError(f"where must be a boolean array (e.g. mask > 0), got dtype {keep.dtype}")
-    if keep.shape != shape:
-        raise ValueError(f"where must have the inputs' shape {shape}, got {keep.shape}")
-    return keep
+def _mean_of_means(bk: Backend, sums: Any, counts: Any) -> Any:
+    xp = bk.xp
+    present = counts > 0
+    means = xp.where(present, sums / xp.maximum(counts, 1), 0)
+    return xp.sum(means) / xp.maximum(xp.count_nonzero(present), 1).astype(sums.dtype)
 
 
-def _prepare(
-    where: npt.ArrayLike | None, **arrays: npt.ArrayLike
-) -> tuple[list[FloatArray], npt.NDArray[np.bool_]]:
-    values, dtype = _floats(arrays)
-    keep = _keep(where, values[0].shape)
-    zero = dtype.type(0)
-    return [np.where(keep, v, zero) for v in values], keep
+def _aggregate(bk: Backend, ell: Any, keep: Any, opts: _Aggregation) -> Any:
+    xp = bk.xp
+    dtype = ell.dtype
+    if opts.aggregation == "sum":
+        value = xp.sum(ell)
+    elif opts.aggregation == "token_mean":
+        value = xp.sum(ell) / xp.maximum(xp.count_nonzero(keep), 1).astype(dtype)
+    elif opts.segment_ids is not None:
+        ids = bk.as_int(opts.segment_ids, "segment_ids")
+        if tuple(ids.shape) != tuple(ell.shape):
+            raise ValueError(f"segment_ids must have the inputs' shape {ell.shape}, got {ids.shape}")
+        n = check_int(opts.num_segments, "num_segments", low=0)
+        if bk.eager and ids.size and (int(ids.min()) < 0 or int(ids.max()) > n):
+            raise ValueError(f"segment_ids must lie in [0, num_segments] = [0, {n}]")
+        flat_ids = ids.reshape(-1)
+        sums = bk.segment_sum(ell.reshape(-1), flat_ids, n)
+        counts = bk.segment_sum(keep.reshape(-1).astype(dtype), flat_ids, n)
+        value = _mean_of_means(bk, sums, counts)
+    elif ell.ndim >= 2:
+        sums = xp.sum(ell, axis=-1).reshape(-1)
+        counts = xp.count_nonzero(keep, axis=-1).reshape(-1).astype(dtype)
+        value = _mean_of_means(bk, sums, counts)
+    else:
+        raise ValueError("seq_mean_token_mean on rank-1 (packed) input needs segment_ids and num_segments")
+    if opts.normalizer is not None:
+        value = value / opts.normalizer
+    return xp.asarray(value, dtype=dtype)
+
+
+def _result(bk: Backend, ell: Any, keep: Any, clipped: Any, opts: _Aggregation) -> TokenLoss[Any]:
+    xp = bk.xp
+    ell = xp.where(keep, ell, xp.zeros((), ell.dtype))
+    n = xp.count_nonzero(keep)
+    n_clipped = 0 if clipped is None else xp.count_nonzero(clipped & keep)
+    fraction = xp.asarray(n_clipped, dtype=ell.dtype) / xp.maximum(n, 1).astype(ell.dtype)
+    return TokenLoss(
+        loss=_aggregate(bk, ell, keep, opts),
+        per_token_loss=ell,
+        num_tokens=xp.asarray(n, dtype=bk.count_dtype),
+        clip_fraction=xp.asarray(fraction, dtype=ell.dtype),
+    )
+
+
+def _log_max(dtype: Any) -> float:
+    """A log-ratio below which exp stays finite in ``dtype`` (one unit under log(max), for rounding)."""
+    return float(np.log(np.finfo(dtype).max)) - 1.0
+
+
+def _saturated_ratio(bk: Backend, gap: Any) -> Any:
+    """ρ = exp(gap) with the exponent capped where exp would overflow: finite, with a finite gradient.
+
+    Only compared with or clipped to thresholds, which the cap (≈ 1e38 in float32) leaves unchanged.
+    """
+    return bk.xp.exp(bk.xp.minimum(gap, _log_max(gap.dtype)))
+
+
+def _ratio_times(bk: Backend, gap: Any, adv: Any) -> Any:
+    """ρ·A = exp(gap)·A, exactly 0 where A = 0 and never inf·0; value and gradient NaN-free.
+
+    Where exp(gap) is finite this is the plain product; beyond, sign(A)·exp(gap + log|A|), which is
+    inf only where |ρ·A| itself overflows. Every branch is fed safe values (the "double where").
+    """
+    xp = bk.xp
+    g = xp.where(adv != 0, gap, 0)
+    small = g <= _log_max(gap.dtype)
+    direct = xp.exp(xp.where(small, g, 0)) * adv
+    with np.errstate(over="ignore"):  # numpy only: an overflow here is the true value's
+        scaled = xp.sign(adv) * xp.exp(xp.where(small, 0, g) + xp.log(xp.where(small, 1, xp.abs(adv))))
+    return xp.where(small, direct, scaled)
+
+
+def _aggregate_token_loss(bk: Backend, per_token_loss: Any, where: Any, opts: _Aggregation) -> Any:
+    (ell,), keep = _prepare(bk, where, per_token_loss=per_token_loss)
+    return _aggregate(bk, ell, keep, opts)
+
+
+def _importance_sampling(
+    bk: Backend, lp: Any, lp_q: Any, adv: Any, where: Any, opts: _Aggregation
+) -> TokenLoss[Any]:
+    (lp, lp_q, adv), keep = _prepare(bk, where, train_logprobs=lp, sampler_logprobs=lp_q, advantages=adv)
+    return _result(bk, -_ratio_times(bk, lp - lp_q, adv), keep, None, opts)
+
+
+def _ppo(
+    bk: Backend, lp: Any, lp_q: Any, adv: Any, low: float, high: float, where: Any, opts: _Aggregation
+) -> TokenLoss[Any]:
+    xp = bk.xp
+    (lp, lp_q, adv), keep = _prepare(bk, where, train_logprobs=lp, sampler_logprobs=lp_q, advantages=adv)
+    gap = lp - lp_q
+    ratio = _saturated_ratio(bk, gap)
+    clipped = ((adv > 0) & (ratio > high)) | ((adv < 0) & (ratio < low))
+    bounded = xp.clip(ratio, low, high).astype(ratio.dtype)
+    # A clipped token takes the bounded branch; its unclipped branch sees A = 0, so no inf·0 in the
+    # gradient of the branch not taken.
+    unclipped = _ratio_times(bk, gap, xp.where(clipped, 0, adv))
+    return _result(bk, -xp.where(clipped, bounded * adv, unclipped), keep, clipped, opts)
+
+
+def _cispo(
+    bk: Backend, lp: Any, lp_q: Any, adv: Any, low: float, high: float, where: Any, opts: _Aggregation
+) -> TokenLoss[Any]:
+    xp = bk.xp
+    (lp, lp_q, adv), keep = _prepare(bk, where, train_logprobs=lp, sampler_logprobs=lp_q, advantages=adv)
+    ratio = _saturated_ratio(bk, lp - lp_q)
+    clipped = (ratio < low) | (ratio > high)
+    weight = bk.stop_gradient(xp.clip(ratio, low, high).astype(ratio.dtype))
+    return _result(bk, -weight * lp * adv, keep, clipped, opts)
+
+
+def _dro(
+    bk: Backend, lp: Any, lp_q: Any, adv: Any, beta: float, where: Any, opts: _Aggregation
+) -> TokenLoss[Any]:
+    (lp, lp_q, adv), keep = _prepare(bk, where, train_logprobs=lp, sampler_logprobs=lp_q, advantages=adv)
+    gap = lp - lp_q
+    return _result(bk, -(lp * adv - (0.5 * beta) * gap * gap), keep, None, opts)
+
+
+def _cross_entropy(bk: Backend, lp: Any, w: Any, where: Any, opts: _Aggregation) -> TokenLoss[Any]:
+    (lp, w), keep = _prepare(bk, where, train_logprobs=lp, weights=w)
+    return _result(bk, -w * lp, keep, None, opts)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# numpy entry points (kernel.jax wraps the same implementation)
 
 
 def aggregate_token_loss(
     per_token_loss: npt.ArrayLike,
     *,
     where: npt.ArrayLike | None = None,
-    aggregation: str = "sum",
+    aggregation: LossAggregation = "sum",
     normalizer: float | None = None,
     segment_ids: npt.ArrayLike | None = None,
     num_segments: int | None = None,
@@ -162,72 +316,9 @@ def aggregate_token_loss(
         >>> float(aggregate_token_loss(ell, where=keep, normalizer=4.0))
         2.5
     """
-    _check_options(aggregation, normalizer)
-    (ell,), keep = _prepare(where, per_token_loss=per_token_loss)
-    return _aggregate(ell, keep, aggregation, normalizer, segment_ids, num_segments)
-
-
-def _aggregate(
-    ell: FloatArray,
-    keep: npt.NDArray[np.bool_],
-    aggregation: str,
-    normalizer: float | None,
-    segment_ids: npt.ArrayLike | None,
-    num_segments: int | None,
-) -> FloatArray:
-    dtype = ell.dtype
-    total = np.sum(ell, dtype=dtype)
-    if aggregation == "sum":
-        value = total
-    elif aggregation == "token_mean":
-        value = total / dtype.type(max(int(np.count_nonzero(keep)), 1))
-    elif segment_ids is not None:
-        ids = as_int_array(segment_ids, "segment_ids", ndim=ell.ndim)
-        if ids.shape != ell.shape:
-            raise ValueError(f"segment_ids must have the inputs' shape {ell.shape}, got {ids.shape}")
-        if num_segments is None or num_segments < 0:
-            raise ValueError(f"segment_ids need num_segments >= 0, got {num_segments!r}")
-        if ids.size and (ids.min() < 0 or ids.max() > num_segments):
-            raise ValueError(f"segment_ids must lie in [0, num_segments] = [0, {num_segments}]")
-        flat_ids, flat_keep = ids.reshape(-1), keep.reshape(-1)
-        seg_sums = np.bincount(flat_ids, weights=ell.reshape(-1), minlength=num_segments + 1)
-        seg_counts = np.bincount(flat_ids, weights=flat_keep, minlength=num_segments + 1)
-        value = _mean_of_means(seg_sums[:num_segments].astype(dtype), seg_counts[:num_segments].astype(dtype))
-    elif ell.ndim >= 2:
-        row_sums = np.sum(ell, axis=-1, dtype=dtype).reshape(-1)
-        row_counts = np.count_nonzero(keep, axis=-1).reshape(-1).astype(dtype)
-        value = _mean_of_means(row_sums, row_counts)
-    else:
-        raise ValueError("seq_mean_token_mean on rank-1 (packed) input needs segment_ids and num_segments")
-    if normalizer is not None:
-        value = value / dtype.type(normalizer)
-    return np.asarray(value, dtype=dtype)
-
-
-def _mean_of_means(sums: FloatArray, counts: FloatArray) -> Any:
-    present = counts > 0
-    means = np.where(present, sums / np.maximum(counts, 1), 0)
-    return np.sum(means, dtype=sums.dtype) / sums.dtype.type(max(int(np.count_nonzero(present)), 1))
-
-
-def _result(
-    ell: FloatArray,
-    keep: npt.NDArray[np.bool_],
-    clipped: npt.NDArray[np.bool_] | None,
-    aggregation: str,
-    normalizer: float | None,
-    segment_ids: npt.ArrayLike | None,
-    num_segments: int | None,
-) -> TokenLoss[npt.NDArray[Any]]:
-    ell = np.where(keep, ell, ell.dtype.type(0))
-    n = int(np.count_nonzero(keep))
-    n_clipped = 0 if clipped is None else int(np.count_nonzero(clipped & keep))
-    return TokenLoss(
-        loss=_aggregate(ell, keep, aggregation, normalizer, segment_ids, num_segments),
-        per_token_loss=ell,
-        num_tokens=np.asarray(n, dtype=np.int64),
-        clip_fraction=np.asarray(n_clipped / max(n, 1), dtype=ell.dtype),
-    )
+    opts = _options(aggregation, normalizer, segment_ids, num_segments)
+    value: FloatArray = _aggregate_token_loss(NUMPY, per_token_loss, where, opts)
+    return value
 
 
 def importance_sampling_loss(
@@ -236,7 +327,7 @@ def importance_sampling_loss(
     advantages: npt.ArrayLike,
     *,
     where: npt.ArrayLike | None = None,
-    aggregation: str = "sum",
+    aggregation: LossAggregation = "sum",
     normalizer: float | None = None,
     segment_ids: npt.ArrayLike | None = None,
     num_segments: int | None = None,
@@ -270,12 +361,8 @@ def importance_sampling_loss(
         >>> float(out.loss)
         1.0
     """
-    _check_options(aggregation, normalizer)
-    (lp, lp_q, adv), keep = _prepare(
-        where, train_logprobs=train_logprobs, sampler_logprobs=sampler_logprobs, advantages=advantages
-    )
-    ell = -np.exp(lp - lp_q) * adv
-    return _result(ell, keep, None, aggregation, normalizer, segment_ids, num_segments)
+    opts = _options(aggregation, normalizer, segment_ids, num_segments)
+    return _importance_sampling(NUMPY, train_logprobs, sampler_logprobs, advantages, where, opts)
 
 
 def ppo_loss(
@@ -286,7 +373,7 @@ def ppo_loss(
     clip_low_threshold: float = 0.8,
     clip_high_threshold: float = 1.2,
     where: npt.ArrayLike | None = None,
-    aggregation: str = "sum",
+    aggregation: LossAggregation = "sum",
     normalizer: float | None = None,
     segment_ids: npt.ArrayLike | None = None,
     num_segments: int | None = None,
@@ -325,15 +412,11 @@ def ppo_loss(
         >>> round(float(out.loss), 6), float(out.clip_fraction)
         (-1.7, 0.5)
     """
-    _check_options(aggregation, normalizer, low=clip_low_threshold, high=clip_high_threshold)
-    (lp, lp_q, adv), keep = _prepare(
-        where, train_logprobs=train_logprobs, sampler_logprobs=sampler_logprobs, advantages=advantages
+    opts = _options(
+        aggregation, normalizer, segment_ids, num_segments, low=clip_low_threshold, high=clip_high_threshold
     )
-    ratio = np.exp(lp - lp_q)
-    clipped = ((adv > 0) & (ratio > clip_high_threshold)) | ((adv < 0) & (ratio < clip_low_threshold))
-    bounded = np.clip(ratio, clip_low_threshold, clip_high_threshold).astype(ratio.dtype, copy=False)
-    ell = -np.where(clipped, bounded * adv, ratio * adv)
-    return _result(ell, keep, clipped, aggregation, normalizer, segment_ids, num_segments)
+    lo, hi = float(clip_low_threshold), float(clip_high_threshold)
+    return _ppo(NUMPY, train_logprobs, sampler_logprobs, advantages, lo, hi, where, opts)
 
 
 def cispo_loss(
@@ -344,7 +427,7 @@ def cispo_loss(
     clip_low_threshold: float = 0.0,
     clip_high_threshold: float = 4.0,
     where: npt.ArrayLike | None = None,
-    aggregation: str = "sum",
+    aggregation: LossAggregation = "sum",
     normalizer: float | None = None,
     segment_ids: npt.ArrayLike | None = None,
     num_segments: int | None = None,
@@ -384,15 +467,11 @@ def cispo_loss(
         >>> round(float(out.loss), 6), float(out.clip_fraction)
         (9.0, 0.5)
     """
-    _check_options(aggregation, normalizer, low=clip_low_threshold, high=clip_high_threshold)
-    (lp, lp_q, adv), keep = _prepare(
-        where, train_logprobs=train_logprobs, sampler_logprobs=sampler_logprobs, advantages=advantages
+    opts = _options(
+        aggregation, normalizer, segment_ids, num_segments, low=clip_low_threshold, high=clip_high_threshold
     )
-    ratio = np.exp(lp - lp_q)
-    clipped = (ratio < clip_low_threshold) | (ratio > clip_high_threshold)
-    weight = np.clip(ratio, clip_low_threshold, clip_high_threshold).astype(ratio.dtype, copy=False)
-    ell = -weight * lp * adv
-    return _result(ell, keep, clipped, aggregation, normalizer, segment_ids, num_segments)
+    lo, hi = float(clip_low_threshold), float(clip_high_threshold)
+    return _cispo(NUMPY, train_logprobs, sampler_logprobs, advantages, lo, hi, where, opts)
 
 
 def dro_loss(
@@ -402,7 +481,7 @@ def dro_loss(
     *,
     beta: float,
     where: npt.ArrayLike | None = None,
-    aggregation: str = "sum",
+    aggregation: LossAggregation = "sum",
     normalizer: float | None = None,
     segment_ids: npt.ArrayLike | None = None,
     num_segments: int | None = None,
@@ -440,13 +519,9 @@ def dro_loss(
         >>> float(dro_loss([-1.0], [-3.0], [2.0], beta=0.5).loss)
         3.0
     """
-    _check_options(aggregation, normalizer)
-    (lp, lp_q, adv), keep = _prepare(
-        where, train_logprobs=train_logprobs, sampler_logprobs=sampler_logprobs, advantages=advantages
-    )
-    gap = lp - lp_q
-    ell = -(lp * adv - lp.dtype.type(0.5 * beta) * gap * gap)
-    return _result(ell, keep, None, aggregation, normalizer, segment_ids, num_segments)
+    opts = _options(aggregation, normalizer, segment_ids, num_segments)
+    b = check_real(beta, "beta", finite=True)
+    return _dro(NUMPY, train_logprobs, sampler_logprobs, advantages, b, where, opts)
 
 
 def cross_entropy_loss(
@@ -454,7 +529,7 @@ def cross_entropy_loss(
     weights: npt.ArrayLike,
     *,
     where: npt.ArrayLike | None = None,
-    aggregation: str = "sum",
+    aggregation: LossAggregation = "sum",
     normalizer: float | None = None,
     segment_ids: npt.ArrayLike | None = None,
     num_segments: int | None = None,
@@ -489,6 +564,5 @@ def cross_entropy_loss(
         >>> float(cross_entropy_loss([-0.5, -2.0, -1.0], [0.0, 1.0, 1.0]).loss)
         3.0
     """
-    _check_options(aggregation, normalizer)
-    (lp, w), keep = _prepare(where, train_logprobs=train_logprobs, weights=weights)
-    return _result(-w * lp, keep, None, aggregation, normalizer, segment_ids, num_segments)
+    opts = _options(aggregation, normalizer, segment_ids, num_segments)
+    return _cross_entropy(NUMPY, train_logprobs, weights, where, opts)

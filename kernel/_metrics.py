@@ -13,7 +13,15 @@ from typing import Any, Generic, NamedTuple, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from kernel._checks import as_float_array, as_int_array, check_group_ids, check_same_length, check_same_shape
+from kernel._checks import (
+    as_float_array,
+    as_int_array,
+    as_mask,
+    check_group_ids,
+    check_same_length,
+    check_same_shape,
+)
+from kernel._namespace import NUMPY, Backend
 
 __all__ = [
     "KLMetrics",
@@ -57,17 +65,40 @@ class KLMetrics(NamedTuple, Generic[ArrayT]):
         }
 
 
-def _any_rank_float(x: npt.ArrayLike, name: str) -> npt.NDArray[np.floating[Any]]:
-    return as_float_array(x, name, ndim=np.ndim(x))
-
-
-def _real_mask(mask: npt.ArrayLike, name: str) -> npt.NDArray[np.bool_]:
-    arr = np.asarray(mask)
+def _action_mask(bk: Backend, mask: Any) -> Any:
+    """``mask > 0`` for a boolean or real mask (NaN and −0.0 are not action tokens); raises naming it."""
+    arr = bk.xp.asarray(mask)
     if arr.size == 0 and arr.dtype.kind not in "biuf":
-        arr = arr.astype(np.float64)
+        arr = arr.astype(float)
     if arr.dtype.kind not in "biuf":
-        raise TypeError(f"{name} must be a boolean or real array, got dtype {arr.dtype}")
-    return np.asarray(arr > 0)
+        raise TypeError(f"mask must be a boolean or real array, got dtype {arr.dtype}")
+    return arr > 0
+
+
+def _kl_sample_train(bk: Backend, sampler_logprobs: Any, train_logprobs: Any, mask: Any) -> KLMetrics[Any]:
+    """The one implementation of :func:`kl_sample_train`, numpy or JAX (static shapes: no branch)."""
+    xp = bk.xp
+    lp_q = bk.as_float(sampler_logprobs, "sampler_logprobs")
+    lp_t = bk.as_float(train_logprobs, "train_logprobs")
+    action = _action_mask(bk, mask)
+    check_same_shape(sampler_logprobs=lp_q, train_logprobs=lp_t, mask=action)
+    dtype = xp.result_type(lp_q, lp_t)
+    zero = xp.zeros((), dtype)
+    lp_q = xp.where(action, lp_q.astype(dtype), zero)
+    diff = lp_q - xp.where(action, lp_t.astype(dtype), zero)
+    n = xp.count_nonzero(action)
+    count = xp.maximum(n, 1).astype(dtype)
+    empty = n == 0
+    nan = xp.asarray(xp.nan, dtype=dtype)
+    v1 = xp.where(empty, nan, xp.sum(diff) / count)
+    v2 = xp.where(empty, nan, 0.5 * (xp.sum(diff * diff) / count))
+    entropy = xp.where(empty, nan, -(xp.sum(lp_q) / count))
+    return KLMetrics(
+        xp.asarray(v1, dtype=dtype),
+        xp.asarray(v2, dtype=dtype),
+        xp.asarray(entropy, dtype=dtype),
+        xp.asarray(n, dtype=bk.count_dtype),
+    )
 
 
 def kl_sample_train(
@@ -111,28 +142,7 @@ def kl_sample_train(
         >>> kl_sample_train([-1.0], [-1.0], [0.0]).as_dict()
         {}
     """
-    lp_q = _any_rank_float(sampler_logprobs, "sampler_logprobs")
-    lp_t = _any_rank_float(train_logprobs, "train_logprobs")
-    action = _real_mask(mask, "mask")
-    check_same_shape(sampler_logprobs=lp_q, train_logprobs=lp_t, mask=action)
-    dtype = np.result_type(lp_q, lp_t)
-    zero = dtype.type(0)
-    lp_q = np.where(action, lp_q, zero).astype(dtype, copy=False)
-    diff = lp_q - np.where(action, lp_t, zero).astype(dtype, copy=False)
-    n = int(np.count_nonzero(action))
-    if n == 0:
-        nan = np.asarray(np.nan, dtype=dtype)
-        return KLMetrics(nan, nan.copy(), nan.copy(), np.asarray(0, dtype=np.int64))
-    count = dtype.type(n)
-    v1 = np.sum(diff, dtype=dtype) / count
-    v2 = dtype.type(0.5) * (np.sum(diff * diff, dtype=dtype) / count)
-    entropy = -(np.sum(lp_q, dtype=dtype) / count)
-    return KLMetrics(
-        np.asarray(v1, dtype=dtype),
-        np.asarray(v2, dtype=dtype),
-        np.asarray(entropy, dtype=dtype),
-        np.asarray(n, dtype=np.int64),
-    )
+    return _kl_sample_train(NUMPY, sampler_logprobs, train_logprobs, mask)
 
 
 class TrajectoryMetrics(NamedTuple):
@@ -353,11 +363,7 @@ def step_metrics(
     if where is None:
         keep = np.ones(n, dtype=bool)
     else:
-        keep = np.asarray(where)
-        if keep.dtype != np.bool_:
-            raise TypeError(f"where must be a boolean array, got dtype {keep.dtype}")
-        if keep.shape != (n,):
-            raise ValueError(f"where must have shape ({n},), got {keep.shape}")
+        keep = as_mask(where, "where", shape=(n,))
     count = int(np.count_nonzero(keep))
 
     def mean(x: npt.NDArray[np.floating[Any]]) -> float:

@@ -12,16 +12,19 @@ and r_i = ``unvoted`` (0 in the reference) when no vote counts for i. Repeated v
 
 from __future__ import annotations
 
-from typing import Final, NamedTuple
+from typing import Final, Literal, NamedTuple, TypeAlias, get_args
 
 import numpy as np
 import numpy.typing as npt
 
+from kernel._checks import check_choice, check_real
 from kernel._votes import VoteArrays, _checked, _uniform_agents, _valid_mask
 
-__all__ = ["PAIRWISE_MODES", "PairwiseRewards", "pairwise_rewards"]
+__all__ = ["PAIRWISE_MODES", "PairwiseMode", "PairwiseRewards", "pairwise_rewards"]
 
-PAIRWISE_MODES: Final = ("win_rate", "win_minus_loss")
+PairwiseMode: TypeAlias = Literal["win_rate", "win_minus_loss"]
+"""The reward rule of :func:`pairwise_rewards`."""
+PAIRWISE_MODES: Final[tuple[PairwiseMode, ...]] = get_args(PairwiseMode)
 """Names accepted by ``pairwise_rewards(..., mode=...)``."""
 
 # Six counters per packed row. A valid vote lands once on its a-row (columns 0-3, so the a-side sums
@@ -52,7 +55,7 @@ def pairwise_rewards(
     votes: VoteArrays,
     num_agents_P: npt.ArrayLike,
     *,
-    mode: str = "win_rate",
+    mode: PairwiseMode = "win_rate",
     unvoted: float = 0.0,
 ) -> PairwiseRewards:
     """Leave-one-out pairwise reward of every agent of every debate (fully vectorised).
@@ -81,7 +84,7 @@ def pairwise_rewards(
 
     Raises:
       ValueError: unknown ``mode``; a group id outside ``[0, P]``; negative counts; shape mismatches.
-      TypeError: non-integer vote fields or counts.
+      TypeError: non-integer vote fields or counts; ``unvoted`` not a real number.
 
     References:
       tinker-cookbook multi-agent debate recipe (v1), ``compute_pairwise_win_rates`` and
@@ -100,8 +103,8 @@ def pairwise_rewards(
       (array([0, 0, 0, 1, 1], dtype=int32), array([3, 1], dtype=int32), array([0, 0], dtype=int32),
        array([ True,  True]))
     """
-    if mode not in PAIRWISE_MODES:
-        raise ValueError(f"mode must be one of {PAIRWISE_MODES}, got {mode!r}")
+    check_choice(mode, "mode", PAIRWISE_MODES)
+    fallback = check_real(unvoted, "unvoted")
     g, u, a, op, b, n = _checked(votes, num_agents_P)
     num_groups = int(n.shape[0])
     num_rows = int(n.sum())
@@ -115,7 +118,7 @@ def pairwise_rewards(
         score = win + 0.5 * tie
     else:
         score = (win - loss).astype(np.float64)
-    rewards = np.where(matchups > 0, score / np.maximum(matchups, 1), np.float64(unvoted))
+    rewards = np.where(matchups > 0, score / np.maximum(matchups, 1), np.float64(fallback))
 
     a_side = counts[:, _A_WIN] + counts[:, _A_TIE] + counts[:, _A_WIN_SELF] + counts[:, _A_TIE_SELF]
     total = np.bincount(group_ids, weights=a_side, minlength=num_groups).astype(np.int32)

@@ -19,7 +19,7 @@ from typing import Final, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from kernel._checks import as_int_array, check_group_ids, check_same_length
+from kernel._checks import as_int32_saturated, as_int_array, check_group_ids, check_same_length
 from kernel._types import OP_EQ, OP_GT, OP_OTHER, ParsedResponse
 
 __all__ = [
@@ -90,11 +90,6 @@ class VoteValidation(NamedTuple):
     valid_V: npt.NDArray[np.bool_]
     reason_V: npt.NDArray[np.int8]
     malformed_P: Int32Array
-
-
-def _saturate_int32(x: npt.NDArray[np.int64]) -> Int32Array:
-    """Casts to int32, clamping values beyond the int32 range (they stay out of every agent range)."""
-    return np.clip(x, _INT32_MIN, _INT32_MAX).astype(np.int32)
 
 
 def _clamp(x: int) -> int:
@@ -170,13 +165,13 @@ def vote_arrays(
       >>> v.op_V
       array([0, 1, 2], dtype=int32)
     """
-    g = as_int_array(group_ids, "group_ids")
-    u = as_int_array(authors, "authors")
-    a_ = as_int_array(a, "a")
-    b_ = as_int_array(b, "b")
+    g = as_int32_saturated(group_ids, "group_ids")
+    u = as_int32_saturated(authors, "authors")
+    a_ = as_int32_saturated(a, "a")
+    b_ = as_int32_saturated(b, "b")
     op = _op_codes(ops)
     check_same_length(group_ids=g, authors=u, a=a_, ops=op, b=b_)
-    return VoteArrays(_saturate_int32(g), _saturate_int32(u), _saturate_int32(a_), op, _saturate_int32(b_))
+    return VoteArrays(g, u, a_, op, b_)
 
 
 def votes_from_responses(
@@ -232,15 +227,8 @@ def _num_agents(num_agents_P: npt.ArrayLike) -> npt.NDArray[np.int64]:
 
 def _vote_fields(votes: VoteArrays) -> tuple[Int32Array, Int32Array, Int32Array, Int32Array, Int32Array]:
     """The five fields as int32 arrays of one length (ids beyond int32 clamped)."""
-    names = ("group_ids_V", "authors_V", "a_V", "op_V", "b_V")
-    fields = []
-    for name, x in zip(names, votes, strict=True):
-        arr = np.asarray(x)
-        if arr.dtype != np.int32:
-            arr = _saturate_int32(as_int_array(arr, f"votes.{name}"))
-        elif arr.ndim != 1:
-            raise ValueError(f"votes.{name} must have rank 1, got shape {arr.shape}")
-        fields.append(arr)
+    names = VoteArrays._fields
+    fields = [as_int32_saturated(x, f"votes.{name}") for name, x in zip(names, votes, strict=True)]
     check_same_length(**dict(zip(names, fields, strict=True)))
     g, u, a, op, b = fields
     return g, u, a, op, b

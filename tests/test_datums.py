@@ -446,3 +446,66 @@ def test_padded_view_equals_packed(case: Any, extra: int) -> None:
         assert p.mask_D_T[k, :n].tolist() == got["mask"]
         assert np.all(p.input_tokens_D_T[k, n:] == -7) and not np.any(p.mask_D_T[k, n:])
         assert not np.any(p.advantages_D_T[k, n:]) and not np.any(p.logprobs_D_T[k, n:])
+
+
+# --- values float32 cannot hold, and wrongly typed ids (issue 8, items 10, 13, 14) ----------------
+
+
+@pytest.mark.parametrize("mode", ["reference", "robust"])
+def test_finite_values_beyond_float32_are_refused_per_trajectory_never_inf(mode: str) -> None:
+    turn = ([1, 2], [3, 4], [-0.5, -1.0])
+    huge_lp = ([5, 6], [7], [-1e39])  # finite in float64, -inf in float32
+    result = build([[turn], [turn, huge_lp], [turn], [turn]], [1.0, 1.0, -1e39, 1e-50], mode=mode)
+    assert [DATUM_STATUS[s] for s in result.status_B] == [
+        "ok",
+        "value_out_of_range",
+        "value_out_of_range",
+        "ok",  # a tiny advantage rounds to 0 in float32: representable, not refused
+    ]
+    d = result.datums
+    assert np.all(np.isfinite(d.logprobs)) and np.all(np.isfinite(d.advantages))
+    # robust mode keeps the first turn of trajectory 1 (its own segment is fine)
+    assert d.traj_ids_D.tolist() == ([0, 3] if mode == "reference" else [0, 1, 3])
+    assert result.report.value_out_of_range == 2
+    assert result.report.segments_dropped == (3 if mode == "reference" else 2)
+
+
+def test_out_of_range_logprobs_of_a_transition_without_logprobs_do_not_count() -> None:
+    t = trajectories_from_lists([[([1, 2], [3], [-0.5])]], [1.0])
+    assert build_datums(t).status_B.tolist() == [0]
+    flagged = t._replace(has_logprobs_N=np.array([False]), logprobs=np.array([-1e300]))
+    assert [DATUM_STATUS[s] for s in build_datums(flagged).status_B] == ["missing_logprobs"]
+
+
+def test_float_token_ids_are_a_type_error_not_truncated() -> None:
+    with pytest.raises(TypeError, match="observation tokens"):
+        trajectories_from_lists([[([1, 1.9], [3], [-0.5])]], [1.0])
+    with pytest.raises(TypeError, match="action tokens"):
+        trajectories_from_lists([[([1, 2], [3.0], [-0.5])]], [1.0])
+    with pytest.raises(TypeError, match="action tokens"):
+        trajectories_from_lists([[([1, 2], [True], [-0.5])]], [1.0])
+    with pytest.raises(TypeError, match="logprobs"):
+        trajectories_from_lists([[([1, 2], [3], ["x"])]], [1.0])
+
+
+def test_token_ids_and_pad_token_beyond_int64_name_the_argument() -> None:
+    with pytest.raises(ValueError, match="observation tokens must fit int64"):
+        trajectories_from_lists([[([1, 2**63], [3], [-0.5])]], [1.0])
+    with pytest.raises(ValueError, match="action tokens must fit int64"):
+        trajectories_from_lists([[([1, 2], [2**64], [-0.5])]], [1.0])
+    with pytest.raises(ValueError, match="ob_tokens must fit int64"):
+        build_datums(
+            trajectories_from_lists([[([1, 2], [3], [-0.5])]], [1.0])._replace(
+                ob_tokens=np.array([1, 2**63], np.uint64)
+            )
+        )
+    batch = build([[([1, 2], [3], [-0.5])]], [1.0]).datums
+    with pytest.raises(ValueError, match="pad_token"):
+        pad_datums(batch, pad_token=2**70)
+    with pytest.raises(TypeError, match="pad_token"):
+        pad_datums(batch, pad_token=1.5)
+    with pytest.raises(TypeError, match="length"):
+        pad_datums(batch, length="4")
+    assert pad_datums(batch, length=4, pad_token=-(2**63)).input_tokens_D_T.tolist() == [
+        [1, 2, -(2**63), -(2**63)]
+    ]

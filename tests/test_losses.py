@@ -404,3 +404,91 @@ def test_public_names_exported_with_docstrings() -> None:
             fn: Callable[..., Any] = getattr(mod, name)
             assert fn.__doc__ and "Examples:" in fn.__doc__
     assert "TokenLoss" in kernel.__all__ and "LOSS_AGGREGATIONS" in kernel.__all__
+
+
+# --- finite inputs never give NaN: ρ overflows, A = 0 (issue 8, item 11) --------------------------
+
+# float32 exp overflows past a gap of ~88.7; float64 past ~709.8.
+HUGE_GAP = {np.float32: 100.0, np.float64: 800.0}
+
+
+@pytest.mark.parametrize("aggregation", LOSS_AGGREGATIONS)
+@pytest.mark.parametrize("name", LOSS_NAMES)
+@pytest.mark.parametrize(
+    ("mod", "dtype"),
+    [(kernel, np.float32), (kernel, np.float64), (kjax, np.float32)],
+    ids=["numpy32", "numpy64", "jax32"],
+)
+def test_huge_logprob_gap_with_zero_advantage_is_not_nan(
+    mod: Any, dtype: Any, name: str, aggregation: str
+) -> None:
+    gap = HUGE_GAP[dtype]
+    lp = np.array([[-1.0, -0.5]], dtype)
+    lp_q = np.array([[-1.0 - gap, -0.7]], dtype)  # token 0: ρ = e^gap overflows
+    adv = np.array([[0.0, 1.0]], dtype)
+    out = call(mod, name, lp, lp_q, adv, aggregation=aggregation)
+    assert np.all(np.isfinite(np.asarray(out.per_token_loss))), name
+    assert np.isfinite(float(out.loss)), name
+    if name != "dro":  # dro charges ½β·gap² whatever A is
+        assert float(np.asarray(out.per_token_loss)[0, 0]) == 0.0
+
+
+def test_huge_logprob_gap_gradients_stay_finite() -> None:
+    lp = jnp.array([[-1.0, -1.0, -1.0, -0.5]], jnp.float32)
+    lp_q = jnp.array([[-101.0, -101.0, 99.0, -0.7]], jnp.float32)  # gaps 100, 100, −100, 0.2
+    adv = jnp.array([[0.0, 1.0, -1.0, 1.0]], jnp.float32)  # token 1: ppo clips it; token 2: ρ → 0
+    for name in LOSS_NAMES:
+        for agg in LOSS_AGGREGATIONS:
+            fn = jax.jit(lambda x, n=name, a=agg: call(kjax, n, x, lp_q, adv, aggregation=a).loss)
+            grad = np.asarray(jax.grad(fn)(lp))
+            assert not np.any(np.isnan(grad)), (name, agg)
+            if name in ("importance_sampling", "ppo"):
+                assert grad[0, 0] == 0.0, (name, agg)  # A = 0: no gradient, not inf·0
+    ppo_grad = np.asarray(jax.grad(lambda x: kjax.ppo_loss(x, lp_q, adv).loss)(lp))
+    assert ppo_grad[0, :3].tolist() == [0.0, 0.0, 0.0] and np.isfinite(ppo_grad[0, 3])
+
+
+@pytest.mark.parametrize("mod", [kernel, kjax], ids=["numpy", "jax"])
+def test_overflowing_ratio_times_small_advantage_is_exact(mod: Any) -> None:
+    # e^100 overflows float32, but e^100 · 1e-20 ≈ 2.69e23 does not: no spurious inf.
+    out = mod.importance_sampling_loss(np.float32([0.0]), np.float32([-100.0]), np.float32([1e-20]))
+    assert float(np.asarray(out.per_token_loss)[0]) == pytest.approx(-math.exp(100.0) * 1e-20, rel=1e-5)
+    # a product that really overflows is ±inf, never NaN
+    big = mod.importance_sampling_loss(np.float32([0.0]), np.float32([-100.0]), np.float32([2.0]))
+    assert float(np.asarray(big.per_token_loss)[0]) == -np.inf
+
+
+@pytest.mark.parametrize("mod", [kernel, kjax], ids=["numpy", "jax"])
+def test_option_types_are_named(mod: Any) -> None:
+    args = ([-1.0], [-1.0], [1.0])
+    with pytest.raises(TypeError, match="normalizer"):
+        mod.ppo_loss(*args, normalizer="2")
+    with pytest.raises(TypeError, match="clip_high_threshold"):
+        mod.ppo_loss(*args, clip_high_threshold="1.2")
+    with pytest.raises(TypeError, match="beta"):
+        mod.dro_loss(*args, beta="0.1")
+    with pytest.raises(ValueError, match="aggregation"):
+        mod.ppo_loss(*args, aggregation=["sum"])
+    with pytest.raises(TypeError, match="num_segments"):
+        mod.aggregate_token_loss([1.0], aggregation="seq_mean_token_mean", segment_ids=[0], num_segments=1.0)
+
+
+@given(
+    hnp.arrays(np.float32, 6, elements=st.floats(-150.0, 150.0, width=32)),
+    hnp.arrays(
+        np.float32,
+        6,
+        elements=st.floats(-1e3, 1e3, width=32) | st.just(0.0) | st.floats(-(2.0**-66), 2.0**-66, width=32),
+    ),
+)
+def test_ratio_times_advantage_matches_float64_wherever_representable(
+    gap: np.ndarray, adv: np.ndarray
+) -> None:
+    want = -np.exp(gap.astype(np.float64)) * adv.astype(np.float64)
+    for mod in (kernel, kjax):
+        with np.errstate(invalid="ignore"):  # the summed loss may be inf − inf: overflow is real there
+            got = np.asarray(mod.importance_sampling_loss(gap, np.zeros(6, np.float32), adv).per_token_loss)
+        assert not np.any(np.isnan(got))
+        fits = np.abs(want) < 1e38
+        np.testing.assert_allclose(got[fits], want[fits], rtol=5e-5, atol=1e-37)
+        assert np.all(np.isinf(got[~fits]) & (np.sign(got[~fits]) == np.sign(want[~fits])))

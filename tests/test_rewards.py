@@ -337,3 +337,44 @@ def test_jax_rows_past_num_rows_are_dropped_not_misfiled() -> None:
     got = fn(v, np.array([3, 3], np.int32))
     assert np.asarray(got.rewards_PG).tolist() == [1.0, 0.0, 0.0, 1.0]
     assert np.asarray(got.malformed_P).tolist() == [0, 0]
+
+
+# --- num_agents_P and unvoted checks, numpy and JAX alike (issue 8, items 9 and 14) -----------------
+
+
+@pytest.mark.parametrize("fn", [pairwise_rewards, kj.pairwise_rewards], ids=["numpy", "jax"])
+def test_num_agents_checked_the_same_in_numpy_and_jax(fn: Any) -> None:
+    v = vote_arrays([0], [2], [0], [">"], [1])
+    with pytest.raises(ValueError, match="num_agents_P must be >= 0"):
+        fn(v, [3, -2])  # JAX used to drop the rows of later debates silently
+    with pytest.raises(ValueError, match="num_agents_P must be >= 0"):
+        fn(v, [-1])
+    with pytest.raises(ValueError, match="num_agents_P must fit int32"):
+        fn(v, [2**31])
+    with pytest.raises(TypeError, match="num_agents_P"):
+        fn(v, [3.0])
+    with pytest.raises(ValueError, match="num_agents_P"):
+        fn(v, [[3]])
+    empty = fn(vote_arrays([], [], [], [], []), [])  # no debates: JAX refused, numpy accepted
+    assert np.asarray(empty.rewards_PG).shape == (0,) and np.asarray(empty.malformed_P).shape == (0,)
+    padding_only = fn(v, np.zeros(0, np.int64))  # group id 0 = P: padding
+    assert np.asarray(padding_only.total_votes_P).tolist() == []
+
+
+@pytest.mark.parametrize("fn", [pairwise_rewards, kj.pairwise_rewards], ids=["numpy", "jax"])
+def test_unvoted_and_mode_must_be_the_right_type(fn: Any) -> None:
+    v = vote_arrays([0], [2], [0], [">"], [1])
+    for bad in ("x", "0.5", None, True):
+        with pytest.raises(TypeError, match="unvoted"):
+            fn(v, [3], unvoted=bad)
+    with pytest.raises(ValueError, match="mode"):
+        fn(v, [3], mode=["win_rate"])
+    assert np.asarray(fn(v, [3], unvoted=np.float32(0.5)).rewards_PG).tolist() == [1.0, 0.0, 0.5]
+
+
+def test_jax_traced_counts_negative_read_as_zero() -> None:
+    v = vote_arrays([0, 1], [2, 5], [0, 0], [">", ">"], [1, 1])  # author 5: excludes nobody
+    fn = jax.jit(lambda n: kj.pairwise_rewards(v, n, num_rows=4))
+    got = fn(np.array([-2, 2], np.int32))
+    assert np.asarray(got.group_ids_PG).tolist() == [1, 1, 2, 2]
+    assert np.asarray(got.rewards_PG).tolist() == [1.0, 0.0, 0.0, 0.0]

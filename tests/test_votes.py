@@ -260,3 +260,57 @@ def test_votes_of_one_debate_only_count_there(p: int) -> None:
     expected = [0, 0, 0, 0]
     expected[p] = 2
     assert res.malformed_P.tolist() == expected
+
+
+# --- JAX: ids beyond int32 and float fields (issue 8, item 8) ----------------------------------------
+
+WIDE = 2**32 + 1  # wraps to 1 when cast to int32
+
+
+@pytest.mark.parametrize("field", ["a_V", "b_V", "op_V", "group_ids_V"])
+def test_jax_int64_fields_beyond_int32_stay_malformed_like_numpy(field: str) -> None:
+    base = {"group_ids_V": [0], "authors_V": [2], "a_V": [0], "op_V": [OP_GT], "b_V": [1]}
+    base[field] = [WIDE - 1 if field == "op_V" else WIDE]  # op 2**32 wraps to 0 = '>'
+    if field == "group_ids_V":  # a group id beyond P marks padding in JAX, never debate 1
+        base[field] = [WIDE]
+    votes = VoteArrays(*(np.asarray(base[k], np.int64) for k in VoteArrays._fields))
+    num_agents = [3, 3]
+    got = kj.validate_votes(votes, num_agents)
+    assert not bool(np.asarray(got.valid_V)[0])
+    if field != "group_ids_V":
+        want = validate_votes(votes, num_agents)
+        assert np.asarray(got.reason_V).tolist() == want.reason_V.tolist()
+        assert np.asarray(got.malformed_P).tolist() == want.malformed_P.tolist() == [1, 0]
+    rewards = kj.pairwise_rewards(votes, num_agents)
+    assert np.asarray(rewards.rewards_PG).tolist() == [0.0] * 6  # nobody wins a vote nobody cast
+    assert np.asarray(rewards.total_votes_P).tolist() == [0, 0]
+
+
+def test_jax_huge_python_ints_and_uint64_saturate() -> None:
+    for big in (2**63, 2**70):
+        votes = VoteArrays([0], [0], [1], [OP_GT], [big])
+        assert np.asarray(kj.validate_votes(votes, [3]).reason_V).tolist() == [VOTE_B_OUT_OF_RANGE]
+        assert validate_votes(votes, [3]).reason_V.tolist() == [VOTE_B_OUT_OF_RANGE]
+    assert vote_arrays([0], [0], [1], [">"], [2**70]).b_V.tolist() == [2**31 - 1]
+
+
+def test_jax_int64_under_jit_with_x64_saturates() -> None:
+    with jax.enable_x64(True):
+        votes = VoteArrays(*(jax.numpy.asarray(x, jax.numpy.int64) for x in ([0], [2], [WIDE], [0], [0])))
+        got = jax.jit(kj.validate_votes)(votes, jax.numpy.asarray([3]))
+        assert np.asarray(got.reason_V).tolist() == [VOTE_A_OUT_OF_RANGE]
+
+
+@pytest.mark.parametrize("field", VoteArrays._fields)
+def test_float_fields_are_a_type_error_naming_the_field(field: str) -> None:
+    base = {"group_ids_V": [0], "authors_V": [2], "a_V": [0], "op_V": [OP_GT], "b_V": [1]}
+    base[field] = [1.9]
+    votes = VoteArrays(*(np.asarray(base[k]) for k in VoteArrays._fields))
+    for fn in (validate_votes, kj.validate_votes):
+        with pytest.raises(TypeError, match=f"votes.{field}"):
+            fn(votes, [3])
+    traced = VoteArrays(*(jax.numpy.asarray(x) for x in votes))
+    with pytest.raises(TypeError, match=f"votes.{field}"):
+        jax.jit(kj.validate_votes)(traced, jax.numpy.asarray([3]))
+    with pytest.raises(TypeError, match=r"votes\.a_V"):
+        kj.validate_votes(VoteArrays([0], [0], [True], [0], [1]), [3])

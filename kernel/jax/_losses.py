@@ -1,19 +1,33 @@
 """JAX twins of the token losses in :mod:`kernel._losses`: same signatures, jit / vmap / grad friendly.
 
-Positions outside ``where`` are replaced by 0 before any arithmetic (the "double where"), so NaN or inf
-there reach neither the loss nor its gradient. Options (``aggregation``, thresholds, ``beta``,
-``normalizer``, ``num_segments``) are Python values: keep them static under ``jax.jit``.
+Thin wrappers: the one implementation lives in :mod:`kernel._losses` and is written against the array
+namespace; here it runs on ``jax.numpy`` with ``jax.lax.stop_gradient`` (cispo's weight) and
+``jax.ops.segment_sum``. Positions outside ``where`` are replaced by 0 before any arithmetic (the
+"double where"), so NaN or inf there reach neither the loss nor its gradient. Options
+(``aggregation``, thresholds, ``beta``, ``normalizer``, ``num_segments``) are Python values: keep them
+static under ``jax.jit``. Under jit, ``segment_ids`` cannot be range-checked: ids outside
+``[0, num_segments)`` drop out.
 """
 
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
+import jax.numpy as jnp  # noqa: F401  (the doctests use it)
 from jax.typing import ArrayLike
 
-from kernel._checks import check_same_shape
-from kernel._losses import TokenLoss, _check_options
-from kernel.jax._checks import as_float
+from kernel._checks import check_real
+from kernel._losses import (
+    LossAggregation,
+    TokenLoss,
+    _aggregate_token_loss,
+    _cispo,
+    _cross_entropy,
+    _dro,
+    _importance_sampling,
+    _options,
+    _ppo,
+)
+from kernel.jax._checks import JAX
 
 __all__ = [
     "aggregate_token_loss",
@@ -25,94 +39,11 @@ __all__ = [
 ]
 
 
-def _prepare(where: ArrayLike | None, **arrays: ArrayLike) -> tuple[list[jax.Array], jax.Array]:
-    values = [as_float(x, name) for name, x in arrays.items()]
-    check_same_shape(**dict(zip(arrays, values, strict=True)))
-    shape = values[0].shape
-    if not shape:
-        raise ValueError(f"{next(iter(arrays))} must have rank >= 1, got a scalar")
-    dtype = jnp.result_type(*values)
-    if where is None:
-        keep = jnp.ones(shape, dtype=bool)
-    else:
-        keep = jnp.asarray(where)
-        if keep.dtype != jnp.bool_:
-            raise TypeError(f"where must be a boolean array (e.g. mask > 0), got dtype {keep.dtype}")
-        if keep.shape != shape:
-            raise ValueError(f"where must have the inputs' shape {shape}, got {keep.shape}")
-    zero = jnp.zeros((), dtype)
-    return [jnp.where(keep, v.astype(dtype), zero) for v in values], keep
-
-
-def _mean_of_means(sums: jax.Array, counts: jax.Array) -> jax.Array:
-    present = counts > 0
-    means = jnp.where(present, sums / jnp.maximum(counts, 1), 0)
-    return jnp.sum(means) / jnp.maximum(jnp.count_nonzero(present), 1).astype(sums.dtype)
-
-
-def _aggregate(
-    ell: jax.Array,
-    keep: jax.Array,
-    aggregation: str,
-    normalizer: float | None,
-    segment_ids: ArrayLike | None,
-    num_segments: int | None,
-) -> jax.Array:
-    if aggregation == "sum":
-        value = jnp.sum(ell)
-    elif aggregation == "token_mean":
-        value = jnp.sum(ell) / jnp.maximum(jnp.count_nonzero(keep), 1).astype(ell.dtype)
-    elif segment_ids is not None:
-        ids = jnp.asarray(segment_ids)
-        if not jnp.issubdtype(ids.dtype, jnp.integer):
-            raise TypeError(f"segment_ids must be an integer array, got dtype {ids.dtype}")
-        if ids.shape != ell.shape:
-            raise ValueError(f"segment_ids must have the inputs' shape {ell.shape}, got {ids.shape}")
-        if not isinstance(num_segments, int) or num_segments < 0:
-            raise ValueError(f"segment_ids need a static num_segments >= 0, got {num_segments!r}")
-        flat_ids = ids.reshape(-1)
-        sums = jax.ops.segment_sum(ell.reshape(-1), flat_ids, num_segments)
-        counts = jax.ops.segment_sum(keep.reshape(-1).astype(ell.dtype), flat_ids, num_segments)
-        value = _mean_of_means(sums, counts)
-    elif ell.ndim >= 2:
-        sums = jnp.sum(ell, axis=-1).reshape(-1)
-        counts = jnp.count_nonzero(keep, axis=-1).reshape(-1).astype(ell.dtype)
-        value = _mean_of_means(sums, counts)
-    else:
-        raise ValueError("seq_mean_token_mean on rank-1 (packed) input needs segment_ids and num_segments")
-    if normalizer is not None:
-        value = value / normalizer
-    return value
-
-
-def _result(
-    ell: jax.Array,
-    keep: jax.Array,
-    clipped: jax.Array | None,
-    aggregation: str,
-    normalizer: float | None,
-    segment_ids: ArrayLike | None,
-    num_segments: int | None,
-) -> TokenLoss[jax.Array]:
-    ell = jnp.where(keep, ell, jnp.zeros((), ell.dtype))
-    n = jnp.count_nonzero(keep).astype(jnp.int32)
-    if clipped is None:
-        fraction = jnp.zeros((), ell.dtype)
-    else:
-        fraction = jnp.count_nonzero(clipped & keep).astype(ell.dtype) / jnp.maximum(n, 1).astype(ell.dtype)
-    return TokenLoss(
-        loss=_aggregate(ell, keep, aggregation, normalizer, segment_ids, num_segments),
-        per_token_loss=ell,
-        num_tokens=n,
-        clip_fraction=fraction,
-    )
-
-
 def aggregate_token_loss(
     per_token_loss: ArrayLike,
     *,
     where: ArrayLike | None = None,
-    aggregation: str = "sum",
+    aggregation: LossAggregation = "sum",
     normalizer: float | None = None,
     segment_ids: ArrayLike | None = None,
     num_segments: int | None = None,
@@ -151,9 +82,9 @@ def aggregate_token_loss(
         ...                            segment_ids=jnp.array([0, 0, 0, 1]), num_segments=2))
         3.0
     """
-    _check_options(aggregation, normalizer)
-    (ell,), keep = _prepare(where, per_token_loss=per_token_loss)
-    return _aggregate(ell, keep, aggregation, normalizer, segment_ids, num_segments)
+    opts = _options(aggregation, normalizer, segment_ids, num_segments)
+    value: jax.Array = _aggregate_token_loss(JAX, per_token_loss, where, opts)
+    return value
 
 
 def importance_sampling_loss(
@@ -162,7 +93,7 @@ def importance_sampling_loss(
     advantages: ArrayLike,
     *,
     where: ArrayLike | None = None,
-    aggregation: str = "sum",
+    aggregation: LossAggregation = "sum",
     normalizer: float | None = None,
     segment_ids: ArrayLike | None = None,
     num_segments: int | None = None,
@@ -196,12 +127,8 @@ def importance_sampling_loss(
         >>> jax.grad(lambda lp: importance_sampling_loss(lp, lp_q, adv).loss)(lp_q)  # at ρ = 1: −A
         Array([-1.,  2.], dtype=float32)
     """
-    _check_options(aggregation, normalizer)
-    (lp, lp_q, adv), keep = _prepare(
-        where, train_logprobs=train_logprobs, sampler_logprobs=sampler_logprobs, advantages=advantages
-    )
-    ell = -jnp.exp(lp - lp_q) * adv
-    return _result(ell, keep, None, aggregation, normalizer, segment_ids, num_segments)
+    opts = _options(aggregation, normalizer, segment_ids, num_segments)
+    return _importance_sampling(JAX, train_logprobs, sampler_logprobs, advantages, where, opts)
 
 
 def ppo_loss(
@@ -212,7 +139,7 @@ def ppo_loss(
     clip_low_threshold: float = 0.8,
     clip_high_threshold: float = 1.2,
     where: ArrayLike | None = None,
-    aggregation: str = "sum",
+    aggregation: LossAggregation = "sum",
     normalizer: float | None = None,
     segment_ids: ArrayLike | None = None,
     num_segments: int | None = None,
@@ -253,15 +180,11 @@ def ppo_loss(
         >>> bool(g[0] == 0), float(g[1])  # ρ = 1.5 > hi with A > 0: clipped, no gradient
         (True, -1.0)
     """
-    _check_options(aggregation, normalizer, low=clip_low_threshold, high=clip_high_threshold)
-    (lp, lp_q, adv), keep = _prepare(
-        where, train_logprobs=train_logprobs, sampler_logprobs=sampler_logprobs, advantages=advantages
+    opts = _options(
+        aggregation, normalizer, segment_ids, num_segments, low=clip_low_threshold, high=clip_high_threshold
     )
-    ratio = jnp.exp(lp - lp_q)
-    clipped = ((adv > 0) & (ratio > clip_high_threshold)) | ((adv < 0) & (ratio < clip_low_threshold))
-    bounded = jnp.clip(ratio, clip_low_threshold, clip_high_threshold)
-    ell = -jnp.where(clipped, bounded * adv, ratio * adv)
-    return _result(ell, keep, clipped, aggregation, normalizer, segment_ids, num_segments)
+    lo, hi = float(clip_low_threshold), float(clip_high_threshold)
+    return _ppo(JAX, train_logprobs, sampler_logprobs, advantages, lo, hi, where, opts)
 
 
 def cispo_loss(
@@ -272,7 +195,7 @@ def cispo_loss(
     clip_low_threshold: float = 0.0,
     clip_high_threshold: float = 4.0,
     where: ArrayLike | None = None,
-    aggregation: str = "sum",
+    aggregation: LossAggregation = "sum",
     normalizer: float | None = None,
     segment_ids: ArrayLike | None = None,
     num_segments: int | None = None,
@@ -308,15 +231,11 @@ def cispo_loss(
         >>> jax.grad(lambda lp: cispo_loss(lp, lp_q, adv).loss)(jnp.log(jnp.array([8.0, 0.5])))
         Array([-4. ,  0.5], dtype=float32)
     """
-    _check_options(aggregation, normalizer, low=clip_low_threshold, high=clip_high_threshold)
-    (lp, lp_q, adv), keep = _prepare(
-        where, train_logprobs=train_logprobs, sampler_logprobs=sampler_logprobs, advantages=advantages
+    opts = _options(
+        aggregation, normalizer, segment_ids, num_segments, low=clip_low_threshold, high=clip_high_threshold
     )
-    ratio = jnp.exp(lp - lp_q)
-    clipped = (ratio < clip_low_threshold) | (ratio > clip_high_threshold)
-    weight = jax.lax.stop_gradient(jnp.clip(ratio, clip_low_threshold, clip_high_threshold))
-    ell = -weight * lp * adv
-    return _result(ell, keep, clipped, aggregation, normalizer, segment_ids, num_segments)
+    lo, hi = float(clip_low_threshold), float(clip_high_threshold)
+    return _cispo(JAX, train_logprobs, sampler_logprobs, advantages, lo, hi, where, opts)
 
 
 def dro_loss(
@@ -326,7 +245,7 @@ def dro_loss(
     *,
     beta: float,
     where: ArrayLike | None = None,
-    aggregation: str = "sum",
+    aggregation: LossAggregation = "sum",
     normalizer: float | None = None,
     segment_ids: ArrayLike | None = None,
     num_segments: int | None = None,
@@ -361,13 +280,9 @@ def dro_loss(
         >>> grad(jnp.array([-1.0]))
         Array([-1.], dtype=float32)
     """
-    _check_options(aggregation, normalizer)
-    (lp, lp_q, adv), keep = _prepare(
-        where, train_logprobs=train_logprobs, sampler_logprobs=sampler_logprobs, advantages=advantages
-    )
-    gap = lp - lp_q
-    ell = -(lp * adv - (0.5 * beta) * gap * gap)
-    return _result(ell, keep, None, aggregation, normalizer, segment_ids, num_segments)
+    opts = _options(aggregation, normalizer, segment_ids, num_segments)
+    b = check_real(beta, "beta", finite=True)
+    return _dro(JAX, train_logprobs, sampler_logprobs, advantages, b, where, opts)
 
 
 def cross_entropy_loss(
@@ -375,7 +290,7 @@ def cross_entropy_loss(
     weights: ArrayLike,
     *,
     where: ArrayLike | None = None,
-    aggregation: str = "sum",
+    aggregation: LossAggregation = "sum",
     normalizer: float | None = None,
     segment_ids: ArrayLike | None = None,
     num_segments: int | None = None,
@@ -407,6 +322,5 @@ def cross_entropy_loss(
         >>> float(cross_entropy_loss(jnp.array([-0.5, -2.0]), jnp.array([0.0, 1.0])).loss)
         2.0
     """
-    _check_options(aggregation, normalizer)
-    (lp, w), keep = _prepare(where, train_logprobs=train_logprobs, weights=weights)
-    return _result(-w * lp, keep, None, aggregation, normalizer, segment_ids, num_segments)
+    opts = _options(aggregation, normalizer, segment_ids, num_segments)
+    return _cross_entropy(JAX, train_logprobs, weights, where, opts)

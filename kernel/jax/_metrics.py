@@ -1,14 +1,13 @@
-"""JAX twin of :func:`kernel.kl_sample_train`: same signature and result type, jit / vmap friendly."""
+"""JAX twin of :func:`kernel.kl_sample_train`: a thin wrapper of the one implementation in kernel._metrics."""
 
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
+import jax.numpy as jnp  # noqa: F401  (the doctests use it)
 from jax.typing import ArrayLike
 
-from kernel._checks import check_same_shape
-from kernel._metrics import KLMetrics
-from kernel.jax._checks import as_float
+from kernel._metrics import KLMetrics, _kl_sample_train
+from kernel.jax._checks import JAX
 
 __all__ = ["kl_sample_train"]
 
@@ -48,23 +47,4 @@ def kl_sample_train(
         >>> float(m.kl_sample_train_v1), float(m.kl_sample_train_v2), float(m.entropy)
         (0.25, 0.0625, 1.5)
     """
-    lp_q = as_float(sampler_logprobs, "sampler_logprobs")
-    lp_t = as_float(train_logprobs, "train_logprobs")
-    raw_mask = jnp.asarray(mask)
-    real = jnp.issubdtype(raw_mask.dtype, jnp.integer) or jnp.issubdtype(raw_mask.dtype, jnp.floating)
-    if not (raw_mask.dtype == jnp.bool_ or real):
-        raise TypeError(f"mask must be a boolean or real array, got dtype {raw_mask.dtype}")
-    check_same_shape(sampler_logprobs=lp_q, train_logprobs=lp_t, mask=raw_mask)
-    dtype = jnp.result_type(lp_q, lp_t)
-    action = raw_mask > 0
-    zero = jnp.zeros((), dtype)
-    lp_q = jnp.where(action, lp_q.astype(dtype), zero)
-    diff = lp_q - jnp.where(action, lp_t.astype(dtype), zero)
-    n = jnp.count_nonzero(action).astype(jnp.int32)
-    count = jnp.maximum(n, 1).astype(dtype)
-    empty = n == 0
-    nan = jnp.asarray(jnp.nan, dtype)
-    v1 = jnp.where(empty, nan, jnp.sum(diff) / count)
-    v2 = jnp.where(empty, nan, 0.5 * (jnp.sum(diff * diff) / count))
-    entropy = jnp.where(empty, nan, -(jnp.sum(lp_q) / count))
-    return KLMetrics(v1, v2, entropy, n)
+    return _kl_sample_train(JAX, sampler_logprobs, train_logprobs, mask)

@@ -3,6 +3,12 @@
 Same equations and bin layout as :mod:`kernel._rewards`; the number of packed rows must be static, so
 ``pairwise_rewards`` takes ``num_rows`` (a bucket ≥ Σ N_p). Pad votes with group id ``P`` (any id
 outside ``[0, P)`` is treated as padding: under jit a bad id cannot raise).
+
+Vote fields and agent counts follow numpy's contract before anything is narrowed: ids beyond int32
+saturate (on the host in int64 for numpy / list input, in their own dtype for JAX arrays), so 2³² + 1
+stays out of every agent range and an op code of 2³² stays ``bad_op``; float or bool fields are a
+TypeError naming the field. Concrete ``num_agents_P`` get numpy's checks; traced ones cannot be checked
+by value, and a negative count there reads as 0.
 """
 
 from __future__ import annotations
@@ -11,10 +17,10 @@ from typing import Final
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax.typing import ArrayLike
 
-from kernel._rewards import PAIRWISE_MODES, PairwiseRewards
+from kernel._checks import check_choice, check_int, check_real
+from kernel._rewards import PAIRWISE_MODES, PairwiseMode, PairwiseRewards
 from kernel._types import OP_EQ, OP_GT
 from kernel._votes import (
     VOTE_A_OUT_OF_RANGE,
@@ -25,7 +31,9 @@ from kernel._votes import (
     VOTE_VALID,
     VoteArrays,
     VoteValidation,
+    _num_agents,
 )
+from kernel.jax._checks import as_int32
 
 __all__ = ["pairwise_rewards", "validate_votes"]
 
@@ -34,18 +42,44 @@ _B_LOSS: Final = 4
 
 
 def _fields(votes: VoteArrays) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array, jax.Array]:
-    g, u, a, op, b = (jnp.asarray(x, dtype=jnp.int32) for x in votes)
+    """The five fields as int32, saturated (never wrapped) and checked like numpy's."""
+    g, u, a, op, b = (as_int32(x, f"votes.{name}") for name, x in zip(VoteArrays._fields, votes, strict=True))
     for name, x in zip(VoteArrays._fields, (g, u, a, op, b), strict=True):
-        if x.ndim != 1 or x.shape != g.shape:
+        if x.shape != g.shape:
             raise ValueError(f"votes.{name} must have shape {g.shape}, got {x.shape}")
     return g, u, a, op, b
 
 
-def _agents(num_agents_P: ArrayLike) -> jax.Array:
-    n = jnp.asarray(num_agents_P)
-    if n.ndim != 1 or not jnp.issubdtype(n.dtype, jnp.integer):
-        raise ValueError(f"num_agents_P must be a 1-D integer array, got {n.dtype}{list(n.shape)}")
-    return n.astype(jnp.int32)
+def _agents(num_agents_P: ArrayLike) -> tuple[jax.Array, int | None]:
+    """``num_agents_P`` as int32, and Σ N_p when the counts are concrete (None under jit).
+
+    Concrete counts get numpy's checks (integers, rank 1, each in ``[0, 2³¹)``). Traced counts cannot
+    be checked by value: a negative one is read as 0.
+    """
+    if isinstance(num_agents_P, jax.core.Tracer):
+        return jnp.maximum(as_int32(num_agents_P, "num_agents_P"), 0), None
+    host = _num_agents(num_agents_P)
+    return jnp.asarray(host, dtype=jnp.int32), int(host.sum())
+
+
+def _static_rows(total: int | None, num_rows: int | None) -> int:
+    if num_rows is None:
+        if total is None:
+            raise ValueError("num_rows is required when num_agents_P is traced (e.g. under jit)")
+        return total
+    rows = check_int(num_rows, "num_rows", low=0)
+    if total is not None and rows < total:
+        raise ValueError(f"num_rows must be >= sum(num_agents_P) = {total}, got {rows}")
+    return rows
+
+
+def _unvoted(unvoted: float | jax.Array) -> jax.Array:
+    if isinstance(unvoted, jax.Array):  # may be traced
+        real = jnp.issubdtype(unvoted.dtype, jnp.floating) or jnp.issubdtype(unvoted.dtype, jnp.integer)
+        if unvoted.ndim != 0 or not real:
+            raise TypeError(f"unvoted must be a real scalar, got {unvoted.dtype}{list(unvoted.shape)}")
+        return unvoted.astype(jnp.float32)
+    return jnp.asarray(check_real(unvoted, "unvoted"), dtype=jnp.float32)
 
 
 def _valid(
@@ -74,7 +108,9 @@ def validate_votes(votes: VoteArrays, num_agents_P: ArrayLike) -> VoteValidation
       ``VoteValidation(valid_V: bool [V], reason_V: int8 [V], malformed_P: int32 [P])``.
 
     Raises:
-      ValueError: fields of different lengths or ranks; non-integer agent counts.
+      ValueError: fields of different lengths or ranks; concrete agent counts that are negative or
+        beyond int32.
+      TypeError: non-integer fields or agent counts (floats are never truncated).
 
     Examples:
       >>> from kernel import vote_arrays
@@ -83,7 +119,7 @@ def validate_votes(votes: VoteArrays, num_agents_P: ArrayLike) -> VoteValidation
       Array([1, 0], dtype=int32)
     """
     g, _, a, op, b = _fields(votes)
-    n = _agents(num_agents_P)
+    n, _ = _agents(num_agents_P)
     valid, padding, debate = _valid(g, a, op, b, n)
     n_v = jnp.append(n, 0)[debate]
     reason = jnp.select(
@@ -95,26 +131,12 @@ def validate_votes(votes: VoteArrays, num_agents_P: ArrayLike) -> VoteValidation
     return VoteValidation(valid, reason, malformed)  # type: ignore[arg-type]  # jax.Array fields
 
 
-def _static_rows(num_agents_P: ArrayLike, num_rows: int | None) -> int:
-    try:
-        total = int(np.sum(np.asarray(num_agents_P)))
-    except jax.errors.TracerArrayConversionError:
-        if num_rows is None:
-            raise ValueError("num_rows is required when num_agents_P is traced (e.g. under jit)") from None
-        return int(num_rows)
-    if num_rows is None:
-        return total
-    if num_rows < total:
-        raise ValueError(f"num_rows must be >= sum(num_agents_P) = {total}, got {num_rows}")
-    return int(num_rows)
-
-
 def pairwise_rewards(
     votes: VoteArrays,
     num_agents_P: ArrayLike,
     *,
-    mode: str = "win_rate",
-    unvoted: float = 0.0,
+    mode: PairwiseMode = "win_rate",
+    unvoted: float | jax.Array = 0.0,
     num_rows: int | None = None,
 ) -> PairwiseRewards:
     """JAX twin of :func:`kernel.pairwise_rewards`: leave-one-out win rate or win-minus-loss.
@@ -137,7 +159,9 @@ def pairwise_rewards(
       ``PairwiseRewards`` with float32 ``rewards_PG`` [R], int32 ``group_ids_PG`` [R] and metrics [P].
 
     Raises:
-      ValueError: unknown ``mode``; ``num_rows`` missing under jit, or smaller than Σ N_p when known.
+      ValueError: unknown ``mode``; ``num_rows`` missing under jit, or smaller than Σ N_p when known;
+        concrete agent counts that are negative or beyond int32; fields of different lengths.
+      TypeError: non-integer fields or agent counts; ``unvoted`` not a real number.
 
     Examples:
       >>> from kernel import vote_arrays
@@ -145,11 +169,11 @@ def pairwise_rewards(
       >>> pairwise_rewards(v, [3, 2], num_rows=6).rewards_PG
       Array([1.  , 0.25, 0.25, 0.  , 0.  , 0.  ], dtype=float32)
     """
-    if mode not in PAIRWISE_MODES:
-        raise ValueError(f"mode must be one of {PAIRWISE_MODES}, got {mode!r}")
-    rows = _static_rows(num_agents_P, num_rows)
+    check_choice(mode, "mode", PAIRWISE_MODES)
+    fallback = _unvoted(unvoted)
     g, u, a, op, b = _fields(votes)
-    n = _agents(num_agents_P)
+    n, known_rows = _agents(num_agents_P)
+    rows = _static_rows(known_rows, num_rows)
     num_groups = n.shape[0]
     num_bins = _COLUMNS * rows + num_groups + 2
     discard = num_bins - 1
@@ -175,7 +199,7 @@ def pairwise_rewards(
     else:
         score = (win - loss).astype(jnp.float32)
     ratio = score / jnp.maximum(matchups, 1).astype(jnp.float32)
-    rewards = jnp.where(matchups > 0, ratio, jnp.float32(unvoted))
+    rewards = jnp.where(matchups > 0, ratio, fallback)
 
     group_ids = jnp.searchsorted(jnp.cumsum(n), jnp.arange(rows, dtype=jnp.int32), side="right")
     group_ids = group_ids.astype(jnp.int32)
