@@ -36,7 +36,7 @@ _WILD_OPS: tuple[int, ...] = (OP_OTHER, 3, 7, -1)
 
 @st.composite
 def debate_votes(
-    draw: st.DrawFn, num_agents: int, *, max_votes: int = 20, invalid: bool = True
+    draw: st.DrawFn, num_agents: int, *, min_votes: int = 0, max_votes: int = 20, invalid: bool = True
 ) -> list[tuple[int, int, int, int]]:
     """The votes ``(author, a, op_code, b)`` of one debate with ``num_agents`` agents.
 
@@ -57,7 +57,7 @@ def debate_votes(
     op = st.one_of(good_op, st.sampled_from(_WILD_OPS)) if invalid else good_op
     if n < 2 and not invalid:
         return []
-    base = draw(st.lists(st.tuples(author, pair_id, op, pair_id), max_size=max_votes))
+    base = draw(st.lists(st.tuples(author, pair_id, op, pair_id), min_size=min_votes, max_size=max_votes))
     out = []
     for u, a, o, b in base:
         if not invalid and a == b:
@@ -74,6 +74,7 @@ def vote_batches(
     max_groups: int = 4,
     min_agents: int = 0,
     max_agents: int = 6,
+    min_votes: int = 0,
     max_votes: int = 20,
     invalid: bool = True,
     padding: bool = False,
@@ -96,7 +97,8 @@ def vote_batches(
     agents = draw(st.lists(st.integers(min_agents, max_agents), min_size=num_groups, max_size=num_groups))
     rows: list[tuple[int, int, int, int, int]] = []
     for p, n in enumerate(agents):
-        rows += [(p, *v) for v in draw(debate_votes(n, max_votes=max_votes, invalid=invalid))]
+        one = debate_votes(n, min_votes=min_votes, max_votes=max_votes, invalid=invalid)
+        rows += [(p, *v) for v in draw(one)]
     if padding:
         junk = st.integers(-3, 9)
         num_pad = draw(st.integers(0, 3))
