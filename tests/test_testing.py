@@ -500,3 +500,17 @@ def test_rae_baselines_are_not_group_relative_and_the_suite_says_so() -> None:
 
     with pytest.raises(AssertionError, match="check_group_sums_zero"):
         check_group_sums_zero(rae_as_grouped, R, IDS, P, WHERE)
+
+
+def test_every_public_function_of_kernel_testing_documents_args_and_returns() -> None:
+    import inspect
+
+    import kernel.testing as kt
+
+    missing = [
+        name
+        for name in kt.__all__
+        if inspect.isfunction(getattr(kt, name))
+        and not all(section in (getattr(kt, name).__doc__ or "") for section in ("Args:", "Returns:"))
+    ]
+    assert not missing, missing
