@@ -166,6 +166,9 @@ def test_reference_advantages_hand_values() -> None:
     zp = reference_advantages([1.0, 3.0], [0, 0], 1, config="zscore_population", eps=1.0)
     np.testing.assert_array_equal(zp, [-0.5, 0.5])
     np.testing.assert_array_equal(reference_advantages([5.0, 1.0], [1, 1], 1), [0.0, 0.0])  # padding
+    # zscore_batch: group means, one σ_u over every live row: [1, 3, 5, 5] → σ = sqrt(11/3)
+    zb = reference_advantages([1.0, 3.0, 5.0, 5.0, 99.0], [0, 0, 1, 1, 2], 2, config="zscore_batch")
+    np.testing.assert_allclose(zb, np.array([-1.0, 1.0, 0.0, 0.0, 0.0]) / math.sqrt(11 / 3), rtol=1e-15)
     with pytest.raises(ValueError, match="config"):
         reference_advantages(R, IDS, P, config="nope")  # type: ignore[arg-type]
 
