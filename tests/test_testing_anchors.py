@@ -29,7 +29,10 @@ from kernel.testing import (
 )
 
 F = npt.NDArray[np.float64]
-FIND = {"max_examples": 300}  # enough examples to find each quirk under any profile
+FIND = {
+    "max_examples": 300,
+    "hypothesis_settings": {"derandomize": True, "database": None},
+}  # enough examples to find each quirk under any profile
 
 
 def _live(ids: Any, p: int, where: Any) -> Any:
@@ -140,7 +143,8 @@ def test_verl_grpo_real_quirks_reported_once_each() -> None:
 
 def test_trl_batch_std_quirks_and_skips() -> None:
     declared = {"std_normalized": True, "std_scope": "batch", "eps": 1e-4, "reference": "zscore_batch"}
-    outcome = run_invariant_suite(trl_grpo_batch, **declared, raise_on_failure=False, **FIND)
+    kinds = ("constant", "continuous")  # many inexact constant groups, so the quirk is found every time
+    outcome = run_invariant_suite(trl_grpo_batch, **declared, kinds=kinds, raise_on_failure=False, **FIND)
     # TRL's float mean of a constant group keeps an ulp, divided by σ_B + 1e-4: its one real finding.
     assert _failed(outcome) == {"constant_groups_zero"}, outcome
     assert "std_scope='batch'" in outcome["shift_invariance"] and outcome["shift_invariance"].startswith(
