@@ -1,10 +1,12 @@
-"""Hypothesis strategies and invariant suites for grouped-advantage estimators and friends.
+"""Hypothesis strategies and invariant suites for grouped advantages, pairwise rewards and datums.
 
-Needs ``hypothesis`` (the ``test`` extra). Point the checks at your own estimator from your test suite.
+Needs ``hypothesis`` (the ``test`` extra). Point the suites at your own functions from your test suite.
 """
 
-from kernel.testing import invariants, strategies
+from kernel.testing import datums, invariants, rewards, strategies
+from kernel.testing.datums import *  # noqa: F403
 from kernel.testing.invariants import *  # noqa: F403
+from kernel.testing.rewards import *  # noqa: F403
 from kernel.testing.strategies import *  # noqa: F403
 
-__all__ = sorted({*invariants.__all__, *strategies.__all__})
+__all__ = sorted({*datums.__all__, *invariants.__all__, *rewards.__all__, *strategies.__all__})

@@ -36,12 +36,21 @@ _WILD_OPS: tuple[int, ...] = (OP_OTHER, 3, 7, -1)
 
 @st.composite
 def debate_votes(
-    draw: st.DrawFn, num_agents: int, *, max_votes: int = 20, invalid: bool = True
+    draw: st.DrawFn, num_agents: int, *, min_votes: int = 0, max_votes: int = 20, invalid: bool = True
 ) -> list[tuple[int, int, int, int]]:
     """The votes ``(author, a, op_code, b)`` of one debate with ``num_agents`` agents.
 
     Mostly valid votes with repeats; authors are agents, ``-1`` or out of range (``N``, ``N+1``, 99).
     ``invalid=True`` mixes in ids out of range (``-1``, ``N``, ±2³¹…), ``a == b`` and bad op codes.
+
+    Args:
+      num_agents: N, the debate's agent count.
+      min_votes: fewest votes drawn.
+      max_votes: most votes drawn.
+      invalid: mix in malformed votes.
+
+    Returns:
+      A strategy of lists of ``(author, a, op_code, b)`` int tuples.
 
     Examples:
       >>> from hypothesis import find
@@ -57,7 +66,7 @@ def debate_votes(
     op = st.one_of(good_op, st.sampled_from(_WILD_OPS)) if invalid else good_op
     if n < 2 and not invalid:
         return []
-    base = draw(st.lists(st.tuples(author, pair_id, op, pair_id), max_size=max_votes))
+    base = draw(st.lists(st.tuples(author, pair_id, op, pair_id), min_size=min_votes, max_size=max_votes))
     out = []
     for u, a, o, b in base:
         if not invalid and a == b:
@@ -74,6 +83,7 @@ def vote_batches(
     max_groups: int = 4,
     min_agents: int = 0,
     max_agents: int = 6,
+    min_votes: int = 0,
     max_votes: int = 20,
     invalid: bool = True,
     padding: bool = False,
@@ -86,6 +96,20 @@ def vote_batches(
     rows with group id ``P`` and arbitrary fields. ``shuffled``: votes debate-major (False),
     interleaved (True) or either (None).
 
+    Args:
+      min_groups: fewest debates P.
+      max_groups: most debates P.
+      min_agents: fewest agents per debate.
+      max_agents: most agents per debate.
+      min_votes: fewest votes per debate.
+      max_votes: most votes per debate.
+      invalid: mix in malformed votes.
+      padding: append padding rows (group id P).
+      shuffled: interleave the debates' votes (True), keep them debate-major (False), or either (None).
+
+    Returns:
+      A strategy of :class:`VoteBatch`.
+
     Examples:
       >>> from hypothesis import find
       >>> batch = find(vote_batches(min_groups=2), lambda b: b.votes.a_V.size >= 1)
@@ -96,7 +120,8 @@ def vote_batches(
     agents = draw(st.lists(st.integers(min_agents, max_agents), min_size=num_groups, max_size=num_groups))
     rows: list[tuple[int, int, int, int, int]] = []
     for p, n in enumerate(agents):
-        rows += [(p, *v) for v in draw(debate_votes(n, max_votes=max_votes, invalid=invalid))]
+        one = debate_votes(n, min_votes=min_votes, max_votes=max_votes, invalid=invalid)
+        rows += [(p, *v) for v in draw(one)]
     if padding:
         junk = st.integers(-3, 9)
         num_pad = draw(st.integers(0, 3))
@@ -177,6 +202,13 @@ def agent_field_texts(draw: st.DrawFn, *, min_size: int = 0, max_size: int = 12)
     output format (``<solution``, ``</think>`` …, any case) and no leading or trailing whitespace or
     zero-width characters. ``min_size`` / ``max_size`` count pieces, not characters.
 
+    Args:
+      min_size: fewest pieces.
+      max_size: most pieces.
+
+    Returns:
+      A strategy of ``str``.
+
     Examples:
       >>> from hypothesis import given, settings
       >>> @settings(max_examples=20)
@@ -204,6 +236,13 @@ def agent_response_fields(draw: st.DrawFn, *, num_agents: int = 4, max_votes: in
 
     Votes are ``Vote(a, op, b)`` with ``a, b`` in ``[0, num_agents)`` (``a == b`` included) and ``op`` in
     ``{">", "="}``.
+
+    Args:
+      num_agents: agent ids of the votes lie in ``[0, num_agents)``.
+      max_votes: most votes.
+
+    Returns:
+      A strategy of ``dict`` (keyword arguments of ``render_response``).
 
     Examples:
       >>> from hypothesis import find
@@ -274,6 +313,12 @@ def agent_outputs(draw: st.DrawFn, *, num_agents: int = 4) -> str:
     prose, code fences, tag case, a draft block before the real one, every comparison syntax (``<``,
     chains, markdown, ``>=``, prose, ``N/A``), consensus spellings, and endings cut by a stripped stop
     string or truncated anywhere.
+
+    Args:
+      num_agents: agent ids named in comparisons lie in ``[0, num_agents)``.
+
+    Returns:
+      A strategy of ``str``.
 
     Examples:
       >>> from hypothesis import find
@@ -383,6 +428,12 @@ def near_miss_xml(draw: st.DrawFn, *, max_parts: int = 40) -> str:
     """Text built from fragments of the output format: tags in every case, broken, nested, unclosed,
     think markers, fences, vote pieces, Unicode digits and whitespace, and random text in between.
 
+    Args:
+      max_parts: most fragments.
+
+    Returns:
+      A strategy of ``str``.
+
     Examples:
       >>> from hypothesis import find
       >>> find(near_miss_xml(), lambda t: "<solution>" in t)
@@ -440,6 +491,17 @@ def group_reward_values(
     repeated. ``scale`` is one of ``magnitudes``; the offset is 0, or a large multiple of the scale
     (ill-conditioned groups).
 
+    Args:
+      size: rows of the group.
+      kinds: the value shapes to draw from.
+      magnitudes: the scales to draw from.
+
+    Returns:
+      A strategy of ``list[float]`` of length ``size``.
+
+    Raises:
+      ValueError: an unknown kind (when drawn).
+
     Examples:
       >>> from hypothesis import find
       >>> find(group_reward_values(3, kinds=("constant",)), lambda v: True)
@@ -486,6 +548,22 @@ def grouped_rewards(
     either. ``nan=True`` puts NaN, ±inf or ±1e300 on masked and padding rows (never on live rows),
     so an estimator that lets ignored rows leak is caught. ``padding=True`` appends 0–2 rows with id
     ``num_groups``. ``shuffled``: rows group-major (False), interleaved (True) or either (None).
+
+    Args:
+      min_groups: fewest groups P.
+      max_groups: most groups P.
+      min_size: fewest rows per group.
+      max_size: most rows per group.
+      masks: draw a ``where`` mask always (True), never (False) or either (None).
+      nan: put non-finite and huge values on ignored rows.
+      padding: append padding rows (id P).
+      shuffled: interleave the groups (True), group-major (False) or either (None).
+      dtype: float dtype of the rewards.
+      kinds: value shapes (:data:`GROUP_REWARD_KINDS`).
+      magnitudes: scales (:data:`DEFAULT_MAGNITUDES`).
+
+    Returns:
+      A strategy of :class:`GroupedRewards`.
 
     Examples:
       >>> from hypothesis import find
@@ -574,6 +652,19 @@ def token_transitions(
     actions have 0 to ``max_tokens`` tokens. Logprobs are one float32-representable value ≤ 0 per action
     token; ``errors=True`` sometimes makes them None or one too many / too few.
 
+    Args:
+      max_transitions: most transitions.
+      max_tokens: most tokens per new run and per action.
+      vocab: tokens lie in ``[0, vocab)``.
+      kinds: relations between consecutive observations (:data:`TRANSITION_KINDS`).
+      errors: sometimes give no logprobs or a wrong count.
+
+    Returns:
+      A strategy of lists of ``(ob_tokens, ac_tokens, logprobs | None)``.
+
+    Raises:
+      ValueError: an unknown kind (when drawn).
+
     Examples:
       >>> from hypothesis import find
       >>> find(token_transitions(errors=False), lambda ts: len(ts) == 2 and ts[1][0] == ts[0][0] + ts[0][1])
@@ -624,6 +715,17 @@ def token_trajectories(
     """A batch of 0 to ``max_trajectories`` trajectories from :func:`token_transitions`.
 
     Advantages are drawn from a few telling values: 0, ±1, fractions, 1e-50 (0 in float32), 123456.789.
+
+    Args:
+      max_trajectories: most trajectories B.
+      max_transitions: most transitions per trajectory.
+      max_tokens: most tokens per new run and per action.
+      vocab: tokens lie in ``[0, vocab)``.
+      kinds: relations between consecutive observations (:data:`TRANSITION_KINDS`).
+      errors: sometimes give no logprobs or a wrong count.
+
+    Returns:
+      A strategy of :class:`TokenTrajectories`.
 
     Examples:
       >>> from hypothesis import find
