@@ -20,6 +20,7 @@ import io
 import json
 import math
 import os
+import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TextIO
@@ -76,7 +77,11 @@ class Turn:
     @property
     def has_tokens(self) -> bool:
         """True when observation tokens, action tokens and logprobs are all present."""
-        return self.action_tokens is not None
+        return (
+            self.observation_tokens is not None
+            and self.action_tokens is not None
+            and self.logprobs is not None
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +168,36 @@ class _Invalid(Exception):
 # Reading
 
 
+# A JSON escape of a UTF-16 surrogate: the only way valid JSON in UTF-8 can hold a lone surrogate.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _lone_surrogate(value: Any, where: str) -> str | None:
+    """The path of the first string (key or value) holding a lone surrogate, else None."""
+    if isinstance(value, str):
+        return None if _encodable(value) else (where or "the line")
+    if isinstance(value, dict):
+        for k, v in value.items():
+            found = _lone_surrogate(k, f"{where}.{k!r} (a key)" if where else f"{k!r} (a key)")
+            found = found or _lone_surrogate(v, f"{where}.{k}" if where else str(k))
+            if found:
+                return found
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            found = _lone_surrogate(v, f"{where}[{i}]")
+            if found:
+                return found
+    return None
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
@@ -217,7 +252,12 @@ def _logprobs(value: Any, turn: int) -> tuple[float, ...]:
     for x in value:
         if isinstance(x, bool) or not isinstance(x, int | float):
             raise _Invalid("wrong_type", f"logprobs must hold numbers, found {_type_name(x)}", turn)
-        xf = float(x)
+        try:
+            xf = float(x)
+        except OverflowError:  # an integer of 309+ digits
+            raise _Invalid(
+                "bad_value", "logprobs must be finite (an integer beyond float range)", turn
+            ) from None
         if not math.isfinite(xf):
             raise _Invalid("bad_value", "logprobs must be finite", turn)
         out.append(xf)
@@ -403,9 +443,18 @@ def parse_line(text: str | bytes, line: int) -> Debate | TranscriptError:
     try:
         rec = json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as e:
-        return TranscriptError(line, "bad_json", f"bad JSON: {e.msg} at column {e.colno}")
+        at = " " if e.msg.endswith(" at") else " at "  # "Unterminated string starting at" ends with "at"
+        return TranscriptError(line, "bad_json", f"bad JSON: {e.msg}{at}column {e.colno}")
     except (ValueError, RecursionError) as e:
         return TranscriptError(line, "bad_json", f"bad JSON: {e}")
+    if _SURROGATE_ESCAPE.search(text) or not _encodable(text):
+        where = _lone_surrogate(rec, "")
+        if where is not None:
+            return TranscriptError(
+                line,
+                "bad_encoding",
+                f"{where} holds a lone UTF-16 surrogate (e.g. \\ud800), which is not Unicode text",
+            )
     try:
         return _debate_from_record(rec, line)
     except _Invalid as e:
@@ -429,10 +478,17 @@ def _split_lines(source: str | bytes | Iterable[str | bytes]) -> Iterator[str | 
         yield from source
 
 
+def _strip_bom(raw: str | bytes) -> str | bytes:
+    if isinstance(raw, bytes):
+        return raw.removeprefix(b"\xef\xbb\xbf")
+    return raw.removeprefix("\ufeff")
+
+
 def read_transcripts(source: str | bytes | Iterable[str | bytes]) -> ReadResult:
     """Reads debates from JSON Lines text. Total: bad lines become errors, the rest are read.
 
-    Blank lines are skipped and counted. A repeated id is an error on the later line.
+    Blank lines are skipped and counted. A repeated id is an error on the later line. A UTF-8 byte order
+    mark at the start of the source (as some Windows editors write) is skipped.
 
     Args:
       source: the whole text (str or bytes), or an iterable of lines (e.g. an open file).
@@ -452,6 +508,8 @@ def read_transcripts(source: str | bytes | Iterable[str | bytes]) -> ReadResult:
     seen: dict[str, int] = {}
     num_lines = num_blank = 0
     for num_lines, raw in enumerate(_split_lines(source), start=1):
+        if num_lines == 1:
+            raw = _strip_bom(raw)
         stripped = raw.strip()
         if not stripped:
             num_blank += 1
