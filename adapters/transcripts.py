@@ -48,6 +48,7 @@ MAX_AGENTS = 1024
 """Largest ``num_agents`` accepted (a guard against absurd allocations from a typo)."""
 
 _MAX_TOKEN_ID = 2**31 - 1
+_FLOAT32_MAX = 3.4028234663852886e38
 _DEBATE_FIELDS = ("format", "id", "question", "num_agents", "max_rounds", "turns", "meta")
 _TURN_FIELDS = ("agent", "text", "round", "observation_tokens", "action_tokens", "logprobs", "meta")
 
@@ -260,6 +261,8 @@ def _logprobs(value: Any, turn: int) -> tuple[float, ...]:
             ) from None
         if not math.isfinite(xf):
             raise _Invalid("bad_value", "logprobs must be finite", turn)
+        if abs(xf) > _FLOAT32_MAX:
+            raise _Invalid("bad_value", f"logprobs must fit float32 (datums are float32), got {xf:g}", turn)
         out.append(xf)
     return tuple(out)
 

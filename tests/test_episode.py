@@ -535,7 +535,6 @@ def test_replay_equals_folding_submit(case: tuple[int, int, list[tuple[object, .
     assert sum(r.rewards) == -int(r.state.parse_failed)
 
 
-
 def test_round1_vote_violations_total_on_ids_beyond_int64() -> None:
     # The reference parser keeps any digits: an id of 2**63 (or -2**63 - 1) must not overflow the packing.
     s = initial_state("q", num_agents=2, max_rounds=2)
