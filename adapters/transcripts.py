@@ -25,6 +25,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TextIO
 
+from adapters._atomic import atomic_write
+
 __all__ = [
     "FORMAT",
     "MAX_AGENTS",
@@ -603,6 +605,9 @@ def write_transcripts(
 ) -> int:
     """Writes debates as JSON Lines (UTF-8, ``\\n`` endings). Returns the number of lines written.
 
+    A path is written to a temporary file next to it and renamed over it at the end, so a reader never
+    sees a partial file and an interrupted write keeps the previous one.
+
     Examples:
       >>> buf = io.StringIO()
       >>> write_transcripts([Debate(id="a", question="q", num_agents=1, turns=(Turn(0, "x"),))], buf)
@@ -615,7 +620,7 @@ def write_transcripts(
         for d in debates:
             out.write(dumps_debate(d) + "\n")
         return len(debates)
-    with open(dest, "w", encoding="utf-8", newline="\n") as f:
+    with atomic_write(dest) as f:
         for d in debates:
             f.write(dumps_debate(d) + "\n")
     return len(debates)

@@ -457,3 +457,14 @@ def test_has_tokens_checks_all_three_fields() -> None:
     assert not Turn(0, "x", observation_tokens=None, action_tokens=(2,), logprobs=(-0.5,)).has_tokens
     assert not Turn(0, "x", observation_tokens=(1,), action_tokens=(2,), logprobs=None).has_tokens
     assert not Turn(0, "x", observation_tokens=(1,), action_tokens=None, logprobs=None).has_tokens
+
+
+def test_write_transcripts_to_a_path_is_all_or_nothing(tmp_path: Any) -> None:
+    path = tmp_path / "out.jsonl"
+    good = Debate(id="a", question="q", num_agents=1, turns=(Turn(0, "x"),))
+    write_transcripts([good], path)
+    before = path.read_bytes()
+    bad = Debate(id="b", question="q", num_agents=1, turns=(Turn(0, "x"),), meta=float("nan"))
+    with pytest.raises(ValueError):
+        write_transcripts([good, bad], path)  # NaN is not JSON: refused after the first line
+    assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["out.jsonl"]
