@@ -28,16 +28,6 @@ def _is_special(path: Path) -> bool:
     return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
 
 
-def _open_temp(path: Path) -> tuple[int, Path]:
-    """A new file next to ``path`` (mode 0o666 less the umask, as ``open`` would create the target)."""
-    while True:
-        tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-        try:
-            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), tmp
-        except FileExistsError:
-            continue
-
-
 @contextlib.contextmanager
 def atomic_write(
     path: str | os.PathLike[str], mode: Literal["w", "wb"] = "w", *, encoding: str = "utf-8"
@@ -84,16 +74,22 @@ def atomic_write(
         with open(target, mode, **text) as f:  # type: ignore[call-overload]
             yield f
         return
-    fd, tmp = _open_temp(target)
+    # A 64-bit random name: a clash is an error, never someone else's file removed. Mode 0o666 less the
+    # umask, as open() would create the target. The file is created inside the try: a KeyboardInterrupt
+    # that lands right after os.open returns still removes it.
+    tmp = target.with_name(f".{target.name}.{secrets.token_hex(8)}.tmp")
+    fd = -1
     try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         with os.fdopen(fd, mode, **text) as f:  # type: ignore[call-overload]
             yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+    except BaseException as e:
+        if not (isinstance(e, FileExistsError) and fd < 0):
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
         raise
 
 
