@@ -169,7 +169,7 @@ def datums_to_tinker(
     bounds = batch.offsets_D1.tolist()
     inputs = _loss_inputs(batch, include_mask=include_mask, placeholders=low < 0)
     if low >= 0 and _direct_matches_sdk():
-        return _direct_text_datums(batch.input_tokens.tolist(), inputs, bounds)
+        return _direct_text_datums(batch.input_tokens, inputs, bounds)
     out: list[tinker.Datum] = []
     for d in range(len(bounds) - 1):
         s, e = bounds[d], bounds[d + 1]
@@ -283,7 +283,7 @@ _WIRE_DTYPES = {np.dtype(np.int64): "int64", np.dtype(np.float32): "float32"}
 
 
 def _direct_text_datums(
-    tokens: list[int], inputs: dict[str, npt.NDArray[Any]], bounds: list[int]
+    tokens: npt.NDArray[np.int64], inputs: dict[str, npt.NDArray[Any]], bounds: list[int]
 ) -> list[tinker.Datum]:
     """Text-only datums whose objects are set up directly, attribute by attribute.
 
@@ -304,7 +304,7 @@ def _direct_text_datums(
     out: list[tinker.Datum] = []
     for s, e in itertools.pairwise(bounds):
         chunk = chunk_cls.__new__(chunk_cls)
-        set_slot(chunk, "__dict__", {"tokens": tokens[s:e], "type": "encoded_text"})
+        set_slot(chunk, "__dict__", {"tokens": tokens[s:e].tolist(), "type": "encoded_text"})
         set_slot(chunk, "__pydantic_fields_set__", {"tokens"})
         set_slot(chunk, "__pydantic_extra__", None)
         set_slot(chunk, "__pydantic_private__", None)
@@ -346,7 +346,7 @@ def _direct_matches_sdk() -> bool:
         "advantages": values,
         "mask": values,
     }
-    (direct,) = _direct_text_datums(tokens.tolist(), inputs, [0, 3])
+    (direct,) = _direct_text_datums(tokens, inputs, [0, 3])
     public = _public_datum(tinker.ModelInput.from_ints(tokens.tolist()), inputs)
     return _same_state(direct, public)
 
