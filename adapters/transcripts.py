@@ -175,30 +175,34 @@ class _Invalid(Exception):
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
-def _lone_surrogate(value: Any, where: str) -> str | None:
-    """The path of the first string (key or value) holding a lone surrogate, else None."""
-    if isinstance(value, str):
-        return None if _encodable(value) else (where or "the line")
-    if isinstance(value, dict):
-        for k, v in value.items():
-            found = _lone_surrogate(k, f"{where}.{k!r} (a key)" if where else f"{k!r} (a key)")
-            found = found or _lone_surrogate(v, f"{where}.{k}" if where else str(k))
-            if found:
-                return found
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            found = _lone_surrogate(v, f"{where}[{i}]")
-            if found:
-                return found
-    return None
-
-
 def _encodable(text: str) -> bool:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
         return False
     return True
+
+
+def _lone_surrogate(value: Any) -> str | None:
+    """The path of the first string (key or value) holding a lone surrogate, else None.
+
+    Iterative (an explicit stack), so any nesting that ``json.loads`` accepted is walked without
+    recursion.
+    """
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, str):
+            if not _encodable(item):
+                return where or "the line"
+        elif isinstance(item, dict):
+            for k, v in reversed(item.items()):
+                if not _encodable(k):
+                    return f"{where}.{k!r} (a key)" if where else f"{k!r} (a key)"
+                stack.append((v, f"{where}.{k}" if where else k))
+        elif isinstance(item, list):
+            stack.extend((v, f"{where}[{i}]") for i, v in reversed(list(enumerate(item))))
+    return None
 
 
 def _reject_constant(name: str) -> Any:
@@ -453,8 +457,9 @@ def parse_line(text: str | bytes, line: int) -> Debate | TranscriptError:
     except (ValueError, RecursionError) as e:
         return TranscriptError(line, "bad_json", f"bad JSON: {e}")
     if _SURROGATE_ESCAPE.search(text) or not _encodable(text):
-        where = _lone_surrogate(rec, "")
+        where = _lone_surrogate(rec)
         if where is not None:
+            where = where if len(where) <= 120 else where[:119] + "…"
             return TranscriptError(
                 line,
                 "bad_encoding",

@@ -468,3 +468,13 @@ def test_write_transcripts_to_a_path_is_all_or_nothing(tmp_path: Any) -> None:
     with pytest.raises(ValueError):
         write_transcripts([good, bad], path)  # NaN is not JSON: refused after the first line
     assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["out.jsonl"]
+
+
+def test_a_surrogate_deep_in_meta_is_found_without_recursion() -> None:
+    deep = '"\\ud800"'
+    for _ in range(900):
+        deep = "[" + deep + "]"
+    line = json.dumps(_rec()).replace('"max_rounds": 2', '"max_rounds": 2, "meta": ' + deep)
+    err = _err(line)
+    assert err.reason in ("bad_encoding", "bad_json")  # bad_json if this Python's decoder refuses the depth
+    assert len(err.message) < 250
