@@ -611,7 +611,8 @@ def debate_records(result: BatchResult) -> list[dict[str, Any]]:
 
     Scored records hold: id, line, num_agents, max_rounds, turns (accepted), rounds, end, consensus,
     parse_failures, ignored_turns, votes (counts and the list), rewards, step_rewards, returns,
-    advantages, per-turn parse summaries, and datum counts when tokens were present.
+    advantages, per-turn parse summaries, and datum counts when tokens were present. A figure that is
+    not finite is None (JSON null).
     """
     num = result.numeric
     out: list[dict[str, Any]] = []

@@ -300,3 +300,17 @@ def test_very_long_ids_wrap_instead_of_scrolling_sideways(tmp_path: Path, capsys
     dom, _ = _render_in_chromium(out, tmp_path)
     m = re.search(r'data-overflow="(-?\d+)"', dom)
     assert m is not None and int(m.group(1)) <= 0, "the page is wider than the window"
+
+
+def test_the_reports_figures_are_strict_json(sample_report: Path) -> None:
+    import html as html_lib
+
+    page = sample_report.read_text(encoding="utf-8")
+    m = re.search(r"all figures \(JSON\)</summary><pre>(.*?)</pre>", page, flags=re.S)
+    assert m is not None
+
+    def refuse(name: str) -> Any:
+        raise ValueError(f"not JSON: {name}")
+
+    figures = json.loads(html_lib.unescape(m.group(1)), parse_constant=refuse)
+    assert figures["debates_scored"] == len(read_transcripts(sample_text()).debates)
