@@ -312,6 +312,14 @@ def test_images_are_opaque_chunks_compared_by_value() -> None:
         "EncodedTextChunk",
     ]
     assert d.model_input.length == 2 + 3 + 4 + 2 + 1
+    # Every SDK call that takes a model input works on this one too (dump, compare, send to a sampler).
+    assert d.model_input == types.ModelInput.model_validate_json(d.model_input.model_dump_json())
+    text_tokens = [t for c in d.model_input.chunks if isinstance(c, types.EncodedTextChunk) for t in c.tokens]
+    assert all(type(t) is int for t in text_tokens)
+    from tinker._compat import model_dump
+
+    request = types.SampleRequest(prompt=d.model_input, sampling_params=types.SamplingParams(max_tokens=1))
+    json.dumps(model_dump(request, exclude_unset=False, exclude_none=True, mode="json"))
     assert d.loss_fn_inputs["target_tokens"].tolist() == [2, 0, 0, 0, 3, 4, 5, 6, 0, 0, 7, 8]
     assert d.loss_fn_inputs["advantages"].tolist() == [0, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 2]
     oracle = chunked_oracle([(ob1, [4, 5], [-0.5, -0.25]), (ob2, [8], [-1.0])], 2.0)
