@@ -459,11 +459,13 @@ def parse_line(text: str | bytes, line: int) -> Debate | TranscriptError:
     if _SURROGATE_ESCAPE.search(text) or not _encodable(text):
         where = _lone_surrogate(rec)
         if where is not None:
+            turn = re.match(r"turns\[(\d+)\]", where)
             where = where if len(where) <= 120 else where[:119] + "…"
             return TranscriptError(
                 line,
                 "bad_encoding",
                 f"{where} holds a lone UTF-16 surrogate (e.g. \\ud800), which is not Unicode text",
+                int(turn.group(1)) if turn else None,
             )
     try:
         return _debate_from_record(rec, line)

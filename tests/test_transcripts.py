@@ -404,6 +404,7 @@ def test_a_lone_surrogate_in_any_string_refuses_the_line(over: dict[str, Any], w
     assert "\\ud" in line or "\\udc" in line or "\\udf" in line
     err = _err(line)
     assert err.reason == "bad_encoding" and where in err.message and "surrogate" in err.message
+    assert err.turn == (0 if where.startswith("turns[0]") else None)
     str(err).encode("utf-8")  # the error itself prints
     assert isinstance(parse_line(line.encode("ascii"), 1), TranscriptError)  # the same from bytes
     raw = json.dumps(_rec(**over), ensure_ascii=False)  # a str holding the raw surrogate
