@@ -12,12 +12,14 @@ Nothing here prints or writes files: the CLI modules do that.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
+import typing
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, Final, Literal, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -29,10 +31,13 @@ from kernel import DebateState, PairwiseRewards, ParsedResponse, ReplayResult, V
 __all__ = [
     "AFTER_END_POLICIES",
     "END_REASONS",
+    "ROUND1_VOTE_POLICIES",
+    "AfterEnd",
     "BatchResult",
     "DatumOutput",
     "NumericResult",
     "ReplayedDebate",
+    "Round1Votes",
     "ScoreOptions",
     "build_datums",
     "check_estimator",
@@ -45,8 +50,15 @@ __all__ = [
     "summary",
 ]
 
-AFTER_END_POLICIES = ("error", "truncate")
+AfterEnd = Literal["error", "truncate"]
 """What to do with turns recorded after the debate ended under the chosen parse policy."""
+AFTER_END_POLICIES: Final[tuple[AfterEnd, ...]] = typing.get_args(AfterEnd)
+"""The values of :data:`AfterEnd`."""
+
+Round1Votes = Literal["count", "drop"]
+"""Round-1 votes naming an agent who had not spoken yet: counted (the reference) or dropped."""
+ROUND1_VOTE_POLICIES: Final[tuple[Round1Votes, ...]] = typing.get_args(Round1Votes)
+"""The values of :data:`Round1Votes`."""
 
 END_REASONS = ("consensus", "max_rounds", "parse_error", "open")
 """How a scored debate ended: every agent of a round said YES; the round limit; a response failed to
@@ -71,20 +83,22 @@ class ScoreOptions:
         ``"reference"`` (a trajectory with any problem gives no datum).
     """
 
-    policy: str = "robust"
-    reward: str = "win_rate"
+    policy: Literal["robust", "reference"] = "robust"
+    reward: Literal["win_rate", "win_minus_loss"] = "win_rate"
     estimator: str = "default"
-    after_end: str = "error"
-    round1_votes: str = "count"
+    after_end: AfterEnd = "error"
+    round1_votes: Round1Votes = "count"
     parse_failure_reward: float = -1.0
-    datum_mode: str = "robust"
+    datum_mode: Literal["reference", "robust"] = "robust"
 
 
 # ------------------------------------------------------------------------------------------------
 # Stage 1: parse every turn
 
 
-def parse_turns(debates: Sequence[Debate], *, policy: str = "robust") -> list[tuple[ParsedResponse, ...]]:
+def parse_turns(
+    debates: Sequence[Debate], *, policy: Literal["robust", "reference"] = "robust"
+) -> list[tuple[ParsedResponse, ...]]:
     """Parses every turn of every debate with ``kernel.parse_response`` (author = the turn's agent).
 
     Returns:
@@ -224,62 +238,76 @@ def replay_debates(
 # Stage 3: votes, rewards, returns, advantages (vectorised over all debates)
 
 
-def _preset_names() -> tuple[str, ...]:
-    presets = getattr(kernel, "ADVANTAGE_PRESETS", {})
-    return tuple(sorted(presets))
+_OPTION_TYPES: Final[dict[str, Any]] = typing.get_type_hints(kernel.AdvantageOptions)
 
 
-def _coerce(value: str, current: Any) -> Any:
-    """Reads a ``key=value`` value in the type of the preset's current value (generic when unknown)."""
+def _coerce(key: str, value: str) -> Any:
+    """Reads the text of ``key=value`` as the type ``kernel.AdvantageOptions`` declares for ``key``."""
     text = value.strip()
     low = text.lower()
-    if isinstance(current, str):
+    kind = _OPTION_TYPES[key]
+    choices = typing.get_args(kind) if typing.get_origin(kind) is Literal else ()
+    if choices:
+        if text not in choices:
+            raise ValueError(f"expected one of {', '.join(choices)}, got {text!r}")
         return text
-    if low in ("true", "yes", "on"):
-        return True
-    if low in ("false", "no", "off"):
-        return False
-    if isinstance(current, bool):
+    if kind is bool:
+        if low in ("true", "yes", "on", "1"):
+            return True
+        if low in ("false", "no", "off", "0"):
+            return False
         raise ValueError(f"expected true or false, got {text!r}")
-    if low in ("none", "null"):
-        return None
-    for kind in (int, float):
+    if kind is int:
         try:
-            return kind(text)
+            return int(text)
         except ValueError:
-            pass
-    return text
+            raise ValueError(f"expected an integer, got {text!r}") from None
+    if type(None) in typing.get_args(kind) and low in ("none", "null"):
+        return None
+    try:
+        number = float(text)
+    except ValueError:
+        raise ValueError(
+            f"expected a number{' or none' if type(None) in typing.get_args(kind) else ''}, got {text!r}"
+        ) from None
+    if not math.isfinite(number):
+        raise ValueError(f"expected a finite number, got {text!r}")
+    return number
 
 
 def resolve_estimator(spec: str) -> tuple[str, dict[str, Any]]:
     """Reads an estimator spec: ``NAME``, ``NAME,key=value,...`` or ``key=value,...``.
 
-    ``NAME`` is a key of ``kernel.ADVANTAGE_PRESETS``; ``key=value`` pairs are keyword options of
-    ``kernel.grouped_advantages`` and override the preset's; each value is read in the type of the
-    preset's value (str stays str; ``true``/``false``; ``none``; int; float). Options alone start
-    from the ``"default"`` preset.
+    ``NAME`` is a key of ``kernel.ADVANTAGE_PRESETS``; ``key=value`` pairs are fields of
+    ``kernel.AdvantageOptions`` (keyword options of ``kernel.grouped_advantages``) and override the
+    preset's. Each value is read as the type the field declares: one of its names for a closed option
+    set, ``true``/``false`` for a flag, an integer for ``ddof``, a finite number for the others
+    (``none`` where the field may be None). Options alone start from the ``"default"`` preset.
 
     Returns:
       ``(preset name, options)`` with the preset's options merged under the overrides.
 
     Raises:
-      ValueError: an unknown preset or option, or a malformed item (the message lists what is known).
+      ValueError: an unknown preset or option, a malformed item, or a value not of the option's type
+        (the message names the option and lists what is known).
 
     Examples:
       >>> name, opts = resolve_estimator("verl_grpo.norm,eps=1e-4")
       >>> name, opts["scale"], opts["eps"]
       ('verl_grpo.norm', 'group', 0.0001)
+      >>> resolve_estimator("ddof=1.5")
+      Traceback (most recent call last):
+      ...
+      ValueError: estimator option ddof: expected an integer, got '1.5'
     """
-    presets = getattr(kernel, "ADVANTAGE_PRESETS", None)
-    if presets is None:
-        raise ValueError("kernel.ADVANTAGE_PRESETS is not available in this build of the kernel")
+    presets = kernel.ADVANTAGE_PRESETS
     items = [s.strip() for s in spec.split(",") if s.strip()]
     name = "default"
     if items and "=" not in items[0]:
         name = items.pop(0)
     if name not in presets:
         raise ValueError(f"unknown estimator {name!r}; known presets: {', '.join(sorted(presets))}")
-    base = _preset_options(presets[name])
+    base = dataclasses.asdict(presets[name])
     overrides: dict[str, Any] = {}
     for item in items:
         key, sep, value = item.partition("=")
@@ -289,7 +317,7 @@ def resolve_estimator(spec: str) -> tuple[str, dict[str, Any]]:
         if key not in base:
             raise ValueError(f"unknown estimator option {key!r}; options: {', '.join(base)}")
         try:
-            overrides[key] = _coerce(value, base[key])
+            overrides[key] = _coerce(key, value)
         except ValueError as e:
             raise ValueError(f"estimator option {key}: {e}") from None
     return name, {**base, **overrides}
@@ -297,7 +325,10 @@ def resolve_estimator(spec: str) -> tuple[str, dict[str, Any]]:
 
 def check_estimator(spec: str) -> tuple[str, dict[str, Any]]:
     """:func:`resolve_estimator`, then one tiny ``grouped_advantages`` call so that option values the
-    kernel refuses (e.g. ``scale=sideways``) are reported before any work is done.
+    kernel refuses (e.g. ``eps=-1``) are reported before any work is done.
+
+    ``singleton="error"`` is not an error here: debates with one agent are skipped at scoring, each with
+    the reason ``singleton_group`` (see :func:`score`).
 
     Raises:
       ValueError, TypeError: the spec or an option value is not accepted.
@@ -305,16 +336,6 @@ def check_estimator(spec: str) -> tuple[str, dict[str, Any]]:
     name, opts = resolve_estimator(spec)
     kernel.grouped_advantages(np.array([0.0, 1.0]), np.array([0, 0]), 1, **opts)
     return name, opts
-
-
-def _preset_options(preset: Any) -> dict[str, Any]:
-    if isinstance(preset, dict):
-        return dict(preset)
-    if hasattr(preset, "_asdict"):
-        return dict(preset._asdict())
-    if hasattr(preset, "__dataclass_fields__"):
-        return {k: getattr(preset, k) for k in preset.__dataclass_fields__}
-    raise TypeError(f"cannot read the options of preset {preset!r}")
 
 
 class NumericResult(NamedTuple):
@@ -367,9 +388,7 @@ def _advantages(
     num_groups: int,
     estimator: tuple[str, dict[str, Any]],
 ) -> npt.NDArray[np.floating[Any]]:
-    result = kernel.grouped_advantages(returns, group_ids, num_groups, **estimator[1])
-    adv = getattr(result, "advantages", result)
-    return np.asarray(adv)
+    return np.asarray(kernel.grouped_advantages(returns, group_ids, num_groups, **estimator[1]).advantages)
 
 
 def compute_numeric(
@@ -392,8 +411,8 @@ def compute_numeric(
         dropped = ~np.asarray(check.valid_V, dtype=bool)
         # A padding row (group id P) takes no part in validation or rewards.
         votes = votes._replace(group_ids_V=np.where(dropped, num_debates, votes.group_ids_V).astype(np.int32))
-    elif options.round1_votes != "count":
-        raise ValueError(f"round1_votes must be 'count' or 'drop', got {options.round1_votes!r}")
+    elif options.round1_votes not in ROUND1_VOTE_POLICIES:
+        raise ValueError(f"round1_votes must be one of {ROUND1_VOTE_POLICIES}, got {options.round1_votes!r}")
     validation = kernel.validate_votes(votes, num_agents)
     pairwise = kernel.pairwise_rewards(votes, num_agents, mode=options.reward)
     rows, step = _step_rows(replayed, offsets)
@@ -441,7 +460,10 @@ class DatumOutput(NamedTuple):
 
 
 def build_datums(
-    replayed: Sequence[ReplayedDebate], numeric: NumericResult, *, mode: str = "robust"
+    replayed: Sequence[ReplayedDebate],
+    numeric: NumericResult,
+    *,
+    mode: Literal["reference", "robust"] = "robust",
 ) -> DatumOutput | None:
     """Datums of all turns that carry tokens, with one ``kernel.build_datums`` call for the batch.
 
@@ -521,6 +543,25 @@ class BatchResult:
     timings: dict[str, float] = field(default_factory=dict)
 
 
+def _skip_singletons(
+    replayed: Sequence[ReplayedDebate],
+) -> tuple[list[ReplayedDebate], list[TranscriptError]]:
+    kept = [r for r in replayed if r.debate.num_agents > 1]
+    errors = [
+        TranscriptError(
+            r.debate.line,
+            "singleton_group",
+            "the debate has one agent, a group of one, which the estimator's singleton='error' refuses "
+            "(use singleton=zero or singleton=raw to score it)",
+            None,
+            r.debate.id,
+        )
+        for r in replayed
+        if r.debate.num_agents == 1
+    ]
+    return kept, errors
+
+
 def score(
     debates: Sequence[Debate],
     *,
@@ -530,12 +571,19 @@ def score(
     num_blank: int = 0,
     clock: Callable[[], float] = time.perf_counter,
 ) -> BatchResult:
-    """Runs every stage on ``debates``; ``read_errors`` from the reader are carried into the result."""
+    """Runs every stage on ``debates``; ``read_errors`` from the reader are carried into the result.
+
+    With an estimator whose ``singleton`` is ``"error"``, a debate with one agent (a group of one) is
+    skipped with the reason ``singleton_group`` instead of failing the batch.
+    """
     timings: dict[str, float] = {}
     t0 = clock()
     parsed = parse_turns(debates, policy=options.policy)
     t1 = clock()
     replayed, replay_errors = replay_debates(debates, parsed, options=options)
+    if resolve_estimator(options.estimator)[1]["singleton"] == "error":
+        replayed, singles = _skip_singletons(replayed)
+        replay_errors += singles
     t2 = clock()
     numeric = compute_numeric(replayed, options=options)
     t3 = clock()
@@ -552,8 +600,10 @@ def score(
 # Results as JSON-ready records
 
 
-def _r(x: float, nd: int = 6) -> float:
-    return round(float(x), nd)
+def _r(x: float, nd: int = 6) -> float | None:
+    """``x`` rounded for the records; None (JSON null) when it is not finite."""
+    value = float(x)
+    return round(value, nd) if math.isfinite(value) else None
 
 
 def debate_records(result: BatchResult) -> list[dict[str, Any]]:
@@ -561,7 +611,8 @@ def debate_records(result: BatchResult) -> list[dict[str, Any]]:
 
     Scored records hold: id, line, num_agents, max_rounds, turns (accepted), rounds, end, consensus,
     parse_failures, ignored_turns, votes (counts and the list), rewards, step_rewards, returns,
-    advantages, per-turn parse summaries, and datum counts when tokens were present.
+    advantages, per-turn parse summaries, and datum counts when tokens were present. A figure that is
+    not finite is None (JSON null).
     """
     num = result.numeric
     out: list[dict[str, Any]] = []
@@ -652,7 +703,10 @@ def _datum_counts(result: BatchResult) -> dict[int, dict[str, int]]:
 
 def summary(result: BatchResult) -> dict[str, Any]:
     """Batch figures: counts of lines, debates scored and skipped (by reason), ends, parse failures (by
-    reason), consensus rate, votes, reward and advantage statistics, datum statistics."""
+    reason), consensus rate, votes, reward and advantage statistics, datum statistics.
+
+    JSON-ready and strict: a figure that is not finite is None (JSON null), never NaN or Infinity.
+    """
     num = result.numeric
     replayed = result.replayed
     skipped = Counter(e.reason for e in result.errors)
@@ -662,7 +716,7 @@ def summary(result: BatchResult) -> dict[str, Any]:
     ignored = sum(len(r.ignored_turns) for r in replayed)
     scored = len(replayed)
 
-    def stats(x: npt.NDArray[Any]) -> dict[str, float]:
+    def stats(x: npt.NDArray[Any]) -> dict[str, float | None]:
         if x.size == 0:
             return {"mean": 0.0, "std": 0.0, "min": 0.0, "max": 0.0}
         return {

@@ -20,9 +20,12 @@ import io
 import json
 import math
 import os
+import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TextIO
+
+from adapters._atomic import atomic_write
 
 __all__ = [
     "FORMAT",
@@ -47,6 +50,7 @@ MAX_AGENTS = 1024
 """Largest ``num_agents`` accepted (a guard against absurd allocations from a typo)."""
 
 _MAX_TOKEN_ID = 2**31 - 1
+_FLOAT32_MAX = 3.4028234663852886e38
 _DEBATE_FIELDS = ("format", "id", "question", "num_agents", "max_rounds", "turns", "meta")
 _TURN_FIELDS = ("agent", "text", "round", "observation_tokens", "action_tokens", "logprobs", "meta")
 
@@ -76,7 +80,11 @@ class Turn:
     @property
     def has_tokens(self) -> bool:
         """True when observation tokens, action tokens and logprobs are all present."""
-        return self.action_tokens is not None
+        return (
+            self.observation_tokens is not None
+            and self.action_tokens is not None
+            and self.logprobs is not None
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +171,40 @@ class _Invalid(Exception):
 # Reading
 
 
+# A JSON escape of a UTF-16 surrogate: the only way valid JSON in UTF-8 can hold a lone surrogate.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _lone_surrogate(value: Any) -> str | None:
+    """The path of the first string (key or value) holding a lone surrogate, else None.
+
+    Iterative (an explicit stack), so any nesting that ``json.loads`` accepted is walked without
+    recursion.
+    """
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, str):
+            if not _encodable(item):
+                return where or "the line"
+        elif isinstance(item, dict):
+            for k, v in reversed(item.items()):
+                if not _encodable(k):
+                    return f"{where}.{k!r} (a key)" if where else f"{k!r} (a key)"
+                stack.append((v, f"{where}.{k}" if where else k))
+        elif isinstance(item, list):
+            stack.extend((v, f"{where}[{i}]") for i, v in reversed(list(enumerate(item))))
+    return None
+
+
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
@@ -217,9 +259,16 @@ def _logprobs(value: Any, turn: int) -> tuple[float, ...]:
     for x in value:
         if isinstance(x, bool) or not isinstance(x, int | float):
             raise _Invalid("wrong_type", f"logprobs must hold numbers, found {_type_name(x)}", turn)
-        xf = float(x)
+        try:
+            xf = float(x)
+        except OverflowError:  # an integer of 309+ digits
+            raise _Invalid(
+                "bad_value", "logprobs must be finite (an integer beyond float range)", turn
+            ) from None
         if not math.isfinite(xf):
             raise _Invalid("bad_value", "logprobs must be finite", turn)
+        if abs(xf) > _FLOAT32_MAX:
+            raise _Invalid("bad_value", f"logprobs must fit float32 (datums are float32), got {xf:g}", turn)
         out.append(xf)
     return tuple(out)
 
@@ -403,9 +452,21 @@ def parse_line(text: str | bytes, line: int) -> Debate | TranscriptError:
     try:
         rec = json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as e:
-        return TranscriptError(line, "bad_json", f"bad JSON: {e.msg} at column {e.colno}")
+        at = " " if e.msg.endswith(" at") else " at "  # "Unterminated string starting at" ends with "at"
+        return TranscriptError(line, "bad_json", f"bad JSON: {e.msg}{at}column {e.colno}")
     except (ValueError, RecursionError) as e:
         return TranscriptError(line, "bad_json", f"bad JSON: {e}")
+    if _SURROGATE_ESCAPE.search(text) or not _encodable(text):
+        where = _lone_surrogate(rec)
+        if where is not None:
+            turn = re.match(r"turns\[(\d+)\]", where)
+            where = where if len(where) <= 120 else where[:119] + "…"
+            return TranscriptError(
+                line,
+                "bad_encoding",
+                f"{where} holds a lone UTF-16 surrogate (e.g. \\ud800), which is not Unicode text",
+                int(turn.group(1)) if turn else None,
+            )
     try:
         return _debate_from_record(rec, line)
     except _Invalid as e:
@@ -429,10 +490,17 @@ def _split_lines(source: str | bytes | Iterable[str | bytes]) -> Iterator[str | 
         yield from source
 
 
+def _strip_bom(raw: str | bytes) -> str | bytes:
+    if isinstance(raw, bytes):
+        return raw.removeprefix(b"\xef\xbb\xbf")
+    return raw.removeprefix("\ufeff")
+
+
 def read_transcripts(source: str | bytes | Iterable[str | bytes]) -> ReadResult:
     """Reads debates from JSON Lines text. Total: bad lines become errors, the rest are read.
 
-    Blank lines are skipped and counted. A repeated id is an error on the later line.
+    Blank lines are skipped and counted. A repeated id is an error on the later line. A UTF-8 byte order
+    mark at the start of the source (as some Windows editors write) is skipped.
 
     Args:
       source: the whole text (str or bytes), or an iterable of lines (e.g. an open file).
@@ -452,6 +520,8 @@ def read_transcripts(source: str | bytes | Iterable[str | bytes]) -> ReadResult:
     seen: dict[str, int] = {}
     num_lines = num_blank = 0
     for num_lines, raw in enumerate(_split_lines(source), start=1):
+        if num_lines == 1:
+            raw = _strip_bom(raw)
         stripped = raw.strip()
         if not stripped:
             num_blank += 1
@@ -542,6 +612,9 @@ def write_transcripts(
 ) -> int:
     """Writes debates as JSON Lines (UTF-8, ``\\n`` endings). Returns the number of lines written.
 
+    A path is written to a temporary file next to it and renamed over it at the end, so a reader never
+    sees a partial file and an interrupted write keeps the previous one.
+
     Examples:
       >>> buf = io.StringIO()
       >>> write_transcripts([Debate(id="a", question="q", num_agents=1, turns=(Turn(0, "x"),))], buf)
@@ -554,7 +627,7 @@ def write_transcripts(
         for d in debates:
             out.write(dumps_debate(d) + "\n")
         return len(debates)
-    with open(dest, "w", encoding="utf-8", newline="\n") as f:
+    with atomic_write(dest) as f:
         for d in debates:
             f.write(dumps_debate(d) + "\n")
     return len(debates)

@@ -481,12 +481,22 @@ def round1_vote_check(
     return Round1VoteCheck(valid_V=~invalid, reason_V=reason)
 
 
+_INT64_MIN: Final = -(2**63)
+_INT64_MAX: Final = 2**63 - 1
+
+
+def _saturate_int64(x: int) -> int:
+    """An agent id clamped into int64: an id beyond it is out of range either way, and stays so."""
+    return min(max(int(x), _INT64_MIN), _INT64_MAX)
+
+
 def round1_vote_violations(states: Sequence[DebateState]) -> Round1VoteCheck:
     """:func:`round1_vote_check` on the votes of finished debates, in ``votes_from_responses`` order.
 
     Votes are listed debate by debate, response by response in speaking order (``state.responses``),
     vote by vote, which is the order of ``votes_from_responses([s.responses for s in states])``; the author
-    of response k is agent ``k mod N``.
+    of response k is agent ``k mod N``. An id beyond int64 (the reference parser keeps any digits) is
+    clamped to it: it stays out of range, and the vote validator reports it.
 
     Args:
       states: P debate states.
@@ -517,8 +527,8 @@ def round1_vote_violations(states: Sequence[DebateState]) -> Round1VoteCheck:
             for author, resp in enumerate(responses):
                 for vote in resp.votes:
                     authors.append(author)
-                    a.append(vote.a)
-                    b.append(vote.b)
+                    a.append(_saturate_int64(vote.a))
+                    b.append(_saturate_int64(vote.b))
                     rounds.append(r)
     return round1_vote_check(
         np.asarray(authors, np.int64),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,7 @@ from adapters.tinker.convert import (
     datums_to_tinker,
     trajectories_from_samples,
     transitions_from_response,
+    without_mask,
 )
 from kernel import DATUM_STATUS, build_datums, trajectories_from_lists
 from kernel.testing.strategies import token_trajectories
@@ -143,30 +145,121 @@ def test_text_samples_to_datums_with_sdk_dtypes_and_no_mask() -> None:
     assert data[1].loss_fn_inputs["advantages"].tolist() == [0.0, 0.0, -2.0]
 
 
-def test_loss_inputs_are_views_of_the_batch() -> None:
+def test_loss_inputs_are_a_private_copy_a_later_write_to_the_batch_never_reaches_the_wire() -> None:
     r = build_datums(trajectories_from_lists([[([1, 2], [3, 4], [-1.0, -2.0])]], [1.0]))
-    (d,) = datums_to_tinker(r.datums)
-    assert np.shares_memory(d.loss_fn_inputs["logprobs"].to_numpy(), r.datums.logprobs)
-    assert np.shares_memory(d.loss_fn_inputs["target_tokens"].to_numpy(), r.datums.target_tokens)
+    data = datums_to_tinker(r.datums)
+    (d,) = data
+    before = wire(data)
+    for name in ("target_tokens", "logprobs", "advantages"):
+        assert not np.shares_memory(d.loss_fn_inputs[name].to_numpy(), getattr(r.datums, name)), name
+    # What the SDK's sender thread reads after forward_backward() returned: writes to the batch are not in it.
+    r.datums.logprobs[:] = 99.0
+    r.datums.advantages[:] = -99.0
+    r.datums.target_tokens[:] = 7
+    r.datums.input_tokens[:] = 7
+    assert wire(data) == before
+    assert d.loss_fn_inputs["logprobs"].tolist() == [0.0, -1.0, -2.0]
+    assert d.model_input.to_ints() == [1, 2, 3]
 
 
-@given(case=token_trajectories(max_trajectories=3, vocab=50))
-def test_fast_and_list_model_inputs_send_identical_bytes(case: Any) -> None:
-    d = build_datums(trajectories_from_lists(case.transitions_B, case.advantages_B), mode="robust").datums
-    fast = datums_to_tinker(d)
-    lists = datums_to_tinker(d, token_lists=True)
-    assert wire(fast) == wire(lists)
-    for k, (f, s) in enumerate(zip(fast, lists, strict=True)):
+def sdk_datums(d: Any, *, include_mask: bool = False) -> list[tinker.Datum]:
+    """The slow path: every object from the SDK's own public constructors, from Python lists."""
+    out = []
+    for k in range(d.num_datums):
         lo, hi = int(d.offsets_D1[k]), int(d.offsets_D1[k + 1])
-        assert s.model_input == tinker.ModelInput.from_ints(d.input_tokens[lo:hi].tolist())
-        assert f.model_input.length == hi - lo
+        inputs = {
+            "target_tokens": d.target_tokens[lo:hi].tolist(),
+            "logprobs": d.logprobs[lo:hi].tolist(),
+            "advantages": d.advantages[lo:hi].tolist(),
+        }
+        if include_mask:
+            inputs["mask"] = d.mask[lo:hi].astype(np.float32)  # the SDK has no list dtype for "mask"
+        out.append(
+            tinker.Datum(
+                model_input=tinker.ModelInput.from_ints(d.input_tokens[lo:hi].tolist()), loss_fn_inputs=inputs
+            )
+        )
+    return out
 
 
-def test_token_lists_build_what_from_ints_builds() -> None:
-    r = build_datums(trajectories_from_lists([[([7, 8, 9], [10], [-1.0])]], [1.0]))
-    (d,) = datums_to_tinker(r.datums, token_lists=True)
-    assert d.model_input == tinker.ModelInput.from_ints([7, 8, 9])
-    assert d.model_input.model_dump(mode="json")["chunks"][0]["tokens"] == [7, 8, 9]
+@given(case=token_trajectories(max_trajectories=3, vocab=50), include_mask=st.booleans())
+def test_fast_datums_equal_the_sdk_constructors_at_every_size(case: Any, include_mask: bool) -> None:
+    d = build_datums(trajectories_from_lists(case.transitions_B, case.advantages_B), mode="robust").datums
+    fast = datums_to_tinker(d, include_mask=include_mask)
+    slow = sdk_datums(d, include_mask=include_mask)
+    assert wire(fast) == wire(slow)
+    for f, s in zip(fast, slow, strict=True):
+        assert f.model_input == s.model_input
+        assert f.model_input.model_dump() == s.model_input.model_dump()
+        assert f.loss_fn_inputs.keys() == s.loss_fn_inputs.keys()
+        for key, tensor in f.loss_fn_inputs.items():
+            want = s.loss_fn_inputs[key]
+            assert (tensor.dtype, tensor.shape, tensor.tolist()) == (want.dtype, want.shape, want.tolist())
+
+
+def test_model_inputs_work_in_every_sdk_call_that_takes_them() -> None:
+    from tinker._compat import model_dump
+
+    r = build_datums(trajectories_from_lists([[([7, 8, 9], [10, 11], [-1.0, -0.5])]], [1.0]))
+    (d,) = datums_to_tinker(r.datums)
+    mi = d.model_input
+    assert mi == tinker.ModelInput.from_ints([7, 8, 9, 10]) and mi != tinker.ModelInput.from_ints([7])
+    ints = mi.to_ints()
+    assert ints == [7, 8, 9, 10] and all(type(t) is int for t in ints)
+    assert mi.model_dump() == {"chunks": [{"tokens": [7, 8, 9, 10], "type": "encoded_text"}]}
+    assert json.loads(mi.model_dump_json()) == mi.model_dump(mode="json")
+    assert tinker.ModelInput.model_validate_json(mi.model_dump_json()) == mi
+    assert mi.model_copy(deep=True) == mi
+    # tinker-cookbook's incorporate_kl_penalty / compute_post_kl: append the last target, then
+    # compute_logprobs on a sampler; sample() takes the same prompt. The SDK's request serialisation,
+    # built offline exactly as SamplingClient builds it, without a client or the network:
+    full = mi.append_int(int(d.loss_fn_inputs["target_tokens"].data[-1]))
+    assert full.to_ints() == [7, 8, 9, 10, 11]
+    for prompt in (mi, full):
+        for request in (
+            types.SampleRequest(
+                num_samples=1,
+                prompt=prompt,
+                sampling_params=types.SamplingParams(max_tokens=1),
+                prompt_logprobs=True,
+            ),
+            types.SampleRequest(
+                num_samples=2,
+                prompt=prompt,
+                sampling_params=types.SamplingParams(max_tokens=8, temperature=0.7),
+            ),
+        ):
+            body = model_dump(request, exclude_unset=False, exclude_none=True, mode="json")
+            assert [t for c in body["prompt"]["chunks"] for t in c["tokens"]] == prompt.to_ints()
+            json.dumps(body, allow_nan=False)  # what the HTTP client sends
+            assert request.model_dump_json()
+
+
+def test_mask_is_included_on_request_and_removed_before_training() -> None:
+    r = build_datums(trajectories_from_lists([[([1, 2], [3, 4], [-1.0, -2.0])]], [1.5]))
+    (plain,) = datums_to_tinker(r.datums)
+    assert "mask" not in plain.loss_fn_inputs
+    data = datums_to_tinker(r.datums, include_mask=True)
+    mask = data[0].loss_fn_inputs["mask"]
+    assert (mask.dtype, mask.tolist()) == ("float32", [0.0, 1.0, 1.0])
+    assert mask.tolist() == r.datums.mask.astype(np.float32).tolist()
+    # tinker-cookbook's KL helpers read it as a float tensor over the targets:
+    lp = np.asarray(data[0].loss_fn_inputs["logprobs"].to_numpy())
+    assert float((lp * mask.to_numpy()).sum()) == -3.0
+    # The SDK does not strip it: every loss_fn_inputs key goes on the wire.
+    msg = types.ForwardBackwardRequest(
+        forward_backward_input=types.ForwardBackwardInput(data=data, loss_fn="importance_sampling"),
+        model_id="m",
+        seq_id=1,
+    )
+    assert "mask" in forward_backward_request_to_proto(msg).data[0].loss_fn_inputs
+    stripped = without_mask(data)
+    assert sorted(stripped[0].loss_fn_inputs) == ["advantages", "logprobs", "target_tokens"]
+    assert wire(stripped) == wire([plain]) and stripped[0].model_input == plain.model_input
+    data2, _ = build_tinker_datums(
+        [[(tinker.ModelInput.from_ints([1, 2]), seq([3, 4], [-1.0, -2.0]))]], [1.5], include_mask=True
+    )
+    assert data2[0].loss_fn_inputs["mask"].tolist() == [0.0, 1.0, 1.0]
 
 
 def test_missing_logprobs_and_responses() -> None:
@@ -205,7 +298,10 @@ def test_images_are_opaque_chunks_compared_by_value() -> None:
     chunked = trajectories_from_samples(samples, [2.0])
     assert len(chunked.chunks) == 2
     assert chunked.trajectories.ob_tokens[:7].tolist() == [1, 2, -1, -1, -1, 3, 1]
-    data, result = build_tinker_datums(samples, [2.0], token_lists=True)
+    data, result = build_tinker_datums(
+        samples,
+        [2.0],
+    )
     assert result.report.datums == 1
     (d,) = data
     assert [type(c).__name__ for c in d.model_input.chunks] == [
@@ -216,6 +312,14 @@ def test_images_are_opaque_chunks_compared_by_value() -> None:
         "EncodedTextChunk",
     ]
     assert d.model_input.length == 2 + 3 + 4 + 2 + 1
+    # Every SDK call that takes a model input works on this one too (dump, compare, send to a sampler).
+    assert d.model_input == types.ModelInput.model_validate_json(d.model_input.model_dump_json())
+    text_tokens = [t for c in d.model_input.chunks if isinstance(c, types.EncodedTextChunk) for t in c.tokens]
+    assert all(type(t) is int for t in text_tokens)
+    from tinker._compat import model_dump
+
+    request = types.SampleRequest(prompt=d.model_input, sampling_params=types.SamplingParams(max_tokens=1))
+    json.dumps(model_dump(request, exclude_unset=False, exclude_none=True, mode="json"))
     assert d.loss_fn_inputs["target_tokens"].tolist() == [2, 0, 0, 0, 3, 4, 5, 6, 0, 0, 7, 8]
     assert d.loss_fn_inputs["advantages"].tolist() == [0, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 2]
     oracle = chunked_oracle([(ob1, [4, 5], [-0.5, -0.25]), (ob2, [8], [-1.0])], 2.0)
@@ -276,7 +380,10 @@ def test_chunked_datums_equal_the_flat_element_oracle(layout: list[Any], turns: 
             parts = [*parts, [9]]
         transitions.append((model_input(parts), [*ac, 5], [-0.5] * (len(ac) + 1)))
     samples = [[(ob, seq(ac, lps)) for ob, ac, lps in transitions]]
-    data, result = build_tinker_datums(samples, [1.5], token_lists=True)
+    data, result = build_tinker_datums(
+        samples,
+        [1.5],
+    )
     try:
         want = chunked_oracle(transitions, 1.5)
     except ShortSegment:

@@ -538,6 +538,15 @@ def test_replay_equals_folding_submit(case: tuple[int, int, list[tuple[object, .
     assert sum(r.rewards) == -int(r.state.parse_failed)
 
 
+def test_round1_vote_violations_total_on_ids_beyond_int64() -> None:
+    # The reference parser keeps any digits: an id of 2**63 (or -2**63 - 1) must not overflow the packing.
+    s = initial_state("q", num_agents=2, max_rounds=2)
+    s = submit(s, 0, resp(0, votes=(Vote(1, ">", 2**63), Vote(-(2**63) - 1, "=", 0)))).state
+    s = submit(s, 1, resp(1, votes=(Vote(0, ">", 2**70),))).state
+    chk = round1_vote_violations([s])
+    assert chk.valid_V.tolist() == [False, True, False]
+
+
 _vote_ids = st.integers(-2, 6)
 
 

@@ -14,10 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from adapters import pipeline
 from adapters.cli import main
 from adapters.report import render_html, svg_histogram
+from adapters.report.html import _nice_ticks
 from adapters.transcripts import read_transcripts
 from tools.samples import sample_text
 
@@ -239,3 +242,75 @@ def test_report_of_an_empty_batch_is_valid() -> None:
     assert "Debates (0 of 0 shown)" in page
     for svg in re.findall(r"<svg\b.*?</svg>", page, flags=re.S):
         ET.fromstring(svg)
+
+
+# --- issue 8: ticks, histograms at any magnitude, long ids ---------------------------------------------
+
+
+@settings(max_examples=300)
+@given(st.floats(allow_nan=False, allow_infinity=False), st.floats(allow_nan=False, allow_infinity=False))
+def test_ticks_are_total_bounded_sorted_and_in_range(a: float, b: float) -> None:
+    lo, hi = min(a, b), max(a, b)
+    for n in (0, 1, 4, 5):
+        ticks = _nice_ticks(lo, hi, n)
+        assert 1 <= len(ticks) <= max(n, 1) + 1
+        assert ticks == sorted(set(ticks)) and all(lo <= t <= hi for t in ticks)
+
+
+@pytest.mark.parametrize(
+    ("lo", "hi"), [(1e20, 1e20 + 16384), (1e16, 1e16 + 2), (-1.7e308, 1.7e308), (5e-324, 1e-323), (3.0, 3.0)]
+)
+def test_ticks_end_on_narrow_ranges_at_large_magnitude(lo: float, hi: float) -> None:
+    # Repeated addition of a step below the spacing of floats at lo never reached hi: a hang.
+    assert 1 <= len(_nice_ticks(lo, hi)) <= 6
+    assert _nice_ticks(0.0, 1.0) == [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
+    assert _nice_ticks(float("nan"), 1.0) == [] and _nice_ticks(2.0, 1.0) == [2.0]
+
+
+@given(st.lists(st.floats(allow_nan=False, allow_infinity=False), min_size=1, max_size=6))
+def test_histogram_of_any_finite_values_is_a_well_formed_svg(values: list[float]) -> None:
+    root = ET.fromstring(svg_histogram(values, title="t"))
+    assert root.tag == "{http://www.w3.org/2000/svg}svg"
+
+
+def test_very_long_ids_wrap_instead_of_scrolling_sideways(tmp_path: Path, capsys: Any) -> None:
+    long_id = "run-" + "x" * 3000
+    rec = {
+        "id": long_id,
+        "question": "Q" * 3000,
+        "num_agents": 2,
+        "max_rounds": 1,
+        "turns": [{"agent": 0, "text": "y" * 3000}, {"agent": 1, "text": "z"}],
+    }
+    path = tmp_path / "in.jsonl"
+    path.write_text(json.dumps(rec) + "\n" + json.dumps({**rec, "id": long_id + "2", "num_agents": 0}) + "\n")
+    out = tmp_path / "r.html"
+    assert main(["report", str(path), "-o", str(out)]) == 0
+    page = out.read_text(encoding="utf-8")
+    assert "overflow-wrap:anywhere" in page
+    probe = page.replace(
+        "document.body.setAttribute('data-ready','1');",
+        "items.forEach(function(d){d.open=true;});"
+        "var el=document.documentElement;"
+        "document.body.setAttribute('data-overflow',String(el.scrollWidth-el.clientWidth));"
+        "document.body.setAttribute('data-ready','1');",
+    )
+    assert probe != page
+    out.write_text(probe, encoding="utf-8")
+    dom, _ = _render_in_chromium(out, tmp_path)
+    m = re.search(r'data-overflow="(-?\d+)"', dom)
+    assert m is not None and int(m.group(1)) <= 0, "the page is wider than the window"
+
+
+def test_the_reports_figures_are_strict_json(sample_report: Path) -> None:
+    import html as html_lib
+
+    page = sample_report.read_text(encoding="utf-8")
+    m = re.search(r"all figures \(JSON\)</summary><pre>(.*?)</pre>", page, flags=re.S)
+    assert m is not None
+
+    def refuse(name: str) -> Any:
+        raise ValueError(f"not JSON: {name}")
+
+    figures = json.loads(html_lib.unescape(m.group(1)), parse_constant=refuse)
+    assert figures["debates_scored"] == len(read_transcripts(sample_text()).debates)

@@ -372,3 +372,110 @@ def test_samples_check_mode(tmp_path: Any, capsys: Any) -> None:
     out.write_text("stale\n", encoding="utf-8")
     assert samples.main(["--count", "4", "--seed", "2", "--out", str(out), "--check"]) == 1
     assert "out of date" in capsys.readouterr().err
+
+
+# --- issue 8: crashes and small things in the reader ------------------------------------------------
+
+
+def test_an_integer_logprob_beyond_float_range_is_one_bad_value() -> None:
+    turns = [{"agent": 0, "text": "x", "observation_tokens": [1], "action_tokens": [2], "logprobs": [0]}]
+    line = json.dumps(_rec(num_agents=1, turns=turns)).replace(
+        '"logprobs": [0]', '"logprobs": [-' + "9" * 400 + "]"
+    )
+    err = _err(line)
+    assert (err.reason, err.turn) == ("bad_value", 0)
+    res = read_transcripts(line + "\n" + json.dumps(_rec(id="d2")) + "\n")
+    assert [d.id for d in res.debates] == ["d2"] and [e.reason for e in res.errors] == ["bad_value"]
+
+
+@pytest.mark.parametrize(
+    ("over", "where"),
+    [
+        ({"id": "a\ud800"}, "id"),
+        ({"question": "q\udfff"}, "question"),
+        ({"turns": [{"agent": 0, "text": "x\ud800y"}]}, "turns[0].text"),
+        ({"meta": {"note": ["ok", "\udc00"]}}, "meta.note[1]"),
+        ({"meta": {"\ud800": 1}}, "(a key)"),
+        ({"turns": [{"agent": 0, "text": "x", "meta": "\ud83d"}]}, "turns[0].meta"),
+    ],
+)
+def test_a_lone_surrogate_in_any_string_refuses_the_line(over: dict[str, Any], where: str) -> None:
+    line = json.dumps(_rec(**over))  # ensure_ascii: the surrogate travels as a valid JSON escape
+    assert "\\ud" in line or "\\udc" in line or "\\udf" in line
+    err = _err(line)
+    assert err.reason == "bad_encoding" and where in err.message and "surrogate" in err.message
+    assert err.turn == (0 if where.startswith("turns[0]") else None)
+    str(err).encode("utf-8")  # the error itself prints
+    assert isinstance(parse_line(line.encode("ascii"), 1), TranscriptError)  # the same from bytes
+    raw = json.dumps(_rec(**over), ensure_ascii=False)  # a str holding the raw surrogate
+    assert _err(raw).reason == "bad_encoding"
+
+
+def test_a_surrogate_pair_escape_is_fine() -> None:
+    d = parse_line(json.dumps(_rec(question="smile \U0001f600")), 1)
+    assert isinstance(d, Debate) and d.question == "smile \U0001f600"
+
+
+@given(st.lists(st.sampled_from(['"\\ud800"', '"\\udfff"', '"a"', '"\\ud83d\\ude00"', "1"]), max_size=4))
+def test_every_debate_read_can_be_written_as_utf8(values: list[str]) -> None:
+    line = (
+        json.dumps(_rec())
+        .replace('"2 + 2?"', '"q"')
+        .replace('"max_rounds": 2', '"max_rounds": 2, "meta": [' + ", ".join(values) + "]")
+    )
+    got = parse_line(line, 1)
+    if isinstance(got, Debate):
+        dumps_debate(got).encode("utf-8")
+    else:
+        assert got.reason == "bad_encoding"
+
+
+def test_bad_json_messages_say_at_once() -> None:
+    msg = _err('{"id": "abc').message
+    assert "at at" not in msg and msg == "bad JSON: Unterminated string starting at column 8"
+    assert _err('{"id": 1, "question": "q"').message == "bad JSON: Expecting ',' delimiter at column 26"
+
+
+def test_a_utf8_bom_does_not_cost_the_first_debate(tmp_path: Any) -> None:
+    text = json.dumps(_rec()) + "\n" + json.dumps(_rec(id="d2")) + "\n"
+    for source in (
+        "\ufeff" + text,
+        b"\xef\xbb\xbf" + text.encode(),
+        ["\ufeff" + text.splitlines()[0], text.splitlines()[1]],
+    ):
+        res = read_transcripts(source)
+        assert [d.id for d in res.debates] == ["d1", "d2"] and not res.errors
+    path = tmp_path / "bom.jsonl"
+    path.write_text(text, encoding="utf-8-sig")
+    assert len(read_transcript_file(path).debates) == 2
+    # Only at the start of the source: a BOM on a later line is an error on that line.
+    res = read_transcripts(text + "\ufeff" + json.dumps(_rec(id="d3")) + "\n")
+    assert [e.reason for e in res.errors] == ["bad_json"]
+
+
+def test_has_tokens_checks_all_three_fields() -> None:
+    assert Turn(0, "x", observation_tokens=(1,), action_tokens=(2,), logprobs=(-0.5,)).has_tokens
+    assert not Turn(0, "x", observation_tokens=None, action_tokens=(2,), logprobs=(-0.5,)).has_tokens
+    assert not Turn(0, "x", observation_tokens=(1,), action_tokens=(2,), logprobs=None).has_tokens
+    assert not Turn(0, "x", observation_tokens=(1,), action_tokens=None, logprobs=None).has_tokens
+
+
+def test_write_transcripts_to_a_path_is_all_or_nothing(tmp_path: Any) -> None:
+    path = tmp_path / "out.jsonl"
+    good = Debate(id="a", question="q", num_agents=1, turns=(Turn(0, "x"),))
+    write_transcripts([good], path)
+    before = path.read_bytes()
+    bad = Debate(id="b", question="q", num_agents=1, turns=(Turn(0, "x"),), meta=float("nan"))
+    with pytest.raises(ValueError):
+        write_transcripts([good, bad], path)  # NaN is not JSON: refused after the first line
+    assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["out.jsonl"]
+
+
+def test_a_surrogate_deep_in_meta_is_found_without_recursion() -> None:
+    deep = '"\\ud800"'
+    for _ in range(900):
+        deep = "[" + deep + "]"
+    line = json.dumps(_rec()).replace('"max_rounds": 2', '"max_rounds": 2, "meta": ' + deep)
+    err = _err(line)
+    assert err.reason in ("bad_encoding", "bad_json")  # bad_json if this Python's decoder refuses the depth
+    assert len(err.message) < 250

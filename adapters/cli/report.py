@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from adapters._atomic import atomic_write
 from adapters.cli import score as cmd_score
 from adapters.report import DEFAULT_MAX_DEBATES, render_html
 
@@ -26,7 +27,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--max-debates",
-        type=int,
+        type=cmd_score.count_argument,
         default=DEFAULT_MAX_DEBATES,
         metavar="N",
         help=f"detail sections for the first N debates (default {DEFAULT_MAX_DEBATES}); "
@@ -39,17 +40,18 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Runs ``report``; returns the exit status."""
-    got = cmd_score.prepare(args)
+    got = cmd_score.prepare(args, {"--output": args.output})
     if isinstance(got, int):
         return got
     source, result = got
     page = render_html(result, source=source, title=args.title, max_debates=args.max_debates)
     try:
-        args.output.write_text(page, encoding="utf-8")
+        with atomic_write(args.output) as f:
+            f.write(page)
     except OSError as e:
         print(f"debate-kernel: cannot write {args.output}: {e.strerror or e}", file=sys.stderr)
         return cmd_score.EXIT_UNUSABLE
-    shown = min(len(result.replayed), max(args.max_debates, 0))
+    shown = min(len(result.replayed), args.max_debates)
     size = len(page.encode("utf-8"))
     print(f"wrote {args.output} ({size:,} bytes; {shown} of {len(result.replayed)} debates)")
     return 0

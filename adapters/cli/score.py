@@ -10,19 +10,41 @@ are scored. Exit status 0 when the input was processed (even with bad lines), 2 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import numpy as np
 
-from adapters import data, pipeline
+import kernel
+from adapters import _json, data, pipeline
+from adapters._atomic import atomic_write, same_file
 from adapters.transcripts import ReadResult, read_transcript_file, read_transcripts
 
-__all__ = ["add_common_arguments", "add_parser", "format_summary", "format_table", "load_input", "run"]
+__all__ = [
+    "add_common_arguments",
+    "add_parser",
+    "check_outputs",
+    "count_argument",
+    "format_summary",
+    "format_table",
+    "load_input",
+    "run",
+]
 
 EXIT_UNUSABLE = 2
+
+
+def count_argument(text: str) -> int:
+    """An argparse ``type``: a non-negative integer (a negative count is a usage error, exit 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {value}")
+    return value
 
 
 def add_common_arguments(p: argparse.ArgumentParser) -> None:
@@ -36,13 +58,13 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--policy",
         default="robust",
-        choices=("robust", "reference"),
+        choices=kernel.PARSE_POLICIES,
         help="parse policy: 'robust' (default) or 'reference' (the reference recipe's parser, quirks kept)",
     )
     p.add_argument(
         "--reward",
         default="win_rate",
-        choices=("win_rate", "win_minus_loss"),
+        choices=kernel.PAIRWISE_MODES,
         help="pairwise reward mode (default win_rate)",
     )
     p.add_argument(
@@ -62,13 +84,13 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--round1-votes",
         default="count",
-        choices=("count", "drop"),
+        choices=pipeline.ROUND1_VOTE_POLICIES,
         help="round-1 votes on agents who had not spoken yet: 'count' (reference, default) or 'drop'",
     )
     p.add_argument(
         "--datum-mode",
         default="robust",
-        choices=("robust", "reference"),
+        choices=kernel.DATUM_MODES,
         help="datums of a trajectory with a bad segment: 'robust' loses only that segment (default), "
         "'reference' loses the trajectory",
     )
@@ -92,7 +114,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         metavar="FILE",
         help="write datum arrays as .npz here (default with --out: <out stem>.datums.npz, when tokens exist)",
     )
-    p.add_argument("--limit", type=int, default=None, metavar="N", help="show only the first N table rows")
+    p.add_argument(
+        "--limit", type=count_argument, default=None, metavar="N", help="show only the first N table rows"
+    )
     p.add_argument("--quiet", action="store_true", help="print only the summary, not the per-debate table")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON line instead of text")
     p.set_defaults(func=run)
@@ -110,7 +134,8 @@ def load_input(file: str | None) -> tuple[str, ReadResult]:
     """Reads FILE (or the samples); raises OSError for an unusable file."""
     if file is None:
         return data.SAMPLE_DEBATES, read_transcripts(data.read_text(data.SAMPLE_DEBATES))
-    name = "<stdin>" if file == "-" else file
+    # A file name with bytes that are not UTF-8 arrives with surrogate escapes: shown with U+FFFD.
+    name = "<stdin>" if file == "-" else file.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
     return name, read_transcript_file(file)
 
 
@@ -126,21 +151,52 @@ def options_from_args(args: argparse.Namespace) -> pipeline.ScoreOptions:
     )
 
 
-def prepare(args: argparse.Namespace) -> tuple[str, pipeline.BatchResult] | int:
-    """Shared front half of ``score`` and ``report``: read, validate options, score, report bad lines.
+def check_outputs(file: str | None, outputs: Mapping[str, Path | None]) -> str | None:
+    """Why the output paths cannot be used, or None: an output that is the input file (or the shipped
+    samples when FILE is omitted), or two outputs of the run naming the same file.
 
-    Returns the source name and the result, or an exit status when the input or options are unusable.
+    Args:
+      file: the FILE argument (None: the samples; ``-``: standard input).
+      outputs: option name → output path (None when not written).
+
+    Examples:
+      >>> check_outputs("runs.jsonl", {"--out": Path("./runs.jsonl")})
+      '--out runs.jsonl is the input file; refusing to overwrite it'
+      >>> check_outputs(None, {"--out": Path("a.jsonl"), "--datums-out": Path("a.jsonl")})
+      '--out and --datums-out both name a.jsonl'
+    """
+    source = data.path(data.SAMPLE_DEBATES) if file is None else None if file == "-" else Path(file)
+    named = [(option, path) for option, path in outputs.items() if path is not None]
+    for i, (option, path) in enumerate(named):
+        if source is not None and same_file(path, source):
+            return f"{option} {path} is the input file; refusing to overwrite it"
+        for other, other_path in named[:i]:
+            if same_file(path, other_path):
+                return f"{other} and {option} both name {path}"
+    return None
+
+
+def prepare(
+    args: argparse.Namespace, outputs: Mapping[str, Path | None] | None = None
+) -> tuple[str, pipeline.BatchResult] | int:
+    """Shared front half of ``score`` and ``report``: check the options and output paths, read, score,
+    report bad lines.
+
+    Returns the source name and the result, or an exit status when the input, an option or an output
+    path is unusable.
     """
     if args.estimator.strip() == "list":
-        import kernel
-
-        for name in sorted(getattr(kernel, "ADVANTAGE_PRESETS", {})):
+        for name in sorted(kernel.ADVANTAGE_PRESETS):
             print(name)
         return 0
     try:
         pipeline.check_estimator(args.estimator)
     except (ValueError, TypeError) as e:
         _err(f"--estimator: {e}")
+        return EXIT_UNUSABLE
+    refused = check_outputs(args.file, outputs or {})
+    if refused is not None:
+        _err(refused)
         return EXIT_UNUSABLE
     try:
         source, read = load_input(args.file)
@@ -161,7 +217,10 @@ def prepare(args: argparse.Namespace) -> tuple[str, pipeline.BatchResult] | int:
 
 def run(args: argparse.Namespace) -> int:
     """Runs ``score``; returns the exit status."""
-    got = prepare(args)
+    datums_path = args.datums_out
+    if datums_path is None and args.out is not None:
+        datums_path = args.out.with_name(args.out.stem + ".datums.npz")  # written only when tokens exist
+    got = prepare(args, {"--out": args.out, "--datums-out": datums_path})
     if isinstance(got, int):
         return got
     source, result = got
@@ -169,7 +228,7 @@ def run(args: argparse.Namespace) -> int:
     summ = pipeline.summary(result)
     summ["source"] = source
     if args.json:
-        print(json.dumps(summ, sort_keys=True), file=out)
+        print(_json.dumps(summ, sort_keys=True), file=out)
     else:
         if not args.quiet:
             print(format_table(result, limit=args.limit), file=out)
@@ -183,15 +242,12 @@ def run(args: argparse.Namespace) -> int:
             return EXIT_UNUSABLE
         if not args.json:
             print(f"wrote {len(result.replayed) + len(result.errors)} records to {args.out}", file=out)
-    datums_path = args.datums_out
-    if datums_path is None and args.out is not None and result.datums is not None:
-        datums_path = args.out.with_name(args.out.stem + ".datums.npz")
-    if datums_path is not None:
+    if datums_path is not None and (args.datums_out is not None or result.datums is not None):
         if result.datums is None:
             _err("no turn carries tokens: no datums to write")
         else:
             try:
-                with open(datums_path, "wb") as f:
+                with atomic_write(datums_path, "wb") as f:
                     np.savez(f, **result.datums.arrays)  # type: ignore[arg-type]
             except OSError as e:
                 _err(f"cannot write {datums_path}: {e.strerror or e}")
@@ -204,9 +260,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _write_results(result: pipeline.BatchResult, path: Path) -> None:
-    with open(path, "w", encoding="utf-8", newline="\n") as f:
+    with atomic_write(path) as f:
         for rec in pipeline.debate_records(result):
-            f.write(json.dumps(rec, ensure_ascii=False, allow_nan=False) + "\n")
+            f.write(_json.dumps(rec, ensure_ascii=False) + "\n")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -262,8 +318,21 @@ def _counts(d: dict[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in d.items()) or "none"
 
 
-def format_summary(s: dict[str, Any], file: TextIO | None = None) -> str:
-    """The batch summary as readable text."""
+def _fig(value: float | None, spec: str) -> str:
+    """A summary figure; ``n/a`` for a non-finite one (None in :func:`pipeline.summary`)."""
+    return "n/a" if value is None else format(value, spec)
+
+
+def _stats(s: dict[str, float | None], signed: bool = False) -> str:
+    sign = "+" if signed else ""
+    return (
+        f"mean {_fig(s['mean'], sign + '.3f')}, std {_fig(s['std'], '.3f')}, "
+        f"range [{_fig(s['min'], sign + '.3f')}, {_fig(s['max'], sign + '.3f')}]"
+    )
+
+
+def format_summary(s: dict[str, Any]) -> str:
+    """The batch summary (of :func:`pipeline.summary`) as readable text; a non-finite figure reads n/a."""
     scored, skipped = s["debates_scored"], s["debates_skipped"]
     lines = [
         f"source: {s.get('source', '?')} ({s['lines']} lines, {s['blank_lines']} blank)",
@@ -278,17 +347,16 @@ def format_summary(s: dict[str, Any], file: TextIO | None = None) -> str:
         + (f", {s['votes_round1_dropped']} dropped (round 1)" if s["votes_round1_dropped"] else "")
         + f"; {s['votes_self_dropped']} self-comparisons dropped by the parser"
         + f", {s['comparison_lines_unreadable']} unreadable comparison lines",
-        "rewards: mean {mean:.3f}, std {std:.3f}, range [{min:.3f}, {max:.3f}]".format(**s["rewards"]),
-        "returns: mean {mean:.3f}, std {std:.3f}, range [{min:.3f}, {max:.3f}]".format(**s["returns"]),
-        "advantages: mean {mean:+.3f}, std {std:.3f}, range [{min:+.3f}, {max:+.3f}]".format(
-            **s["advantages"]
-        ),
+        f"rewards: {_stats(s['rewards'])}",
+        f"returns: {_stats(s['returns'])}",
+        f"advantages: {_stats(s['advantages'], signed=True)}",
     ]
     if "datums" in s:
         d = s["datums"]
         lines.append(
             f"datums: {d['datums']} ({d['tokens']:,} tokens, {d['action_tokens']:,} action tokens); "
-            f"mean sampler logprob {d['mean_logprob']:.3f}, entropy estimate {d['entropy']:.3f}"
+            f"mean sampler logprob {_fig(d['mean_logprob'], '.3f')}, "
+            f"entropy estimate {_fig(d['entropy'], '.3f')}"
         )
     lines.append(f"policy {s['policy']}, reward {s['reward']}, estimator {s['estimator']}")
     return "\n".join(lines)

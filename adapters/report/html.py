@@ -10,8 +10,8 @@ text from the input is HTML-escaped.
 from __future__ import annotations
 
 import html
-import json
 import math
+import sys
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 import kernel
-from adapters import pipeline
+from adapters import _json, pipeline
 
 __all__ = ["DEFAULT_MAX_DEBATES", "render_html", "svg_histogram"]
 
@@ -32,8 +32,15 @@ DEFAULT_MAX_DEBATES = 500
 
 
 def _e(x: Any) -> str:
-    """HTML-escapes any value (quotes included), for text and attribute values alike."""
-    return html.escape(str(x), quote=True)
+    """HTML-escapes any value (quotes included), for text and attribute values alike.
+
+    A lone surrogate (not Unicode text, so not writable as UTF-8; e.g. from a command-line argument
+    with bytes that are not UTF-8) is shown as its ``\\udcxx`` escape.
+    """
+    text = str(x)
+    if not text.isascii():
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return html.escape(text, quote=True)
 
 
 def _fmt(x: float, signed: bool = False) -> str:
@@ -41,23 +48,38 @@ def _fmt(x: float, signed: bool = False) -> str:
     return "0.000" if s in ("+0.000", "-0.000") else s
 
 
+_FLOAT_MAX = sys.float_info.max
 _PALETTE = ("#4269d0", "#efb118", "#ff725c", "#6cc5b0", "#3ca951", "#ff8ab7", "#a463f2", "#97bbf5")
 _END_COLOURS = {"consensus": "#3ca951", "max_rounds": "#4269d0", "parse_error": "#ff725c", "open": "#9498a0"}
 
 
 def _nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
-    if not (math.isfinite(lo) and math.isfinite(hi)) or hi <= lo:
+    """Round tick values in ``[lo, hi]``: multiples of 1, 2, 2.5 or 5 × 10^k, about ``n`` of them.
+
+    Total and bounded: at most ``max(n, 1) + 1`` distinct ticks, sorted, all within ``[lo, hi]``, for any
+    floats (a range too narrow for its magnitude gives ``[lo]``; non-finite or reversed bounds give
+    ``[lo]`` or nothing). Ticks are computed as ``start + k·step``, never by repeated addition.
+    """
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return [lo] if math.isfinite(lo) else []
+    n = max(n, 1)
+    raw = hi / n - lo / n  # never overflows; may underflow to 0
+    if not (hi > lo and math.isfinite(raw) and raw > 0):
         return [lo]
-    raw = (hi - lo) / max(n, 1)
-    mag = 10 ** math.floor(math.log10(raw))
-    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    mag = 10.0 ** math.floor(math.log10(raw))
+    step = next((m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw), 10 * mag)
     start = math.ceil(lo / step) * step
-    ticks = []
-    t = start
-    while t <= hi + 1e-9 * step:
-        ticks.append(round(t, 10))
-        t += step
-    return ticks
+    ticks: list[float] = []
+    for k in range(n + 1):
+        t = start + k * step
+        if not math.isfinite(t):
+            break
+        # Keep the digits down to a hundredth of the step: drops noise such as 0.30000000000000004.
+        places = math.floor(math.log10(abs(t))) - math.floor(math.log10(step)) + 3 if t else 1
+        t = float(f"{t:.{min(max(places, 1), 17)}g}")
+        if lo <= t <= hi and (not ticks or t > ticks[-1]):
+            ticks.append(t)
+    return ticks or [lo]
 
 
 def _tick_label(t: float) -> str:
@@ -79,8 +101,16 @@ def svg_histogram(values: npt.ArrayLike, *, title: str, bins: int = 20, colour: 
         parts.append(f'<text x="{w / 2}" y="{h / 2}" text-anchor="middle" class="m">no data</text></svg>')
         return "".join(parts)
     lo, hi = float(x.min()), float(x.max())
-    if hi - lo < 1e-12:
-        lo, hi = lo - 0.5, hi + 0.5
+    # Bins need distinct float edges: widen a range too narrow for its magnitude (a constant included).
+    pad = max(abs(lo), abs(hi)) * 1e-6
+    if hi - lo <= max(pad, 1e-12):
+        pad = pad or 0.5
+        lo, hi = max(lo - pad, -_FLOAT_MAX), min(hi + pad, _FLOAT_MAX)
+    if not math.isfinite(hi - lo):  # beyond ±9e307 the width overflows: bin the halves
+        x, lo, hi = x / 2, lo / 2, hi / 2
+        scale = 2.0
+    else:
+        scale = 1.0
     counts, edges = np.histogram(x, bins=bins, range=(lo, hi))
     top = max(int(counts.max()), 1)
     pw, ph = w - ml - mr, h - mt - mb
@@ -93,7 +123,7 @@ def svg_histogram(values: npt.ArrayLike, *, title: str, bins: int = 20, colour: 
 
     for k, c in enumerate(counts):
         x0, x1 = sx(edges[k]), sx(edges[k + 1])
-        tip = f"[{edges[k]:.3g}, {edges[k + 1]:.3g}): {int(c)}"
+        tip = f"[{edges[k] * scale:.3g}, {edges[k + 1] * scale:.3g}): {int(c)}"
         parts.append(
             f'<rect x="{x0 + 0.5:.1f}" y="{sy(c):.1f}" width="{max(x1 - x0 - 1, 0.5):.1f}" '
             f'height="{ph - (sy(c) - mt):.1f}" fill="{colour}"><title>{_e(tip)}</title></rect>'
@@ -101,14 +131,16 @@ def svg_histogram(values: npt.ArrayLike, *, title: str, bins: int = 20, colour: 
     parts.append(_axes(ml, mt, pw, ph))
     for t in _nice_ticks(lo, hi):
         parts.append(
-            f'<text x="{sx(t):.1f}" y="{mt + ph + 14}" text-anchor="middle" class="a">{_tick_label(t)}</text>'
+            f'<text x="{sx(t):.1f}" y="{mt + ph + 14}" text-anchor="middle" class="a">'
+            f"{_tick_label(t * scale)}</text>"
         )
     for t in _nice_ticks(0, top, 4):
         parts.append(
             f'<text x="{ml - 4}" y="{sy(t) + 3:.1f}" text-anchor="end" class="a">{_tick_label(t)}</text>'
         )
     parts.append(
-        f'<text x="{w - mr}" y="15" text-anchor="end" class="a">n={x.size}, mean={x.mean():.3f}</text></svg>'
+        f'<text x="{w - mr}" y="15" text-anchor="end" class="a">'
+        f"n={x.size}, mean={x.mean() * scale:.3g}</text></svg>"
     )
     return "".join(parts)
 
@@ -277,6 +309,7 @@ details.debate[open]>summary{border-bottom:1px solid var(--line);border-radius:8
 display:block}.field pre,.raw pre{white-space:pre-wrap;word-break:break-word;margin:2px 0;font-size:12px;
 background:var(--soft);padding:4px 6px;border-radius:4px;max-height:260px;overflow:auto}
 .ok{color:var(--good)}.bad{color:var(--bad)}
+h1,h2,h3,summary,td,th,.q,.meta,.agent h4{overflow-wrap:anywhere;word-break:break-word;min-width:0}
 """
 
 _JS = """
@@ -504,7 +537,7 @@ def render_html(
         body.append("</tbody></table>")
     body.append(
         "<details><summary>all figures (JSON)</summary><pre>"
-        + _e(json.dumps({k: v for k, v in s.items()}, indent=1, sort_keys=True))
+        + _e(_json.dumps(s, indent=1, sort_keys=True))
         + "</pre></details></section>"
     )
     shown = min(len(result.replayed), max(max_debates, 0))

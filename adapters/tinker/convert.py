@@ -6,9 +6,13 @@ does: a chunk is opaque, compared by value, and occupies ``chunk.length`` positi
 kernel compares images by value; on the way back a run of placeholders becomes the chunk again in the
 model input and its target positions become token 0.
 
-Datums reach Tinker as ``target_tokens`` int64 and ``logprobs`` / ``advantages`` float32 numpy views of
-the packed batch (no copy); ``mask`` stays on the client (observation positions already carry
-advantage exactly 0). Nothing here touches the network.
+Every object handed to the SDK works in every SDK call that takes it: model inputs hold Python ``int``
+lists, exactly what ``ModelInput.from_ints`` builds, so they can be sent to a sampler (``sample``,
+``compute_logprobs``), dumped, compared and appended to. The loss inputs are ``target_tokens`` int64 and
+``logprobs`` / ``advantages`` float32 (the wire dtypes) in a private copy of the packed batch made at
+conversion: the SDK reads them on its own thread after ``forward_backward()`` returns, and a later write
+to the batch cannot reach the wire. ``mask`` stays on the client unless asked for (observation
+positions already carry advantage exactly 0). Nothing here touches the network.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ __all__ = [
     "datums_to_tinker",
     "trajectories_from_samples",
     "transitions_from_response",
+    "without_mask",
 ]
 
 Transition = tuple[tinker.ModelInput, types.SampledSequence]
@@ -118,21 +123,24 @@ def trajectories_from_samples(
 
 
 def datums_to_tinker(
-    batch: DatumBatch, *, chunks: Sequence[Any] = (), token_lists: bool = False
+    batch: DatumBatch, *, chunks: Sequence[Any] = (), include_mask: bool = False
 ) -> list[tinker.Datum]:
     """``tinker.Datum`` per kernel datum: model input, and target_tokens / logprobs / advantages.
 
-    The loss inputs are numpy views of the batch (int64 and float32: the dtypes Tinker sends), so later
-    writes to the batch show through. ``mask`` is not sent (its positions already have advantage 0).
+    Model inputs hold Python ``int`` lists, as ``ModelInput.from_ints`` builds them, so each datum's
+    ``model_input`` can go to any SDK call (a sampler's ``sample`` / ``compute_logprobs`` included, as
+    tinker-cookbook's KL helpers do). The loss inputs are views of one private copy of the batch in the
+    wire dtypes (int64, float32), made here: later writes to ``batch`` do not reach them, so nothing
+    races with the SDK's sender thread.
 
     Args:
         batch: kernel datums; negative tokens are placeholders of ``chunks``.
         chunks: the chunks of :func:`trajectories_from_samples` (needed only when there are placeholders).
-        token_lists: False (default): text chunks hold numpy int64 views and the SDK objects are built
-            directly, without pydantic's per-token validation (checked once per process to give objects
-            identical to the SDK's own constructors, else those are used); the SDK's request encoder packs
-            the tokens as int32, byte-identical to lists. Such a ModelInput cannot be JSON-dumped or
-            compared with ``==``. True: validated Python lists, as ``ModelInput.from_ints`` builds them.
+        include_mask: also put ``mask`` (float32, 1 on action positions) in ``loss_fn_inputs``, as
+            tinker-cookbook's ``trajectory_to_data`` does; its KL helpers (``incorporate_kl_penalty``,
+            ``compute_post_kl``) read it. The mask is client-side data: the SDK does not strip it (its
+            request encoder sends every ``loss_fn_inputs`` key), and tinker-cookbook removes it before
+            ``forward_backward``; do the same with :func:`without_mask`.
 
     Returns:
         One ``tinker.Datum`` per datum, in order.
@@ -144,9 +152,13 @@ def datums_to_tinker(
     Examples:
         >>> from kernel import build_datums, trajectories_from_lists
         >>> r = build_datums(trajectories_from_lists([[([1, 2], [3], [-0.5])]], [1.0]))
-        >>> (d,) = datums_to_tinker(r.datums, token_lists=True)
+        >>> (d,) = datums_to_tinker(r.datums)
         >>> d.model_input.to_ints(), d.loss_fn_inputs["target_tokens"].tolist(), sorted(d.loss_fn_inputs)
         ([1, 2], [2, 3], ['advantages', 'logprobs', 'target_tokens'])
+        >>> d.model_input == tinker.ModelInput.from_ints([1, 2])
+        True
+        >>> datums_to_tinker(r.datums, include_mask=True)[0].loss_fn_inputs["mask"].tolist()
+        [0.0, 1.0]
     """
     n = batch.input_tokens.size
     low = min(int(batch.input_tokens.min()), int(batch.target_tokens.min())) if n else 0
@@ -155,10 +167,9 @@ def datums_to_tinker(
     if low < -len(chunks):
         raise ValueError(f"negative token ids are chunk placeholders; only {len(chunks)} chunks were given")
     bounds = batch.offsets_D1.tolist()
-    arrays = (batch.input_tokens, batch.target_tokens, batch.logprobs, batch.advantages)
-    if low >= 0 and not token_lists and all(a.flags.writeable for a in arrays) and _direct_matches_sdk():
-        return _direct_text_datums(*arrays, bounds)
-    target = np.maximum(batch.target_tokens, 0) if low < 0 else batch.target_tokens
+    inputs = _loss_inputs(batch, include_mask=include_mask, placeholders=low < 0)
+    if low >= 0 and _direct_matches_sdk():
+        return _direct_text_datums(batch.input_tokens, inputs, bounds)
     out: list[tinker.Datum] = []
     for d in range(len(bounds) - 1):
         s, e = bounds[d], bounds[d + 1]
@@ -166,25 +177,41 @@ def datums_to_tinker(
         if low < 0:
             if batch.target_tokens[e - 1] < 0:
                 raise ValueError(f"datum {d} ends with a non-text chunk; the reference requires text last")
-            model_input = _chunked_input(tokens, chunks, token_lists)
-        elif token_lists:
-            model_input = tinker.ModelInput.from_ints(tokens.tolist())
+            model_input = _chunked_input(tokens, chunks)
         else:
-            model_input = _text_input(tokens)
-        out.append(_public_datum(model_input, target[s:e], batch.logprobs[s:e], batch.advantages[s:e]))
+            model_input = tinker.ModelInput.from_ints(tokens.tolist())
+        out.append(_public_datum(model_input, {k: v[s:e] for k, v in inputs.items()}))
     return out
+
+
+def without_mask(data: Sequence[tinker.Datum]) -> list[tinker.Datum]:
+    """The datums without the client-side ``mask`` loss input, ready for ``forward_backward``.
+
+    Examples:
+        >>> from kernel import build_datums, trajectories_from_lists
+        >>> r = build_datums(trajectories_from_lists([[([1, 2], [3], [-0.5])]], [1.0]))
+        >>> sorted(without_mask(datums_to_tinker(r.datums, include_mask=True))[0].loss_fn_inputs)
+        ['advantages', 'logprobs', 'target_tokens']
+    """
+    return [
+        tinker.Datum(
+            model_input=d.model_input,
+            loss_fn_inputs={k: v for k, v in d.loss_fn_inputs.items() if k != "mask"},
+        )
+        for d in data
+    ]
 
 
 def build_tinker_datums(
     samples_B: Sequence[Sequence[Transition]],
     advantages_B: npt.ArrayLike,
     *,
-    token_lists: bool = False,
+    include_mask: bool = False,
     **options: Any,
 ) -> tuple[list[tinker.Datum], DatumResult]:
     """Samples to ``tinker.Datum`` in one call: :func:`trajectories_from_samples`, ``build_datums``, then
-    :func:`datums_to_tinker`. ``options`` go to ``kernel.build_datums`` (mode, where, parse_failed_N,
-    drop_zero_advantage).
+    :func:`datums_to_tinker` (``include_mask`` goes there). ``options`` go to ``kernel.build_datums``
+    (mode, where, parse_failed_N, drop_zero_advantage).
 
     Examples:
         >>> seq = types.SampledSequence(
@@ -196,7 +223,7 @@ def build_tinker_datums(
     """
     chunked = trajectories_from_samples(samples_B, advantages_B)
     result = build_datums(chunked.trajectories, **options)
-    return datums_to_tinker(result.datums, chunks=chunked.chunks, token_lists=token_lists), result
+    return datums_to_tinker(result.datums, chunks=chunked.chunks, include_mask=include_mask), result
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -234,37 +261,36 @@ def _offsets(parts: list[npt.NDArray[Any]]) -> npt.NDArray[np.int64]:
     return out
 
 
-def _text_chunk(tokens: npt.NDArray[np.int64]) -> types.EncodedTextChunk:
-    return types.EncodedTextChunk.model_construct(tokens=tokens, type="encoded_text")
+def _loss_inputs(batch: DatumBatch, *, include_mask: bool, placeholders: bool) -> dict[str, npt.NDArray[Any]]:
+    """Private copies of the loss inputs in the wire dtypes (a chunk placeholder's target becomes 0)."""
+    target = np.maximum(batch.target_tokens, 0) if placeholders else batch.target_tokens
+    inputs: dict[str, npt.NDArray[Any]] = {
+        "target_tokens": np.array(target, dtype=np.int64),
+        "logprobs": np.array(batch.logprobs, dtype=np.float32),
+        "advantages": np.array(batch.advantages, dtype=np.float32),
+    }
+    if include_mask:
+        inputs["mask"] = np.array(batch.mask, dtype=np.float32)
+    return inputs
 
 
-def _text_input(tokens: npt.NDArray[np.int64]) -> tinker.ModelInput:
-    return tinker.ModelInput.model_construct(chunks=[_text_chunk(tokens)])
-
-
-def _public_datum(
-    model_input: tinker.ModelInput,
-    target: npt.NDArray[np.int64],
-    logprobs: npt.NDArray[np.float32],
-    advantages: npt.NDArray[np.float32],
-) -> tinker.Datum:
-    inputs = {"target_tokens": target, "logprobs": logprobs, "advantages": advantages}
+def _public_datum(model_input: tinker.ModelInput, inputs: dict[str, npt.NDArray[Any]]) -> tinker.Datum:
+    """The SDK's own constructor (it wraps each array with ``TensorData.from_numpy``)."""
     return tinker.Datum(model_input=model_input, loss_fn_inputs=inputs)  # type: ignore[arg-type]
 
 
+_WIRE_DTYPES = {np.dtype(np.int64): "int64", np.dtype(np.float32): "float32"}
+
+
 def _direct_text_datums(
-    tokens: npt.NDArray[np.int64],
-    target: npt.NDArray[np.int64],
-    logprobs: npt.NDArray[np.float32],
-    advantages: npt.NDArray[np.float32],
-    bounds: list[int],
+    tokens: npt.NDArray[np.int64], inputs: dict[str, npt.NDArray[Any]], bounds: list[int]
 ) -> list[tinker.Datum]:
     """Text-only datums whose objects are set up directly, attribute by attribute.
 
-    The attributes are those ``EncodedTextChunk.model_construct``, ``ModelInput.model_construct``,
-    ``TensorData.from_numpy`` and ``Datum(...)`` leave on valid int64 / float32 writeable arrays (pydantic
-    keeps field values in ``__dict__`` plus three slots); :func:`_direct_matches_sdk` checks that this
-    still holds for the installed SDK before this path is used.
+    The attributes are those ``ModelInput.from_ints``, ``TensorData.from_numpy`` and ``Datum(...)`` leave
+    on a token list and on writeable int64 / float32 arrays (pydantic keeps field values in ``__dict__``
+    plus three slots); :func:`_direct_matches_sdk` checks that this still holds for the installed SDK
+    before this path is used. Skipped: pydantic's per-token validation of lists that are ints already.
     """
     set_slot = object.__setattr__
     new = object.__new__
@@ -274,11 +300,12 @@ def _direct_text_datums(
         types.TensorData,
         tinker.Datum,
     )
+    columns = [(key, _WIRE_DTYPES[values.dtype], values) for key, values in inputs.items()]
     out: list[tinker.Datum] = []
     for s, e in itertools.pairwise(bounds):
         chunk = chunk_cls.__new__(chunk_cls)
-        set_slot(chunk, "__dict__", {"tokens": tokens[s:e], "type": "encoded_text"})
-        set_slot(chunk, "__pydantic_fields_set__", {"tokens", "type"})
+        set_slot(chunk, "__dict__", {"tokens": tokens[s:e].tolist(), "type": "encoded_text"})
+        set_slot(chunk, "__pydantic_fields_set__", {"tokens"})
         set_slot(chunk, "__pydantic_extra__", None)
         set_slot(chunk, "__pydantic_private__", None)
         model_input = input_cls.__new__(input_cls)
@@ -286,12 +313,8 @@ def _direct_text_datums(
         set_slot(model_input, "__pydantic_fields_set__", {"chunks"})
         set_slot(model_input, "__pydantic_extra__", None)
         set_slot(model_input, "__pydantic_private__", None)
-        inputs = {}
-        for key, dtype, values in (
-            ("target_tokens", "int64", target),
-            ("logprobs", "float32", logprobs),
-            ("advantages", "float32", advantages),
-        ):
+        loss_inputs = {}
+        for key, dtype, values in columns:
             tensor = new(tensor_cls)
             tensor.__dict__.update(
                 dtype=dtype,
@@ -300,10 +323,13 @@ def _direct_text_datums(
                 sparse_col_indices=None,
                 _numpy=values[s:e],
             )
-            inputs[key] = tensor
+            loss_inputs[key] = tensor
         datum = new(datum_cls)
         datum.__dict__.update(
-            model_input=model_input, loss_fn_inputs=inputs, model_input_spans=None, loss_fn_input_spans=None
+            model_input=model_input,
+            loss_fn_inputs=loss_inputs,
+            model_input_spans=None,
+            loss_fn_input_spans=None,
         )
         out.append(datum)
     return out
@@ -314,21 +340,35 @@ def _direct_matches_sdk() -> bool:
     """Whether :func:`_direct_text_datums` builds what the SDK's own constructors build, on a probe."""
     tokens = np.arange(3, dtype=np.int64)
     values = np.zeros(3, np.float32)
-    (direct,) = _direct_text_datums(tokens, tokens, values, values, [0, 3])
-    public = _public_datum(_text_input(tokens), tokens, values, values)
+    inputs: dict[str, npt.NDArray[Any]] = {
+        "target_tokens": tokens,
+        "logprobs": values,
+        "advantages": values,
+        "mask": values,
+    }
+    (direct,) = _direct_text_datums(tokens, inputs, [0, 3])
+    public = _public_datum(tinker.ModelInput.from_ints(tokens.tolist()), inputs)
     return _same_state(direct, public)
 
 
 def _same_state(a: Any, b: Any) -> bool:
-    """Same type and the same attribute values, recursively (arrays: views of the same memory)."""
+    """Same type and the same attribute values, recursively (arrays: same dtype, shape, flags, values)."""
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        same_type = isinstance(a, np.ndarray) and isinstance(b, np.ndarray)
-        return same_type and a.__array_interface__ == b.__array_interface__
+        return (
+            isinstance(a, np.ndarray)
+            and isinstance(b, np.ndarray)
+            and a.dtype == b.dtype
+            and a.shape == b.shape
+            and a.flags.writeable == b.flags.writeable
+            and bool(np.array_equal(a, b))
+        )
     if type(a) is not type(b):
         return False
     if isinstance(a, dict):
         return a.keys() == b.keys() and all(_same_state(a[k], b[k]) for k in a)
-    if isinstance(a, list | tuple):
+    if isinstance(a, list | tuple | set | frozenset):
+        if isinstance(a, set | frozenset):
+            return bool(a == b)
         return len(a) == len(b) and all(_same_state(x, y) for x, y in zip(a, b, strict=True))
     if hasattr(a, "__dict__"):
         slots = {s for cls in type(a).__mro__ for s in getattr(cls, "__slots__", ()) if s != "__dict__"}
@@ -339,9 +379,7 @@ def _same_state(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-def _chunked_input(
-    tokens: npt.NDArray[np.int64], chunks: Sequence[Any], token_lists: bool
-) -> tinker.ModelInput:
+def _chunked_input(tokens: npt.NDArray[np.int64], chunks: Sequence[Any]) -> tinker.ModelInput:
     """Text runs become text chunks; a run of placeholder k becomes chunk k, once per ``chunk.length``."""
     is_chunk = tokens < 0
     cuts = np.flatnonzero(np.diff(tokens) != 0) + 1
@@ -351,13 +389,11 @@ def _chunked_input(
         if run.size == 0:
             continue
         if run[0] >= 0:
-            out.append(types.EncodedTextChunk(tokens=run.tolist()) if token_lists else _text_chunk(run))
+            out.append(types.EncodedTextChunk(tokens=run.tolist()))
             continue
         chunk = chunks[-int(run[0]) - 1]
         repeats, partial = divmod(run.size, int(chunk.length))
         if partial:
             raise ValueError("a datum's input ends inside a non-text chunk; the reference requires text last")
         out.extend([chunk] * repeats)
-    if token_lists:
-        return tinker.ModelInput(chunks=out)
-    return tinker.ModelInput.model_construct(chunks=out)
+    return tinker.ModelInput(chunks=out)

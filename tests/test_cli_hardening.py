@@ -1,0 +1,333 @@
+"""Issue 8 through the command line: inputs that crashed a run, outputs that were lost, JSON that was not
+JSON, and options that were accepted although wrong."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import kernel
+from adapters import _json, pipeline
+from adapters._atomic import atomic_write, same_file
+from adapters.cli import build_parser, main
+from adapters.cli.score import format_summary
+from adapters.transcripts import read_transcripts
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _resp(solution: str, *, comparison: str = "N/A") -> str:
+    return (
+        f"<solution>{solution}</solution>\n<evaluation>ok</evaluation>\n"
+        f"<comparison>\n{comparison}\n</comparison>\n<consensus>NO</consensus>\n"
+        "<consensus_reason>because</consensus_reason>"
+    )
+
+
+def _debate(ident: str, n: int = 3, comparison: str = "Agent 0 > Agent 1", **over: Any) -> dict[str, Any]:
+    rec: dict[str, Any] = {
+        "id": ident,
+        "question": "What is 2 + 2?",
+        "num_agents": n,
+        "max_rounds": 1,
+        "turns": [
+            {"agent": k, "text": _resp("4", comparison=comparison if k == n - 1 else "N/A")} for k in range(n)
+        ],
+    }
+    rec.update(over)
+    return rec
+
+
+def _write(path: Path, records: list[Any]) -> Path:
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in records), "utf-8")
+    return path
+
+
+def _strict_loads(text: str) -> Any:
+    """A strict JSON parser: NaN, Infinity and -Infinity are refused, as RFC 8259 parsers do."""
+
+    def refuse(name: str) -> Any:
+        raise ValueError(f"not JSON: {name}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+# --- crashes (items 1-4) ------------------------------------------------------------------------------
+
+
+def test_a_309_digit_logprob_is_one_skipped_line(tmp_path: Path, capsys: Any) -> None:
+    tokens = _debate("tok", n=1, comparison="N/A")
+    tokens["turns"][0].update(observation_tokens=[1], action_tokens=[2], logprobs=[0])
+    line = json.dumps(tokens).replace('"logprobs": [0]', '"logprobs": [-' + "9" * 309 + "]")
+    path = _write(tmp_path / "in.jsonl", [line, _debate("ok")])
+    assert main(["score", str(path), "--json"]) == 0
+    out, err = capsys.readouterr()
+    s = _strict_loads(out)
+    assert s["debates_scored"] == 1 and s["skipped_by_reason"] == {"bad_value": 1} and "line 1" in err
+
+
+def test_a_lone_surrogate_refuses_its_line_and_nothing_crashes(tmp_path: Path, capsys: Any) -> None:
+    bad = [_debate("a\ud800"), _debate("q", question="\udfff?"), _debate("t", meta={"k": "\ud83d"})]
+    path = _write(tmp_path / "in.jsonl", [*bad, _debate("fine")])  # json.dumps escapes them: valid JSON
+    out_file = tmp_path / "o.jsonl"
+    assert main(["score", str(path), "--out", str(out_file)]) == 0
+    out, err = capsys.readouterr()
+    assert "debates: 1 scored, 3 skipped (bad_encoding 3)" in out and err.count("lone UTF-16 surrogate") == 3
+    records = [_strict_loads(line) for line in out_file.read_text("utf-8").splitlines()]
+    assert [r["status"] for r in records] == ["scored", "skipped", "skipped", "skipped"]
+    page = tmp_path / "r.html"
+    assert main(["report", str(path), "-o", str(page)]) == 0
+    assert "fine" in page.read_text("utf-8")
+
+
+def test_report_title_with_undecodable_bytes_is_written_escaped(tmp_path: Path, capsys: Any) -> None:
+    page = tmp_path / "r.html"
+    assert main(["report", "-o", str(page), "--title", "runs \udcff"]) == 0  # argv of b"runs \xff"
+    assert "runs \\udcff" in page.read_text("utf-8")
+
+
+def test_singleton_error_skips_one_agent_debates_with_a_reason(tmp_path: Path, capsys: Any) -> None:
+    path = _write(tmp_path / "in.jsonl", [_debate("solo", n=1, comparison="N/A"), _debate("trio")])
+    out_file = tmp_path / "o.jsonl"
+    assert main(["score", str(path), "--estimator", "singleton=error", "--out", str(out_file)]) == 0
+    out, err = capsys.readouterr()
+    assert "1 scored, 1 skipped (singleton_group 1)" in out and "singleton='error'" in err
+    records = {r["id"]: r for r in map(json.loads, out_file.read_text("utf-8").splitlines())}
+    assert records["solo"]["error"]["reason"] == "singleton_group" and records["trio"]["status"] == "scored"
+    # Without singleton=error the one-agent debate is scored (advantage 0 under the default preset).
+    assert main(["score", str(path), "--out", str(out_file)]) == 0
+    assert json.loads(out_file.read_text("utf-8").splitlines()[0])["advantages"] == [0.0]
+
+
+@pytest.mark.parametrize("policy", kernel.PARSE_POLICIES)
+@pytest.mark.parametrize("vote_id", [2**63, 2**64 + 5, 10**40])
+def test_vote_ids_beyond_int64_with_round1_drop(
+    tmp_path: Path, capsys: Any, policy: str, vote_id: int
+) -> None:
+    rec = _debate("big", n=2, comparison=f"Agent 0 > Agent {vote_id}", max_rounds=2)
+    path = _write(tmp_path / "in.jsonl", [rec])
+    assert main(["score", str(path), "--policy", policy, "--round1-votes", "drop", "--json"]) == 0
+    s = _strict_loads(capsys.readouterr().out)
+    assert s["debates_scored"] == 1 and s["votes_total"] == 0
+
+
+# --- outputs (item 5) ---------------------------------------------------------------------------------
+
+
+def test_an_output_equal_to_the_input_or_to_another_output_is_refused(tmp_path: Path, capsys: Any) -> None:
+    path = _write(tmp_path / "in.jsonl", [_debate("a")])
+    before = path.read_bytes()
+    alias = tmp_path / "sub" / ".." / "in.jsonl"
+    (tmp_path / "sub").mkdir()
+    for argv, needle in [
+        (["score", str(path), "--out", str(path)], "--out"),
+        (["score", str(path), "--out", str(alias)], "--out"),
+        (["score", str(path), "--datums-out", str(path)], "--datums-out"),
+        (
+            [
+                "score",
+                str(path),
+                "--out",
+                str(tmp_path / "o.jsonl"),
+                "--datums-out",
+                str(tmp_path / "o.jsonl"),
+            ],
+            "both",
+        ),
+        (["report", str(path), "-o", str(path)], "--output"),
+    ]:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert needle in err and ("input file" in err or "both name" in err), err
+        assert path.read_bytes() == before
+    assert not (tmp_path / "o.jsonl").exists()
+    (tmp_path / "link.jsonl").symlink_to(path)
+    assert main(["score", str(tmp_path / "link.jsonl"), "--out", str(path)]) == 2
+    assert path.read_bytes() == before
+    # The shipped samples are the input when FILE is omitted.
+    from adapters import data
+
+    assert main(["score", "--out", str(data.path(data.SAMPLE_DEBATES))]) == 2
+
+
+def test_a_crash_while_writing_keeps_the_previous_file(tmp_path: Path, capsys: Any, monkeypatch: Any) -> None:
+    path = _write(tmp_path / "in.jsonl", [_debate("a"), _debate("b")])
+    out_file = tmp_path / "o.jsonl"
+    out_file.write_text("previous results\n", "utf-8")
+
+    def boom(result: Any) -> list[dict[str, Any]]:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pipeline, "debate_records", boom)
+    with pytest.raises(KeyboardInterrupt):
+        main(["score", str(path), "--out", str(out_file), "--quiet"])
+    assert out_file.read_text("utf-8") == "previous results\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl", "o.jsonl"]  # no temporary file left
+
+
+def test_atomic_write_replaces_only_on_success(tmp_path: Path) -> None:
+    target = tmp_path / "x.bin"
+    with atomic_write(target, "wb") as f:
+        f.write(b"one")
+    with pytest.raises(RuntimeError), atomic_write(target, "wb") as f:
+        f.write(b"two, half")
+        raise RuntimeError
+    assert target.read_bytes() == b"one" and [p.name for p in tmp_path.iterdir()] == ["x.bin"]
+    mode = os.stat(target).st_mode & 0o777
+    umask = os.umask(0)
+    os.umask(umask)
+    assert mode == 0o666 & ~umask  # as open() would create it, not mkstemp's 0o600
+    with atomic_write(os.devnull) as f:  # a device is written in place
+        f.write("x")
+    with pytest.raises(OSError):
+        with atomic_write(tmp_path / "missing-dir" / "x.txt") as f:
+            f.write("x")
+    assert same_file(tmp_path / "a" / ".." / "x.bin", target) and not same_file(target, tmp_path / "y")
+
+
+@pytest.mark.slow
+def test_sigint_during_out_leaves_the_previous_file_intact(tmp_path: Path) -> None:
+    many = [_debate(f"d{k:05d}", comparison="Agent 0 > Agent 1\nAgent 1 = Agent 0") for k in range(6000)]
+    path = _write(tmp_path / "in.jsonl", many)
+    out_file = tmp_path / "o.jsonl"
+    previous = "".join(json.dumps({"id": f"old{k}", "status": "scored"}) + "\n" for k in range(100))
+    out_file.write_text(previous, "utf-8")
+    stat_before = out_file.stat()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "adapters.cli", "score", str(path), "--out", str(out_file), "--quiet"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 300
+    started = False
+    while proc.poll() is None and time.monotonic() < deadline:
+        temps = [p for p in tmp_path.iterdir() if p.name.startswith(".o.jsonl.")]
+        st = out_file.stat() if out_file.exists() else None
+        if (
+            temps
+            or st is None
+            or (st.st_size, st.st_mtime_ns) != (stat_before.st_size, stat_before.st_mtime_ns)
+        ):
+            proc.send_signal(signal.SIGINT)  # the write has begun
+            started = True
+            break
+        time.sleep(0.001)
+    proc.communicate(timeout=300)
+    assert started, "the run ended before its output was written"
+    text = out_file.read_text("utf-8")
+    if proc.returncode == 0:  # the signal came after the rename (a very slow machine): the new file, whole
+        assert len(text.splitlines()) == len(many) and text.endswith("\n")
+    else:  # interrupted while writing: the previous file, untouched
+        assert text == previous
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl", "o.jsonl"]
+
+
+# --- strict JSON (item 6) -----------------------------------------------------------------------------
+
+
+def test_json_outputs_parse_strictly_even_with_non_finite_figures(tmp_path: Path, capsys: Any) -> None:
+    path = _write(tmp_path / "in.jsonl", [_debate("a"), _debate("b")])
+    result = pipeline.score(read_transcripts(path.read_text("utf-8")).debates)
+    adv = np.asarray(result.numeric.advantages_PG, dtype=np.float64).copy()
+    adv[0], adv[1] = np.inf, np.nan
+    broken = dataclasses.replace(result, numeric=result.numeric._replace(advantages_PG=adv))
+    s = pipeline.summary(broken)
+    assert s["advantages"] == {"mean": None, "std": None, "min": None, "max": None}
+    text = _json.dumps(s)
+    assert _strict_loads(text)["advantages"]["max"] is None
+    for rec in pipeline.debate_records(broken):
+        _strict_loads(_json.dumps(rec))
+    assert pipeline.debate_records(broken)[0]["advantages"][:2] == [None, None]
+    assert "advantages: mean n/a, std n/a, range [n/a, n/a]" in format_summary(s)
+    with pytest.raises(ValueError):
+        json.dumps({"x": float("inf")}, allow_nan=False)  # what _json.dumps guards against
+
+
+def test_score_json_and_out_are_strict_json(tmp_path: Path, capsys: Any) -> None:
+    tokens = _debate("tok", n=1, comparison="N/A")
+    tokens["turns"][0].update(observation_tokens=[1, 2], action_tokens=[3], logprobs=[-1e39])
+    path = _write(tmp_path / "in.jsonl", [tokens, _debate("ok")])
+    out_file = tmp_path / "o.jsonl"
+    assert main(["score", str(path), "--json", "--out", str(out_file)]) == 0
+    out, err = capsys.readouterr()
+    s = _strict_loads(out)
+    assert s["skipped_by_reason"] == {"bad_value": 1} and "float32" in err  # refused upstream, not inf
+    for line in out_file.read_text("utf-8").splitlines():
+        _strict_loads(line)
+    assert main(["score", "--json"]) == 0
+    _strict_loads(capsys.readouterr().out)
+
+
+# --- options (items 7 and 8) --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["score", "--limit", "-3"], ["score", "--limit", "x"], ["report", "--max-debates", "-1"]],
+)
+def test_negative_counts_are_usage_errors(argv: list[str], capsys: Any) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2 and "non-negative integer" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("spec", "needle"),
+    [
+        ("eps=x", "estimator option eps: expected a number, got 'x'"),
+        ("ddof=1.5", "estimator option ddof: expected an integer, got '1.5'"),
+        ("eps=inf", "estimator option eps: expected a finite number"),
+        ("min_std=x", "estimator option min_std: expected a number or none"),
+        ("positive_only=maybe", "estimator option positive_only: expected true or false"),
+        ("scale=sideways", "estimator option scale: expected one of none, group, batch, whiten"),
+        ("default,baseline=3", "estimator option baseline: expected one of mean, leave_one_out"),
+    ],
+)
+def test_wrong_estimator_values_name_the_option(spec: str, needle: str, capsys: Any) -> None:
+    assert main(["score", "--estimator", spec, "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("debate-kernel: --estimator: ") and needle in err, err
+
+
+def test_estimator_values_of_every_type_are_read() -> None:
+    _, opts = pipeline.resolve_estimator("ddof=0,eps=1e-4,min_std=none,positive_only=yes,singleton=raw")
+    assert (opts["ddof"], opts["eps"], opts["min_std"], opts["positive_only"], opts["singleton"]) == (
+        0,
+        1e-4,
+        None,
+        True,
+        "raw",
+    )
+    assert type(opts["ddof"]) is int and pipeline.resolve_estimator("min_std=0.5")[1]["min_std"] == 0.5
+
+
+def test_cli_choices_are_the_kernels_constants() -> None:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command").choices  # type: ignore[union-attr]
+    for command in ("score", "report"):
+        actions = {a.dest: a.choices for a in sub[command]._actions}
+        assert tuple(actions["policy"]) == kernel.PARSE_POLICIES
+        assert tuple(actions["reward"]) == kernel.PAIRWISE_MODES
+        assert tuple(actions["datum_mode"]) == kernel.DATUM_MODES
+        assert tuple(actions["round1_votes"]) == pipeline.ROUND1_VOTE_POLICIES
+        assert tuple(actions["after_end"]) == pipeline.AFTER_END_POLICIES
+
+
+def test_format_summary_takes_only_the_summary() -> None:
+    import inspect
+
+    assert list(inspect.signature(format_summary).parameters) == ["s"]
+
+
+def test_pipeline_keeps_no_dead_fallbacks() -> None:
+    source = (ROOT / "adapters" / "pipeline.py").read_text("utf-8")
+    for dead in ("_preset_names", "getattr(kernel", "_preset_options", '"advantages", result'):
+        assert dead not in source, dead
