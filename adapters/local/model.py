@@ -97,7 +97,8 @@ def bucket(n: int, *, minimum: int = 1) -> int:
 def _check_config(cfg: ModelConfig) -> None:
     if cfg.d_model % cfg.num_heads or cfg.head_dim % 2:
         raise ValueError(
-            f"d_model ({cfg.d_model}) must be a multiple of num_heads ({cfg.num_heads}) with an even head size"
+            f"d_model ({cfg.d_model}) must be a multiple of num_heads ({cfg.num_heads}) "
+            "with an even head size"
         )
     for name in ("vocab_size", "d_model", "num_layers", "num_heads", "d_ff", "max_seq_len"):
         if getattr(cfg, name) < 1:
@@ -192,7 +193,8 @@ def merge_lora(params: Params, lora: Params | None) -> Params:
     Examples:
         >>> cfg = SIZES["tiny"]
         >>> p = init_params(cfg, jax.random.key(0))
-        >>> bool(jnp.all(merge_lora(p, init_lora(cfg, 2, jax.random.key(1)))["layers"]["wq"] == p["layers"]["wq"]))
+        >>> merged = merge_lora(p, init_lora(cfg, 2, jax.random.key(1)))
+        >>> bool(jnp.all(merged["layers"]["wq"] == p["layers"]["wq"]))
         True
     """
     if lora is None:
@@ -221,7 +223,8 @@ def _rope(x: jax.Array, positions: jax.Array, base: float) -> jax.Array:
 
 def _mlp(cfg: ModelConfig, x: jax.Array, lp: Params) -> jax.Array:
     h = _rms_norm(x, lp["mlp_norm"], cfg.norm_eps)
-    return x + (jax.nn.silu(h @ lp["w_gate"]) * (h @ lp["w_up"])) @ lp["w_down"]
+    out: jax.Array = x + (jax.nn.silu(h @ lp["w_gate"]) * (h @ lp["w_up"])) @ lp["w_down"]
+    return out
 
 
 def _qkv(cfg: ModelConfig, x: jax.Array, lp: Params, positions: jax.Array) -> tuple[jax.Array, ...]:
@@ -236,12 +239,14 @@ def _qkv(cfg: ModelConfig, x: jax.Array, lp: Params, positions: jax.Array) -> tu
 def _attend(q: jax.Array, k: jax.Array, v: jax.Array, allowed: jax.Array) -> jax.Array:
     """q [B, T, H, dh], k and v [B, S, H, dh], allowed bool [T, S] → [B, T, H·dh]."""
     scores = jnp.einsum("bthd,bshd->bhts", q, k) * (q.shape[-1] ** -0.5)
-    scores = jnp.where(allowed[None, None], scores, jnp.finfo(scores.dtype).min)
+    scores = jnp.where(allowed[None, None], scores, -1e30)
     out = jnp.einsum("bhts,bshd->bthd", jax.nn.softmax(scores, axis=-1), v)
     return out.reshape(*out.shape[:2], -1)
 
 
-def _run_layers(cfg: ModelConfig, params: Params, tokens_B_T: jax.Array) -> tuple[jax.Array, jax.Array]:
+def _run_layers(
+    cfg: ModelConfig, params: Params, tokens_B_T: jax.Array
+) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
     t = tokens_B_T.shape[1]
     positions = jnp.arange(t)
     causal = jnp.tril(jnp.ones((t, t), dtype=bool))
@@ -252,8 +257,9 @@ def _run_layers(cfg: ModelConfig, params: Params, tokens_B_T: jax.Array) -> tupl
         return _mlp(cfg, x, lp), (k, v)
 
     x = params["embed"][tokens_B_T]
-    x, kv = jax.lax.scan(layer, x, params["layers"])
-    return _rms_norm(x, params["final_norm"], cfg.norm_eps) @ params["lm_head"], kv
+    x, (k, v) = jax.lax.scan(layer, x, params["layers"])
+    logits: jax.Array = _rms_norm(x, params["final_norm"], cfg.norm_eps) @ params["lm_head"]
+    return logits, (k, v)
 
 
 def forward(cfg: ModelConfig, params: Params, tokens_B_T: jax.Array) -> jax.Array:
@@ -353,15 +359,21 @@ def _generate(
     cache_len = p_b + max_new
     logits, (k_pre, v_pre) = _run_layers(cfg, params, prompt_P[None])
     shape = (cfg.num_layers, batch, cache_len, cfg.num_heads, cfg.head_dim)
-    k_cache = jnp.zeros(shape, k_pre.dtype).at[:, :, :p_b].set(jnp.broadcast_to(k_pre, shape[:2] + k_pre.shape[2:]))
-    v_cache = jnp.zeros(shape, v_pre.dtype).at[:, :, :p_b].set(jnp.broadcast_to(v_pre, shape[:2] + v_pre.shape[2:]))
+    k_cache = (
+        jnp.zeros(shape, k_pre.dtype).at[:, :, :p_b].set(jnp.broadcast_to(k_pre, shape[:2] + k_pre.shape[2:]))
+    )
+    v_cache = (
+        jnp.zeros(shape, v_pre.dtype).at[:, :, :p_b].set(jnp.broadcast_to(v_pre, shape[:2] + v_pre.shape[2:]))
+    )
     first = jnp.broadcast_to(logits[0, prompt_len - 1], (batch, cfg.vocab_size))
     n_stop_tokens = stops_S_L.shape[1]
 
     def decode(token_B: jax.Array, pos: jax.Array, kc: jax.Array, vc: jax.Array) -> tuple[jax.Array, ...]:
         allowed = (jnp.arange(cache_len) <= pos)[None, :]
 
-        def layer(x: jax.Array, inputs: tuple[Params, jax.Array, jax.Array]) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
+        def layer(
+            x: jax.Array, inputs: tuple[Params, jax.Array, jax.Array]
+        ) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
             lp, kl, vl = inputs
             q, k, v = _qkv(cfg, x, lp, pos[None])
             kl = jax.lax.dynamic_update_slice_in_dim(kl, k, pos, axis=1)
@@ -376,7 +388,8 @@ def _generate(
 
     def cond(state: tuple[Any, ...]) -> jax.Array:
         i, done = state[0], state[6]
-        return (i < max_tokens) & ~jnp.all(done)
+        going: jax.Array = (i < max_tokens) & ~jnp.all(done)
+        return going
 
     def body(state: tuple[Any, ...]) -> tuple[Any, ...]:
         i, key, logits, kc, vc, out, done, lengths, stopped, recent, out_lp = state
@@ -457,7 +470,9 @@ def generate(
     if n < 1:
         raise ValueError("prompt must hold at least one token")
     if n >= cfg.max_seq_len:
-        raise ValueError(f"prompt has {n} tokens; the model's context is {cfg.max_seq_len} (prompt must be shorter)")
+        raise ValueError(
+            f"prompt has {n} tokens; the model's context is {cfg.max_seq_len} (prompt must be shorter)"
+        )
     if num_samples < 1 or max_tokens < 1:
         raise ValueError(f"num_samples and max_tokens must be >= 1, got {num_samples} and {max_tokens}")
     if not 0.0 < top_p <= 1.0:
@@ -558,7 +573,7 @@ def load_weights(path: str | Path) -> tuple[ModelConfig, Params]:
     try:
         with safe_open(str(path), framework="numpy") as f:
             meta = f.metadata() or {}
-            flat = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118
+            flat = {k: f.get_tensor(k) for k in f.keys()}
     except Exception as exc:
         raise ValueError(f"cannot read weights file {str(path)!r}: {exc}") from exc
     try:
@@ -575,7 +590,11 @@ def _check_like(expected: Any, actual: Any, where: str) -> None:
     exp, act = _flatten(expected), _flatten(actual)
     if set(exp) != set(act):
         missing, extra = sorted(set(exp) - set(act)), sorted(set(act) - set(exp))
-        raise ValueError(f"{where}: tensor names differ from the architecture (missing {missing}, unexpected {extra})")
+        raise ValueError(
+            f"{where}: tensor names differ from the architecture (missing {missing}, unexpected {extra})"
+        )
     for name, e in exp.items():
         if tuple(act[name].shape) != tuple(e.shape):
-            raise ValueError(f"{where}: tensor {name!r} has shape {tuple(act[name].shape)}, expected {tuple(e.shape)}")
+            raise ValueError(
+                f"{where}: tensor {name!r} has shape {tuple(act[name].shape)}, expected {tuple(e.shape)}"
+            )
