@@ -229,7 +229,7 @@ def _adamw() -> optax.GradientTransformation:
 def _optim_step(
     trainable: m.Params, opt_state: Any, grads: m.Params, hyper: dict[str, jax.Array], clip: jax.Array
 ) -> tuple[m.Params, Any, m.Params, jax.Array]:
-    norm = optax.global_norm(grads)
+    norm = optax.tree.norm(grads)
     scale = jnp.where(clip > 0, jnp.minimum(1.0, clip / jnp.maximum(norm, 1e-30)), 1.0)
     grads = jax.tree_util.tree_map(lambda g: g * scale, grads)
     opt_state = opt_state._replace(hyperparams={**opt_state.hyperparams, **hyper})
