@@ -16,7 +16,7 @@ _CONFIG = """
 strict = True
 [mypy-transformers.*,torch.*,httpx.*,anyio.*,pydantic.*,pydantic_core.*,jax.*,jaxlib.*,hypothesis.*,huggingface_hub.*,tokenizers.*,numpy.*]
 follow_imports = skip
-[mypy-kernel.*,tinker.*]
+[mypy-kernel.*,tinker.*,adapters.tinker.convert,adapters.transcripts]
 follow_imports = silent
 """
 
@@ -63,7 +63,7 @@ def _mypy(tmp_path: Path, body: str, name: str) -> tuple[str, int]:
     (tmp_path / "mypy.ini").write_text(_CONFIG)
     snippet = tmp_path / f"{name}.py"
     snippet.write_text(textwrap.dedent(_HEADER + body))
-    cache = ROOT / ".mypy_cache"
+    cache = ROOT / ".mypy_cache" / "tinker-protocol"
     stdout, stderr, code = api.run(
         ["--config-file", str(tmp_path / "mypy.ini"), "--cache-dir", str(cache), str(snippet)]
     )
@@ -83,3 +83,22 @@ def test_a_class_missing_a_method_fails_the_check(tmp_path: Path) -> None:
     assert 'Incompatible return value type (got "NoOptimStep"' in errors[0]
     assert 'Incompatible return value type (got "WrongSample"' in errors[1]
     assert "sampling_params" in out  # the note names the conflicting member
+
+
+_MODULES = ("tokenizers", "futures", "renderers", "fake", "faults", "rollouts", "protocol")
+
+
+def test_training_adapters_are_strict_mypy_clean(tmp_path: Path) -> None:
+    api = pytest.importorskip("mypy.api")
+    (tmp_path / "mypy.ini").write_text(_CONFIG)
+    files = [str(ROOT / "adapters" / "tinker" / f"{m}.py") for m in _MODULES]
+    stdout, stderr, code = api.run(
+        [
+            "--config-file",
+            str(tmp_path / "mypy.ini"),
+            "--cache-dir",
+            str(ROOT / ".mypy_cache" / "tinker-protocol"),
+            *files,
+        ]
+    )
+    assert code == 0, stdout + stderr

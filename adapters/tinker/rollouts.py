@@ -284,6 +284,12 @@ def self_play(
 
     Raises:
         ValueError: if ``answers`` is given with another length than ``questions``.
+
+    Examples:
+        >>> from adapters.tinker.fake import FakeSamplingClient, initial_model_state
+        >>> sampler = FakeSamplingClient(initial_model_state("fake", 1, 0))
+        >>> [(s.id, s.policy_roles, s.group) for s in self_play(["a?", "b?"], sampler, num_agents=2)]
+        [('q0', (0, 1), 0), ('q1', (0, 1), 1)]
     """
     answers = _answers(questions, answers)
     roles = tuple(range(num_agents))
@@ -317,6 +323,17 @@ def fixed_opponents(
 
     Raises:
         ValueError: if the number of opponents is not 1 or N − 1, or ``answers`` has the wrong length.
+
+    Examples:
+        >>> from adapters.tinker.fake import FakeSamplingClient, initial_model_state
+        >>> policy = FakeSamplingClient(initial_model_state("fake", 1, 0))
+        >>> fixed = FakeSamplingClient(initial_model_state("base", 1, 0))
+        >>> specs = fixed_opponents(["a?"], policy, fixed, num_agents=3)
+        >>> for s in specs:
+        ...     print(s.id, s.policy_roles, [x is policy for x in s.samplers])
+        q0-r0 (0,) [True, False, False]
+        q0-r1 (1,) [False, True, False]
+        q0-r2 (2,) [False, False, True]
     """
     pool = [opponents] if not isinstance(opponents, Sequence) else list(opponents)
     if len(pool) == 1:
@@ -385,23 +402,39 @@ async def run_debate(
     config: RolloutConfig = RolloutConfig(),
     policy_version: int = 0,
     index: int = 0,
-    _live: _Live | None = None,
 ) -> DebateResult:
     """Rolls out one debate to its end (see the module docstring for how each failure ends it).
+
+    Args:
+        spec: the debate.
+        renderer: the chat format.
+        config: a :class:`RolloutConfig` (keyword).
+        policy_version: stamped on the result (keyword).
+        index: stored as the result's ``index`` (keyword).
+
+    Returns:
+        A :class:`DebateResult` whose ``state`` is done.
 
     Raises:
         ValueError: if the spec's samplers are not one per role or a policy role is out of range.
     """
+    _check_spec(spec, config, "spec")
+    live = _Live(initial_state(spec.question, num_agents=config.num_agents, max_rounds=config.max_rounds))
+    return await _drive(spec, renderer, live, config, policy_version, index)
+
+
+def _check_spec(spec: DebateSpec, config: RolloutConfig, name: str) -> None:
     n = config.num_agents
     if len(spec.samplers) != n:
-        raise ValueError(f"spec.samplers must hold N = {n} samplers, got {len(spec.samplers)}")
+        raise ValueError(f"{name}.samplers must hold N = {n} samplers, got {len(spec.samplers)}")
     if any(not 0 <= r < n for r in spec.policy_roles):
-        raise ValueError(f"spec.policy_roles must lie in [0, {n}), got {spec.policy_roles}")
-    live = (
-        _live
-        if _live is not None
-        else _Live(initial_state(spec.question, num_agents=n, max_rounds=config.max_rounds))
-    )
+        raise ValueError(f"{name}.policy_roles must lie in [0, {n}), got {spec.policy_roles}")
+
+
+async def _drive(
+    spec: DebateSpec, renderer: Renderer, live: _Live, config: RolloutConfig, version: int, index: int
+) -> DebateResult:
+    """The debate loop; ``live`` always holds the latest state and turns (read if we are cancelled)."""
     params = config.sampling_params(renderer.stop_sequences())
     while True:
         agent = current_agent(live.state)
@@ -410,23 +443,22 @@ async def run_debate(
             if live.state.parse_failed:
                 reason = "parse_failure"
             detail = live.state.abort_reason if live.state.parse_failed else ""
-            return _result(index, spec, live, reason, detail, policy_version)
+            return _result(index, spec, live, reason, detail, version)
         observation = build_observation(live.state, agent, config=config.observation)
         prompt = renderer.build_prompt(observation.messages)
         sequence, failure, detail = await _sample(spec.samplers[agent], prompt, params, config.sample_timeout)
         if sequence is None:
             assert failure is not None
             live.state = abort(live.state, failure)
-            return _result(index, spec, live, failure, detail, policy_version)
+            return _result(index, spec, live, failure, detail, version)
         text = renderer.text(sequence.tokens)
         parsed = parse_response(text, author_id=agent, policy=config.parse_policy)
         round_index = current_round(live.state)
         step = submit(live.state, agent, parsed, parse_failure_reward=config.parse_failure_reward)
         assert step.ok, step.reason  # the driver only ever submits for the agent whose turn it is
+        by_policy = agent in spec.policy_roles
         live.turns.append(
-            RolloutTurn(
-                agent, round_index, prompt, sequence, text, parsed, step.reward, agent in spec.policy_roles
-            )
+            RolloutTurn(agent, round_index, prompt, sequence, text, parsed, step.reward, by_policy)
         )
         live.state = step.state
 
@@ -458,6 +490,20 @@ async def run_debates(
         ValueError: for a malformed spec (before anything runs).
         BaseException: a programmer error or a simulated crash in any debate, unwrapped from the group
             after every other debate was cancelled.
+
+    Examples:
+        >>> import asyncio
+        >>> from adapters.tinker.fake import FakeServiceClient
+        >>> from adapters.tinker.renderers import ByteRenderer
+        >>> async def main():
+        ...     tc = await FakeServiceClient(seed=0).create_lora_training_client("fake", 4)
+        ...     sampler = await tc.save_weights_and_get_sampling_client()
+        ...     specs = self_play(["What is 2 + 2?", "What is 3 * 3?"], sampler, num_agents=2)
+        ...     config = RolloutConfig(num_agents=2, max_rounds=2)
+        ...     batch = await run_debates(specs, ByteRenderer(), config=config, policy_version=1)
+        ...     return [(r.state.done, r.end_reason in END_REASONS, r.policy_version) for r in batch.results]
+        >>> asyncio.run(main())
+        [(True, True, 1), (True, True, 1)]
     """
     for k, spec in enumerate(specs):
         if len(spec.samplers) != config.num_agents:
@@ -473,9 +519,7 @@ async def run_debates(
             initial_state(spec.question, num_agents=config.num_agents, max_rounds=config.max_rounds)
         )
         async with gate:
-            result = await run_debate(
-                spec, renderer, config=config, policy_version=policy_version, index=index, _live=live
-            )
+            result = await _drive(spec, renderer, live, config, policy_version, index)
             finished[index] = result
             if on_result is not None:
                 on_result(result)
