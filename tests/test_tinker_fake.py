@@ -244,3 +244,18 @@ def test_policy_knobs() -> None:
     run(main())
     with pytest.raises(ValueError, match="malformed_rate must be a probability"):
         FakePolicy(malformed_rate=1.5)
+
+
+def test_base_model_sampler_matches_an_untrained_client() -> None:
+    async def main() -> None:
+        service = FakeServiceClient(seed=4)
+        tc = await service.create_lora_training_client("fake", rank=16)
+        ref = await service.create_sampling_client(base_model="fake")
+        ids = tinker.ModelInput.from_ints([256, 65, 66, 67])
+        mine = await (await tc.save_weights_and_get_sampling_client()).compute_logprobs(ids)
+        assert await ref.compute_logprobs(ids) == mine  # KL to the reference is 0 before training
+        await tc.optim_step(types.AdamParams())
+        after = await (await tc.save_weights_and_get_sampling_client()).compute_logprobs(ids)
+        assert after != mine
+
+    run(main())

@@ -349,3 +349,13 @@ def test_cancellation_at_any_moment_keeps_what_finished(seed: int, wait: int) ->
             _check_ended(r)
 
     run(main())
+
+
+def test_results_have_short_reprs() -> None:
+    async def main() -> None:
+        specs = self_play(QUESTIONS[:2], await _sampler(FakeServiceClient()), num_agents=3)
+        batch = await run_debates(specs, RENDERER, config=CONFIG)
+        assert repr(batch).startswith("RolloutBatch(2 debates, end_counts=")
+        assert repr(batch.results[0]).startswith("DebateResult(index=0, id='q0', turns=")
+
+    run(main())

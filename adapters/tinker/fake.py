@@ -172,12 +172,16 @@ class ModelState:
 
 
 def initial_model_state(base_model: str, rank: int, seed: int) -> ModelState:
-    """Fresh weights for ``(base_model, rank, seed)``: version 0, no lineage."""
+    """Fresh weights for ``(base_model, seed)``: version 0, no lineage.
+
+    The rank does not change the weights (a fresh LoRA adapter is zero), so a sampler on the base model
+    (``create_sampling_client(base_model=...)``, a KL reference) matches an untrained training client.
+    """
     if not isinstance(base_model, str) or not base_model:
         raise ValueError(f"base_model must be a non-empty str, got {base_model!r}")
     if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
         raise ValueError(f"rank must be an int >= 1, got {rank!r}")
-    return ModelState(base_model, rank, seed, 0, _digest("init", base_model, str(rank), str(seed)))
+    return ModelState(base_model, rank, seed, 0, _digest("init", base_model, str(seed)))
 
 
 def _mix(x: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
@@ -323,8 +327,9 @@ def sample(
     if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
         raise ValueError(f"num_samples must be an int >= 1, got {num_samples!r}")
     prompt_ids = prompt.to_ints()
-    prompt_text = bytes(t for t in prompt_ids if 0 <= t < 256).decode("utf-8", errors="replace")
-    key = _digest(state.params, ",".join(map(str, prompt_ids)), str(sampling_params.seed))
+    ids = np.asarray(prompt_ids, np.int64)
+    prompt_text = ids[(ids >= 0) & (ids < 256)].astype(np.uint8).tobytes().decode("utf-8", errors="replace")
+    key = _digest(state.params, hashlib.sha256(ids.tobytes()).hexdigest(), str(sampling_params.seed))
     sequences = []
     for k in range(num_samples):
         rng = np.random.default_rng([int(key, 16) % 2**63, k])

@@ -184,7 +184,7 @@ class RolloutTurn:
         return (self.prompt, self.sequence)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class DebateResult:
     """A finished (or ended) debate.
 
@@ -213,6 +213,12 @@ class DebateResult:
         for turn in self.turns:
             totals[turn.agent_id] += turn.reward
         return tuple(totals)
+
+    def __repr__(self) -> str:
+        return (
+            f"DebateResult(index={self.index}, id={self.spec.id!r}, turns={len(self.turns)}, "
+            f"end_reason={self.end_reason!r}, policy_version={self.policy_version})"
+        )
 
     def transitions(self, agent_id: int) -> list[Transition]:
         """The agent's ``(prompt, sequence)`` transitions in order: one trajectory for training."""
@@ -255,12 +261,19 @@ class DebateResult:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class RolloutBatch:
-    """The results of :func:`run_debates`, in spec order, and counts of how debates ended."""
+    """The results of :func:`run_debates`, in spec order, and counts of how debates ended.
+
+    Its repr is short on purpose: ``asyncio.run`` (CPython 3.11) formats the main task, result included,
+    when it restores the SIGINT handler, and a full repr of every prompt would cost more than the rollout.
+    """
 
     results: tuple[DebateResult, ...]
     end_counts: dict[str, int] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        return f"RolloutBatch({len(self.results)} debates, end_counts={self.end_counts})"
 
 
 class RolloutsCancelled(asyncio.CancelledError):
