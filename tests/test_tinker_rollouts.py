@@ -26,6 +26,7 @@ from adapters.tinker.rollouts import (
     fixed_opponents,
     run_debates,
     self_play,
+    transcript_lines,
 )
 from adapters.transcripts import dumps_debate, read_transcripts
 
@@ -162,6 +163,13 @@ def test_service_failures_end_only_their_debate() -> None:
         assert "InjectedError" in batch.results[0].detail
         for r in batch.results:
             _check_ended(r)
+        # the first three ended before any turn: no transcript line, nothing else lost
+        assert [len(r.turns) for r in batch.results[:3]] == [0, 0, 0]
+        with pytest.raises(ValueError, match="before its first turn"):
+            batch.results[0].to_transcript()
+        read = read_transcripts("\n".join(transcript_lines(batch.results)))
+        assert read.errors == () and [d.id for d in read.debates] == [s.id for s in specs[3:]]
+        assert score(read.debates).errors == ()
         assert len(faults.injected) == 4
 
     run(main())

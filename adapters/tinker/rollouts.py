@@ -28,7 +28,7 @@ i of debate i, fixed samplers elsewhere, :func:`fixed_opponents`; the reference'
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
@@ -38,7 +38,7 @@ from tinker import types
 from adapters.tinker.convert import Transition
 from adapters.tinker.protocol import SamplingClient
 from adapters.tinker.renderers import Renderer
-from adapters.transcripts import Debate
+from adapters.transcripts import Debate, dumps_debate
 from adapters.transcripts import Turn as TranscriptTurn
 from kernel import (
     PARSE_FAILURE_REWARD,
@@ -66,6 +66,7 @@ __all__ = [
     "run_debate",
     "run_debates",
     "self_play",
+    "transcript_lines",
 ]
 
 EndReason = Literal[
@@ -229,7 +230,15 @@ class DebateResult:
 
         ``meta`` holds ``policy_version``, ``policy_roles``, ``end_reason``, ``detail``, ``group`` and the
         reference ``answer`` (when known); ``dumps_debate(result.to_transcript())`` gives the line.
+
+        Raises:
+            ValueError: if the debate ended before its first turn (the format needs at least one turn);
+                :func:`transcript_lines` skips those.
         """
+        if not self.turns:
+            raise ValueError(
+                f"debate {self.index} ended ({self.end_reason}) before its first turn: no transcript"
+            )
         meta: dict[str, Any] = {
             "policy_version": self.policy_version,
             "policy_roles": list(self.spec.policy_roles),
@@ -283,6 +292,29 @@ class RolloutsCancelled(asyncio.CancelledError):
         super().__init__(f"rollouts cancelled: {len(finished)} finished, {len(interrupted)} interrupted")
         self.finished = finished
         self.interrupted = interrupted
+
+
+def transcript_lines(results: Iterable[DebateResult]) -> list[str]:
+    """One ``debate-transcript/1`` JSON line per debate that has a turn, in the given order.
+
+    A debate whose first sample failed has no turn and no line; it is still counted in
+    :attr:`RolloutBatch.end_counts` under its end reason.
+
+    Examples:
+        >>> import asyncio
+        >>> from adapters.tinker.fake import FakeServiceClient
+        >>> from adapters.tinker.renderers import ByteRenderer
+        >>> from adapters.transcripts import read_transcripts
+        >>> async def main():
+        ...     tc = await FakeServiceClient().create_lora_training_client("fake", 4)
+        ...     specs = self_play(["2 + 2?"], await tc.save_weights_and_get_sampling_client(), num_agents=2)
+        ...     config = RolloutConfig(num_agents=2)
+        ...     return await run_debates(specs, ByteRenderer(), config=config, policy_version=3)
+        >>> debate = read_transcripts(transcript_lines(asyncio.run(main()).results)).debates[0]
+        >>> debate.id, debate.meta["policy_version"], debate.meta["policy_roles"]
+        ('q0', 3, [0, 1])
+    """
+    return [dumps_debate(r.to_transcript()) for r in results if r.turns]
 
 
 def self_play(
