@@ -12,6 +12,8 @@ from typing import Any, TypeVar
 import numpy as np
 import pytest
 import tinker
+from hypothesis import given
+from hypothesis import strategies as st
 from tinker import types
 
 from adapters.tinker.fake import (
@@ -257,5 +259,53 @@ def test_base_model_sampler_matches_an_untrained_client() -> None:
         await tc.optim_step(types.AdamParams())
         after = await (await tc.save_weights_and_get_sampling_client()).compute_logprobs(ids)
         assert after != mine
+
+    run(main())
+
+
+_OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("fb"), st.integers(0, 5)),
+        st.tuples(st.just("step"), st.just(0)),
+        st.tuples(st.just("save"), st.just(0)),
+        st.tuples(st.just("restore"), st.just(0)),
+    ),
+    max_size=25,
+)
+
+
+@given(_OPS)
+def test_lineage_follows_a_simple_model_through_saves_and_restores(ops: list[tuple[str, int]]) -> None:
+    """The fake's record of training equals a list model: steps keep pending batches, restores drop them."""
+    batches = [
+        [
+            types.Datum(
+                model_input=tinker.ModelInput.from_ints([k, k + 1]),
+                loss_fn_inputs={"target_tokens": np.array([k + 1, k + 2], np.int64)},
+            )
+        ]
+        for k in range(6)
+    ]
+
+    async def main() -> None:
+        service = FakeServiceClient(seed=0)
+        tc = await service.create_lora_training_client("fake", rank=1)
+        lineage: list[str] = []
+        pending: list[str] = []
+        saved: tuple[str, list[str]] | None = None
+        for i, (op, k) in enumerate(ops):
+            if op == "fb":
+                await tc.forward_backward(batches[k], "cross_entropy")
+                pending.append(batch_fingerprint(batches[k]))
+            elif op == "step":
+                await tc.optim_step(types.AdamParams())
+                lineage, pending = lineage + pending, []
+            elif op == "save":
+                saved = ((await tc.save_state(f"s{i}")).path, list(lineage))
+            elif saved is not None:
+                tc = await service.create_training_client_from_state_with_optimizer(saved[0])
+                lineage, pending = list(saved[1]), []
+            assert tc.state.trained_batches() == lineage and list(tc.state.pending) == pending
+        assert service.trained_batches() == [batch_fingerprint(batches[k]) for op, k in ops if op == "fb"]
 
     run(main())

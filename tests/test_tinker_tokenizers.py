@@ -118,7 +118,7 @@ def test_decode_matches_the_obvious_loop(ids: list[int], skip: bool) -> None:
 
 def test_decode_rejects_non_integer_ids() -> None:
     with pytest.raises(TypeError, match="flat sequence of ints"):
-        TOK.decode([True, 65])
+        TOK.decode([[65]])  # type: ignore[list-item]
     with pytest.raises(TypeError, match="flat sequence of ints"):
         TOK.decode([65, "B"])  # type: ignore[list-item]
     with pytest.raises(ValueError, match="got -1"):

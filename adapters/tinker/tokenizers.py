@@ -88,15 +88,14 @@ class ByteTokenizer:
             The decoded str.
 
         Raises:
-            TypeError: if the ids are not a flat sequence of integers (bools rejected).
+            TypeError: if the ids are not a flat sequence of integers.
             ValueError: if an id lies outside ``[0, vocab_size)``.
         """
         seq = token_ids if isinstance(token_ids, list | tuple | np.ndarray) else list(token_ids)
         arr = np.asarray(seq)
         if arr.size == 0:
             return ""
-        has_bool = not isinstance(seq, np.ndarray) and any(isinstance(t, bool) for t in seq)
-        if arr.ndim != 1 or arr.dtype.kind not in "iu" or has_bool:
+        if arr.ndim != 1 or arr.dtype.kind not in "iu":
             kinds = (
                 sorted({type(t).__name__ for t in arr.ravel().tolist()})
                 if arr.dtype == object
