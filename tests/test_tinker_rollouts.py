@@ -367,3 +367,57 @@ def test_results_have_short_reprs() -> None:
         assert repr(batch.results[0]).startswith("DebateResult(index=0, id='q0', turns=")
 
     run(main())
+
+
+_CTRL_C_SCRIPT = """
+import asyncio, sys
+from adapters.tinker.fake import FakeServiceClient
+from adapters.tinker.faults import Fault, FaultPlan, with_faults
+from adapters.tinker.renderers import ByteRenderer
+from adapters.tinker.rollouts import RolloutConfig, RolloutsCancelled, run_debates, self_play
+
+async def main():
+    service, _ = with_faults(FakeServiceClient(), FaultPlan(at={("sample", 0): Fault("hang")}))
+    tc = await service.create_lora_training_client("fake", 4)
+    sampler = await tc.save_weights_and_get_sampling_client()
+    specs = self_play([f"What is {k} + 1?" for k in range(4)], sampler, num_agents=2)
+    done = []
+    def finished(result):
+        done.append(result)
+        if len(done) == 3:
+            print("ready", flush=True)
+    try:
+        await run_debates(specs, ByteRenderer(), config=RolloutConfig(num_agents=2, sample_timeout=None),
+                          on_result=finished)
+    except RolloutsCancelled as e:
+        print("kept", [r.index for r in e.finished], [r.index for r in e.interrupted], flush=True)
+        raise
+    print("not interrupted", flush=True)
+
+try:
+    asyncio.run(main())
+except KeyboardInterrupt:
+    print("KeyboardInterrupt", flush=True)
+    sys.exit(130)
+"""
+
+
+def test_ctrl_c_stops_cleanly_and_keeps_finished_debates(tmp_path: Any) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    script = tmp_path / "ctrl_c.py"
+    script.write_text(_CTRL_C_SCRIPT)
+    proc = subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "ready"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert "kept [1, 2, 3] [0]" in out and "KeyboardInterrupt" in out
