@@ -256,6 +256,15 @@ def test_a_crash_propagates_unwrapped_and_ends_every_debate() -> None:
     run(main())
 
 
+def test_presets() -> None:
+    from adapters.tinker.rollouts import ROLLOUT_PRESETS
+    from kernel import ObservationConfig
+
+    ref = ROLLOUT_PRESETS["reference"]
+    assert (ref.num_agents, ref.max_rounds, ref.parse_policy) == (3, 3, "reference")
+    assert ref.observation == ObservationConfig.REFERENCE and ROLLOUT_PRESETS["default"] == RolloutConfig()
+
+
 def test_config_and_spec_validation() -> None:
     with pytest.raises(ValueError, match="max_concurrent must be >= 1"):
         RolloutConfig(max_concurrent=0)

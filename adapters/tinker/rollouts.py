@@ -56,6 +56,7 @@ from kernel import (
 
 __all__ = [
     "END_REASONS",
+    "ROLLOUT_PRESETS",
     "DebateResult",
     "DebateSpec",
     "RolloutBatch",
@@ -143,6 +144,16 @@ class RolloutConfig:
     def sampling_params(self, stop: list[str] | list[int]) -> types.SamplingParams:
         """The SDK sampling parameters of one turn, with the renderer's stop sequences."""
         return types.SamplingParams(max_tokens=self.max_tokens, temperature=self.temperature, stop=stop)
+
+
+ROLLOUT_PRESETS: Final[dict[str, RolloutConfig]] = {
+    "reference": RolloutConfig(
+        num_agents=3, max_rounds=3, observation=ObservationConfig.REFERENCE, parse_policy="reference"
+    ),
+    "default": RolloutConfig(),
+}
+"""Rollout presets: ``"reference"`` (the v1 recipe: 3 agents, 3 rounds, its observations and parser) and
+``"default"`` (ours: the robust parser, complete-round history windows)."""
 
 
 @dataclass(frozen=True, slots=True)
