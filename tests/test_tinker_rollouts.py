@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from tinker import types
 
@@ -338,6 +338,8 @@ def test_every_debate_ends_under_random_faults(
 
 @settings(max_examples=20)
 @given(seed=st.integers(0, 2**16), wait=st.integers(0, 40))
+@example(seed=0, wait=1)  # cancelled after the tasks were created, before any of them ran
+@example(seed=0, wait=0)  # cancelled before run_debates itself ran
 def test_cancellation_at_any_moment_keeps_what_finished(seed: int, wait: int) -> None:
     plan = FaultPlan(seed=seed, rates={"delay": 0.7, "error": 0.05}, max_delay=0.002)
     seen: list[DebateResult] = []

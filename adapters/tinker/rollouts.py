@@ -562,18 +562,16 @@ async def run_debates(
         [(True, True, 1), (True, True, 1)]
     """
     for k, spec in enumerate(specs):
-        if len(spec.samplers) != config.num_agents:
-            raise ValueError(
-                f"specs[{k}].samplers must hold N = {config.num_agents}, got {len(spec.samplers)}"
-            )
+        _check_spec(spec, config, f"specs[{k}]")
     gate = asyncio.Semaphore(config.max_concurrent)
     finished: dict[int, DebateResult] = {}
     lives: dict[int, _Live] = {}
 
+    def start(spec: DebateSpec) -> _Live:
+        return _Live(initial_state(spec.question, num_agents=config.num_agents, max_rounds=config.max_rounds))
+
     async def one(index: int, spec: DebateSpec) -> None:
-        live = lives[index] = _Live(
-            initial_state(spec.question, num_agents=config.num_agents, max_rounds=config.max_rounds)
-        )
+        live = lives[index] = start(spec)
         async with gate:
             result = await _drive(spec, renderer, live, config, policy_version, index)
             finished[index] = result
@@ -585,9 +583,9 @@ async def run_debates(
             for index, spec in enumerate(specs):
                 group.create_task(one(index, spec))
     except asyncio.CancelledError:
-        interrupted = tuple(
-            _result(i, specs[i], _aborted(lives[i]), "cancelled", "", policy_version)
-            for i in sorted(lives)
+        interrupted = tuple(  # debates cancelled before their task first ran have an initial state
+            _result(i, specs[i], _aborted(lives.get(i) or start(specs[i])), "cancelled", "", policy_version)
+            for i in range(len(specs))
             if i not in finished
         )
         raise RolloutsCancelled(tuple(finished[i] for i in sorted(finished)), interrupted) from None
