@@ -432,3 +432,40 @@ def test_ctrl_c_stops_cleanly_and_keeps_finished_debates(tmp_path: Any) -> None:
         proc.kill()
     assert proc.returncode == 130, err
     assert "kept [1, 2, 3] [0]" in out and "KeyboardInterrupt" in out
+
+
+class _NoLogprobs:
+    """A sampler that returns the fake's tokens without logprobs (some samplers do)."""
+
+    def __init__(self, inner: SamplingClient) -> None:
+        self.inner = inner
+
+    def sample(
+        self, prompt: Any, num_samples: int, params: types.SamplingParams
+    ) -> Future[types.SampleResponse]:
+        from adapters.tinker.futures import AwaitableFuture
+
+        async def go() -> types.SampleResponse:
+            response = await self.inner.sample(prompt, num_samples, params)
+            return types.SampleResponse(
+                [
+                    types.SampledSequence(s.stop_reason, s.sequence_id, tokens_np=s.tokens_np)
+                    for s in response.sequences
+                ]
+            )
+
+        return AwaitableFuture(go())
+
+    def compute_logprobs(self, prompt: Any) -> Future[list[float | None]]:
+        return self.inner.compute_logprobs(prompt)
+
+
+def test_transcripts_without_logprobs_carry_text_only() -> None:
+    async def main() -> None:
+        sampler = _NoLogprobs(await _sampler(FakeServiceClient(seed=8)))
+        batch = await run_debates(self_play(QUESTIONS[:2], sampler, num_agents=3), RENDERER, config=CONFIG)
+        read = read_transcripts("\n".join(transcript_lines(batch.results)))
+        assert read.errors == () and all(not t.has_tokens for d in read.debates for t in d.turns)
+        assert score(read.debates).errors == ()
+
+    run(main())

@@ -260,17 +260,7 @@ class DebateResult:
             meta["detail"] = self.detail
         if self.spec.answer is not None:
             meta["answer"] = self.spec.answer
-        turns = tuple(
-            TranscriptTurn(
-                agent=t.agent_id,
-                text=t.text,
-                round=t.round,
-                observation_tokens=tuple(t.prompt.to_ints()),
-                action_tokens=tuple(int(x) for x in t.sequence.tokens),
-                logprobs=tuple(float(x) for x in t.sequence.logprobs or ()) if t.sequence.logprobs else None,
-            )
-            for t in self.turns
-        )
+        turns = tuple(_transcript_turn(t) for t in self.turns)
         return Debate(
             id=self.spec.id or f"debate-{self.index}",
             question=self.spec.question,
@@ -279,6 +269,22 @@ class DebateResult:
             max_rounds=self.state.max_rounds,
             meta=meta,
         )
+
+
+def _transcript_turn(turn: RolloutTurn) -> TranscriptTurn:
+    """A transcript turn, with tokens only when the sampler gave one logprob per token (all three or none)."""
+    tokens = [int(x) for x in turn.sequence.tokens]
+    logprobs = turn.sequence.logprobs
+    if logprobs is None or len(logprobs) != len(tokens) or any(x is None for x in logprobs):
+        return TranscriptTurn(agent=turn.agent_id, text=turn.text, round=turn.round)
+    return TranscriptTurn(
+        agent=turn.agent_id,
+        text=turn.text,
+        round=turn.round,
+        observation_tokens=tuple(turn.prompt.to_ints()),
+        action_tokens=tuple(tokens),
+        logprobs=tuple(float(x) for x in logprobs),
+    )
 
 
 @dataclass(frozen=True, slots=True, repr=False)
