@@ -509,15 +509,16 @@ async def _drive(
         observation = build_observation(live.state, agent, config=config.observation)
         prompt = renderer.build_prompt(observation.messages)
         sequence, failure, detail = await _sample(spec.samplers[agent], prompt, params, config.sample_timeout)
-        if sequence is None:
-            assert failure is not None
+        if sequence is None or failure is not None:
+            failure = failure or "sampler_error"
             live.state = abort(live.state, failure)
             return _result(index, spec, live, failure, detail, version)
         text = renderer.text(sequence.tokens)
         parsed = parse_response(text, author_id=agent, policy=config.parse_policy)
         round_index = current_round(live.state)
         step = submit(live.state, agent, parsed, parse_failure_reward=config.parse_failure_reward)
-        assert step.ok, step.reason  # the driver only ever submits for the agent whose turn it is
+        if not step.ok:  # unreachable: the driver submits only for the agent whose turn it is
+            raise RuntimeError(f"submit rejected agent {agent}'s turn: {step.reason}")
         by_policy = agent in spec.policy_roles
         live.turns.append(
             RolloutTurn(agent, round_index, prompt, sequence, text, parsed, step.reward, by_policy)
