@@ -49,6 +49,16 @@ def test_plan_rates_are_roughly_honoured() -> None:
     assert all(0 <= f.delay <= plan.max_delay for f in faults if f is not None)
 
 
+def test_fixed_latency_applies_where_no_other_fault_does() -> None:
+    plan = FaultPlan(at={("sample", 0): Fault("error")}, latency={"sample": 0.05, "forward_backward": 0.2})
+    assert plan.fault_for("sample", 0) == Fault("error")
+    assert plan.fault_for("sample", 1) == Fault("delay", 0.05)
+    assert plan.fault_for("forward_backward", 7) == Fault("delay", 0.2)
+    assert plan.fault_for("optim_step", 0) is None
+    with pytest.raises(ValueError, match="latency: method must be one of"):
+        FaultPlan(latency={"nope": 1.0})
+
+
 def test_plan_validation() -> None:
     with pytest.raises(ValueError, match="kind must be one of"):
         Fault("boom")  # type: ignore[arg-type]

@@ -109,6 +109,8 @@ class FaultPlan:
             :data:`FAULT_KINDS` order, their rates summed; crash is never random).
         max_delay: a random ``"delay"`` is uniform in ``[0, max_delay]`` seconds.
         methods: the methods random faults apply to (default: ``sample`` only).
+        latency: a fixed delay in seconds per method for every call that draws no other fault (a
+            service with constant latency, e.g. ``{"sample": 0.05, "forward_backward": 0.2}``).
 
     Examples:
         >>> plan = FaultPlan(at={("optim_step", 1): Fault("crash")})
@@ -125,6 +127,7 @@ class FaultPlan:
     rates: Mapping[str, float] = field(default_factory=dict)
     max_delay: float = 0.01
     methods: Sequence[str] = ("sample",)
+    latency: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for method, k in self.at:
@@ -139,22 +142,29 @@ class FaultPlan:
                 raise ValueError(f"rates[{kind!r}] must lie in [0, 1], got {rate!r}")
         if sum(self.rates.values()) > 1.0 + 1e-12:
             raise ValueError(f"rates must sum to at most 1, got {sum(self.rates.values())}")
+        for method, seconds in self.latency.items():
+            if method not in METHODS:
+                raise ValueError(f"latency: method must be one of {list(METHODS)}, got {method!r}")
+            if not seconds >= 0.0:
+                raise ValueError(f"latency[{method!r}] must be >= 0, got {seconds!r}")
         unknown = [m for m in self.methods if m not in METHODS]
         if unknown:
             raise ValueError(f"methods must be among {list(METHODS)}, got {unknown}")
 
     def fault_for(self, method: str, index: int) -> Fault | None:
-        """The fault of call ``index`` of ``method``, or None."""
+        """The fault of call ``index`` of ``method``: explicit, else random, else fixed latency, else None."""
         explicit = self.at.get((method, index))
-        if explicit is not None or method not in self.methods or not self.rates:
+        if explicit is not None:
             return explicit
-        u, v = _unit(self.seed, method, index)
-        edge = 0.0
-        for kind in FAULT_KINDS:
-            edge += self.rates.get(kind, 0.0)
-            if u < edge:
-                return Fault(kind, delay=v * self.max_delay if kind == "delay" else 0.0)
-        return None
+        if method in self.methods and self.rates:
+            u, v = _unit(self.seed, method, index)
+            edge = 0.0
+            for kind in FAULT_KINDS:
+                edge += self.rates.get(kind, 0.0)
+                if u < edge:
+                    return Fault(kind, delay=v * self.max_delay if kind == "delay" else 0.0)
+        seconds = self.latency.get(method, 0.0)
+        return Fault("delay", delay=seconds) if seconds > 0 else None
 
 
 async def _never() -> Any:
