@@ -19,39 +19,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import time
-from typing import Any
 
 from adapters.tinker.fake import FakePolicy, FakeServiceClient
-from adapters.tinker.futures import AwaitableFuture
-from adapters.tinker.protocol import Future, SamplingClient
+from adapters.tinker.faults import FaultPlan, with_faults
+from adapters.tinker.protocol import SamplingClient
 from adapters.tinker.renderers import ByteRenderer
 from adapters.tinker.rollouts import DebateResult, RolloutConfig, run_debates, self_play
 from benchmarks._common import emit_json, print_table
 from kernel import build_observation, initial_state, parse_response, submit
 
 
-class _Latency:
-    """A sampler whose answers arrive ``delay`` seconds after the request (the work runs at once)."""
-
-    def __init__(self, inner: SamplingClient, delay: float) -> None:
-        self.inner = inner
-        self.delay = delay
-
-    def sample(self, prompt: Any, num_samples: int, params: Any) -> Future[Any]:
-        fut = self.inner.sample(prompt, num_samples, params)
-
-        async def later() -> Any:
-            await asyncio.sleep(self.delay)
-            return await fut
-
-        return AwaitableFuture(later())
-
-    def compute_logprobs(self, prompt: Any) -> Future[list[float | None]]:
-        return self.inner.compute_logprobs(prompt)
-
-
-async def _sampler() -> SamplingClient:
-    service = FakeServiceClient(seed=0, policy=FakePolicy(yes_rate=0.0))
+async def _sampler(latency: float = 0.0) -> SamplingClient:
+    """The fake's sampler; with ``latency``, every answer arrives that many seconds after the request."""
+    service, _ = with_faults(
+        FakeServiceClient(seed=0, policy=FakePolicy(yes_rate=0.0)), FaultPlan(latency={"sample": latency})
+    )
     tc = await service.create_lora_training_client("fake", 8)
     return await tc.save_weights_and_get_sampling_client()
 
@@ -116,7 +98,7 @@ def main(argv: list[str]) -> int:
             ["asyncio + driver", rest, 1e6 * rest / turns, rest / total],
         ],
     )
-    slow = _Latency(sampler, latency)
+    slow = asyncio.run(_sampler(latency))
     timed, slow_results = min((_batch(slow, questions, config) for _ in range(repeat)), key=lambda x: x[0])
     longest = max(len(r.turns) for r in slow_results)
     bound = longest * latency
