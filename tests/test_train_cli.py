@@ -72,3 +72,17 @@ def test_cli_errors_are_clear(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert "q.jsonl:2: not JSON" in capsys.readouterr().err
     assert main(["train", "--service", "fake", "--resume", str(tmp_path / "nowhere")]) == 2
     assert "not a run directory" in capsys.readouterr().err
+
+
+def test_report_draws_training_curves_of_a_run_dir(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "run"
+    assert main(["train", *ARGS, "--out", str(run), "--steps", "2", "--eval-every", "1"]) == 0
+    out = tmp_path / "curves.html"
+    assert main(["report", str(run), "-o", str(out)]) == 0
+    page = out.read_text()
+    assert page.count("<svg") >= 8 and "polyline" in page and "eval/correct" in page
+    assert "http" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")  # self-contained
+    assert main(["report", str(tmp_path), "-o", str(out)]) == 2  # a directory without metrics
+    assert "no metrics.jsonl" in capsys.readouterr().err
