@@ -42,9 +42,9 @@ from adapters.tinker.rollouts import (
     fixed_opponents,
     run_debates,
     self_play,
-    transcript_lines,
 )
 from adapters.tinker.tokenizers import ByteTokenizer
+from adapters.transcripts import Debate, dumps_debate
 
 __all__ = ["METRIC_NAMES", "TrainResult", "run_training"]
 
@@ -130,6 +130,7 @@ class _Shell:
     state_path: str = ""
     metrics: list[dict[str, Any]] = field(default_factory=list)
     sampling_tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    group: asyncio.TaskGroup | None = None
 
     @property
     def rollout_config(self) -> RolloutConfig:
@@ -202,11 +203,12 @@ class _Shell:
             prepared = self.prepare_warm(request)
         else:
             results, sample_time = self.batches.pop(request.batch)
-            ck.write_text_atomic(
-                self.run.run_dir / "transcripts" / f"step-{request.step:06d}.jsonl",
-                "".join(line + "\n" for line in transcript_lines(results)),
-            )
-            prepared = self.prepare_rl(results)
+            played = [r for r in results if r.turns]
+            debates = [r.to_transcript() for r in played]
+            # JSON-encoding and fsyncing the transcripts is off the critical path: a thread in the group
+            assert self.group is not None
+            self.group.create_task(asyncio.to_thread(self.write_transcripts, request.step, debates))
+            prepared = self.prepare_rl(results, played, debates)
             prepared.record["time/sample"] = sample_time
             if self.config.kl_penalty_coef > 0 and prepared.data:
                 await self.kl_penalty(prepared)
@@ -224,10 +226,14 @@ class _Shell:
         self.futures = {}
         self.queue.put_nowait(pl.Prepared(request.step, len(prepared.chunks)))
 
-    def prepare_rl(self, results: Sequence[DebateResult]) -> _Prepared:
+    def write_transcripts(self, step: int, debates: Sequence[Debate]) -> None:
+        path = self.run.run_dir / "transcripts" / f"step-{step:06d}.jsonl"
+        ck.write_text_atomic(path, "".join(dumps_debate(d) + "\n" for d in debates))
+
+    def prepare_rl(
+        self, results: Sequence[DebateResult], played: Sequence[DebateResult], debates: Sequence[Debate]
+    ) -> _Prepared:
         c = self.config
-        played = [r for r in results if r.turns]
-        debates = [r.to_transcript() for r in played]
         parsed = [tuple(t.parsed for t in r.turns) for r in played]
         options = pipeline.ScoreOptions(policy=c.parse_policy, reward=c.reward_mode, estimator="default")
         replayed, _errors = pipeline.replay_debates(debates, parsed, options=options)
@@ -419,6 +425,8 @@ class _Shell:
         fb, opt = self.futures.pop(index)
         self.outputs.append(await fb)
         await opt
+        if self.prepared is not None and index == len(self.prepared.chunks) - 1:
+            self.record["time/train"] = self.clock() - self.train_start
         self.queue.put_nowait(pl.SubstepDone(step, index))
 
     async def refresh(self, step: int) -> None:
@@ -441,15 +449,14 @@ class _Shell:
         assert self.prepared is not None
         p = self.prepared
         record = {name: math.nan for name in METRIC_NAMES}
+        record["time/train"] = 0.0
         record.update(p.record)
         record.update(self.record)
         record.update(self.train_metrics())
         record["async/dropped_stale"] = state.dropped
         record["optim/num_datums"] = len(p.data)
         record["optim/num_substeps"] = len(p.chunks)
-        now = self.clock()
-        record["time/train"] = now - self.train_start if p.chunks else 0.0
-        record["time/step"] = now - self.step_start
+        record["time/step"] = self.clock() - self.step_start
         record = {k: _jsonable(v) for k, v in record.items()}
         ck.append_metrics(self.run.run_dir, record)
         self.metrics.append(record)
@@ -580,6 +587,7 @@ async def run_training(
     if resumed is not None and resumed.step >= plan.total_steps:
         return TrainResult(run.run_dir, shell.metrics)
     async with asyncio.TaskGroup() as tg:
+        shell.group = tg
         state, requests = pl.start(plan, resumed)
         while True:
             for request in requests:
