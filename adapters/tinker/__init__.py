@@ -9,4 +9,24 @@
 - :mod:`adapters.tinker.rollouts`: many debates at once over the kernel's episode state machine.
 - :mod:`adapters.tinker.fake` and :mod:`adapters.tinker.faults`: a seeded offline fake of the service
   returning real SDK types, and a wrapper that injects faults into any service.
+- :mod:`adapters.tinker.config`, :mod:`adapters.tinker.dataset`, :mod:`adapters.tinker.planner` (the
+  I/O-free loop), :mod:`adapters.tinker.checkpoint` and :mod:`adapters.tinker.train` (its async shell):
+  ``run_training(config, service_client)``, see ``docs/training.md``.
 """
+
+from typing import Any
+
+__all__ = ["TrainConfig", "TrainResult", "run_training"]
+
+
+def __getattr__(name: str) -> Any:
+    """``run_training``, ``TrainResult`` and ``TrainConfig``, imported on first use."""
+    if name in ("run_training", "TrainResult"):
+        from adapters.tinker import train
+
+        return getattr(train, name)
+    if name == "TrainConfig":
+        from adapters.tinker.config import TrainConfig
+
+        return TrainConfig
+    raise AttributeError(f"module 'adapters.tinker' has no attribute {name!r}")
