@@ -73,10 +73,10 @@ def svg_line_chart(
         return f"{pad_l + w * (step - s0) / span:.1f},{pad_t + h * (1 - (v - lo) / (hi - lo)):.1f}"
 
     parts.append(f'<rect x="{pad_l}" y="{pad_t}" width="{w}" height="{h}" fill="none" stroke="#ccc"/>')
-    for frac, v in ((0.0, hi), (1.0, lo)):
+    for frac, tick in ((0.0, hi), (1.0, lo)):
         parts.append(
             f'<text x="{pad_l - 4}" y="{pad_t + h * frac + 4:.1f}" font-size="10" '
-            f'text-anchor="end">{v:.3g}</text>'
+            f'text-anchor="end">{tick:.3g}</text>'
         )
     parts.append(f'<text x="{pad_l}" y="{height - 20}" font-size="10">step {s0}</text>')
     parts.append(f'<text x="{pad_l + w}" y="{height - 20}" font-size="10" text-anchor="end">step {s1}</text>')

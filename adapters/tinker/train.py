@@ -376,9 +376,11 @@ class _Shell:
                 tinker.Datum(
                     model_input=tinker.ModelInput.from_ints(built.input_tokens[s:e].tolist()),
                     loss_fn_inputs={
-                        "target_tokens": np.asarray(built.target_tokens[s:e], dtype=np.int64),
-                        "weights": weights,
-                    },  # type: ignore[arg-type]
+                        "target_tokens": types.TensorData.from_numpy(
+                            np.asarray(built.target_tokens[s:e], dtype=np.int64)
+                        ),
+                        "weights": types.TensorData.from_numpy(weights),
+                    },
                 )
             )
         return _Prepared(data, _split(data, c.num_substeps), record, [], [])
