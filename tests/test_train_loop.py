@@ -67,7 +67,7 @@ def test_crash_after_a_checkpoint_then_resume(tmp_path: Path) -> None:
 @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
 @given(
     method=st.sampled_from(
-        ["forward_backward", "optim_step", "save_state", "save_weights_and_get_sampling_client"]
+        ["forward_backward", "optim_step", "save_state", "save_weights_and_get_sampling_client", "sample"]
     ),
     index=st.integers(0, 8),
     after=st.booleans(),
@@ -87,7 +87,8 @@ def test_every_batch_trained_exactly_once_across_a_crash(
         tmp, steps=4, save_every=2, eval_every=0, num_substeps=substeps, max_steps_off_policy=async_k
     )
     root = tmp / "service"
-    plan = FaultPlan(at={(method, index): Fault("crash", after=after)})
+    calls = index * 9 if method == "sample" else index  # about 9 samples per step
+    plan = FaultPlan(at={(method, calls): Fault("crash", after=after)})
     service, _ = with_faults(FakeServiceClient(seed=0, root=root), plan)
     _run_until_crash(config, service)
     # a second process resumes (after a completed run it finds nothing left to do)
