@@ -14,19 +14,17 @@
   ``run_training(config, service_client)``, see ``docs/training.md``.
 """
 
+import importlib
 from typing import Any
 
 __all__ = ["TrainConfig", "TrainResult", "run_training"]
 
 
 def __getattr__(name: str) -> Any:
-    """``run_training``, ``TrainResult`` and ``TrainConfig``, imported on first use."""
+    """``run_training``, ``TrainResult`` and ``TrainConfig``, imported on first use (so that importing
+    a light module such as ``adapters.tinker.protocol`` does not load the training loop)."""
     if name in ("run_training", "TrainResult"):
-        from adapters.tinker import train
-
-        return getattr(train, name)
+        return getattr(importlib.import_module("adapters.tinker.train"), name)
     if name == "TrainConfig":
-        from adapters.tinker.config import TrainConfig
-
-        return TrainConfig
+        return importlib.import_module("adapters.tinker.config").TrainConfig
     raise AttributeError(f"module 'adapters.tinker' has no attribute {name!r}")
