@@ -133,6 +133,24 @@ def _with_latency(debates: int, steps: int, sample_s: float, fb_s: float) -> dic
     }
 
 
+def _async_wall(debates: int, steps: int, sample_s: float, fb_s: float) -> dict[str, float]:
+    """Wall time per step with ``max_steps_off_policy = 1`` (sampling of the next batch overlaps training)."""
+    import dataclasses
+
+    from adapters.tinker.fake import FakeServiceClient
+    from adapters.tinker.faults import FaultPlan, with_faults
+    from adapters.tinker.train import run_training
+
+    with tempfile.TemporaryDirectory() as tmp:
+        plan = FaultPlan(latency={"sample": sample_s, "forward_backward": fb_s})
+        service, _ = with_faults(FakeServiceClient(seed=0), plan)
+        config = dataclasses.replace(_config(Path(tmp) / "run", debates, steps), max_steps_off_policy=1)
+        t0 = time.perf_counter()
+        result = asyncio.run(run_training(config, service))
+        wall = (time.perf_counter() - t0) / steps
+    return {"wall_per_step_s": wall, "dropped": float(result.metrics[-1]["async/dropped_stale"])}
+
+
 def main(argv: list[str]) -> int:
     quick = "--quick" in argv
     debates, steps = (8, 2) if quick else (64, 4)
@@ -153,12 +171,19 @@ def main(argv: list[str]) -> int:
         ["step s", "critical-path bound s", "step / bound", "fake CPU s", "kernel s", "client overhead"],
         [[lat["step_s"], lat["bound_s"], lat["ratio"], lat["fake_cpu_s"], lat["kernel_s"], lat["overhead"]]],
     )
+    asy = _async_wall(debates, 2 if quick else 4, 0.05, 0.2)
+    print_table(
+        "train: same latencies, async (max_steps_off_policy = 1)",
+        ["wall s per step", "sync step / async step", "dropped stale batches"],
+        [[asy["wall_per_step_s"], lat["step_s"] / asy["wall_per_step_s"], asy["dropped"]]],
+    )
     print(
         json.dumps(
             {
                 "bench": "train",
                 **{f"zero_{k}": round(v, 5) for k, v in zero.items()},
                 **{f"latency_{k}": round(v, 5) for k, v in lat.items()},
+                **{f"async_{k}": round(v, 5) for k, v in asy.items()},
             }
         )
     )
