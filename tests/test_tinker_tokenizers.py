@@ -89,3 +89,40 @@ def test_awaitable_future_over_a_thread() -> None:
     asyncio.run(main())
     with pytest.raises(TypeError, match="work must be"):
         AwaitableFuture(5)  # type: ignore[arg-type]
+
+
+def _decode_slowly(ids: list[int], skip: bool) -> str:
+    """The obvious reference: bytes runs decoded between specials, specials by name or dropped."""
+    parts, run = [], bytearray()
+    for t in ids:
+        if t < 256:
+            run.append(t)
+            continue
+        parts.append(run.decode("utf-8", errors="replace"))
+        run = bytearray()
+        if not skip:
+            parts.append(SPECIAL_TOKENS[t - 256])
+    parts.append(run.decode("utf-8", errors="replace"))
+    return "".join(parts)
+
+
+@given(st.lists(st.integers(0, 261)), st.booleans())
+def test_decode_matches_the_obvious_loop(ids: list[int], skip: bool) -> None:
+    import numpy as np
+
+    expected = _decode_slowly(ids, skip)
+    assert TOK.decode(ids, skip_special_tokens=skip) == expected
+    assert TOK.decode(np.asarray(ids, np.int32), skip_special_tokens=skip) == expected
+    assert TOK.decode(iter(ids), skip_special_tokens=skip) == expected
+
+
+def test_decode_rejects_non_integer_ids() -> None:
+    with pytest.raises(TypeError, match="flat sequence of ints"):
+        TOK.decode([[65]])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="flat sequence of ints"):
+        TOK.decode([65, "B"])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="got -1"):
+        TOK.decode([65, -1])
+    assert (
+        TOK.decode([0xC3, 261, 0xA9], skip_special_tokens=True) == "\ufffd\ufffd"
+    )  # no join across specials

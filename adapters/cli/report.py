@@ -38,7 +38,17 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Runs ``report``; returns the exit status."""
+    """Runs ``report``; returns the exit status. A run directory of ``train`` gives its training curves."""
+    if args.file is not None and Path(args.file).is_dir():
+        from adapters.report.training import render_training_html
+
+        try:
+            args.output.write_text(render_training_html(args.file), encoding="utf-8")
+        except (OSError, ValueError) as e:
+            print(f"debate-kernel: {e}", file=sys.stderr)
+            return cmd_score.EXIT_UNUSABLE
+        print(f"wrote {args.output} (training curves of {args.file})")
+        return 0
     got = cmd_score.prepare(args)
     if isinstance(got, int):
         return got

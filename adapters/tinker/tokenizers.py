@@ -1,4 +1,4 @@
-"""A byte-level tokenizer with a few chat special tokens and no dependency.
+"""A byte-level tokenizer with a few chat special tokens and no dependency beyond numpy.
 
 Ids ``0 … 255`` are the UTF-8 bytes of the text; ids ``256 … 261`` are the special tokens below. Text is
 encoded byte by byte: a special token's *name* appearing in the text is just bytes, never the special id,
@@ -11,9 +11,10 @@ It satisfies :class:`adapters.tinker.protocol.Tokenizer`; the fake service and t
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Iterable
 from typing import Final
+
+import numpy as np
 
 __all__ = ["SPECIAL_TOKENS", "ByteTokenizer"]
 
@@ -28,6 +29,10 @@ SPECIAL_TOKENS: Final[tuple[str, ...]] = (
 """Special token names in id order: ``SPECIAL_TOKENS[k]`` has id ``256 + k``."""
 
 _NUM_BYTES: Final = 256
+
+
+def _utf8(ids: np.ndarray[tuple[int], np.dtype[np.integer]]) -> str:
+    return bytes(ids.astype(np.uint8)).decode("utf-8", errors="replace")
 
 
 class ByteTokenizer:
@@ -83,30 +88,36 @@ class ByteTokenizer:
             The decoded str.
 
         Raises:
-            TypeError: if an id is not an integer.
+            TypeError: if the ids are not a flat sequence of integers.
             ValueError: if an id lies outside ``[0, vocab_size)``.
         """
+        seq = token_ids if isinstance(token_ids, list | tuple | np.ndarray) else list(token_ids)
+        arr = np.asarray(seq)
+        if arr.size == 0:
+            return ""
+        if arr.ndim != 1 or arr.dtype.kind not in "iu":
+            kinds = (
+                sorted({type(t).__name__ for t in arr.ravel().tolist()})
+                if arr.dtype == object
+                else [arr.dtype]
+            )
+            raise TypeError(f"token_ids must be a flat sequence of ints, got {kinds} with shape {arr.shape}")
+        low, high = int(arr.min()), int(arr.max())
+        if low < 0 or high >= self.vocab_size:
+            bad = low if low < 0 else high
+            raise ValueError(f"token_ids must lie in [0, {self.vocab_size}), got {bad}")
+        if high < _NUM_BYTES:
+            return _utf8(arr)
         parts: list[str] = []
-        pending = bytearray()
-        for raw in token_ids:
-            if isinstance(raw, bool):
-                raise TypeError("token_ids must hold ints, got bool")
-            try:
-                token = operator.index(raw)
-            except TypeError:
-                raise TypeError(f"token_ids must hold ints, got {type(raw).__name__}") from None
-            if 0 <= token < _NUM_BYTES:
-                pending.append(token)
-            elif _NUM_BYTES <= token < self.vocab_size:
-                if pending:
-                    parts.append(pending.decode("utf-8", errors="replace"))
-                    pending.clear()
-                if not skip_special_tokens:
-                    parts.append(SPECIAL_TOKENS[token - _NUM_BYTES])
-            else:
-                raise ValueError(f"token_ids must lie in [0, {self.vocab_size}), got {token}")
-        if pending:
-            parts.append(pending.decode("utf-8", errors="replace"))
+        begin = 0
+        for k in np.flatnonzero(arr >= _NUM_BYTES).tolist():
+            if k > begin:
+                parts.append(_utf8(arr[begin:k]))
+            if not skip_special_tokens:
+                parts.append(SPECIAL_TOKENS[int(arr[k]) - _NUM_BYTES])
+            begin = k + 1
+        if begin < arr.size:
+            parts.append(_utf8(arr[begin:]))
         return "".join(parts)
 
     def special_id(self, name: str) -> int:
