@@ -311,8 +311,8 @@ def test_bad_input_gives_clear_errors_and_loses_nothing(tmp_path: Path) -> None:
         with pytest.raises(ValueError, match="beta"):
             await trainer.forward_backward([rl_datum(TOKENS, [0.0] * 13, [0.0] * 13)], "dro")
         sampler = await trainer.save_weights_and_get_sampling_client()
-        too_long = types.ModelInput.from_ints([1] * 1024)
-        with pytest.raises(ValueError, match="prompt has 1024 tokens; the model's context is 1024"):
+        too_long = types.ModelInput.from_ints([1] * 4096)
+        with pytest.raises(ValueError, match=r"prompt has 4096 tokens; the model's context is 4096"):
             await sampler.sample(too_long, 1, GREEDY)
         assert len((await sampler.sample(PROMPT, 1, GREEDY)).sequences[0].tokens) == 12  # still serves
         path = (await trainer.save_state("ok")).path
@@ -344,3 +344,19 @@ def test_bucket_shapes_do_not_retrace() -> None:
         assert m._generate._cache_size() == before
 
     run(main())
+
+
+def test_row_chunks_give_the_same_gradients_and_logprobs(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def grads_and_logprobs() -> tuple[Any, list[Any]]:
+        trainer = await _trainer()
+        out = await trainer.forward_backward([ce_datum(TOKENS), ce_datum(TOKENS[:7])], "cross_entropy")
+        return trainer._state.grads, [o["logprobs"].to_numpy() for o in out.loss_fn_outputs]
+
+    whole = run(grads_and_logprobs())
+    monkeypatch.setattr(svc, "_ATTENTION_BUDGET", 1)  # one row per call
+    assert svc._chunk_rows(m.SIZES["tiny"], 16) == 1
+    chunked = run(grads_and_logprobs())
+    for a, b in zip(*(jax.tree_util.tree_leaves(g[0]) for g in (whole, chunked)), strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-5)
+    for a, b in zip(whole[1], chunked[1], strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-5)

@@ -67,7 +67,7 @@ class ModelConfig(NamedTuple):
     num_layers: int = 2
     num_heads: int = 4
     d_ff: int = 176
-    max_seq_len: int = 1024
+    max_seq_len: int = 4096
     rope_base: float = 10000.0
     norm_eps: float = 1e-5
 

@@ -189,6 +189,16 @@ def _token_loss(
     return dro_loss(lp, a, b, where=mask, beta=opts["beta"])
 
 
+_ATTENTION_BUDGET = 1 << 25
+"""Most attention scores (rows × heads × T²) one jitted training call holds per layer."""
+
+
+def _chunk_rows(cfg: m.ModelConfig, t: int) -> int:
+    """Rows per training call: a power of two with rows·heads·T² ≤ the budget (at least one)."""
+    fit = max(1, _ATTENTION_BUDGET // (cfg.num_heads * t * t))
+    return 1 << (fit.bit_length() - 1)
+
+
 def _params(frozen: m.Params | None, trainable: m.Params) -> m.Params:
     return trainable if frozen is None else m.merge_lora(frozen, trainable)
 
@@ -458,25 +468,32 @@ class LocalTrainingClient:
         """The byte tokenizer every local model uses."""
         return ByteTokenizer()
 
-    def _fb(
-        self, data: Sequence[types.Datum], loss_fn: str, config: Any, *, backward: bool
+    def _apply(
+        self, batch: _Batch, loss_fn: str, options: tuple[tuple[str, float], ...], *, backward: bool
     ) -> types.ForwardBackwardOutput:
-        options = _options(loss_fn, config)
+        """Runs the batch in row chunks that bound attention memory; gradients and losses add up."""
         s = self._state
-        batch = _batch(data, _INPUTS[loss_fn], s.cfg)
-        arrays = tuple(jnp.asarray(x) for x in batch[:5])
-        loss, lp, ell, grads = _forward_backward(
-            s.trainable,
-            s.frozen,
-            s.grads,
-            arrays,
-            cfg=s.cfg,
-            loss_fn=loss_fn,
-            options=options,
-            backward=backward,
-        )
+        rows, t = batch.tokens.shape
+        chunk = min(rows, _chunk_rows(s.cfg, t))
+        grads, total = s.grads, 0.0
+        lps, ells = [], []
+        for start in range(0, len(batch.lengths), chunk):
+            arrays = tuple(jnp.asarray(x[start : start + chunk]) for x in batch[:5])
+            loss, lp, ell, grads = _forward_backward(
+                s.trainable,
+                s.frozen,
+                grads,
+                arrays,
+                cfg=s.cfg,
+                loss_fn=loss_fn,
+                options=options,
+                backward=backward,
+            )
+            total += float(loss)
+            lps.append(np.asarray(lp, np.float32))
+            ells.append(np.asarray(ell, np.float32))
         self._state = s._replace(grads=grads)
-        lp_np, ell_np = np.asarray(lp, np.float32), np.asarray(ell, np.float32)
+        lp_np, ell_np = np.concatenate(lps), np.concatenate(ells)
         outputs = [
             {
                 "logprobs": types.TensorData.from_numpy(lp_np[i, :n].copy()),
@@ -484,8 +501,14 @@ class LocalTrainingClient:
             }
             for i, n in enumerate(batch.lengths)
         ]
-        return types.ForwardBackwardOutput(
-            loss_fn_output_type="ArrayRecord", loss_fn_outputs=outputs, metrics={"loss:sum": float(loss)}
+        return types.ForwardBackwardOutput("ArrayRecord", outputs, {"loss:sum": total})
+
+    def _fb(
+        self, data: Sequence[types.Datum], loss_fn: str, config: Any, *, backward: bool
+    ) -> types.ForwardBackwardOutput:
+        options = _options(loss_fn, config)
+        return self._apply(
+            _batch(data, _INPUTS[loss_fn], self._state.cfg), loss_fn, options, backward=backward
         )
 
     def forward_backward(
@@ -513,55 +536,20 @@ class LocalTrainingClient:
         return _run(lambda: self._fb(data, loss_fn, loss_fn_config, backward=False))
 
     def _custom(self, data: list[types.Datum], loss_fn: CustomLoss) -> types.ForwardBackwardOutput:
-        s = self._state
-        batch = _batch(data, ("target_tokens",), s.cfg)
-        arrays = tuple(jnp.asarray(x) for x in batch[:5])
-        _, lp, _, _ = _forward_backward(
-            s.trainable,
-            s.frozen,
-            s.grads,
-            arrays,
-            cfg=s.cfg,
-            loss_fn="cross_entropy",
-            options=(),
-            backward=False,
-        )
-        per_datum = [lp[i, :n] for i, n in enumerate(batch.lengths)]
-        loss, pullback, metrics = jax.vjp(lambda lps: loss_fn(data, lps), per_datum, has_aux=True)
+        batch = _batch(data, ("target_tokens",), self._state.cfg)
+        forward = self._apply(batch, "cross_entropy", (), backward=False)
+        lp = [jnp.asarray(o["logprobs"].to_numpy()) for o in forward.loss_fn_outputs]
+        loss, pullback, metrics = jax.vjp(lambda lps: loss_fn(data, lps), lp, has_aux=True)
         loss = jnp.asarray(loss)
         (grads,) = pullback(jnp.ones_like(loss))
         weights = np.zeros_like(batch.first)
         for i, (g, n) in enumerate(zip(grads, batch.lengths, strict=True)):
             weights[i, :n] = -np.asarray(g, np.float32)
-        out = self._fb_weights(batch, weights)
+        out = self._apply(batch._replace(first=weights), "cross_entropy", (), backward=True)
         metrics_out = {k: float(v) for k, v in dict(metrics).items()}
         metrics_out["surrogate_loss:sum"] = out.metrics["loss:sum"]
         metrics_out["loss:sum"] = float(jnp.sum(loss))
         return types.ForwardBackwardOutput(out.loss_fn_output_type, out.loss_fn_outputs, metrics_out)
-
-    def _fb_weights(self, batch: _Batch, weights: np.ndarray) -> types.ForwardBackwardOutput:
-        s = self._state
-        arrays = (*(jnp.asarray(x) for x in batch[:3]), jnp.asarray(weights), jnp.asarray(batch.second))
-        loss, lp, ell, grads = _forward_backward(
-            s.trainable,
-            s.frozen,
-            s.grads,
-            arrays,
-            cfg=s.cfg,
-            loss_fn="cross_entropy",
-            options=(),
-            backward=True,
-        )
-        self._state = s._replace(grads=grads)
-        lp_np, ell_np = np.asarray(lp, np.float32), np.asarray(ell, np.float32)
-        outputs = [
-            {
-                "logprobs": types.TensorData.from_numpy(lp_np[i, :n].copy()),
-                "elementwise_loss": types.TensorData.from_numpy(ell_np[i, :n].copy()),
-            }
-            for i, n in enumerate(batch.lengths)
-        ]
-        return types.ForwardBackwardOutput("ArrayRecord", outputs, {"loss:sum": float(loss)})
 
     def forward_backward_custom(
         self, data: list[types.Datum], loss_fn: CustomLoss
