@@ -10,7 +10,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-SUBCOMMANDS = ("score", "report")
+SUBCOMMANDS = ("score", "report", "train")
 
 
 def build_parser() -> argparse.ArgumentParser:

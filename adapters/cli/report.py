@@ -39,7 +39,19 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Runs ``report``; returns the exit status."""
+    """Runs ``report``; returns the exit status. A run directory of ``train`` gives its training curves."""
+    if args.file is not None and Path(args.file).is_dir():
+        from adapters.report.training import render_training_html
+
+        try:
+            page = render_training_html(args.file)
+            with atomic_write(args.output) as f:
+                f.write(page)
+        except (OSError, ValueError) as e:
+            print(f"debate-kernel: {e}", file=sys.stderr)
+            return cmd_score.EXIT_UNUSABLE
+        print(f"wrote {args.output} (training curves of {args.file})")
+        return 0
     got = cmd_score.prepare(args, {"--output": args.output})
     if isinstance(got, int):
         return got

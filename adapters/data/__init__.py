@@ -2,6 +2,8 @@
 
 - ``sample_debates.jsonl``: 120 sample debate transcripts (``debate-transcript/1``), what
   ``debate-kernel score`` scores when no file is given; written by ``python -m tools.samples``.
+- ``questions.jsonl``: 64 arithmetic questions with exact answers, the default training set of
+  ``debate-kernel train`` (:mod:`adapters.tinker.dataset`).
 - ``sample_bank.jsonl``: the questions behind them, each with its answer, a derivation and wrong answers
   with their flawed derivations and rebuttals (the generator's raw material).
 """

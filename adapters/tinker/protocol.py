@@ -56,6 +56,10 @@ class SamplingClient(Protocol):
         self, prompt: types.ModelInput, num_samples: int, sampling_params: types.SamplingParams
     ) -> Future[types.SampleResponse]: ...
 
+    def compute_logprobs(self, prompt: types.ModelInput) -> Future[list[float | None]]:
+        """Logprob of each prompt token given the ones before (None for the first): a KL reference."""
+        ...
+
 
 class TrainingClient(Protocol):
     """A model being trained: gradients, optimizer steps, checkpoints, fresh samplers."""
@@ -86,3 +90,9 @@ class ServiceClient(Protocol):
     def create_lora_training_client(self, base_model: str, rank: int = 32) -> Future[TrainingClient]: ...
 
     def create_training_client_from_state_with_optimizer(self, path: str) -> Future[TrainingClient]: ...
+
+    def create_sampling_client(
+        self, model_path: str | None = None, base_model: str | None = None
+    ) -> Future[SamplingClient]:
+        """A sampler on saved weights (``model_path``) or on a base model (e.g. a KL reference)."""
+        ...

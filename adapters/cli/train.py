@@ -1,0 +1,164 @@
+"""``debate-kernel train``: train debating agents (Tinker, the local service, or the in-repo fake).
+
+Config: ``--config FILE`` (TOML, keys of :class:`adapters.tinker.config.TrainConfig`), then flags. With
+``--resume RUN_DIR`` the run's own config (``run.json``) is the base. Service: ``TINKER_API_KEY`` set and
+``--model`` not a local model name → ``tinker.ServiceClient()``; otherwise the local JAX service
+(:mod:`adapters.local`). ``--service fake`` (hidden, for tests) uses the in-repo fake, persisted under
+``RUN_DIR/service``. One progress line per step on stderr (a bar on a terminal).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from adapters.tinker.checkpoint import RUN_FILE, CheckpointError
+from adapters.tinker.config import TrainConfig, load_config
+from adapters.tinker.dataset import DatasetError
+
+__all__ = ["LOCAL_MODELS", "add_parser", "run"]
+
+LOCAL_MODELS = ("tiny", "small", "base")
+"""Model names served by the local service (anything else with TINKER_API_KEY goes to Tinker)."""
+
+_FLAGS = {
+    "steps": int,
+    "save_every": int,
+    "eval_every": int,
+    "model": str,
+    "seed": int,
+    "batch_size": int,
+    "num_agents": int,
+    "max_rounds": int,
+    "learning_rate": float,
+    "num_substeps": int,
+    "warm_start_steps": int,
+    "dataset": str,
+    "estimator": str,
+    "loss_fn": str,
+    "max_steps_off_policy": int,
+    "max_tokens": int,
+    "correctness_weight": float,
+    "kl_penalty_coef": float,
+}
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Registers ``train``."""
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "train",
+        help="train debating agents with RL (Tinker or the local service)",
+        description="Train debating agents: rollouts, pairwise rewards, advantages, pipelined optim steps.",
+    )
+    p.add_argument("--config", type=Path, metavar="FILE", help="TOML file of config keys")
+    p.add_argument(
+        "--out", metavar="RUN_DIR", help="the run directory (metrics.jsonl, transcripts, checkpoints)"
+    )
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its last checkpoint")
+    for key, kind in _FLAGS.items():
+        p.add_argument("--" + key.replace("_", "-"), type=kind, dest=key, default=None, metavar=key.upper())
+    p.add_argument(
+        "--service", choices=("auto", "tinker", "local", "fake"), default="auto", help=argparse.SUPPRESS
+    )
+    p.set_defaults(func=run)
+    return p
+
+
+def _config(args: argparse.Namespace) -> TrainConfig:
+    overrides: dict[str, Any] = {k: getattr(args, k) for k in _FLAGS if getattr(args, k) is not None}
+    if args.resume:
+        if args.out and Path(args.out) != Path(args.resume):
+            raise ValueError("--out and --resume name different directories")
+        overrides["out"] = args.resume
+    elif args.out:
+        overrides["out"] = args.out
+    if args.config is not None:
+        return load_config(args.config, overrides=overrides)
+    if args.resume:
+        run_file = Path(args.resume) / RUN_FILE
+        try:
+            saved = json.loads(run_file.read_text(encoding="utf-8"))["config"]
+        except (OSError, ValueError, KeyError) as e:
+            raise CheckpointError(f"{args.resume} is not a run directory ({run_file}: {e})") from None
+        return TrainConfig.from_mapping({**saved, **overrides})
+    return TrainConfig.from_mapping(overrides)
+
+
+def _service(kind: str, config: TrainConfig) -> Any:
+    if kind == "fake":
+        from adapters.tinker.fake import FakeServiceClient
+
+        return FakeServiceClient(seed=config.seed, root=Path(config.out) / "service")
+    if kind == "tinker" or (
+        kind == "auto" and os.environ.get("TINKER_API_KEY") and config.model not in LOCAL_MODELS
+    ):
+        import tinker
+
+        return tinker.ServiceClient()
+    try:
+        local = importlib.import_module("adapters.local")
+    except ImportError:
+        raise RuntimeError(
+            "the local service (adapters.local) is not available in this build; set TINKER_API_KEY and "
+            "pass --model NAME of a Tinker base model to train on Tinker"
+        ) from None
+    return local.LocalServiceClient(seed=config.seed, root=Path(config.out) / "service")
+
+
+def _progress(stream: Any) -> Any:
+    tty = stream.isatty()
+
+    def show(step: int, total: int, record: dict[str, Any]) -> None:
+        reward = record.get("env/all/reward/total")
+        parts = [f"step {step + 1}/{total}", record.get("phase", "")]
+        if isinstance(reward, float):
+            parts.append(f"reward {reward:.3f}")
+        if isinstance(record.get("eval/correct"), float):
+            parts.append(f"eval/correct {record['eval/correct']:.3f}")
+        parts.append(f"{record.get('time/step') or 0.0:.2f}s")
+        line = "  ".join(p for p in parts if p)
+        if tty:
+            width = 24
+            done = int(width * (step + 1) / max(total, 1))
+            stream.write(f"\r[{'#' * done}{'.' * (width - done)}] {line}\033[K")
+            if step + 1 == total:
+                stream.write("\n")
+        else:
+            stream.write(line + "\n")
+        stream.flush()
+
+    return show
+
+
+def run(args: argparse.Namespace) -> int:
+    """Runs ``train``; returns the exit status (0 done, 2 bad config / data / run directory, 1 service)."""
+    from adapters.tinker.train import run_training
+
+    try:
+        config = _config(args)
+    except (ValueError, TypeError, OSError) as e:
+        print(f"debate-kernel train: {e}", file=sys.stderr)
+        return 2
+    try:
+        service = _service(args.service, config)
+    except RuntimeError as e:
+        print(f"debate-kernel train: {e}", file=sys.stderr)
+        return 1
+    try:
+        result = asyncio.run(
+            run_training(config, service, resume=bool(args.resume), progress=_progress(sys.stderr))
+        )
+    except (CheckpointError, DatasetError) as e:
+        print(f"debate-kernel train: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("debate-kernel train: interrupted; resume with --resume " + config.out, file=sys.stderr)
+        return 130
+    print(f"wrote {result.run_dir} ({len(result.metrics)} steps in metrics.jsonl)")
+    return 0

@@ -1,0 +1,600 @@
+"""A small decoder-only transformer in JAX: pure functions over a params pytree.
+
+Architecture (Llama-style): token embedding → ``num_layers`` × [RMSNorm → causal multi-head attention
+with rotary positions → residual; RMSNorm → SwiGLU MLP → residual] → RMSNorm → output projection.
+Layers are stacked along a leading axis and run with ``jax.lax.scan``, so compile time does not grow
+with depth.
+
+    RMSNorm(x) = x / √(mean(x²) + ε) · g;   SwiGLU(x) = (silu(x·W_gate) ⊙ x·W_up)·W_down;
+    RoPE rotates each (x_i, x_{i+d/2}) pair of a head by angle p·base^(−2i/d) at position p.
+
+LoRA: each projection W ∈ {wq, wk, wv, wo, w_gate, w_up, w_down} gets W + (α/r)·A·B with A [d_in, r]
+(seeded normal, std 1/√d_in) and B [r, d_out] (zeros), so a fresh adapter leaves the model unchanged.
+The base weights stay frozen; only A and B are trained.
+
+Sampling (:func:`generate`) runs prefill and the whole decode loop under one ``jax.jit`` with a KV
+cache; prompt length, batch, cache and stop-sequence shapes are bucketed to powers of two, so repeated
+calls do not retrace. Sampled-token logprobs are the model's own (temperature 1, before top-k / top-p),
+so they equal :func:`token_logprobs` over the same tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Mapping
+from functools import partial
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = [
+    "LORA_TARGETS",
+    "SIZES",
+    "GenerateResult",
+    "ModelConfig",
+    "bucket",
+    "forward",
+    "generate",
+    "init_lora",
+    "init_params",
+    "load_weights",
+    "merge_lora",
+    "num_params",
+    "save_weights",
+    "token_logprobs",
+]
+
+Params = dict[str, Any]
+
+LORA_TARGETS = ("wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down")
+"""The projections that get LoRA adapters."""
+
+LORA_ALPHA = 32.0
+"""LoRA scale numerator: the adapter's update is (α/r)·A·B."""
+
+
+class ModelConfig(NamedTuple):
+    """Shape of the transformer (hashable: a static argument under ``jax.jit``)."""
+
+    vocab_size: int = 262
+    d_model: int = 64
+    num_layers: int = 2
+    num_heads: int = 4
+    d_ff: int = 176
+    max_seq_len: int = 4096
+    rope_base: float = 10000.0
+    norm_eps: float = 1e-5
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.num_heads
+
+
+SIZES: dict[str, ModelConfig] = {
+    "tiny": ModelConfig(d_model=64, num_layers=2, num_heads=4, d_ff=176),
+    "small": ModelConfig(d_model=128, num_layers=6, num_heads=4, d_ff=344),
+    "base": ModelConfig(d_model=256, num_layers=6, num_heads=8, d_ff=688),
+}
+"""Built-in sizes by name (vocabulary: the 262 ids of the byte tokenizer)."""
+
+
+def bucket(n: int, *, minimum: int = 1) -> int:
+    """The smallest power of two ≥ max(n, minimum): the padded size that keeps jit shapes few.
+
+    Examples:
+        >>> bucket(5), bucket(0), bucket(3, minimum=16)
+        (8, 1, 16)
+    """
+    return 1 << (max(int(n), int(minimum), 1) - 1).bit_length()
+
+
+def _check_config(cfg: ModelConfig) -> None:
+    if cfg.d_model % cfg.num_heads or cfg.head_dim % 2:
+        raise ValueError(
+            f"d_model ({cfg.d_model}) must be a multiple of num_heads ({cfg.num_heads}) "
+            "with an even head size"
+        )
+    for name in ("vocab_size", "d_model", "num_layers", "num_heads", "d_ff", "max_seq_len"):
+        if getattr(cfg, name) < 1:
+            raise ValueError(f"ModelConfig.{name} must be >= 1, got {getattr(cfg, name)}")
+
+
+def init_params(cfg: ModelConfig, key: jax.Array) -> Params:
+    """Seeded initialisation: normal weights with std 1/√d_in (output layers scaled by 1/√(2L)), unit norms.
+
+    Args:
+        cfg: the model shape.
+        key: a PRNG key.
+
+    Returns:
+        The params pytree: ``embed`` [V, D], ``layers`` (each leaf stacked on a leading [L] axis),
+        ``final_norm`` [D], ``lm_head`` [D, V]; float32.
+
+    Examples:
+        >>> p = init_params(SIZES["tiny"], jax.random.key(0))
+        >>> p["layers"]["wq"].shape, num_params(p) > 100_000
+        ((2, 64, 64), True)
+    """
+    _check_config(cfg)
+    d, f, n_l, v = cfg.d_model, cfg.d_ff, cfg.num_layers, cfg.vocab_size
+    keys = iter(jax.random.split(key, 9))
+    depth = 1.0 / math.sqrt(2.0 * n_l)
+
+    def normal(shape: tuple[int, ...], std: float) -> jax.Array:
+        return std * jax.random.normal(next(keys), shape, jnp.float32)
+
+    layers = {
+        "attn_norm": jnp.ones((n_l, d), jnp.float32),
+        "wq": normal((n_l, d, d), d**-0.5),
+        "wk": normal((n_l, d, d), d**-0.5),
+        "wv": normal((n_l, d, d), d**-0.5),
+        "wo": normal((n_l, d, d), d**-0.5 * depth),
+        "mlp_norm": jnp.ones((n_l, d), jnp.float32),
+        "w_gate": normal((n_l, d, f), d**-0.5),
+        "w_up": normal((n_l, d, f), d**-0.5),
+        "w_down": normal((n_l, f, d), f**-0.5 * depth),
+    }
+    return {
+        "embed": normal((v, d), 1.0),
+        "layers": layers,
+        "final_norm": jnp.ones((d,), jnp.float32),
+        "lm_head": normal((d, v), d**-0.5),
+    }
+
+
+def num_params(tree: Any) -> int:
+    """Number of scalars in a pytree."""
+    return sum(int(np.prod(x.shape)) for x in jax.tree_util.tree_leaves(tree))
+
+
+def init_lora(cfg: ModelConfig, rank: int, key: jax.Array) -> Params:
+    """LoRA adapters for every projection in :data:`LORA_TARGETS`: A ~ N(0, 1/d_in), B = 0.
+
+    Args:
+        cfg: the model shape.
+        rank: r ≥ 1.
+        key: a PRNG key.
+
+    Returns:
+        ``{target: {"a": [L, d_in, r], "b": [L, r, d_out]}}``, float32.
+
+    Raises:
+        ValueError: rank < 1.
+
+    Examples:
+        >>> lora = init_lora(SIZES["tiny"], 4, jax.random.key(0))
+        >>> lora["w_down"]["a"].shape, float(jnp.abs(lora["wq"]["b"]).max())
+        ((2, 176, 4), 0.0)
+    """
+    if not isinstance(rank, int) or rank < 1:
+        raise ValueError(f"rank must be an int >= 1, got {rank!r}")
+    d, f, n_l = cfg.d_model, cfg.d_ff, cfg.num_layers
+    dims = {"wq": (d, d), "wk": (d, d), "wv": (d, d), "wo": (d, d), "w_gate": (d, f), "w_up": (d, f)}
+    dims["w_down"] = (f, d)
+    keys = jax.random.split(key, len(LORA_TARGETS))
+    return {
+        name: {
+            "a": jax.random.normal(k, (n_l, dims[name][0], rank), jnp.float32) * dims[name][0] ** -0.5,
+            "b": jnp.zeros((n_l, rank, dims[name][1]), jnp.float32),
+        }
+        for name, k in zip(LORA_TARGETS, keys, strict=True)
+    }
+
+
+def merge_lora(params: Params, lora: Params | None) -> Params:
+    """W + (α/r)·A·B for every adapted projection (the identity when ``lora`` is None).
+
+    Examples:
+        >>> cfg = SIZES["tiny"]
+        >>> p = init_params(cfg, jax.random.key(0))
+        >>> merged = merge_lora(p, init_lora(cfg, 2, jax.random.key(1)))
+        >>> bool(jnp.all(merged["layers"]["wq"] == p["layers"]["wq"]))
+        True
+    """
+    if lora is None:
+        return params
+    layers = dict(params["layers"])
+    for name, ab in lora.items():
+        rank = ab["a"].shape[-1]
+        delta = jnp.einsum("lir,lro->lio", ab["a"], ab["b"]) * (LORA_ALPHA / rank)
+        layers[name] = layers[name] + delta.astype(layers[name].dtype)
+    return {**params, "layers": layers}
+
+
+def _rms_norm(x: jax.Array, gain: jax.Array, eps: float) -> jax.Array:
+    return x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + eps) * gain
+
+
+def _rope(x: jax.Array, positions: jax.Array, base: float) -> jax.Array:
+    """Rotates x [B, T, H, dh] at positions [T] (half-split pairs, as in Llama)."""
+    half = x.shape[-1] // 2
+    freqs = base ** (-jnp.arange(half, dtype=x.dtype) / half)
+    angles = positions.astype(x.dtype)[:, None] * freqs[None, :]  # [T, half]
+    cos, sin = jnp.cos(angles)[None, :, None, :], jnp.sin(angles)[None, :, None, :]
+    x1, x2 = x[..., :half], x[..., half:]
+    return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+
+
+def _mlp(cfg: ModelConfig, x: jax.Array, lp: Params) -> jax.Array:
+    h = _rms_norm(x, lp["mlp_norm"], cfg.norm_eps)
+    out: jax.Array = x + (jax.nn.silu(h @ lp["w_gate"]) * (h @ lp["w_up"])) @ lp["w_down"]
+    return out
+
+
+def _qkv(cfg: ModelConfig, x: jax.Array, lp: Params, positions: jax.Array) -> tuple[jax.Array, ...]:
+    b, t, _ = x.shape
+    h = _rms_norm(x, lp["attn_norm"], cfg.norm_eps)
+    shape = (b, t, cfg.num_heads, cfg.head_dim)
+    q = _rope((h @ lp["wq"]).reshape(shape), positions, cfg.rope_base)
+    k = _rope((h @ lp["wk"]).reshape(shape), positions, cfg.rope_base)
+    return q, k, (h @ lp["wv"]).reshape(shape)
+
+
+def _attend(q: jax.Array, k: jax.Array, v: jax.Array, allowed: jax.Array) -> jax.Array:
+    """q [B, T, H, dh], k and v [B, S, H, dh], allowed bool [T, S] → [B, T, H·dh]."""
+    scores = jnp.einsum("bthd,bshd->bhts", q, k) * (q.shape[-1] ** -0.5)
+    scores = jnp.where(allowed[None, None], scores, -1e30)
+    out = jnp.einsum("bhts,bshd->bthd", jax.nn.softmax(scores, axis=-1), v)
+    return out.reshape(*out.shape[:2], -1)
+
+
+def _run_layers(
+    cfg: ModelConfig, params: Params, tokens_B_T: jax.Array
+) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
+    t = tokens_B_T.shape[1]
+    positions = jnp.arange(t)
+    causal = jnp.tril(jnp.ones((t, t), dtype=bool))
+
+    def layer(x: jax.Array, lp: Params) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
+        q, k, v = _qkv(cfg, x, lp, positions)
+        x = x + _attend(q, k, v, causal) @ lp["wo"]
+        return _mlp(cfg, x, lp), (k, v)
+
+    x = params["embed"][tokens_B_T]
+    x, (k, v) = jax.lax.scan(layer, x, params["layers"])
+    logits: jax.Array = _rms_norm(x, params["final_norm"], cfg.norm_eps) @ params["lm_head"]
+    return logits, (k, v)
+
+
+def forward(cfg: ModelConfig, params: Params, tokens_B_T: jax.Array) -> jax.Array:
+    """Next-token logits for every position.
+
+    Args:
+        cfg: the model shape.
+        params: a params pytree (LoRA merged).
+        tokens_B_T: int32 [B, T] token ids (right padding is harmless: attention is causal).
+
+    Returns:
+        float [B, T, V]: logits for the token after each position.
+
+    Examples:
+        >>> cfg = SIZES["tiny"]
+        >>> forward(cfg, init_params(cfg, jax.random.key(0)), jnp.zeros((2, 3), jnp.int32)).shape
+        (2, 3, 262)
+    """
+    return _run_layers(cfg, params, tokens_B_T)[0]
+
+
+def token_logprobs(
+    cfg: ModelConfig, params: Params, tokens_B_T: jax.Array, targets_B_T: jax.Array
+) -> jax.Array:
+    """log p(target_t | tokens_≤t) for every position.
+
+    Args:
+        cfg: the model shape.
+        params: a params pytree (LoRA merged).
+        tokens_B_T: int32 [B, T] inputs.
+        targets_B_T: int32 [B, T] the token to score at each position.
+
+    Returns:
+        float [B, T].
+
+    Examples:
+        >>> cfg = SIZES["tiny"]
+        >>> lp = token_logprobs(cfg, init_params(cfg, jax.random.key(0)), jnp.zeros((1, 4), jnp.int32),
+        ...                     jnp.ones((1, 4), jnp.int32))
+        >>> lp.shape, bool(jnp.all(lp < 0))
+        ((1, 4), True)
+    """
+    logits = forward(cfg, params, tokens_B_T)
+    logp = jax.nn.log_softmax(logits, axis=-1)
+    return jnp.take_along_axis(logp, targets_B_T[..., None], axis=-1)[..., 0]
+
+
+class GenerateResult(NamedTuple):
+    """Sampled continuations, padded: row b is valid for its first ``lengths[b]`` tokens."""
+
+    tokens_B_M: jax.Array
+    logprobs_B_M: jax.Array
+    lengths_B: jax.Array
+    stopped_B: jax.Array
+
+
+def _choose(
+    key: jax.Array, logits_B_V: jax.Array, temperature: jax.Array, top_p: jax.Array, top_k: jax.Array
+) -> tuple[jax.Array, jax.Array]:
+    logp = jax.nn.log_softmax(logits_B_V, axis=-1)
+    v = logits_B_V.shape[-1]
+    scaled = logits_B_V / jnp.maximum(temperature, 1e-6)
+    desc = -jnp.sort(-scaled, axis=-1)
+    kth = jnp.take_along_axis(desc, jnp.clip(top_k - 1, 0, v - 1)[None, None].repeat(desc.shape[0], 0), -1)
+    scaled = jnp.where((top_k > 0) & (scaled < kth), -jnp.inf, scaled)
+    # top-p: keep the smallest prefix of the sorted distribution whose mass reaches top_p.
+    desc = -jnp.sort(-scaled, axis=-1)
+    probs = jax.nn.softmax(desc, axis=-1)
+    before = jnp.cumsum(probs, axis=-1) - probs
+    keep = before < top_p
+    cutoff = jnp.min(jnp.where(keep, desc, jnp.inf), axis=-1, keepdims=True)
+    scaled = jnp.where(scaled < cutoff, -jnp.inf, scaled)
+    sampled = jax.random.categorical(key, scaled, axis=-1)
+    token = jnp.where(temperature <= 0, jnp.argmax(logits_B_V, axis=-1), sampled).astype(jnp.int32)
+    return token, jnp.take_along_axis(logp, token[:, None], axis=-1)[:, 0]
+
+
+@partial(jax.jit, static_argnames=("cfg", "batch", "max_new"))
+def _generate(
+    params: Params,
+    prompt_P: jax.Array,
+    prompt_len: jax.Array,
+    key: jax.Array,
+    max_tokens: jax.Array,
+    temperature: jax.Array,
+    top_p: jax.Array,
+    top_k: jax.Array,
+    stops_S_L: jax.Array,
+    stop_valid_S_L: jax.Array,
+    stop_len_S: jax.Array,
+    *,
+    cfg: ModelConfig,
+    batch: int,
+    max_new: int,
+) -> GenerateResult:
+    p_b = prompt_P.shape[0]
+    cache_len = p_b + max_new
+    logits, (k_pre, v_pre) = _run_layers(cfg, params, prompt_P[None])
+    shape = (cfg.num_layers, batch, cache_len, cfg.num_heads, cfg.head_dim)
+    k_cache = (
+        jnp.zeros(shape, k_pre.dtype).at[:, :, :p_b].set(jnp.broadcast_to(k_pre, shape[:2] + k_pre.shape[2:]))
+    )
+    v_cache = (
+        jnp.zeros(shape, v_pre.dtype).at[:, :, :p_b].set(jnp.broadcast_to(v_pre, shape[:2] + v_pre.shape[2:]))
+    )
+    first = jnp.broadcast_to(logits[0, prompt_len - 1], (batch, cfg.vocab_size))
+    n_stop_tokens = stops_S_L.shape[1]
+
+    def decode(token_B: jax.Array, pos: jax.Array, kc: jax.Array, vc: jax.Array) -> tuple[jax.Array, ...]:
+        allowed = (jnp.arange(cache_len) <= pos)[None, :]
+
+        def layer(
+            x: jax.Array, inputs: tuple[Params, jax.Array, jax.Array]
+        ) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
+            lp, kl, vl = inputs
+            q, k, v = _qkv(cfg, x, lp, pos[None])
+            kl = jax.lax.dynamic_update_slice_in_dim(kl, k, pos, axis=1)
+            vl = jax.lax.dynamic_update_slice_in_dim(vl, v, pos, axis=1)
+            x = x + _attend(q, kl, vl, allowed) @ lp["wo"]
+            return _mlp(cfg, x, lp), (kl, vl)
+
+        x = params["embed"][token_B][:, None]
+        x, (kc, vc) = jax.lax.scan(layer, x, (params["layers"], kc, vc))
+        logits = _rms_norm(x, params["final_norm"], cfg.norm_eps) @ params["lm_head"]
+        return logits[:, 0], kc, vc
+
+    def cond(state: tuple[Any, ...]) -> jax.Array:
+        i, done = state[0], state[6]
+        going: jax.Array = (i < max_tokens) & ~jnp.all(done)
+        return going
+
+    def body(state: tuple[Any, ...]) -> tuple[Any, ...]:
+        i, key, logits, kc, vc, out, done, lengths, stopped, recent, out_lp = state
+        key, sub = jax.random.split(key)
+        token, lp = _choose(sub, logits, temperature, top_p, top_k)
+        out = out.at[:, i].set(token)
+        out_lp = out_lp.at[:, i].set(lp)
+        recent = jnp.concatenate([recent[:, 1:], token[:, None]], axis=1)
+        match = (recent[:, None, :] == stops_S_L[None]) | ~stop_valid_S_L[None]
+        hit = jnp.any(jnp.all(match, axis=-1) & (stop_len_S[None] > 0) & (stop_len_S[None] <= i + 1), axis=-1)
+        lengths = jnp.where(done, lengths, i + 1)
+        stopped = stopped | (~done & hit)
+        done = done | hit
+        logits, kc, vc = decode(token, prompt_len + i, kc, vc)
+        return i + 1, key, logits, kc, vc, out, done, lengths, stopped, recent, out_lp
+
+    state = (
+        jnp.int32(0),
+        key,
+        first,
+        k_cache,
+        v_cache,
+        jnp.zeros((batch, max_new), jnp.int32),
+        jnp.zeros((batch,), bool),
+        jnp.zeros((batch,), jnp.int32),
+        jnp.zeros((batch,), bool),
+        jnp.full((batch, n_stop_tokens), -1, jnp.int32),
+        jnp.zeros((batch, max_new), logits.dtype),
+    )
+    final = jax.lax.while_loop(cond, body, state)
+    return GenerateResult(final[5], final[10], final[7], final[8])
+
+
+def generate(
+    cfg: ModelConfig,
+    params: Params,
+    prompt: list[int],
+    *,
+    num_samples: int,
+    max_tokens: int,
+    key: jax.Array,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    top_k: int = -1,
+    stop_sequences: list[list[int]] | None = None,
+) -> GenerateResult:
+    """Samples ``num_samples`` continuations of one prompt with a KV cache, under one jit.
+
+    A row stops after a stop sequence (its tokens are included) or after ``max_tokens`` tokens.
+    ``temperature ≤ 0`` is greedy. Logprobs are the model's (temperature 1, before top-k / top-p).
+
+    Args:
+        cfg: the model shape.
+        params: a params pytree (LoRA merged).
+        prompt: token ids, 1 ≤ len ≤ cfg.max_seq_len − 1.
+        num_samples: rows to sample (≥ 1).
+        max_tokens: ≥ 1; clipped to the context left after the prompt.
+        key: a PRNG key.
+        temperature: softmax temperature.
+        top_p: nucleus mass in (0, 1].
+        top_k: keep the k most likely tokens (−1: all).
+        stop_sequences: token sequences that end a row.
+
+    Returns:
+        :class:`GenerateResult` with ``num_samples`` rows.
+
+    Raises:
+        ValueError: an empty prompt, one that leaves no room in the context, or bad options.
+
+    Examples:
+        >>> cfg = SIZES["tiny"]
+        >>> r = generate(cfg, init_params(cfg, jax.random.key(0)), [1, 2, 3], num_samples=2, max_tokens=5,
+        ...              key=jax.random.key(1))
+        >>> r.tokens_B_M.shape, r.lengths_B.tolist()
+        ((2, 8), [5, 5])
+    """
+    n = len(prompt)
+    if n < 1:
+        raise ValueError("prompt must hold at least one token")
+    if n >= cfg.max_seq_len:
+        raise ValueError(
+            f"prompt has {n} tokens; the model's context is {cfg.max_seq_len} (prompt must be shorter)"
+        )
+    if num_samples < 1 or max_tokens < 1:
+        raise ValueError(f"num_samples and max_tokens must be >= 1, got {num_samples} and {max_tokens}")
+    if not 0.0 < top_p <= 1.0:
+        raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+    if any(not 0 <= t < cfg.vocab_size for t in prompt):
+        raise ValueError(f"prompt token ids must be in [0, {cfg.vocab_size})")
+    max_tokens = min(max_tokens, cfg.max_seq_len - n)
+    stops = [list(s) for s in stop_sequences or [] if len(s) > 0]
+    width = bucket(max((len(s) for s in stops), default=1))
+    rows = bucket(max(len(stops), 1))
+    stop_arr = np.full((rows, width), -1, np.int32)
+    valid = np.zeros((rows, width), bool)
+    lens = np.zeros((rows,), np.int32)
+    for i, s in enumerate(stops):
+        stop_arr[i, width - len(s) :] = s
+        valid[i, width - len(s) :] = True
+        lens[i] = len(s)
+    p_b = bucket(n, minimum=16)
+    prompt_arr = np.zeros((p_b,), np.int32)
+    prompt_arr[:n] = prompt
+    batch = bucket(num_samples)
+    result = _generate(
+        params,
+        jnp.asarray(prompt_arr),
+        jnp.int32(n),
+        key,
+        jnp.int32(max_tokens),
+        jnp.float32(temperature),
+        jnp.float32(top_p),
+        jnp.int32(top_k),
+        jnp.asarray(stop_arr),
+        jnp.asarray(valid),
+        jnp.asarray(lens),
+        cfg=cfg,
+        batch=batch,
+        max_new=bucket(max_tokens, minimum=8),
+    )
+    return GenerateResult(*(x[:num_samples] for x in result))
+
+
+def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(tree, Mapping):
+        out: dict[str, Any] = {}
+        for k, v in tree.items():
+            out.update(_flatten(v, f"{prefix}{k}."))
+        return out
+    return {prefix[:-1]: tree}
+
+
+def _unflatten(flat: Mapping[str, Any]) -> dict[str, Any]:
+    tree: dict[str, Any] = {}
+    for name, value in flat.items():
+        node = tree
+        *parents, leaf = name.split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = value
+    return tree
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Writes ``data`` to ``path`` via a temporary file in the same folder and ``os.replace``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def save_weights(path: str | Path, cfg: ModelConfig, params: Params) -> None:
+    """Saves merged weights and the config as one safetensors file (atomically).
+
+    Tensor names are the params' paths joined by dots (``layers.wq`` is [L, D, D]); the config is
+    JSON in the file's metadata under ``"config"``.
+    """
+    from safetensors.numpy import save
+
+    flat = {k: np.asarray(v) for k, v in _flatten(params).items()}
+    atomic_write_bytes(Path(path), save(flat, metadata={"config": json.dumps(cfg._asdict())}))
+
+
+def load_weights(path: str | Path) -> tuple[ModelConfig, Params]:
+    """Loads weights written by :func:`save_weights` (or any file with the same names and shapes).
+
+    Raises:
+        ValueError: the file is missing, unreadable, lacks the config, or its tensors do not match the
+            architecture (each message names the file and what was wrong).
+    """
+    from safetensors import safe_open
+
+    path = Path(path)
+    try:
+        with safe_open(str(path), framework="numpy") as f:
+            meta = f.metadata() or {}
+            flat = {k: f.get_tensor(k) for k in f.keys()}
+    except Exception as exc:
+        raise ValueError(f"cannot read weights file {str(path)!r}: {exc}") from exc
+    try:
+        cfg = ModelConfig(**json.loads(meta["config"]))
+    except Exception as exc:
+        raise ValueError(f"weights file {str(path)!r} has no valid 'config' metadata: {exc}") from exc
+    expected = jax.eval_shape(lambda: init_params(cfg, jax.random.key(0)))
+    params = _unflatten({k: jnp.asarray(v) for k, v in flat.items()})
+    _check_like(expected, params, f"weights file {str(path)!r}")
+    return cfg, params
+
+
+def _check_like(expected: Any, actual: Any, where: str) -> None:
+    exp, act = _flatten(expected), _flatten(actual)
+    if set(exp) != set(act):
+        missing, extra = sorted(set(exp) - set(act)), sorted(set(act) - set(exp))
+        raise ValueError(
+            f"{where}: tensor names differ from the architecture (missing {missing}, unexpected {extra})"
+        )
+    for name, e in exp.items():
+        if tuple(act[name].shape) != tuple(e.shape):
+            raise ValueError(
+                f"{where}: tensor {name!r} has shape {tuple(act[name].shape)}, expected {tuple(e.shape)}"
+            )

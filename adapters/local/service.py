@@ -1,0 +1,740 @@
+"""A local training service with Tinker's client surface, over the JAX model in :mod:`adapters.local.model`.
+
+:class:`LocalServiceClient` satisfies :class:`adapters.tinker.protocol.ServiceClient`; its training and
+sampling clients satisfy ``TrainingClient`` / ``SamplingClient`` and return real ``tinker.types``.
+
+Semantics, as in the SDK:
+
+- Every call returns a future (``await fut`` or ``await fut.result_async()``). The work runs at
+  submission, synchronously, so requests on one training client run in submission order; an error is
+  raised when the future is awaited, and leaves the client's state as it was (a request is validated in
+  full before anything runs, so no datum of a rejected batch is half-applied).
+- ``forward_backward`` accumulates gradients; ``optim_step`` applies them with AdamW (optax; the
+  ``AdamParams`` learning rate, β₁, β₂, ε, weight decay and global-norm clip) and clears them.
+- Losses (``cross_entropy``, ``importance_sampling``, ``ppo``, ``cispo``, ``dro``) are the
+  :mod:`kernel.jax` losses with Tinker's ``"sum"`` aggregation over each datum's tokens.
+- ``save_weights_and_get_sampling_client`` returns a sampler over a snapshot: later training never
+  changes it (JAX arrays are immutable, and the optimizer makes new ones).
+- ``save_state`` writes one safetensors file (weights, LoRA, optimizer state, config) atomically;
+  ``load_state_with_optimizer`` restores it bit for bit.
+
+Differences from the SDK: paths are local files (under ``root``), not ``tinker://`` URIs. In
+``forward_backward_custom`` the loss receives JAX arrays (the SDK passes torch tensors) and the gradient
+is taken with ``jax.vjp``, so the loss must be written with ``jax.numpy`` and must not call ``float()``
+on them; metrics may be returned as JAX scalars (they are converted to floats afterwards).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import tempfile
+import zlib
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any, Literal, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax  # type: ignore[import-untyped]
+from tinker import types
+
+from adapters.local import model as m
+from adapters.tinker.futures import CompletedFuture, completed, failed
+from adapters.tinker.tokenizers import ByteTokenizer
+from kernel.jax import cispo_loss, cross_entropy_loss, dro_loss, importance_sampling_loss, ppo_loss
+
+__all__ = ["LocalSamplingClient", "LocalServiceClient", "LocalTrainingClient"]
+
+LOSS_FNS = ("cross_entropy", "importance_sampling", "ppo", "cispo", "dro")
+"""The built-in losses this service computes."""
+
+_RL_INPUTS = ("target_tokens", "logprobs", "advantages")
+_INPUTS: dict[str, tuple[str, ...]] = {
+    "cross_entropy": ("target_tokens", "weights"),
+    "importance_sampling": _RL_INPUTS,
+    "ppo": _RL_INPUTS,
+    "cispo": _RL_INPUTS,
+    "dro": _RL_INPUTS,
+}
+_OPTIONS: dict[str, tuple[str, ...]] = {
+    "cross_entropy": (),
+    "importance_sampling": (),
+    "ppo": ("clip_low_threshold", "clip_high_threshold"),
+    "cispo": ("clip_low_threshold", "clip_high_threshold"),
+    "dro": ("beta",),
+}
+_FORMAT = "debate-kernel-local-state/1"
+
+
+def _run(work: Callable[[], Any]) -> CompletedFuture[Any]:
+    """Runs ``work`` now; its value or its exception is delivered when the future is awaited."""
+    try:
+        return completed(work())
+    except Exception as exc:
+        return failed(exc)
+
+
+def _resolve_base(base_model: str, seed: int) -> tuple[m.ModelConfig, m.Params]:
+    if base_model in m.SIZES:
+        cfg = m.SIZES[base_model]
+        return cfg, m.init_params(cfg, jax.random.key(seed))
+    if base_model.endswith(".safetensors") and Path(base_model).is_file():
+        return m.load_weights(base_model)
+    raise ValueError(
+        f"unknown base_model {base_model!r}: expected one of {sorted(m.SIZES)} "
+        "or the path of an existing .safetensors weights file"
+    )
+
+
+class _Batch(NamedTuple):
+    tokens: np.ndarray  # int32 [B, T]
+    targets: np.ndarray  # int32 [B, T]
+    mask: np.ndarray  # bool [B, T]
+    first: np.ndarray  # float32 [B, T]: weights, or sampler logprobs
+    second: np.ndarray  # float32 [B, T]: advantages (zeros for cross_entropy)
+    lengths: list[int]
+
+
+def _batch(data: Sequence[types.Datum], needed: tuple[str, ...], cfg: m.ModelConfig) -> _Batch:
+    """Validates every datum, then packs them right-padded into bucketed [B, T] arrays."""
+    if not isinstance(data, Sequence) or len(data) == 0:
+        raise ValueError("data must be a non-empty list of tinker.types.Datum")
+    rows: list[tuple[list[int], dict[str, np.ndarray]]] = []
+    for i, datum in enumerate(data):
+        if not isinstance(datum, types.Datum):
+            raise TypeError(f"data[{i}] must be a tinker.types.Datum, got {type(datum).__name__}")
+        try:
+            tokens = datum.model_input.to_ints()
+        except Exception as exc:
+            raise ValueError(f"data[{i}].model_input must hold only token chunks: {exc}") from exc
+        n = len(tokens)
+        if n == 0 or n > cfg.max_seq_len:
+            raise ValueError(
+                f"data[{i}].model_input has {n} tokens; expected 1 to {cfg.max_seq_len} (the context)"
+            )
+        arrays: dict[str, np.ndarray] = {}
+        for key in needed:
+            if key not in datum.loss_fn_inputs:
+                raise ValueError(f"data[{i}].loss_fn_inputs lacks {key!r} (needed: {list(needed)})")
+            arr = np.asarray(datum.loss_fn_inputs[key].to_numpy())
+            if arr.ndim != 1 or arr.shape[0] != n:
+                raise ValueError(
+                    f"data[{i}].loss_fn_inputs[{key!r}] has shape {list(arr.shape)}, "
+                    f"but model_input has {n} tokens (expected shape [{n}])"
+                )
+            if key != "target_tokens" and not np.all(np.isfinite(arr)):
+                raise ValueError(f"data[{i}].loss_fn_inputs[{key!r}] holds non-finite values")
+            arrays[key] = arr
+        for name, ids in (
+            ("model_input", np.asarray(tokens)),
+            ("loss_fn_inputs['target_tokens']", arrays["target_tokens"]),
+        ):
+            if ids.size and (ids.min() < 0 or ids.max() >= cfg.vocab_size):
+                raise ValueError(f"data[{i}].{name} holds token ids outside [0, {cfg.vocab_size})")
+        rows.append((tokens, arrays))
+    b, t = m.bucket(len(rows)), m.bucket(max(len(r[0]) for r in rows), minimum=16)
+    out = _Batch(
+        np.zeros((b, t), np.int32),
+        np.zeros((b, t), np.int32),
+        np.zeros((b, t), bool),
+        np.zeros((b, t), np.float32),
+        np.zeros((b, t), np.float32),
+        [len(r[0]) for r in rows],
+    )
+    for i, (tokens, arrays) in enumerate(rows):
+        n = len(tokens)
+        out.tokens[i, :n] = tokens
+        out.targets[i, :n] = arrays["target_tokens"]
+        out.mask[i, :n] = True
+        if len(needed) > 1:
+            out.first[i, :n] = arrays[needed[1]]
+        if len(needed) > 2:
+            out.second[i, :n] = arrays[needed[2]]
+    return out
+
+
+def _options(loss_fn: str, config: Mapping[str, float | str] | None) -> tuple[tuple[str, float], ...]:
+    if loss_fn not in _INPUTS:
+        raise ValueError(f"loss_fn must be one of {list(LOSS_FNS)}, got {loss_fn!r}")
+    config = dict(config or {})
+    unknown = sorted(set(config) - set(_OPTIONS[loss_fn]))
+    if unknown:
+        raise ValueError(
+            f"loss_fn_config keys {unknown} are not options of {loss_fn!r} (known: {list(_OPTIONS[loss_fn])})"
+        )
+    if loss_fn == "dro" and "beta" not in config:
+        raise ValueError("loss_fn 'dro' needs loss_fn_config['beta']")
+    try:
+        return tuple(sorted((k, float(v)) for k, v in config.items()))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"loss_fn_config values must be numbers, got {config!r}") from exc
+
+
+def _token_loss(
+    loss_fn: str, lp: jax.Array, a: jax.Array, b: jax.Array, mask: jax.Array, opts: dict[str, float]
+) -> Any:
+    if loss_fn == "cross_entropy":
+        return cross_entropy_loss(lp, a, where=mask)
+    if loss_fn == "importance_sampling":
+        return importance_sampling_loss(lp, a, b, where=mask)
+    if loss_fn == "ppo":
+        lo, hi = opts.get("clip_low_threshold", 0.8), opts.get("clip_high_threshold", 1.2)
+        return ppo_loss(lp, a, b, where=mask, clip_low_threshold=lo, clip_high_threshold=hi)
+    if loss_fn == "cispo":
+        lo, hi = opts.get("clip_low_threshold", 0.0), opts.get("clip_high_threshold", 4.0)
+        return cispo_loss(lp, a, b, where=mask, clip_low_threshold=lo, clip_high_threshold=hi)
+    return dro_loss(lp, a, b, where=mask, beta=opts["beta"])
+
+
+_ATTENTION_BUDGET = 1 << 25
+"""Most attention scores (rows × heads × T²) one jitted training call holds per layer."""
+
+
+def _chunk_rows(cfg: m.ModelConfig, t: int) -> int:
+    """Rows per training call: a power of two with rows·heads·T² ≤ the budget (at least one)."""
+    fit = max(1, _ATTENTION_BUDGET // (cfg.num_heads * t * t))
+    return 1 << (fit.bit_length() - 1)
+
+
+def _params(frozen: m.Params | None, trainable: m.Params) -> m.Params:
+    return trainable if frozen is None else m.merge_lora(frozen, trainable)
+
+
+@partial(jax.jit, static_argnames=("cfg", "loss_fn", "options", "backward"))
+def _forward_backward(
+    trainable: m.Params,
+    frozen: m.Params | None,
+    grads: m.Params,
+    batch: tuple[jax.Array, ...],
+    *,
+    cfg: m.ModelConfig,
+    loss_fn: str,
+    options: tuple[tuple[str, float], ...],
+    backward: bool,
+) -> tuple[jax.Array, jax.Array, jax.Array, m.Params]:
+    tokens, targets, mask, first, second = batch
+
+    def objective(trainable: m.Params) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
+        lp = m.token_logprobs(cfg, _params(frozen, trainable), tokens, targets)
+        result = _token_loss(loss_fn, lp, first, second, mask, dict(options))
+        return result.loss, (lp, result.per_token_loss)
+
+    if not backward:
+        loss, (lp, ell) = objective(trainable)
+        return loss, lp, ell, grads
+    (loss, (lp, ell)), g = jax.value_and_grad(objective, has_aux=True)(trainable)
+    return loss, lp, ell, jax.tree_util.tree_map(jnp.add, grads, g)
+
+
+def _adamw() -> optax.GradientTransformation:
+    return optax.inject_hyperparams(optax.adamw)(
+        learning_rate=1e-4, b1=0.9, b2=0.95, eps=1e-12, weight_decay=0.0
+    )
+
+
+@jax.jit
+def _optim_step(
+    trainable: m.Params, opt_state: Any, grads: m.Params, hyper: dict[str, jax.Array], clip: jax.Array
+) -> tuple[m.Params, Any, m.Params, jax.Array]:
+    norm = optax.tree.norm(grads)
+    scale = jnp.where(clip > 0, jnp.minimum(1.0, clip / jnp.maximum(norm, 1e-30)), 1.0)
+    grads = jax.tree_util.tree_map(lambda g: g * scale, grads)
+    opt_state = opt_state._replace(hyperparams={**opt_state.hyperparams, **hyper})
+    updates, opt_state = _adamw().update(grads, opt_state, trainable)
+    trainable = optax.apply_updates(trainable, updates)
+    return trainable, opt_state, jax.tree_util.tree_map(jnp.zeros_like, grads), norm
+
+
+class _State(NamedTuple):
+    cfg: m.ModelConfig
+    frozen: m.Params | None  # the base weights under LoRA; None for full fine-tuning
+    trainable: m.Params  # LoRA adapters, or all weights
+    opt_state: Any
+    grads: m.Params
+    step: int
+    rank: int  # 0 for full fine-tuning
+    base_model: str
+
+
+def _fresh_state(
+    cfg: m.ModelConfig, frozen: m.Params | None, trainable: m.Params, rank: int, base_model: str
+) -> _State:
+    return _State(
+        cfg,
+        frozen,
+        trainable,
+        _adamw().init(trainable),
+        jax.tree_util.tree_map(jnp.zeros_like, trainable),
+        0,
+        rank,
+        base_model,
+    )
+
+
+def _write_state(path: Path, state: _State) -> None:
+    from safetensors.numpy import save
+
+    flat: dict[str, np.ndarray] = {}
+    if state.frozen is not None:
+        flat.update({f"frozen.{k}": np.asarray(v) for k, v in m._flatten(state.frozen).items()})
+    flat.update({f"trainable.{k}": np.asarray(v) for k, v in m._flatten(state.trainable).items()})
+    for i, leaf in enumerate(jax.tree_util.tree_leaves(state.opt_state)):
+        flat[f"opt.{i:04d}"] = np.asarray(leaf)
+    meta = {
+        "format": _FORMAT,
+        "config": json.dumps(state.cfg._asdict()),
+        "rank": str(state.rank),
+        "step": str(state.step),
+        "base_model": state.base_model,
+    }
+    m.atomic_write_bytes(path, save(flat, metadata=meta))
+
+
+def _read_state(path: str | Path) -> _State:
+    from safetensors import safe_open
+
+    where = f"checkpoint {str(path)!r}"
+    try:
+        with safe_open(str(path), framework="numpy") as f:
+            meta = f.metadata() or {}
+            flat = {k: f.get_tensor(k) for k in f.keys()}
+    except Exception as exc:
+        raise ValueError(f"cannot read {where}: {exc}") from exc
+    if meta.get("format") != _FORMAT:
+        raise ValueError(
+            f"{where} is not a local training state (format {meta.get('format')!r}, expected {_FORMAT!r})"
+        )
+    try:
+        cfg = m.ModelConfig(**json.loads(meta["config"]))
+        rank, step, base_model = int(meta["rank"]), int(meta["step"]), meta["base_model"]
+    except Exception as exc:
+        raise ValueError(f"{where} has corrupt metadata: {exc}") from exc
+    parts: dict[str, dict[str, Any]] = {"frozen": {}, "trainable": {}, "opt": {}}
+    for name, value in flat.items():
+        head, _, rest = name.partition(".")
+        if head not in parts:
+            raise ValueError(f"{where} holds an unexpected tensor {name!r}")
+        parts[head][rest] = jnp.asarray(value)
+    key = jax.random.key(0)
+    expected_params = jax.eval_shape(lambda: m.init_params(cfg, key))
+    if rank > 0:
+        frozen: m.Params | None = m._unflatten(parts["frozen"])
+        m._check_like(expected_params, frozen, f"{where} (base weights)")
+        expected_trainable = jax.eval_shape(lambda: m.init_lora(cfg, rank, key))
+    else:
+        frozen, expected_trainable = None, expected_params
+    trainable = m._unflatten(parts["trainable"])
+    m._check_like(expected_trainable, trainable, f"{where} (trained weights)")
+    template = _adamw().init(trainable)
+    leaves, treedef = jax.tree_util.tree_flatten(template)
+    saved = [parts["opt"].get(f"{i:04d}") for i in range(len(leaves))]
+    if len(parts["opt"]) != len(leaves) or any(
+        s is None or s.shape != t.shape or s.dtype != t.dtype for s, t in zip(saved, leaves, strict=True)
+    ):
+        raise ValueError(f"{where}: optimizer state does not match the model ({len(parts['opt'])} tensors)")
+    opt_state = jax.tree_util.tree_unflatten(treedef, saved)
+    grads = jax.tree_util.tree_map(jnp.zeros_like, trainable)
+    return _State(cfg, frozen, trainable, opt_state, grads, step, rank, base_model)
+
+
+class LocalSamplingClient:
+    """Samples from one frozen set of weights (satisfies ``protocol.SamplingClient``)."""
+
+    def __init__(self, cfg: m.ModelConfig, params: m.Params, *, seed: int = 0, name: str = "sampler") -> None:
+        self._cfg, self._params, self._seed, self._name = cfg, params, seed, name
+        self._calls = itertools.count()
+        self._tokenizer = ByteTokenizer()
+
+    def get_tokenizer(self) -> ByteTokenizer:
+        """The byte tokenizer every local model uses."""
+        return self._tokenizer
+
+    def _stops(self, stop: str | Sequence[str] | Sequence[int] | None) -> list[list[int]]:
+        if stop is None:
+            return []
+        if isinstance(stop, str):
+            return [self._tokenizer.encode(stop)]
+        out: list[list[int]] = []
+        for s in stop:
+            if isinstance(s, str):
+                out.append(self._tokenizer.encode(s))
+            elif isinstance(s, int | np.integer) and not isinstance(s, bool):
+                out.append([int(s)])
+            else:
+                raise TypeError(f"sampling_params.stop entries must be str or int, got {type(s).__name__}")
+        return out
+
+    def _sample(
+        self, prompt: types.ModelInput, num_samples: int, params: types.SamplingParams
+    ) -> types.SampleResponse:
+        call = next(self._calls)
+        tokens = prompt.to_ints()
+        if len(tokens) >= self._cfg.max_seq_len:
+            raise ValueError(
+                f"prompt has {len(tokens)} tokens; the model's context is {self._cfg.max_seq_len} "
+                "(the prompt must be shorter to leave room for one sampled token)"
+            )
+        if params.seed is not None:
+            key = jax.random.key(params.seed)
+        else:
+            named = jax.random.fold_in(
+                jax.random.key(self._seed), zlib.crc32(self._name.encode()) & 0x7FFFFFFF
+            )
+            key = jax.random.fold_in(named, call)
+        result = m.generate(
+            self._cfg,
+            self._params,
+            tokens,
+            num_samples=num_samples,
+            max_tokens=params.max_tokens if params.max_tokens is not None else self._cfg.max_seq_len,
+            key=key,
+            temperature=params.temperature,
+            top_p=params.top_p,
+            top_k=params.top_k,
+            stop_sequences=self._stops(params.stop),
+        )
+        toks, lps = np.asarray(result.tokens_B_M), np.asarray(result.logprobs_B_M, dtype=np.float32)
+        lengths, stopped = np.asarray(result.lengths_B), np.asarray(result.stopped_B)
+        sequences = [
+            types.SampledSequence(
+                stop_reason="stop" if stopped[i] else "length",
+                sequence_id=f"{self._name}-{call}-{i}",
+                tokens_np=toks[i, : lengths[i]].astype(np.int32),
+                logprobs_np=lps[i, : lengths[i]],
+            )
+            for i in range(num_samples)
+        ]
+        return types.SampleResponse(sequences=sequences)
+
+    def sample(
+        self, prompt: types.ModelInput, num_samples: int, sampling_params: types.SamplingParams
+    ) -> CompletedFuture[types.SampleResponse]:
+        """Samples ``num_samples`` continuations of ``prompt``.
+
+        Stop sequences (strings are encoded with the byte tokenizer) are included in the returned
+        tokens. Logprobs are the model's at temperature 1, the same numbers training computes.
+        """
+        return _run(lambda: self._sample(prompt, num_samples, sampling_params))
+
+    def compute_logprobs(self, prompt: types.ModelInput) -> CompletedFuture[list[float | None]]:
+        """log p(token_t | tokens_<t) for every prompt token (None for the first), as in the SDK."""
+
+        def work() -> list[float | None]:
+            tokens = np.asarray(prompt.to_ints(), np.int32)
+            if not 1 <= tokens.size <= self._cfg.max_seq_len:
+                raise ValueError(f"prompt must hold 1 to {self._cfg.max_seq_len} tokens, got {tokens.size}")
+            lp = _logprobs(self._cfg, self._params, tokens)
+            return [None, *(float(x) for x in lp)]
+
+        return _run(work)
+
+
+def _logprobs(cfg: m.ModelConfig, params: m.Params, tokens: np.ndarray) -> np.ndarray:
+    t = m.bucket(tokens.size, minimum=16)
+    padded = np.zeros((1, t), np.int32)
+    padded[0, : tokens.size] = tokens
+    shifted = np.zeros((1, t), np.int32)
+    shifted[0, : tokens.size - 1] = tokens[1:]
+    lp = _jit_logprobs(params, jnp.asarray(padded), jnp.asarray(shifted), cfg=cfg)
+    return np.asarray(lp)[0, : tokens.size - 1]
+
+
+@partial(jax.jit, static_argnames=("cfg",))
+def _jit_logprobs(
+    params: m.Params, tokens: jax.Array, targets: jax.Array, *, cfg: m.ModelConfig
+) -> jax.Array:
+    return m.token_logprobs(cfg, params, tokens, targets)
+
+
+CustomLoss = Callable[[list[types.Datum], list[Any]], tuple[Any, Mapping[str, Any]]]
+
+
+class LocalTrainingClient:
+    """A model being trained locally (satisfies ``protocol.TrainingClient``)."""
+
+    def __init__(self, service: LocalServiceClient, state: _State, *, name: str) -> None:
+        self._service, self._state, self._name = service, state, name
+        self._snapshots = itertools.count()
+
+    @property
+    def step(self) -> int:
+        """Optimizer steps taken."""
+        return self._state.step
+
+    def get_tokenizer(self) -> ByteTokenizer:
+        """The byte tokenizer every local model uses."""
+        return ByteTokenizer()
+
+    def _apply(
+        self, batch: _Batch, loss_fn: str, options: tuple[tuple[str, float], ...], *, backward: bool
+    ) -> types.ForwardBackwardOutput:
+        """Runs the batch in row chunks that bound attention memory; gradients and losses add up."""
+        s = self._state
+        rows, t = batch.tokens.shape
+        chunk = min(rows, _chunk_rows(s.cfg, t))
+        grads, total = s.grads, 0.0
+        lps, ells = [], []
+        for start in range(0, len(batch.lengths), chunk):
+            arrays = tuple(jnp.asarray(x[start : start + chunk]) for x in batch[:5])
+            loss, lp, ell, grads = _forward_backward(
+                s.trainable,
+                s.frozen,
+                grads,
+                arrays,
+                cfg=s.cfg,
+                loss_fn=loss_fn,
+                options=options,
+                backward=backward,
+            )
+            total += float(loss)
+            lps.append(np.asarray(lp, np.float32))
+            ells.append(np.asarray(ell, np.float32))
+        self._state = s._replace(grads=grads)
+        lp_np, ell_np = np.concatenate(lps), np.concatenate(ells)
+        outputs = [
+            {
+                "logprobs": types.TensorData.from_numpy(lp_np[i, :n].copy()),
+                "elementwise_loss": types.TensorData.from_numpy(ell_np[i, :n].copy()),
+            }
+            for i, n in enumerate(batch.lengths)
+        ]
+        return types.ForwardBackwardOutput("ArrayRecord", outputs, {"loss:sum": total})
+
+    def _fb(
+        self, data: Sequence[types.Datum], loss_fn: str, config: Any, *, backward: bool
+    ) -> types.ForwardBackwardOutput:
+        options = _options(loss_fn, config)
+        return self._apply(
+            _batch(data, _INPUTS[loss_fn], self._state.cfg), loss_fn, options, backward=backward
+        )
+
+    def forward_backward(
+        self,
+        data: list[types.Datum],
+        loss_fn: types.LossFnType,
+        loss_fn_config: Mapping[str, float | str] | None = None,
+    ) -> CompletedFuture[types.ForwardBackwardOutput]:
+        """Adds the gradient of Σ_datums loss to the accumulated gradients; returns per-token logprobs.
+
+        ``loss_fn_inputs``: ``target_tokens`` and ``weights`` (cross_entropy) or ``target_tokens``,
+        ``logprobs`` (the sampler's) and ``advantages`` (the RL losses), each as long as the datum's
+        ``model_input``. ``loss_fn_config``: ppo / cispo ``clip_low_threshold``,
+        ``clip_high_threshold``; dro ``beta`` (required).
+        """
+        return _run(lambda: self._fb(data, loss_fn, loss_fn_config, backward=True))
+
+    def forward(
+        self,
+        data: list[types.Datum],
+        loss_fn: types.LossFnType,
+        loss_fn_config: Mapping[str, float | str] | None = None,
+    ) -> CompletedFuture[types.ForwardBackwardOutput]:
+        """Like :meth:`forward_backward` without touching the gradients."""
+        return _run(lambda: self._fb(data, loss_fn, loss_fn_config, backward=False))
+
+    def _custom(self, data: list[types.Datum], loss_fn: CustomLoss) -> types.ForwardBackwardOutput:
+        batch = _batch(data, ("target_tokens",), self._state.cfg)
+        forward = self._apply(batch, "cross_entropy", (), backward=False)
+        lp = [jnp.asarray(o["logprobs"].to_numpy()) for o in forward.loss_fn_outputs]
+        loss, pullback, metrics = jax.vjp(lambda lps: loss_fn(data, lps), lp, has_aux=True)
+        loss = jnp.asarray(loss)
+        (grads,) = pullback(jnp.ones_like(loss))
+        weights = np.zeros_like(batch.first)
+        for i, (g, n) in enumerate(zip(grads, batch.lengths, strict=True)):
+            weights[i, :n] = -np.asarray(g, np.float32)
+        out = self._apply(batch._replace(first=weights), "cross_entropy", (), backward=True)
+        metrics_out = {k: float(v) for k, v in dict(metrics).items()}
+        metrics_out["surrogate_loss:sum"] = out.metrics["loss:sum"]
+        metrics_out["loss:sum"] = float(jnp.sum(loss))
+        return types.ForwardBackwardOutput(out.loss_fn_output_type, out.loss_fn_outputs, metrics_out)
+
+    def forward_backward_custom(
+        self, data: list[types.Datum], loss_fn: CustomLoss
+    ) -> CompletedFuture[types.ForwardBackwardOutput]:
+        """A custom loss over per-datum target logprobs: ``loss_fn(data, logprobs) -> (loss, metrics)``.
+
+        As in the SDK, the gradient g = ∂loss/∂logprobs is taken on the client side and applied as a
+        cross-entropy pass with weights −g. Here ``logprobs`` are JAX arrays [n_i] and the gradient
+        comes from ``jax.vjp`` (the SDK: torch tensors and ``backward()``); write the loss with
+        ``jax.numpy`` and return metrics as numbers or JAX scalars (no ``float()`` inside).
+        ``metrics["loss:sum"]`` is the custom loss; ``"surrogate_loss:sum"`` the weighted pass's.
+        """
+        return _run(lambda: self._custom(data, loss_fn))
+
+    def _optim(self, p: types.AdamParams) -> types.OptimStepResponse:
+        s = self._state
+        values = {"learning_rate": p.learning_rate, "b1": p.beta1, "b2": p.beta2, "eps": p.eps}
+        values["weight_decay"] = getattr(p, "weight_decay", 0.0)
+        for k, v in values.items():
+            if not np.isfinite(v) or v < 0:
+                raise ValueError(f"AdamParams {k} must be a finite number >= 0, got {v}")
+        hyper = {k: jnp.asarray(v, jnp.float32) for k, v in values.items()}
+        clip = jnp.asarray(getattr(p, "grad_clip_norm", 0.0) or 0.0, jnp.float32)
+        trainable, opt_state, grads, norm = _optim_step(s.trainable, s.opt_state, s.grads, hyper, clip)
+        self._state = s._replace(trainable=trainable, opt_state=opt_state, grads=grads, step=s.step + 1)
+        return types.OptimStepResponse(metrics={"grad_norm": float(norm)})
+
+    def optim_step(self, optim_params: types.AdamParams) -> CompletedFuture[types.OptimStepResponse]:
+        """One AdamW step on the accumulated gradients (then cleared)."""
+        return _run(lambda: self._optim(optim_params))
+
+    def merged_params(self) -> m.Params:
+        """The current full weights (LoRA merged in)."""
+        return _params(self._state.frozen, self._state.trainable)
+
+    def _save_state(self, name: str) -> types.SaveWeightsResponse:
+        path = self._service._path("states", name)
+        _write_state(path, self._state)
+        return types.SaveWeightsResponse(path=str(path))
+
+    def save_state(self, name: str) -> CompletedFuture[types.SaveWeightsResponse]:
+        """Writes weights, LoRA, optimizer state and config to ``ROOT/states/NAME.safetensors`` atomically."""
+        return _run(lambda: self._save_state(name))
+
+    def _load(self, path: str, *, with_optimizer: bool) -> None:
+        loaded = _read_state(path)
+        s = self._state
+        if loaded.cfg != s.cfg or loaded.rank != s.rank:
+            raise ValueError(
+                f"checkpoint {path!r} holds a different model (config {loaded.cfg}, rank {loaded.rank}) "
+                f"than this client (config {s.cfg}, rank {s.rank})"
+            )
+        if not with_optimizer:
+            loaded = loaded._replace(opt_state=_adamw().init(loaded.trainable), step=0)
+        self._state = loaded
+
+    def load_state_with_optimizer(self, path: str) -> CompletedFuture[None]:
+        """Replaces weights and optimizer state with a saved state's (bit for bit)."""
+        return _run(lambda: self._load(path, with_optimizer=True))
+
+    def load_state(self, path: str) -> CompletedFuture[None]:
+        """Replaces the weights with a saved state's; the optimizer starts fresh."""
+        return _run(lambda: self._load(path, with_optimizer=False))
+
+    def _snapshot(self, name: str | None) -> LocalSamplingClient:
+        index = next(self._snapshots)
+        params = self.merged_params()
+        if name is not None:
+            m.save_weights(self._service._path("weights", name), self._state.cfg, params)
+        label = f"{self._name}-s{index}"
+        return LocalSamplingClient(self._state.cfg, params, seed=self._service.seed, name=label)
+
+    def save_weights_and_get_sampling_client(
+        self, name: str | None = None
+    ) -> CompletedFuture[LocalSamplingClient]:
+        """A sampler over a snapshot of the current weights (also saved under ``name`` if given)."""
+        return _run(lambda: self._snapshot(name))
+
+    def save_weights_for_sampler(self, name: str) -> CompletedFuture[types.SaveWeightsForSamplerResponse]:
+        """Saves the merged weights to ``ROOT/weights/NAME.safetensors`` (a base model for later runs)."""
+
+        def work() -> types.SaveWeightsForSamplerResponse:
+            path = self._service._path("weights", name)
+            m.save_weights(path, self._state.cfg, self.merged_params())
+            return types.SaveWeightsForSamplerResponse(path=str(path))
+
+        return _run(work)
+
+
+class LocalServiceClient:
+    """Creates local training and sampling clients (satisfies ``protocol.ServiceClient``).
+
+    Args:
+        seed: seeds the built-in base models, LoRA initialisation and sampling (runs are deterministic).
+        root: folder for saved states and weights (default: a fresh temporary folder, made on first save).
+
+    Examples:
+        >>> import asyncio
+        >>> async def main():
+        ...     service = LocalServiceClient(seed=0)
+        ...     trainer = await service.create_lora_training_client("tiny", rank=4)
+        ...     sampler = await trainer.save_weights_and_get_sampling_client()
+        ...     prompt = types.ModelInput.from_ints([72, 105])
+        ...     params = types.SamplingParams(max_tokens=4, temperature=0.0)
+        ...     response = await sampler.sample(prompt, 2, params)
+        ...     return [len(s.tokens) for s in response.sequences]
+        >>> asyncio.run(main())
+        [4, 4]
+    """
+
+    def __init__(self, *, seed: int = 0, root: str | Path | None = None) -> None:
+        if not isinstance(seed, int):
+            raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+        self.seed = seed
+        self._root = Path(root) if root is not None else None
+        self._clients = itertools.count()
+
+    @property
+    def root(self) -> Path:
+        """The folder saved states and weights go to."""
+        if self._root is None:
+            self._root = Path(tempfile.mkdtemp(prefix="debate-kernel-local-"))
+        return self._root
+
+    def _path(self, kind: Literal["states", "weights"], name: str) -> Path:
+        if not isinstance(name, str) or not name or "/" in name or "\\" in name or name.startswith("."):
+            raise ValueError(
+                f"name must be a plain file name (no separators, not starting with '.'), got {name!r}"
+            )
+        return self.root / kind / f"{name}.safetensors"
+
+    def _new(self, base_model: str, rank: int) -> LocalTrainingClient:
+        cfg, base = _resolve_base(base_model, self.seed)
+        index = next(self._clients)
+        if rank > 0:
+            lora = m.init_lora(cfg, rank, jax.random.fold_in(jax.random.key(self.seed), 1 + index))
+            state = _fresh_state(cfg, base, lora, rank, base_model)
+        else:
+            state = _fresh_state(cfg, None, base, 0, base_model)
+        return LocalTrainingClient(self, state, name=f"run{index}")
+
+    def create_lora_training_client(
+        self, base_model: str, rank: int = 32
+    ) -> CompletedFuture[LocalTrainingClient]:
+        """A fresh LoRA run: base weights frozen, rank-``rank`` adapters trained.
+
+        ``base_model``: a built-in size (``"tiny"``, ``"small"``, ``"base"``) or a ``.safetensors``
+        weights file written by :func:`adapters.local.model.save_weights`.
+        """
+
+        def work() -> LocalTrainingClient:
+            if not isinstance(rank, int) or isinstance(rank, bool) or rank < 1:
+                raise ValueError(f"rank must be an int >= 1, got {rank!r}")
+            return self._new(base_model, rank)
+
+        return _run(work)
+
+    def create_full_training_client(self, base_model: str) -> CompletedFuture[LocalTrainingClient]:
+        """A fresh full fine-tuning run (every weight trained). Not in the SDK."""
+        return _run(lambda: self._new(base_model, 0))
+
+    def create_training_client_from_state_with_optimizer(
+        self, path: str
+    ) -> CompletedFuture[LocalTrainingClient]:
+        """Resumes a run saved by ``save_state``: weights, LoRA and optimizer state, bit for bit."""
+
+        def work() -> LocalTrainingClient:
+            state = _read_state(path)
+            return LocalTrainingClient(self, state, name=f"run{next(self._clients)}")
+
+        return _run(work)
+
+    def create_sampling_client(
+        self, model_path: str | None = None, base_model: str | None = None
+    ) -> CompletedFuture[LocalSamplingClient]:
+        """A sampler over saved weights (``model_path``) or a base model's initial weights."""
+
+        def work() -> LocalSamplingClient:
+            if (model_path is None) == (base_model is None):
+                raise ValueError("give exactly one of model_path and base_model")
+            if model_path is not None:
+                cfg, params = m.load_weights(model_path)
+            else:
+                assert base_model is not None
+                cfg, params = _resolve_base(base_model, self.seed)
+            return LocalSamplingClient(cfg, params, seed=self.seed, name=f"sampler{next(self._clients)}")
+
+        return _run(work)

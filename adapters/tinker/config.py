@@ -1,0 +1,243 @@
+"""The training configuration: one frozen :class:`TrainConfig`, read from a TOML file and/or flags.
+
+Every key has a default; the reference value (the v1 debate recipe, tinker-cookbook ``rl/train.py``)
+is listed in ``docs/training.md``. An unknown key is an error that names it and lists the valid keys;
+a value of the wrong type or out of range is an error that names the key.
+
+Examples:
+    >>> c = TrainConfig.from_mapping({"steps": 3, "num_agents": 2})
+    >>> c.steps, c.num_agents, c.max_rounds
+    (3, 2, 3)
+    >>> TrainConfig.from_mapping({"stpes": 3})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ValueError: unknown config key 'stpes'; valid keys: model, lora_rank, steps, ...
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import tomllib
+import types as pytypes
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Final, Literal, get_args, get_origin, get_type_hints
+
+import kernel
+
+__all__ = ["KERNEL_LOSSES", "SERVER_LOSSES", "TrainConfig", "load_config"]
+
+SERVER_LOSSES: Final = ("importance_sampling", "ppo", "cispo", "dro")
+"""Losses computed by the service, by name (``forward_backward(data, loss_fn, loss_fn_config)``)."""
+KERNEL_LOSSES: Final = ("kernel:importance_sampling", "kernel:ppo", "kernel:cispo", "kernel:dro")
+"""Losses computed by the kernel's JAX twins on the client, sent through ``forward_backward_custom``."""
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Every knob of ``debate-kernel train`` / :func:`adapters.tinker.run_training`.
+
+    Attributes:
+      model: base model: a Tinker base model name, or a local model name / safetensors path.
+      lora_rank: LoRA rank of the trained adapter.
+      steps: RL steps (optimizer steps on debate batches), after the warm-start steps.
+      warm_start_steps: cross-entropy steps on well-formed turns written with ``kernel.render_response``
+        before RL (0: none).
+      out: the run directory (metrics.jsonl, transcripts/, checkpoints/).
+      dataset: a JSON Lines file of ``{"question", "answer"?}``, or ``"sample"`` (the shipped set).
+      batch_size: questions (debates) per step.
+      num_agents, max_rounds: the debate's size.
+      history_rounds: earlier rounds shown in an observation (−1 all, 0 none, K the last K).
+      observation: ``"default"`` or ``"reference"`` (``kernel.OBSERVATION_PRESETS``).
+      parse_policy: ``"robust"`` or ``"reference"``.
+      reward_mode: ``"win_rate"`` or ``"win_minus_loss"``.
+      correctness_weight: reward = pairwise + correctness_weight × (solution correct); needs answers.
+      estimator: an advantage spec of ``debate-kernel score --estimator`` (a preset of
+        ``kernel.ADVANTAGE_PRESETS`` with ``,key=value`` overrides), or ``"rae"`` (EMA baseline per role).
+      rae_decay: the RAE baseline decay d (``b ← d·b + (1 − d)·x``).
+      remove_constant_reward_groups: drop debates whose total returns are all equal (keep one if all are).
+      loss_fn: a server-side loss name (:data:`SERVER_LOSSES`) or a kernel loss (:data:`KERNEL_LOSSES`).
+      loss_fn_config: the loss's options (e.g. ``clip_low_threshold``), sent as ``loss_fn_config``.
+      learning_rate, beta1, beta2, eps: Adam.
+      num_substeps: optimizer steps per batch (the batch split in that many pieces, pipelined).
+      kl_penalty_coef: KL penalty against the reference sampler (the initial or warm-started weights);
+        0 turns it off.
+      save_every: checkpoint every K steps (and at the end); 0: only at the end.
+      eval_every: evaluate every K steps (and at the end); 0: only at the end.
+      eval_questions: questions per evaluation (each gives N debates, one per role of the policy).
+      max_steps_off_policy: 0 trains on-policy (sample, then train); k > 0 samples up to k batches ahead
+        while training, and drops (and counts) a batch sampled more than k policy versions ago.
+      max_tokens, temperature: sampling.
+      max_concurrent_debates: debates sampled at once.
+      sample_timeout_s: a sample slower than this ends its debate (reason ``timeout``); 0: no limit.
+      seed: seeds the dataset order and sampling.
+    """
+
+    model: str = "tiny"
+    lora_rank: int = 32
+    steps: int = 10
+    warm_start_steps: int = 0
+    out: str = "runs/debate"
+    dataset: str = "sample"
+    batch_size: int = 16
+    num_agents: int = 3
+    max_rounds: int = 3
+    history_rounds: int = 2
+    observation: Literal["default", "reference"] = "default"
+    parse_policy: Literal["robust", "reference"] = "robust"
+    reward_mode: Literal["win_rate", "win_minus_loss"] = "win_rate"
+    correctness_weight: float = 0.0
+    estimator: str = "tinker"
+    rae_decay: float = 0.95
+    remove_constant_reward_groups: bool = False
+    loss_fn: str = "importance_sampling"
+    loss_fn_config: dict[str, float] = field(default_factory=dict)
+    learning_rate: float = 4e-5
+    beta1: float = 0.9
+    beta2: float = 0.95
+    eps: float = 1e-8
+    num_substeps: int = 1
+    kl_penalty_coef: float = 0.0
+    save_every: int = 20
+    eval_every: int = 20
+    eval_questions: int = 8
+    max_steps_off_policy: int = 0
+    max_tokens: int = 512
+    temperature: float = 1.0
+    max_concurrent_debates: int = 64
+    sample_timeout_s: float = 0.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        hints = get_type_hints(type(self))
+        for f in fields(self):
+            _check_type(f.name, getattr(self, f.name), hints[f.name])
+        positive = ("lora_rank", "batch_size", "num_agents", "max_rounds", "num_substeps", "max_tokens")
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise ValueError(f"config key {name} must be >= 1, got {getattr(self, name)}")
+        non_negative = (
+            "steps",
+            "warm_start_steps",
+            "save_every",
+            "eval_every",
+            "eval_questions",
+            "max_steps_off_policy",
+            "max_concurrent_debates",
+            "sample_timeout_s",
+            "kl_penalty_coef",
+            "temperature",
+        )
+        for name in non_negative:
+            if getattr(self, name) < 0:
+                raise ValueError(f"config key {name} must be >= 0, got {getattr(self, name)}")
+        if self.max_concurrent_debates == 0:
+            raise ValueError("config key max_concurrent_debates must be >= 1, got 0")
+        if self.history_rounds < -1:
+            raise ValueError(f"config key history_rounds must be -1, 0 or K > 0, got {self.history_rounds}")
+        if not self.learning_rate > 0 or not math.isfinite(self.learning_rate):
+            raise ValueError(
+                f"config key learning_rate must be a finite number > 0, got {self.learning_rate}"
+            )
+        for name in ("beta1", "beta2", "rae_decay"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ValueError(f"config key {name} must be in [0, 1), got {getattr(self, name)}")
+        if self.loss_fn not in SERVER_LOSSES + KERNEL_LOSSES:
+            raise ValueError(
+                f"config key loss_fn must be one of {', '.join(SERVER_LOSSES + KERNEL_LOSSES)}, "
+                f"got {self.loss_fn!r}"
+            )
+        if self.estimator != "rae":
+            from adapters.pipeline import check_estimator
+
+            try:
+                check_estimator(self.estimator)
+            except (ValueError, TypeError) as e:
+                raise ValueError(f"config key estimator: {e}") from None
+        if self.warm_start_steps and not self.dataset:
+            raise ValueError("config key warm_start_steps needs a dataset with answers")
+
+    @property
+    def total_steps(self) -> int:
+        """Warm-start steps plus RL steps: the length of the step counter (and of metrics.jsonl)."""
+        return self.warm_start_steps + self.steps
+
+    @property
+    def observation_config(self) -> kernel.ObservationConfig:
+        """The kernel observation config: the named preset with ``history_rounds`` applied."""
+        base = kernel.OBSERVATION_PRESETS[self.observation]
+        return dataclasses.replace(base, history_rounds=self.history_rounds)
+
+    @classmethod
+    def keys(cls) -> tuple[str, ...]:
+        """Every valid key, in declaration order."""
+        return tuple(f.name for f in fields(cls))
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any], *, base: TrainConfig | None = None) -> TrainConfig:
+        """A config from ``values`` over ``base`` (default: the defaults); ``-`` in keys reads as ``_``.
+
+        Raises:
+          ValueError: an unknown key (naming it and listing the valid ones) or a bad value.
+          TypeError: a value of the wrong type, naming the key.
+        """
+        valid = cls.keys()
+        clean: dict[str, Any] = {}
+        for raw, value in values.items():
+            key = str(raw).replace("-", "_")
+            if key not in valid:
+                raise ValueError(f"unknown config key {raw!r}; valid keys: {', '.join(valid)}")
+            clean[key] = value
+        return dataclasses.replace(base or cls(), **clean)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The config as a JSON-ready dict (every key)."""
+        return {
+            f.name: (dict(v) if isinstance(v := getattr(self, f.name), dict) else v) for f in fields(self)
+        }
+
+
+def load_config(path: str | Path, *, overrides: Mapping[str, Any] | None = None) -> TrainConfig:
+    """Reads a TOML file of config keys (top level or a ``[train]`` table), then applies ``overrides``.
+
+    Raises:
+      ValueError: the file is not valid TOML (with its message), or a key is unknown or a value is bad.
+      OSError: the file cannot be read.
+    """
+    text = Path(path).read_text(encoding="utf-8")
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ValueError(f"{path}: not valid TOML: {e}") from None
+    if set(data) == {"train"} and isinstance(data["train"], dict):
+        data = data["train"]
+    config = TrainConfig.from_mapping(data)
+    return TrainConfig.from_mapping(overrides or {}, base=config)
+
+
+def _check_type(name: str, value: Any, hint: Any) -> None:
+    origin = get_origin(hint)
+    if origin is Literal:
+        if value not in get_args(hint):
+            options = ", ".join(repr(a) for a in get_args(hint))
+            raise ValueError(f"config key {name} must be one of {options}, got {value!r}")
+        return
+    if origin is dict:
+        if not isinstance(value, dict) or not all(
+            isinstance(k, str) and isinstance(v, int | float) and not isinstance(v, bool)
+            for k, v in value.items()
+        ):
+            raise TypeError(f"config key {name} must be a table of names to numbers, got {value!r}")
+        return
+    if origin is pytypes.UnionType:
+        hint = get_args(hint)
+    ok = isinstance(value, hint) and not (isinstance(value, bool) and hint in (int, float))
+    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+        ok = True
+    if not ok:
+        raise TypeError(f"config key {name} must be {_type_name(hint)}, got {type(value).__name__} {value!r}")
+
+
+def _type_name(hint: Any) -> str:
+    return {int: "an int", float: "a number", bool: "true or false", str: "a string"}.get(hint, str(hint))

@@ -1,0 +1,212 @@
+"""Questions for training: a JSON Lines reader, a deterministic cursor, and answer checking.
+
+A dataset file holds one JSON object per line, ``{"question": str, "answer": str | number (optional)}``;
+blank lines are skipped; any other line is an error naming its line number. Batches come from a
+seeded shuffle per epoch: batch ``b`` of size ``B`` is positions ``[bB, (b+1)B)`` of the infinite stream
+``order(0) ++ order(1) ++ …``, where ``order(e)`` is the permutation of ``np.random.default_rng((seed,
+e))``. The cursor ``(epoch, position)`` therefore fixes everything that follows, and is what a
+checkpoint stores.
+
+Correctness (the ``correctness_weight`` reward and ``eval/correct``): the final answer of a solution is
+the content of its last ``\\boxed{…}`` if there is one, else the last number in the text (``-12``, ``3.5``,
+``7/2``, ``1,024``); it is correct when it equals the reference answer as a number (exact rational
+comparison) or, when either is not a number, as text after case folding and whitespace collapsing.
+
+Examples:
+    >>> is_correct("so the total is 1,024.", "1024"), is_correct("x = 7/2", "3.5"), is_correct("5", "6")
+    (True, True, False)
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from fractions import Fraction
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from adapters import data
+
+__all__ = [
+    "SAMPLE_QUESTIONS",
+    "Cursor",
+    "DatasetError",
+    "Question",
+    "batch_at",
+    "correct_mask",
+    "cursor_at",
+    "extract_final_answer",
+    "is_correct",
+    "load_questions",
+    "parse_questions",
+]
+
+SAMPLE_QUESTIONS = "questions.jsonl"
+"""The shipped question set (arithmetic with exact answers) in :mod:`adapters.data`."""
+
+
+class DatasetError(ValueError):
+    """A dataset that cannot be used; the message names the file and line."""
+
+
+class Question(NamedTuple):
+    """One question and its reference answer (None when the file gives none)."""
+
+    question: str
+    answer: str | None = None
+
+
+class Cursor(NamedTuple):
+    """Where the next batch starts: ``epoch`` and ``position`` within that epoch's shuffled order."""
+
+    epoch: int = 0
+    position: int = 0
+
+
+def parse_questions(text: str, *, source: str = "<questions>") -> tuple[Question, ...]:
+    """Reads JSON Lines text into questions.
+
+    Raises:
+      DatasetError: a line that is not JSON, not an object, or without a string ``question`` (the
+        message gives ``source:line``), or no question at all.
+
+    Examples:
+      >>> parse_questions('{"question": "1 + 1?", "answer": 2}\\n\\n{"question": "Why?"}')
+      (Question(question='1 + 1?', answer='2'), Question(question='Why?', answer=None))
+      >>> parse_questions('{"question": "a"}\\nnot json')
+      Traceback (most recent call last):
+      adapters.tinker.dataset.DatasetError: <questions>:2: not JSON (Expecting value at column 1)
+    """
+    out: list[Question] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise DatasetError(f"{source}:{number}: not JSON ({e.msg} at column {e.colno})") from None
+        if not isinstance(record, dict):
+            raise DatasetError(f"{source}:{number}: expected an object, got {type(record).__name__}")
+        question = record.get("question")
+        if not isinstance(question, str) or not question.strip():
+            raise DatasetError(f'{source}:{number}: "question" must be a non-empty string')
+        answer = record.get("answer")
+        if answer is not None and (isinstance(answer, bool) or not isinstance(answer, str | int | float)):
+            raise DatasetError(f'{source}:{number}: "answer" must be a string or a number')
+        out.append(Question(question, None if answer is None else str(answer)))
+    if not out:
+        raise DatasetError(f"{source}: no questions")
+    return tuple(out)
+
+
+def load_questions(path: str | Path) -> tuple[Question, ...]:
+    """Questions from a JSON Lines file, or the shipped set when ``path`` is ``"sample"``.
+
+    Raises:
+      DatasetError: as :func:`parse_questions`, or the file cannot be read.
+    """
+    if str(path) == "sample":
+        return parse_questions(data.read_text(SAMPLE_QUESTIONS), source=SAMPLE_QUESTIONS)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise DatasetError(f"{path}: cannot read: {e}") from None
+    return parse_questions(text, source=str(path))
+
+
+def _order(num_questions: int, seed: int, epoch: int) -> np.ndarray:
+    return np.random.default_rng((seed, epoch)).permutation(num_questions)
+
+
+def batch_at(cursor: Cursor, batch_size: int, num_questions: int, *, seed: int) -> tuple[list[int], Cursor]:
+    """The question indices of the batch starting at ``cursor``, and the cursor after it.
+
+    A batch that runs past the end of an epoch continues with the next epoch's order.
+
+    Examples:
+      >>> idx, nxt = batch_at(Cursor(0, 0), 3, 4, seed=0)
+      >>> len(idx), nxt
+      (3, Cursor(epoch=0, position=3))
+      >>> batch_at(nxt, 3, 4, seed=0)[1]
+      Cursor(epoch=1, position=2)
+    """
+    if num_questions < 1 or batch_size < 1:
+        raise ValueError(f"num_questions and batch_size must be >= 1, got {num_questions}, {batch_size}")
+    epoch, position = cursor
+    out: list[int] = []
+    order = _order(num_questions, seed, epoch)
+    while len(out) < batch_size:
+        if position == num_questions:
+            epoch, position = epoch + 1, 0
+            order = _order(num_questions, seed, epoch)
+        take = min(batch_size - len(out), num_questions - position)
+        out.extend(int(i) for i in order[position : position + take])
+        position += take
+    if position == num_questions:
+        epoch, position = epoch + 1, 0
+    return out, Cursor(epoch, position)
+
+
+def cursor_at(batch_index: int, batch_size: int, num_questions: int) -> Cursor:
+    """The cursor at the start of batch ``batch_index`` (batches are contiguous in the stream)."""
+    start = batch_index * batch_size
+    return Cursor(start // num_questions, start % num_questions)
+
+
+_BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
+_NUMBER = re.compile(r"-?\d+(?:,\d{3})*(?:\.\d+)?(?:/\d+)?")
+
+
+def extract_final_answer(solution: str) -> str | None:
+    """The final answer of a solution: its last ``\\boxed{…}``, else its last number, else None.
+
+    Examples:
+      >>> extract_final_answer("3 + 4 = 7, so \\\\boxed{7}")
+      '7'
+      >>> extract_final_answer("twelve minus 1,000 is -988")
+      '-988'
+    """
+    boxed = _BOXED.findall(solution)
+    if boxed:
+        return str(boxed[-1]).strip()
+    numbers = _NUMBER.findall(solution)
+    return str(numbers[-1]) if numbers else None
+
+
+def _as_number(text: str) -> Fraction | None:
+    clean = text.strip().replace(",", "").rstrip(".")
+    try:
+        return Fraction(clean)
+    except (ValueError, ZeroDivisionError):
+        return None
+
+
+def _normal(text: str) -> str:
+    return " ".join(text.casefold().split()).rstrip(".")
+
+
+def is_correct(solution: str, answer: str | None) -> bool:
+    """Whether the solution's final answer (:func:`extract_final_answer`) equals the reference ``answer``.
+
+    Numbers compare exactly as rationals; otherwise case-folded, whitespace-collapsed text. No answer
+    (``None``) or no final answer in the solution is False.
+    """
+    if answer is None:
+        return False
+    final = extract_final_answer(solution)
+    if final is None:
+        return _normal(solution) == _normal(answer) if answer.strip() else False
+    a, b = _as_number(final), _as_number(answer)
+    if a is not None and b is not None:
+        return a == b
+    return _normal(final) == _normal(answer)
+
+
+def correct_mask(solutions: Sequence[str], answers: Sequence[str | None]) -> np.ndarray:
+    """:func:`is_correct` per pair, as a bool array."""
+    return np.fromiter(
+        (is_correct(s, a) for s, a in zip(solutions, answers, strict=True)), bool, len(solutions)
+    )

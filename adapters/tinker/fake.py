@@ -1,0 +1,673 @@
+"""An in-repo fake of the Tinker service: seeded, deterministic, offline, returning real ``tinker.types``.
+
+The core has no I/O: a frozen :class:`ModelState` (weights version, a parameter digest, the lineage of
+optimizer steps that produced it, gradients accumulated since the last step) and pure functions that
+map a state and a request to the next state and an SDK response (:func:`forward_backward`,
+:func:`optim_step`, :func:`sample`, :func:`token_logprobs`). The shell (:class:`FakeServiceClient`,
+:class:`FakeTrainingClient`, :class:`FakeSamplingClient`) holds the current state, writes saved states
+and an event log under ``root`` (temporary file + ``os.replace``), and wraps every answer in a
+:class:`~adapters.tinker.futures.CompletedFuture`. Faults (latency, errors, hangs, crashes) are added by
+:mod:`adapters.tinker.faults`, never by flags here.
+
+What the fake guarantees, so tests can assert on training:
+
+- Every ``forward_backward`` is recorded by the fingerprint of its datums (:func:`batch_fingerprint`);
+  ``optim_step`` folds the gradients accumulated since the previous step into the parameter digest and
+  appends a :class:`TrainedStep` to the state's ``lineage``. The lineage of the final weights lists every
+  batch those weights were trained on, so "every batch trained exactly once across crashes and resumes"
+  is ``Counter(lineage batches)`` with all counts 1. :attr:`FakeServiceClient.events` also records work
+  that a crash later threw away.
+- ``save_state`` persists the weights and the optimizer (the lineage), not the accumulated gradients;
+  ``create_training_client_from_state_with_optimizer(path)`` restores it, also from a new process when
+  the service has a ``root`` directory.
+- A sampler is a snapshot: it keeps the weights it was made from whatever training follows.
+- The policy is a scripted writer of well-formed debate answers (:func:`kernel.render_response`), seeded
+  by the weights, the prompt and the sample index, with a small configurable rate of malformed answers;
+  arithmetic questions ``a op b`` are answered right more often as the version grows. Token logprobs
+  are a hash of (parameters, position, previous token, token), the same in the sampler and in
+  ``forward_backward`` for the same weights, so importance ratios are exactly 1 on-policy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, Literal
+
+import numpy as np
+import numpy.typing as npt
+import tinker
+from tinker import types
+
+from adapters.tinker.futures import CompletedFuture, completed
+from adapters.tinker.protocol import CustomLossFn
+from adapters.tinker.tokenizers import ByteTokenizer
+from kernel import Vote, render_response
+
+__all__ = [
+    "FakePolicy",
+    "FakeSamplingClient",
+    "FakeServiceClient",
+    "FakeTrainingClient",
+    "ModelState",
+    "TrainEvent",
+    "TrainedStep",
+    "batch_fingerprint",
+    "datum_fingerprint",
+    "forward_backward",
+    "initial_model_state",
+    "load_state_file",
+    "optim_step",
+    "sample",
+    "token_logprobs",
+]
+
+_URI: Final = "fake://"
+_END_ID: Final = ByteTokenizer().special_id("<|end|>")
+_MASK64: Final = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+def _digest(*parts: str) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part.encode())
+        h.update(b"\x00")
+    return h.hexdigest()[:32]
+
+
+def datum_fingerprint(datum: types.Datum) -> str:
+    """A stable hex digest of one datum: its input tokens and every loss input (name, dtype, values).
+
+    Examples:
+        >>> d = types.Datum(model_input=tinker.ModelInput.from_ints([1, 2]),
+        ...                 loss_fn_inputs={"target_tokens": np.array([2, 3])})
+        >>> e = types.Datum(model_input=tinker.ModelInput.from_ints([1, 2]),
+        ...                 loss_fn_inputs={"target_tokens": np.array([2, 4])})
+        >>> datum_fingerprint(d) == datum_fingerprint(d), datum_fingerprint(d) == datum_fingerprint(e)
+        (True, False)
+    """
+    h = hashlib.sha256()
+    h.update(np.asarray(datum.model_input.to_ints(), np.int64).tobytes())
+    for name in sorted(datum.loss_fn_inputs):
+        arr = np.ascontiguousarray(datum.loss_fn_inputs[name].to_numpy())
+        h.update(f"|{name}|{arr.dtype.str}|{arr.shape}|".encode())
+        h.update(arr.tobytes())
+    return h.hexdigest()[:32]
+
+
+def batch_fingerprint(data: Sequence[types.Datum]) -> str:
+    """The digest of a ``forward_backward`` batch: of its datums' fingerprints, in order."""
+    return _digest("batch", *(datum_fingerprint(d) for d in data))
+
+
+@dataclass(frozen=True, slots=True)
+class TrainedStep:
+    """One optimizer step in a lineage: the weights version it produced and the batches it applied."""
+
+    version: int
+    batches: tuple[str, ...]
+    learning_rate: float
+
+
+@dataclass(frozen=True, slots=True)
+class ModelState:
+    """The fake model: weights (as a digest), optimizer history, accumulated gradients. Immutable.
+
+    Attributes:
+        base_model: the base model name.
+        rank: the LoRA rank.
+        seed: the service seed.
+        version: number of optimizer steps applied (0 for fresh weights).
+        params: hex digest standing for the weights; changes with every optimizer step.
+        lineage: the optimizer steps that produced these weights, oldest first.
+        pending: batch fingerprints of ``forward_backward`` calls since the last optimizer step.
+    """
+
+    base_model: str
+    rank: int
+    seed: int
+    version: int = 0
+    params: str = ""
+    lineage: tuple[TrainedStep, ...] = ()
+    pending: tuple[str, ...] = ()
+
+    def trained_batches(self) -> list[str]:
+        """Every batch fingerprint these weights were trained on, in order (gradients pending excluded)."""
+        return [b for step in self.lineage for b in step.batches]
+
+    def to_json(self) -> str:
+        """The saved form: everything but the pending gradients (as ``save_state`` keeps)."""
+        data = dataclasses.asdict(dataclasses.replace(self, pending=()))
+        return json.dumps({"format": "debate-kernel-fake-state", "version": 1, "state": data}, sort_keys=True)
+
+    @staticmethod
+    def from_json(text: str) -> ModelState:
+        """Reads :meth:`to_json`'s output. Raises ValueError for anything else."""
+        try:
+            raw = json.loads(text)
+            if raw.get("format") != "debate-kernel-fake-state":
+                raise ValueError(f"text is not a saved fake model state (format {raw.get('format')!r})")
+            s = raw["state"]
+            lineage = tuple(
+                TrainedStep(int(t["version"]), tuple(t["batches"]), float(t["learning_rate"]))
+                for t in s["lineage"]
+            )
+            return ModelState(
+                str(s["base_model"]),
+                int(s["rank"]),
+                int(s["seed"]),
+                int(s["version"]),
+                str(s["params"]),
+                lineage,
+            )
+        except (KeyError, TypeError, AttributeError, json.JSONDecodeError) as e:
+            raise ValueError(f"text is not a saved fake model state: {e}") from None
+
+
+def initial_model_state(base_model: str, rank: int, seed: int) -> ModelState:
+    """Fresh weights for ``(base_model, seed)``: version 0, no lineage.
+
+    The rank does not change the weights (a fresh LoRA adapter is zero), so a sampler on the base model
+    (``create_sampling_client(base_model=...)``, a KL reference) matches an untrained training client.
+    """
+    if not isinstance(base_model, str) or not base_model:
+        raise ValueError(f"base_model must be a non-empty str, got {base_model!r}")
+    if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
+        raise ValueError(f"rank must be an int >= 1, got {rank!r}")
+    return ModelState(base_model, rank, seed, 0, _digest("init", base_model, str(seed)))
+
+
+def _mix(x: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """splitmix64 finalizer, elementwise (wrapping uint64 arithmetic)."""
+    with np.errstate(over="ignore"):
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+
+def token_logprobs(
+    params: str, tokens_T: Sequence[int] | npt.ArrayLike, start: int
+) -> npt.NDArray[np.float32]:
+    """The fake model's logprob of each token ``tokens_T[t]`` for ``t ≥ start`` given the ones before.
+
+    lp_t = −(0.05 + 2.95·u_t), u_t = hash(params, t, token_{t−1}, token_t) ∈ [0, 1): a deterministic
+    function of the weights and the local context, identical in sampling and in ``forward_backward``.
+
+    Args:
+        params: the weights digest (``ModelState.params``).
+        tokens_T: [T] int token ids of the whole sequence.
+        start: first position scored, ``1 ≤ start ≤ T`` (position 0 has no context).
+
+    Returns:
+        [T − start] float32 logprobs in (−3, −0.05].
+
+    Examples:
+        >>> lp = token_logprobs("abc", [5, 6, 7], 1)
+        >>> lp.shape, bool((lp < 0).all()), bool((token_logprobs("abc", [5, 6, 7], 2) == lp[1:]).all())
+        ((2,), True, True)
+    """
+    tokens = np.asarray(tokens_T, np.int64).astype(np.uint64)
+    salt = np.uint64(int(params[:16] or "0", 16))
+    pos = np.arange(start, tokens.shape[0], dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        key = salt ^ _mix(pos * np.uint64(0x9E3779B97F4A7C15) + tokens[start - 1 : -1] * np.uint64(1000003))
+        key = _mix(key ^ _mix(tokens[start:] + np.uint64(0x632BE59BD9B4E019)))
+    u = (key >> np.uint64(11)).astype(np.float64) / float(2**53)
+    return (-(0.05 + 2.95 * u)).astype(np.float32)
+
+
+@dataclass(frozen=True, slots=True)
+class FakePolicy:
+    """How the scripted policy writes answers.
+
+    Attributes:
+        malformed_rate: probability that an answer misses its ``<solution>`` tag (a parse failure).
+        yes_rate: probability of consensus YES in round 1; it grows by the same amount each round.
+        base_accuracy: probability of the right answer to an ``a op b`` question at version 0.
+        accuracy_gain: added per optimizer step (capped at 0.99), so training "helps".
+    """
+
+    malformed_rate: float = 0.0
+    yes_rate: float = 0.3
+    base_accuracy: float = 0.5
+    accuracy_gain: float = 0.05
+
+    def __post_init__(self) -> None:
+        for name in ("malformed_rate", "yes_rate", "base_accuracy", "accuracy_gain"):
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name} must be a probability in [0, 1], got {value!r}")
+
+
+_WHO = re.compile(r"You are Agent (\d+), one of (\d+) agents")
+_ROUND = re.compile(r"round (\d+) of \d+")
+_QUESTION = re.compile(r"Question:\n(.*?)(?:\n\n|$)", re.S)
+_ARITH = re.compile(r"(-?\d+)\s*([-+*])\s*(-?\d+)")
+
+
+def _answer(question: str, rng: np.random.Generator, accuracy: float) -> str:
+    m = _ARITH.search(question)
+    if m is None:
+        return str(int(rng.integers(0, 10)))
+    a, op, b = int(m.group(1)), m.group(2), int(m.group(3))
+    right = a + b if op == "+" else a - b if op == "-" else a * b
+    return str(right if rng.random() < accuracy else right + int(rng.choice([-2, -1, 1, 2])))
+
+
+def _scripted_text(prompt_text: str, rng: np.random.Generator, policy: FakePolicy, version: int) -> str:
+    who = _WHO.search(prompt_text)
+    agent, n = (int(who.group(1)), int(who.group(2))) if who else (0, 1)
+    rounds = [int(r) for r in _ROUND.findall(prompt_text)]
+    round_index = max(rounds[-1] - 1, 0) if rounds else 0
+    question = _QUESTION.search(prompt_text)
+    accuracy = min(policy.base_accuracy + policy.accuracy_gain * version, 0.99)
+    solution = _answer(question.group(1) if question else "", rng, accuracy)
+    judged = [j for j in range(n) if j != agent and (round_index > 0 or j < agent)]
+    votes: list[Vote] = []
+    if len(judged) >= 2:
+        for _ in range(int(rng.integers(0, 3))):
+            a, b = rng.choice(judged, size=2, replace=False)
+            votes.append(Vote(int(a), ">" if rng.random() < 0.7 else "=", int(b)))
+    evaluation = f"Agent {judged[0]} argues well." if judged else "N/A"
+    yes = bool(rng.random() < min(policy.yes_rate * (round_index + 1), 1.0))
+    text = render_response(
+        solution=solution,
+        evaluation=evaluation,
+        comparisons=votes,
+        consensus=yes,
+        consensus_reason="We agree." if yes else "Not yet.",
+    )
+    if rng.random() < policy.malformed_rate:
+        text = text.replace("<solution>", "<answer>", 1)
+    return text
+
+
+def _stop_at(tokens: list[int], stop: Any) -> tuple[list[int], bool]:
+    """Cuts ``tokens`` after the first stop (token id or byte string), keeping the stop itself."""
+    if stop is None:
+        return tokens, False
+    stops = [stop] if isinstance(stop, str) else list(stop)
+    best = len(tokens) + 1
+    for s in stops:
+        if isinstance(s, str):
+            pattern = list(s.encode())
+            for i in range(len(tokens) - len(pattern) + 1):
+                if tokens[i : i + len(pattern)] == pattern:
+                    best = min(best, i + len(pattern))
+                    break
+        elif s in tokens:
+            best = min(best, tokens.index(s) + 1)
+    return (tokens[:best], True) if best <= len(tokens) else (tokens, False)
+
+
+def sample(
+    state: ModelState,
+    prompt: tinker.ModelInput,
+    num_samples: int,
+    sampling_params: types.SamplingParams,
+    *,
+    policy: FakePolicy = FakePolicy(),
+) -> types.SampleResponse:
+    """The scripted policy's samples for ``prompt`` under weights ``state``: a pure function.
+
+    Each sequence is the answer's bytes then ``<|end|>``, cut at the first stop sequence (kept, as the
+    SDK keeps it) or at ``max_tokens`` (``stop_reason="length"``). Seeded by the weights, the prompt,
+    ``sampling_params.seed`` and the sample index.
+
+    Raises:
+        ValueError: if ``num_samples < 1``.
+    """
+    if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
+        raise ValueError(f"num_samples must be an int >= 1, got {num_samples!r}")
+    prompt_ids = prompt.to_ints()
+    ids = np.asarray(prompt_ids, np.int64)
+    prompt_text = ids[(ids >= 0) & (ids < 256)].astype(np.uint8).tobytes().decode("utf-8", errors="replace")
+    key = _digest(state.params, hashlib.sha256(ids.tobytes()).hexdigest(), str(sampling_params.seed))
+    sequences = []
+    for k in range(num_samples):
+        rng = np.random.default_rng([int(key, 16) % 2**63, k])
+        text = _scripted_text(prompt_text, rng, policy, state.version)
+        tokens, _ = _stop_at([*text.encode(), _END_ID], sampling_params.stop)
+        limit = sampling_params.max_tokens
+        reason: Literal["length", "stop"] = "stop"  # the answer ends with <|end|>: a natural stop
+        if limit is not None and len(tokens) > limit:
+            tokens, reason = tokens[:limit], "length"
+        full = np.asarray([*prompt_ids, *tokens], np.int64)
+        lps = token_logprobs(state.params, full, len(prompt_ids)) if tokens else np.zeros(0, np.float32)
+        sequences.append(
+            types.SampledSequence(
+                stop_reason=reason,
+                sequence_id=f"{key[:12]}-{k}",
+                tokens_np=np.asarray(tokens, np.int32),
+                logprobs_np=lps,
+            )
+        )
+    return types.SampleResponse(sequences=sequences)
+
+
+def _datum_logprobs(params: str, datum: types.Datum) -> npt.NDArray[np.float32]:
+    inputs = datum.model_input.to_ints()
+    if "target_tokens" not in datum.loss_fn_inputs:
+        raise ValueError("data: every datum needs loss_fn_inputs['target_tokens']")
+    targets = datum.loss_fn_inputs["target_tokens"].to_numpy().astype(np.int64).ravel()
+    if targets.shape[0] != len(inputs) or not inputs:
+        raise ValueError(
+            f"data: target_tokens must have the model input's length {len(inputs)}, got {targets.shape[0]}"
+        )
+    seq = np.asarray([*inputs, int(targets[-1])], np.int64)
+    return token_logprobs(params, seq, 1)
+
+
+def _input(datum: types.Datum, name: str, length: int, default: float) -> npt.NDArray[np.float64]:
+    if name not in datum.loss_fn_inputs:
+        return np.full(length, default)
+    arr = datum.loss_fn_inputs[name].to_numpy().astype(np.float64).ravel()
+    if arr.shape[0] != length:
+        raise ValueError(f"data: loss_fn_inputs[{name!r}] must have length {length}, got {arr.shape[0]}")
+    return arr
+
+
+def forward_backward(
+    state: ModelState,
+    data: Sequence[types.Datum],
+    loss_fn: str,
+    loss_fn_config: Mapping[str, float | str] | None = None,
+) -> tuple[ModelState, types.ForwardBackwardOutput]:
+    """One gradient computation: per-datum target logprobs, a loss value, and the batch recorded.
+
+    The loss is the built-in's value at these weights: cross_entropy −Σ w·lp; the policy-gradient
+    losses −Σ exp(lp − q)·A (q the sampler logprobs, A the advantages). The "gradient" is the batch
+    fingerprint appended to ``pending``.
+
+    Raises:
+        ValueError: for an empty batch, an unknown loss name, or a datum whose inputs do not line up.
+    """
+    known = ("cross_entropy", "importance_sampling", "ppo", "cispo", "dro", "gspo", "stable_reinforce")
+    if loss_fn not in known:
+        raise ValueError(f"loss_fn must be one of {list(known)}, got {loss_fn!r}")
+    if not data:
+        raise ValueError("data must hold at least one datum")
+    outputs: list[dict[str, types.TensorData]] = []
+    total = 0.0
+    for datum in data:
+        lp = _datum_logprobs(state.params, datum)
+        n = lp.shape[0]
+        if loss_fn == "cross_entropy":
+            total -= float(np.sum(_input(datum, "weights", n, 1.0) * lp))
+        else:
+            q = _input(datum, "logprobs", n, 0.0)
+            total -= float(np.sum(np.exp(lp - q) * _input(datum, "advantages", n, 0.0)))
+        outputs.append({"logprobs": types.TensorData.from_numpy(lp)})
+    new = dataclasses.replace(state, pending=(*state.pending, batch_fingerprint(data)))
+    return new, types.ForwardBackwardOutput(
+        loss_fn_output_type=loss_fn, loss_fn_outputs=outputs, metrics={"loss:sum": total}
+    )
+
+
+def optim_step(state: ModelState, adam: types.AdamParams) -> tuple[ModelState, types.OptimStepResponse]:
+    """Applies the pending gradients: version + 1, a new parameter digest, a :class:`TrainedStep` appended.
+
+    A step with nothing pending still counts (as Adam does with a zero gradient) and records no batch.
+    """
+    version = state.version + 1
+    params = _digest(state.params, "step", str(adam.learning_rate), *state.pending)
+    step = TrainedStep(version, state.pending, float(adam.learning_rate))
+    new = dataclasses.replace(
+        state, version=version, params=params, lineage=(*state.lineage, step), pending=()
+    )
+    return new, types.OptimStepResponse(metrics={"fake:batches": float(len(step.batches))})
+
+
+def load_state_file(path: str) -> ModelState:
+    """Reads a state saved by :meth:`FakeTrainingClient.save_state` (path ``fake:///…`` or a file path).
+
+    Raises:
+        ValueError: if the file does not exist or is not a saved fake state.
+    """
+    file = Path(path[len(_URI) :] if path.startswith(_URI) else path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ValueError(f"path {path!r} is not a readable saved state: {e.strerror}") from None
+    return ModelState.from_json(text)
+
+
+@dataclass(frozen=True, slots=True)
+class TrainEvent:
+    """One thing the service did to a model: ``kind`` ∈ forward_backward, optim_step, save_state, load.
+
+    ``detail`` is the batch fingerprint (forward_backward), the saved path (save_state, load) or ``""``.
+    """
+
+    client: int
+    kind: str
+    version: int
+    detail: str
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class FakeServiceClient:
+    """The shell of the fake service; satisfies :class:`adapters.tinker.protocol.ServiceClient`.
+
+    Args:
+        seed: seeds the initial weights and, through them, every sample.
+        root: directory for saved states (``root/states/NAME.json``) and the event log
+            (``root/events.jsonl``); None keeps saved states in memory (one process only).
+        policy: the scripted policy's settings.
+
+    Examples:
+        >>> import asyncio
+        >>> async def main():
+        ...     service = FakeServiceClient(seed=1)
+        ...     tc = await service.create_lora_training_client("fake-model", rank=4)
+        ...     sampler = await tc.save_weights_and_get_sampling_client()
+        ...     return tc.state.version, sampler.state.version
+        >>> asyncio.run(main())
+        (0, 0)
+    """
+
+    def __init__(
+        self, *, seed: int = 0, root: str | os.PathLike[str] | None = None, policy: FakePolicy = FakePolicy()
+    ) -> None:
+        self.seed = seed
+        self.root = Path(root).resolve() if root is not None else None
+        self.policy = policy
+        self.events: list[TrainEvent] = []
+        self._memory: dict[str, str] = {}
+        self._clients = 0
+
+    def _record(self, event: TrainEvent) -> None:
+        self.events.append(event)
+        if self.root is not None:
+            self.root.mkdir(parents=True, exist_ok=True)
+            with open(self.root / "events.jsonl", "a", encoding="utf-8") as f:
+                f.write(json.dumps(dataclasses.asdict(event)) + "\n")
+
+    def _new_client(self, state: ModelState) -> FakeTrainingClient:
+        self._clients += 1
+        return FakeTrainingClient(self, state, self._clients)
+
+    def create_lora_training_client(
+        self, base_model: str, rank: int = 32
+    ) -> CompletedFuture[FakeTrainingClient]:
+        """A training client on fresh weights (version 0)."""
+        return completed(self._new_client(initial_model_state(base_model, rank, self.seed)))
+
+    def create_training_client_from_state_with_optimizer(
+        self, path: str
+    ) -> CompletedFuture[FakeTrainingClient]:
+        """A training client on a saved state (weights, optimizer history); pending gradients start empty.
+
+        Raises:
+            ValueError: if ``path`` names no saved state (raised when the future is awaited).
+        """
+        try:
+            state = (
+                ModelState.from_json(self._memory[path]) if path in self._memory else load_state_file(path)
+            )
+        except ValueError as e:
+            return CompletedFuture(error=e)
+        client = self._new_client(state)
+        self._record(TrainEvent(client.client_id, "load", state.version, path))
+        return completed(client)
+
+    def create_sampling_client(
+        self, model_path: str | None = None, base_model: str | None = None
+    ) -> CompletedFuture[FakeSamplingClient]:
+        """A sampler on a saved state (``model_path``) or on fresh weights of ``base_model``."""
+        if model_path is not None:
+            try:
+                state = (
+                    ModelState.from_json(self._memory[model_path])
+                    if model_path in self._memory
+                    else load_state_file(model_path)
+                )
+            except ValueError as e:
+                return CompletedFuture(error=e)
+        elif base_model is not None:
+            state = initial_model_state(base_model, 1, self.seed)
+        else:
+            return CompletedFuture(error=ValueError("pass model_path or base_model"))
+        return completed(FakeSamplingClient(state, self.policy))
+
+    def trained_batches(self) -> list[str]:
+        """Fingerprints of every forward_backward this service ran, in order (including discarded work)."""
+        return [e.detail for e in self.events if e.kind == "forward_backward"]
+
+    def save_text(self, name: str, text: str) -> str:
+        """Stores a saved state; returns its path (a ``fake://`` file URI when ``root`` is set)."""
+        if not name or "/" in name or name.startswith("."):
+            raise ValueError(f"name must be a plain non-empty file name, got {name!r}")
+        if self.root is None:
+            path = f"{_URI}memory/{name}"
+            self._memory[path] = text
+            return path
+        file = self.root / "states" / f"{name}.json"
+        _write_atomic(file, text)
+        return f"{_URI}{file}"
+
+
+class FakeTrainingClient:
+    """A model being trained on the fake service; satisfies :class:`adapters.tinker.protocol.TrainingClient`.
+
+    ``state`` is the current :class:`ModelState`; requests run at submission, in submission order.
+    """
+
+    def __init__(self, service: FakeServiceClient, state: ModelState, client_id: int) -> None:
+        self.service = service
+        self.state = state
+        self.client_id = client_id
+
+    def _record(self, kind: str, detail: str) -> None:
+        self.service._record(TrainEvent(self.client_id, kind, self.state.version, detail))
+
+    def forward_backward(
+        self,
+        data: list[types.Datum],
+        loss_fn: types.LossFnType,
+        loss_fn_config: Mapping[str, float | str] | None = None,
+    ) -> CompletedFuture[types.ForwardBackwardOutput]:
+        """See :func:`forward_backward`; errors arrive through the future."""
+        try:
+            self.state, out = forward_backward(self.state, data, loss_fn, loss_fn_config)
+        except ValueError as e:
+            return CompletedFuture(error=e)
+        self._record("forward_backward", self.state.pending[-1])
+        return completed(out)
+
+    def forward_backward_custom(
+        self, data: list[types.Datum], loss_fn: CustomLossFn
+    ) -> CompletedFuture[types.ForwardBackwardOutput]:
+        """Calls ``loss_fn(data, logprobs)`` with numpy logprobs (no autograd here) and records the batch."""
+        try:
+            logprobs = [_datum_logprobs(self.state.params, d) for d in data]
+            if not data:
+                raise ValueError("data must hold at least one datum")
+            loss, metrics = loss_fn(data, logprobs)
+        except ValueError as e:
+            return CompletedFuture(error=e)
+        self.state = dataclasses.replace(self.state, pending=(*self.state.pending, batch_fingerprint(data)))
+        self._record("forward_backward", self.state.pending[-1])
+        outputs = [{"logprobs": types.TensorData.from_numpy(lp)} for lp in logprobs]
+        all_metrics = {
+            "loss:sum": float(np.sum(np.asarray(loss))),
+            **{k: float(v) for k, v in metrics.items()},
+        }
+        return completed(types.ForwardBackwardOutput("custom", outputs, all_metrics))
+
+    def optim_step(self, optim_params: types.AdamParams) -> CompletedFuture[types.OptimStepResponse]:
+        """See :func:`optim_step`."""
+        self.state, out = optim_step(self.state, optim_params)
+        self._record("optim_step", "")
+        return completed(out)
+
+    def save_state(self, name: str) -> CompletedFuture[types.SaveWeightsResponse]:
+        """Saves weights and optimizer history under ``name``; the response's ``path`` restores them."""
+        try:
+            path = self.service.save_text(name, self.state.to_json())
+        except ValueError as e:
+            return CompletedFuture(error=e)
+        self._record("save_state", path)
+        return completed(types.SaveWeightsResponse(path=path))
+
+    def save_weights_and_get_sampling_client(
+        self, name: str | None = None
+    ) -> CompletedFuture[FakeSamplingClient]:
+        """A sampler on a snapshot of the current weights."""
+        return completed(FakeSamplingClient(self.state, self.service.policy))
+
+    def get_tokenizer(self) -> ByteTokenizer:
+        """The fake's tokenizer: :class:`ByteTokenizer`."""
+        return ByteTokenizer()
+
+
+class FakeSamplingClient:
+    """A sampler on a frozen snapshot of weights; satisfies :class:`~adapters.tinker.protocol.SamplingClient`.
+
+    ``state`` is the snapshot: its ``version`` is the policy version of every sample.
+    """
+
+    def __init__(self, state: ModelState, policy: FakePolicy = FakePolicy()) -> None:
+        self.state = dataclasses.replace(state, pending=())
+        self.policy = policy
+
+    def sample(
+        self, prompt: tinker.ModelInput, num_samples: int, sampling_params: types.SamplingParams
+    ) -> CompletedFuture[types.SampleResponse]:
+        """See :func:`sample`; errors arrive through the future."""
+        try:
+            return completed(sample(self.state, prompt, num_samples, sampling_params, policy=self.policy))
+        except ValueError as e:
+            return CompletedFuture(error=e)
+
+    def compute_logprobs(self, prompt: tinker.ModelInput) -> CompletedFuture[list[float | None]]:
+        """Logprob of every prompt token given the ones before (None for the first), under this snapshot."""
+        ids = prompt.to_ints()
+        lps: list[float | None] = [None]
+        if len(ids) > 1:
+            lps += [float(x) for x in token_logprobs(self.state.params, ids, 1)]
+        return completed(lps[: len(ids)])
+
+    def get_tokenizer(self) -> ByteTokenizer:
+        """The fake's tokenizer: :class:`ByteTokenizer`."""
+        return ByteTokenizer()

@@ -1,0 +1,350 @@
+"""Fault injection for any service satisfying the protocol: a wrapper, not flags in the fake.
+
+A :class:`FaultPlan` (no I/O, no clock, no state) says which fault, if any, hits the k-th call of each
+method; :func:`with_faults` wraps a service client so that every training and sampling client it hands
+out obeys the plan. The k-th call of a method is counted across all clients of the wrapped service.
+
+Faults (:data:`FAULT_KINDS`):
+
+- ``"error"``: the request fails with :class:`InjectedError` (a transient service error) and never
+  reaches the service.
+- ``"hang"``: the future never completes (the request never reaches the service); only a timeout or a
+  cancellation ends the wait.
+- ``"cancel"``: the future reports ``asyncio.CancelledError`` although nobody cancelled the caller.
+- ``"delay"``: the request runs at once (submission order is kept) but its result arrives after
+  ``delay`` seconds; different delays give out-of-order completion.
+- ``"crash"``: the process "dies" at the call: :class:`SimulatedCrash` (a ``BaseException``, so no
+  ``except Exception`` swallows it) is raised synchronously, before the request (``after=False``), or
+  after the service did the work but before the caller learns of it (``after=True``: a checkpoint
+  written but never reported, an optimizer step applied but never acknowledged).
+
+A crash "between forward_backward and optim_step" is ``{("optim_step", k): Fault("crash")}``; a crash
+"in the middle of a checkpoint" is ``{("save_state", k): Fault("crash", after=True)}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import hashlib
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+import numpy as np
+from tinker import types
+
+from adapters.tinker.futures import AwaitableFuture, CompletedFuture
+from adapters.tinker.protocol import CustomLossFn, Future, SamplingClient, ServiceClient, TrainingClient
+
+__all__ = [
+    "FAULT_KINDS",
+    "METHODS",
+    "Fault",
+    "FaultPlan",
+    "FaultyService",
+    "InjectedError",
+    "SimulatedCrash",
+    "with_faults",
+    "wrap_sampler",
+]
+
+FaultKind = Literal["error", "hang", "cancel", "delay", "crash"]
+FAULT_KINDS: Final[tuple[FaultKind, ...]] = ("error", "hang", "cancel", "delay", "crash")
+"""The kinds of fault a plan can inject."""
+
+METHODS: Final = (
+    "sample",
+    "compute_logprobs",
+    "forward_backward",
+    "forward_backward_custom",
+    "optim_step",
+    "save_state",
+    "save_weights_and_get_sampling_client",
+    "create_lora_training_client",
+    "create_training_client_from_state_with_optimizer",
+    "create_sampling_client",
+)
+"""The protocol methods a plan can target."""
+
+
+class InjectedError(RuntimeError):
+    """A transient service error raised by an ``"error"`` fault."""
+
+
+class SimulatedCrash(BaseException):
+    """The process died here (a ``"crash"`` fault). Catch it only where a test plays the restart."""
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    """One fault: its kind, the delay of a ``"delay"``, and whether a ``"crash"`` strikes after the work."""
+
+    kind: FaultKind
+    delay: float = 0.0
+    after: bool = False
+
+    def __post_init__(self) -> None:
+        if self.kind not in FAULT_KINDS:
+            raise ValueError(f"kind must be one of {list(FAULT_KINDS)}, got {self.kind!r}")
+        if not self.delay >= 0.0:
+            raise ValueError(f"delay must be >= 0, got {self.delay!r}")
+
+
+def _unit(seed: int, method: str, index: int) -> tuple[float, float]:
+    digest = hashlib.sha256(f"{seed}|{method}|{index}".encode()).digest()
+    a, b = np.frombuffer(digest[:16], dtype="<u8")
+    return float(a) / 2.0**64, float(b) / 2.0**64
+
+
+@dataclass(frozen=True)
+class FaultPlan:
+    """Which fault hits the k-th call of each method: explicit entries first, then seeded random rates.
+
+    Attributes:
+        at: explicit faults by ``(method, k)`` (k counts from 0).
+        seed: seeds the random faults (a pure function of seed, method and k).
+        rates: probability of each fault kind per call of the methods in ``methods`` (kinds listed in
+            :data:`FAULT_KINDS` order, their rates summed; crash is never random).
+        max_delay: a random ``"delay"`` is uniform in ``[0, max_delay]`` seconds.
+        methods: the methods random faults apply to (default: ``sample`` only).
+        latency: a fixed delay in seconds per method for every call that draws no other fault (a
+            service with constant latency, e.g. ``{"sample": 0.05, "forward_backward": 0.2}``).
+
+    Examples:
+        >>> plan = FaultPlan(at={("optim_step", 1): Fault("crash")})
+        >>> plan.fault_for("optim_step", 0) is None, plan.fault_for("optim_step", 1).kind
+        (True, 'crash')
+        >>> p = FaultPlan(seed=3, rates={"error": 0.5})
+        >>> [p.fault_for("sample", k) is not None for k in range(6)] == [
+        ...     p.fault_for("sample", k) is not None for k in range(6)]
+        True
+    """
+
+    at: Mapping[tuple[str, int], Fault] = field(default_factory=dict)
+    seed: int = 0
+    rates: Mapping[str, float] = field(default_factory=dict)
+    max_delay: float = 0.01
+    methods: Sequence[str] = ("sample",)
+    latency: Mapping[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for method, k in self.at:
+            if method not in METHODS:
+                raise ValueError(f"at: method must be one of {list(METHODS)}, got {method!r}")
+            if k < 0:
+                raise ValueError(f"at: call index must be >= 0, got {k}")
+        for kind, rate in self.rates.items():
+            if kind not in FAULT_KINDS or kind == "crash":
+                raise ValueError(f"rates: kind must be one of error, hang, cancel, delay, got {kind!r}")
+            if not 0.0 <= rate <= 1.0:
+                raise ValueError(f"rates[{kind!r}] must lie in [0, 1], got {rate!r}")
+        if sum(self.rates.values()) > 1.0 + 1e-12:
+            raise ValueError(f"rates must sum to at most 1, got {sum(self.rates.values())}")
+        for method, seconds in self.latency.items():
+            if method not in METHODS:
+                raise ValueError(f"latency: method must be one of {list(METHODS)}, got {method!r}")
+            if not seconds >= 0.0:
+                raise ValueError(f"latency[{method!r}] must be >= 0, got {seconds!r}")
+        unknown = [m for m in self.methods if m not in METHODS]
+        if unknown:
+            raise ValueError(f"methods must be among {list(METHODS)}, got {unknown}")
+
+    def fault_for(self, method: str, index: int) -> Fault | None:
+        """The fault of call ``index`` of ``method``: explicit, else random, else fixed latency, else None."""
+        explicit = self.at.get((method, index))
+        if explicit is not None:
+            return explicit
+        if method in self.methods and self.rates:
+            u, v = _unit(self.seed, method, index)
+            edge = 0.0
+            for kind in FAULT_KINDS:
+                edge += self.rates.get(kind, 0.0)
+                if u < edge:
+                    return Fault(kind, delay=v * self.max_delay if kind == "delay" else 0.0)
+        seconds = self.latency.get(method, 0.0)
+        return Fault("delay", delay=seconds) if seconds > 0 else None
+
+
+async def _never() -> Any:
+    await asyncio.Event().wait()
+
+
+async def _later(delay: float, inner: Future[Any]) -> Any:
+    await asyncio.sleep(delay)
+    return await inner
+
+
+def _cancelled() -> AwaitableFuture[Any]:
+    fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
+    fut.cancel()
+    return AwaitableFuture(fut)
+
+
+class FaultyService:
+    """The state shared by the wrappers of one service: call counters and the faults injected so far."""
+
+    def __init__(self, inner: ServiceClient, plan: FaultPlan) -> None:
+        self.inner = inner
+        self.plan = plan
+        self.calls: Counter[str] = Counter()
+        self.injected: list[tuple[str, int, Fault]] = []
+
+    def call(self, method: str, run: Any, wrap: Any = None) -> Any:
+        """Runs ``run()`` (which submits the request and returns its future) under the plan's fault."""
+        index = self.calls[method]
+        self.calls[method] += 1
+        fault = self.plan.fault_for(method, index)
+        if fault is not None:
+            self.injected.append((method, index, fault))
+        if fault is None or fault.kind == "delay":
+            inner = run()
+            if wrap is not None:
+                inner = _Mapped(inner, wrap)
+            return inner if fault is None else AwaitableFuture(_later(fault.delay, inner))
+        if fault.kind == "error":
+            return CompletedFuture(error=InjectedError(f"injected error in {method} call {index}"))
+        if fault.kind == "hang":
+            return AwaitableFuture(_never())
+        if fault.kind == "cancel":
+            return _cancelled()
+        if fault.after:
+            run()
+        raise SimulatedCrash(f"simulated crash in {method} call {index}")
+
+
+class _Mapped:
+    """A future whose result goes through ``fn`` (wraps clients handed out by the service)."""
+
+    def __init__(self, inner: Future[Any], fn: Any) -> None:
+        self.inner = inner
+        self.fn = fn
+
+    async def result_async(self, timeout: float | None = None) -> Any:
+        return self.fn(await self.inner.result_async(timeout))
+
+    def __await__(self) -> Any:
+        return self.result_async().__await__()
+
+
+class _FaultyServiceClient:
+    def __init__(self, faults: FaultyService) -> None:
+        self.faults = faults
+
+    def create_lora_training_client(self, base_model: str, rank: int = 32) -> Future[TrainingClient]:
+        inner = self.faults.inner
+        return self.faults.call(  # type: ignore[no-any-return]
+            "create_lora_training_client",
+            lambda: inner.create_lora_training_client(base_model, rank),
+            lambda tc: _FaultyTrainingClient(tc, self.faults),
+        )
+
+    def create_training_client_from_state_with_optimizer(self, path: str) -> Future[TrainingClient]:
+        inner = self.faults.inner
+        return self.faults.call(  # type: ignore[no-any-return]
+            "create_training_client_from_state_with_optimizer",
+            lambda: inner.create_training_client_from_state_with_optimizer(path),
+            lambda tc: _FaultyTrainingClient(tc, self.faults),
+        )
+
+    def create_sampling_client(
+        self, model_path: str | None = None, base_model: str | None = None
+    ) -> Future[SamplingClient]:
+        inner = self.faults.inner
+        return self.faults.call(  # type: ignore[no-any-return]
+            "create_sampling_client",
+            lambda: inner.create_sampling_client(model_path, base_model),
+            lambda sc: _FaultySamplingClient(sc, self.faults),
+        )
+
+
+class _FaultyTrainingClient:
+    def __init__(self, inner: TrainingClient, faults: FaultyService) -> None:
+        self.inner = inner
+        self.faults = faults
+
+    def __getattr__(self, name: str) -> Any:  # state, client_id, ... of the wrapped client
+        return getattr(self.inner, name)
+
+    def forward_backward(
+        self,
+        data: list[types.Datum],
+        loss_fn: types.LossFnType,
+        loss_fn_config: Mapping[str, float | str] | None = None,
+    ) -> Future[types.ForwardBackwardOutput]:
+        return self.faults.call(  # type: ignore[no-any-return]
+            "forward_backward", lambda: self.inner.forward_backward(data, loss_fn, loss_fn_config)
+        )
+
+    def forward_backward_custom(
+        self, data: list[types.Datum], loss_fn: CustomLossFn
+    ) -> Future[types.ForwardBackwardOutput]:
+        return self.faults.call(  # type: ignore[no-any-return]
+            "forward_backward_custom", lambda: self.inner.forward_backward_custom(data, loss_fn)
+        )
+
+    def optim_step(self, optim_params: types.AdamParams) -> Future[types.OptimStepResponse]:
+        return self.faults.call("optim_step", lambda: self.inner.optim_step(optim_params))  # type: ignore[no-any-return]
+
+    def save_state(self, name: str) -> Future[types.SaveWeightsResponse]:
+        return self.faults.call("save_state", lambda: self.inner.save_state(name))  # type: ignore[no-any-return]
+
+    def save_weights_and_get_sampling_client(self, name: str | None = None) -> Future[SamplingClient]:
+        return self.faults.call(  # type: ignore[no-any-return]
+            "save_weights_and_get_sampling_client",
+            lambda: self.inner.save_weights_and_get_sampling_client(name),
+            lambda sc: _FaultySamplingClient(sc, self.faults),
+        )
+
+    def get_tokenizer(self) -> Any:
+        return self.inner.get_tokenizer()
+
+
+class _FaultySamplingClient:
+    def __init__(self, inner: SamplingClient, faults: FaultyService) -> None:
+        self.inner = inner
+        self.faults = faults
+
+    def __getattr__(self, name: str) -> Any:  # state, policy, ... of the wrapped sampler
+        return getattr(self.inner, name)
+
+    def sample(
+        self, prompt: types.ModelInput, num_samples: int, sampling_params: types.SamplingParams
+    ) -> Future[types.SampleResponse]:
+        return self.faults.call(  # type: ignore[no-any-return]
+            "sample", lambda: self.inner.sample(prompt, num_samples, sampling_params)
+        )
+
+    def compute_logprobs(self, prompt: types.ModelInput) -> Future[list[float | None]]:
+        return self.faults.call("compute_logprobs", lambda: self.inner.compute_logprobs(prompt))  # type: ignore[no-any-return]
+
+
+def with_faults(service: ServiceClient, plan: FaultPlan) -> tuple[ServiceClient, FaultyService]:
+    """Wraps ``service`` so that it and every client it hands out obey ``plan``.
+
+    Returns:
+        ``(wrapped service, its FaultyService)``: the second holds the call counters and the list of
+        injected faults, for assertions.
+
+    Examples:
+        >>> import asyncio
+        >>> from adapters.tinker.fake import FakeServiceClient
+        >>> async def main():
+        ...     plan = FaultPlan(at={("optim_step", 0): Fault("error")})
+        ...     service, faults = with_faults(FakeServiceClient(), plan)
+        ...     tc = await service.create_lora_training_client("fake", rank=1)
+        ...     try:
+        ...         await tc.optim_step(types.AdamParams())
+        ...     except InjectedError as e:
+        ...         return str(e), tc.state.version
+        >>> asyncio.run(main())
+        ('injected error in optim_step call 0', 0)
+    """
+    faults = FaultyService(service, plan)
+    return _FaultyServiceClient(faults), faults
+
+
+def wrap_sampler(sampler: SamplingClient, faults: FaultyService) -> SamplingClient:
+    """Wraps one sampler (made outside the wrapped service) so its calls obey ``faults.plan``."""
+    return _FaultySamplingClient(sampler, faults)

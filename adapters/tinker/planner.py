@@ -1,0 +1,448 @@
+"""The training loop's planner: a pure state machine (no ``await``, no clock, no I/O).
+
+:func:`step` takes the loop state and one event (a result that arrived) and returns the new state and the
+requests to execute next, in order. The async shell (:mod:`adapters.tinker.train`) executes requests
+and feeds their results back as events; Hypothesis drives the same planner through arbitrary
+interleavings and crash points (``tests/test_train_planner.py``).
+
+One step ``s`` (``0 ≤ s < total_steps``; the first ``warm_start_steps`` are warm-start steps)::
+
+    Prepare(s, batch) → Prepared(s, n) → SubmitSubstep(s, 0), SubmitSubstep(s, 1), AwaitSubstep(s, 0)
+      → SubstepDone(s, 0) → SubmitSubstep(s, 2), AwaitSubstep(s, 1) → … → SubstepDone(s, n − 1)
+      → RefreshSampler(s) → SamplerReady(s + 1) → [Evaluate(s) → Evaluated(s)]
+      → WriteMetrics(s) → MetricsWritten(s) → [Save(s) → Saved(s)] → next step, or Finish
+
+``SubmitSubstep`` submits forward_backward and optim_step back to back without awaiting, so substep
+``k + 1`` is always submitted before substep ``k`` is awaited. The metrics line of a step is written
+before its checkpoint: a checkpoint at step ``s`` implies metrics lines ``0 … s`` exist (resume truncates
+any later lines), so every step appears exactly once across crashes.
+
+Sampling (RL steps only; batch ``b`` holds the questions of dataset batch ``b``): ``Sample(b, v)`` asks
+for the debates of batch ``b`` with the sampler of policy version ``v`` (the weights after ``v``
+optimizer steps). With ``max_steps_off_policy = 0`` a batch is requested only when the sampler is fresh
+and nothing else is pending (on-policy, staleness 0). With ``k > 0`` up to ``k + 1`` batches are
+sampled or waiting while training goes on; a batch is trained at step ``s`` only if ``s − v ≤ k``,
+else it is dropped and counted (its questions are not retried). A checkpoint lists batches that were
+sampled but not trained (``to_sample``): a resumed run samples them again, so no batch is lost or
+trained twice.
+
+Examples:
+    >>> cfg = PlanConfig(total_steps=1, num_substeps=1)
+    >>> state, reqs = start(cfg)
+    >>> reqs
+    (Sample(batch=0, version=0),)
+    >>> state, reqs = step(cfg, state, Sampled(0, 0))
+    >>> reqs
+    (Prepare(step=0, batch=0, version=0, warm=False),)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Literal, TypeAlias
+
+__all__ = [
+    "AwaitSubstep",
+    "Evaluate",
+    "Evaluated",
+    "Event",
+    "Finish",
+    "LoopState",
+    "MetricsWritten",
+    "PlanConfig",
+    "Prepare",
+    "Prepared",
+    "RefreshSampler",
+    "Request",
+    "Sample",
+    "Sampled",
+    "SamplerReady",
+    "Save",
+    "Saved",
+    "SubmitSubstep",
+    "SubstepDone",
+    "WriteMetrics",
+    "checkpoint_state",
+    "start",
+    "state_from_dict",
+    "state_to_dict",
+    "step",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class PlanConfig:
+    """The constants the planner needs (a projection of ``TrainConfig``).
+
+    Attributes:
+      total_steps: steps to run in all (warm-start steps included).
+      warm_start_steps: the first steps, trained on rendered turns (no sampling).
+      num_substeps: optimizer steps per batch.
+      save_every: save after step s when ``(s + 1) % save_every == 0``; the last step always saves.
+      eval_every: evaluate after step s when ``(s + 1) % eval_every == 0`` (RL steps); also after the last.
+      max_steps_off_policy: k (0: on-policy).
+    """
+
+    total_steps: int
+    warm_start_steps: int = 0
+    num_substeps: int = 1
+    save_every: int = 0
+    eval_every: int = 0
+    max_steps_off_policy: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("total_steps", "warm_start_steps", "save_every", "eval_every", "max_steps_off_policy"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.num_substeps < 1:
+            raise ValueError(f"num_substeps must be >= 1, got {self.num_substeps}")
+        if self.warm_start_steps > self.total_steps:
+            raise ValueError("warm_start_steps must be <= total_steps")
+
+
+# ---- requests (planner → shell) ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """Roll out the debates of dataset batch ``batch`` with the sampler of policy ``version``."""
+
+    batch: int
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class Prepare:
+    """Turn batch ``batch`` into datums for ``step`` (kernel stages; rendered turns when ``warm``)."""
+
+    step: int
+    batch: int
+    version: int
+    warm: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SubmitSubstep:
+    """Submit forward_backward and optim_step of substep ``index`` back to back; do not await."""
+
+    step: int
+    index: int
+
+
+@dataclass(frozen=True, slots=True)
+class AwaitSubstep:
+    """Await the results of substep ``index`` (already submitted)."""
+
+    step: int
+    index: int
+
+
+@dataclass(frozen=True, slots=True)
+class RefreshSampler:
+    """A fresh sampling client with the weights after ``step`` (policy version ``step + 1``)."""
+
+    step: int
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluate:
+    """Evaluate the current policy against the fixed opponents."""
+
+    step: int
+
+
+@dataclass(frozen=True, slots=True)
+class WriteMetrics:
+    """Append the metrics line of ``step`` (durably)."""
+
+    step: int
+
+
+@dataclass(frozen=True, slots=True)
+class Save:
+    """Save weights, optimizer and :func:`checkpoint_state` of the state after ``step``."""
+
+    step: int
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    """Every step is done; cancel any sampling still running."""
+
+
+Request: TypeAlias = (
+    Sample | Prepare | SubmitSubstep | AwaitSubstep | RefreshSampler | Evaluate | WriteMetrics | Save | Finish
+)
+
+# ---- events (shell → planner) -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Sampled:
+    """The debates of ``batch`` (sampled with policy ``version``) are ready."""
+
+    batch: int
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """The step's datums are ready, split into ``num_chunks`` substeps (0: nothing to train)."""
+
+    step: int
+    num_chunks: int
+
+
+@dataclass(frozen=True, slots=True)
+class SubstepDone:
+    """Substep ``index`` of ``step`` finished (forward_backward and optim_step results arrived)."""
+
+    step: int
+    index: int
+
+
+@dataclass(frozen=True, slots=True)
+class SamplerReady:
+    """The sampler of policy ``version`` is in use."""
+
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluated:
+    step: int
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsWritten:
+    step: int
+
+
+@dataclass(frozen=True, slots=True)
+class Saved:
+    step: int
+
+
+Event: TypeAlias = Sampled | Prepared | SubstepDone | SamplerReady | Evaluated | MetricsWritten | Saved
+
+Phase = Literal["idle", "preparing", "training", "refreshing", "evaluating", "writing", "saving", "done"]
+
+
+@dataclass(frozen=True, slots=True)
+class LoopState:
+    """Everything the planner knows.
+
+    Attributes:
+      step: optimizer steps completed (the step in progress, when ``phase`` is not idle).
+      version: policy version of the sampler in use.
+      next_batch: the next never-requested dataset batch.
+      to_sample: batches to request before ``next_batch`` (sampled before a crash, never trained).
+      inflight: ``(batch, version)`` being sampled.
+      ready: ``(batch, version)`` sampled, waiting to be trained.
+      current: ``(batch, version)`` being trained (``(-1, -1)`` when idle or warm).
+      phase: where the step in progress is.
+      chunks: substeps of the step in progress; ``done_chunks`` of them finished.
+      dropped: batches dropped as too stale, in all.
+    """
+
+    step: int = 0
+    version: int = 0
+    next_batch: int = 0
+    to_sample: tuple[int, ...] = ()
+    inflight: tuple[tuple[int, int], ...] = ()
+    ready: tuple[tuple[int, int], ...] = ()
+    current: tuple[int, int] = (-1, -1)
+    phase: Phase = "idle"
+    chunks: int = 0
+    done_chunks: int = 0
+    dropped: int = 0
+
+
+def start(config: PlanConfig, resumed: LoopState | None = None) -> tuple[LoopState, tuple[Request, ...]]:
+    """The first state and requests: fresh, or from a checkpoint's state (:func:`checkpoint_state`)."""
+    state = resumed if resumed is not None else LoopState(next_batch=config.warm_start_steps)
+    if state.phase != "idle" or state.inflight or state.ready:
+        raise ValueError("a resumed state must come from checkpoint_state (idle, nothing in flight)")
+    return _advance(config, state, ())
+
+
+def checkpoint_state(state: LoopState) -> LoopState:
+    """The state a checkpoint stores, taken when ``Save(s)`` is requested: the state after step ``s``,
+    idle, with sampled-but-untrained batches moved to ``to_sample`` (a resumed run samples them again).
+
+    Raises:
+      ValueError: the state is not saving.
+    """
+    if state.phase != "saving":
+        raise ValueError(f"checkpoint_state needs a state that is saving, got phase {state.phase!r}")
+    pending = sorted({*state.to_sample, *(b for b, _ in state.inflight), *(b for b, _ in state.ready)})
+    return replace(_step_done(state), inflight=(), ready=(), to_sample=tuple(pending))
+
+
+def step(config: PlanConfig, state: LoopState, event: Event) -> tuple[LoopState, tuple[Request, ...]]:
+    """Feeds one event; returns the new state and the requests to run, in order.
+
+    Raises:
+      ValueError: an event that does not fit the state (a shell bug), naming both.
+    """
+    out: list[Request] = []
+    s = state
+    match event:
+        case Sampled(batch, version):
+            if (batch, version) not in s.inflight:
+                _unexpected(event, s)
+            inflight = tuple(x for x in s.inflight if x != (batch, version))
+            s = replace(s, inflight=inflight, ready=(*s.ready, (batch, version)))
+        case Prepared(step_, n):
+            _expect(s, "preparing", step_, event)
+            if n < 0:
+                raise ValueError(f"Prepared.num_chunks must be >= 0, got {n}")
+            s = replace(s, chunks=n, done_chunks=0, phase="training")
+            if n == 0:
+                s = replace(s, phase="refreshing")
+                out.append(RefreshSampler(s.step))
+            else:
+                out.append(SubmitSubstep(s.step, 0))
+                if n > 1:
+                    out.append(SubmitSubstep(s.step, 1))
+                out.append(AwaitSubstep(s.step, 0))
+        case SubstepDone(step_, index):
+            _expect(s, "training", step_, event)
+            if index != s.done_chunks:
+                _unexpected(event, s)
+            s = replace(s, done_chunks=index + 1)
+            if index + 2 < s.chunks:
+                out.append(SubmitSubstep(s.step, index + 2))
+            if index + 1 < s.chunks:
+                out.append(AwaitSubstep(s.step, index + 1))
+            else:
+                s = replace(s, phase="refreshing")
+                out.append(RefreshSampler(s.step))
+        case SamplerReady(version):
+            if s.phase != "refreshing" or version != s.step + 1:
+                _unexpected(event, s)
+            s = replace(s, version=version)
+            if _due(config.eval_every, s.step, config) and s.step + 1 > config.warm_start_steps:
+                s = replace(s, phase="evaluating")
+                out.append(Evaluate(s.step))
+            else:
+                s = replace(s, phase="writing")
+                out.append(WriteMetrics(s.step))
+        case Evaluated(step_):
+            _expect(s, "evaluating", step_, event)
+            s = replace(s, phase="writing")
+            out.append(WriteMetrics(s.step))
+        case MetricsWritten(step_):
+            _expect(s, "writing", step_, event)
+            if _due(config.save_every, s.step, config):
+                s = replace(s, phase="saving")
+                out.append(Save(s.step))
+            else:
+                s = _step_done(s)
+        case Saved(step_):
+            _expect(s, "saving", step_, event)
+            s = _step_done(s)
+        case _:
+            raise TypeError(f"event must be a planner event, got {type(event).__name__}")
+    return _advance(config, s, tuple(out))
+
+
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _due(every: int, step_: int, config: PlanConfig) -> bool:
+    return step_ + 1 == config.total_steps or (every > 0 and (step_ + 1) % every == 0)
+
+
+def _step_done(s: LoopState) -> LoopState:
+    return replace(s, step=s.step + 1, phase="idle", current=(-1, -1), chunks=0, done_chunks=0)
+
+
+def _expect(s: LoopState, phase: str, step_: int, event: Event) -> None:
+    if s.phase != phase or s.step != step_:
+        _unexpected(event, s)
+
+
+def _unexpected(event: Event, s: LoopState) -> None:
+    raise ValueError(f"event {event!r} does not fit the loop state (phase {s.phase!r}, step {s.step})")
+
+
+def _advance(
+    config: PlanConfig, s: LoopState, out: tuple[Request, ...]
+) -> tuple[LoopState, tuple[Request, ...]]:
+    """Drops stale batches, starts the next step when idle, requests sampling within the window."""
+    reqs = list(out)
+    k = config.max_steps_off_policy
+    if s.phase == "idle" and s.step < config.total_steps:
+        fresh = tuple(x for x in s.ready if s.step - x[1] <= k)
+        if len(fresh) != len(s.ready):
+            s = replace(s, ready=fresh, dropped=s.dropped + len(s.ready) - len(fresh))
+    if s.phase == "idle" and s.step < config.total_steps:
+        if s.step < config.warm_start_steps:
+            s = replace(s, phase="preparing", current=(s.step, s.version))
+            reqs.append(Prepare(s.step, s.step, s.version, True))
+        elif s.ready:
+            batch, version = min(s.ready)
+            s = replace(s, ready=tuple(x for x in s.ready if x != (batch, version)))
+            s = replace(s, phase="preparing", current=(batch, version))
+            reqs.append(Prepare(s.step, batch, version, False))
+    if s.phase != "done" and s.step >= config.warm_start_steps:
+        s, sample = _request_samples(config, s)
+        reqs.extend(sample)
+    if s.phase == "idle" and s.step >= config.total_steps:
+        s = replace(s, phase="done")
+        reqs.append(Finish())
+    return s, tuple(reqs)
+
+
+def _request_samples(config: PlanConfig, s: LoopState) -> tuple[LoopState, list[Request]]:
+    k = config.max_steps_off_policy
+    out: list[Request] = []
+    window = k + 1
+    while True:
+        pending = len(s.inflight) + len(s.ready)
+        in_progress = s.phase not in ("idle", "done")
+        remaining = config.total_steps - s.step - (1 if in_progress else 0)
+        if pending >= min(window, remaining):
+            break
+        if k == 0 and (in_progress or s.version != s.step):
+            break  # on-policy: only with the sampler of the current weights
+        if s.to_sample:
+            batch, to_sample = s.to_sample[0], s.to_sample[1:]
+            s = replace(s, to_sample=to_sample)
+        else:
+            batch = s.next_batch
+            s = replace(s, next_batch=batch + 1)
+        s = replace(s, inflight=(*s.inflight, (batch, s.version)))
+        out.append(Sample(batch, s.version))
+    return s, out
+
+
+def state_to_dict(state: LoopState) -> dict[str, Any]:
+    """A checkpoint state (from :func:`checkpoint_state`) as a JSON-ready dict."""
+    s = state
+    return {
+        "step": s.step,
+        "version": s.version,
+        "next_batch": s.next_batch,
+        "to_sample": list(s.to_sample),
+        "dropped": s.dropped,
+    }
+
+
+def state_from_dict(d: dict[str, Any]) -> LoopState:
+    """The inverse of :func:`state_to_dict`.
+
+    Raises:
+      ValueError: a missing or malformed field.
+    """
+    try:
+        return LoopState(
+            step=int(d["step"]),
+            version=int(d["version"]),
+            next_batch=int(d["next_batch"]),
+            to_sample=tuple(int(b) for b in d["to_sample"]),
+            dropped=int(d["dropped"]),
+        )
+    except (KeyError, TypeError, ValueError) as e:
+        raise ValueError(f"loop state is malformed: {e!r}") from None

@@ -1,0 +1,172 @@
+"""Renderers: chat messages → prompt tokens and stop sequences; sampled tokens → text.
+
+A renderer fixes how a model sees a conversation. :class:`ByteRenderer` needs nothing but
+:class:`~adapters.tinker.tokenizers.ByteTokenizer` and uses its special tokens as the chat format::
+
+    <|bos|><|system|>{system}<|end|><|user|>{user}<|end|><|assistant|>   → the model writes {answer}<|end|>
+
+:class:`ChatTemplateRenderer` uses a Hugging Face tokenizer's own chat template (the ``transformers``
+package, an optional dependency, is imported only by the caller that builds the tokenizer).
+
+Stop sequences follow the reference rule through :func:`kernel.stop_sequences`: token ids alone, or
+strings plus ``</consensus_reason>``, de-duplicated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, Literal, Protocol
+
+import tinker
+
+from adapters.tinker.tokenizers import ByteTokenizer
+from kernel import Message, stop_sequences
+
+__all__ = ["ByteRenderer", "ChatTemplateRenderer", "Renderer"]
+
+_ROLES = ("system", "user", "assistant")
+
+
+class Renderer(Protocol):
+    """What the rollout driver needs from a chat format."""
+
+    def build_prompt(self, messages: Sequence[Message]) -> tinker.ModelInput:
+        """The prompt tokens for ``messages``, ending where the assistant's answer begins."""
+        ...
+
+    def stop_sequences(self) -> list[str] | list[int]:
+        """The sampler's stop sequences for a debate turn (reference rule applied)."""
+        ...
+
+    def text(self, tokens: Sequence[int]) -> str:
+        """The text of sampled tokens, special tokens (the stop token included) removed."""
+        ...
+
+
+def _check_messages(messages: Sequence[Message]) -> list[Message]:
+    out = list(messages)
+    for m in out:
+        if not isinstance(m, Message):
+            raise TypeError(f"messages must hold kernel.Message values, got {type(m).__name__}")
+        if m.role not in _ROLES:
+            raise ValueError(f"messages: role must be one of {list(_ROLES)}, got {m.role!r}")
+    return out
+
+
+def _stops(renderer_stops: list[int] | list[str]) -> list[str] | list[int]:
+    stops = stop_sequences(renderer_stops)
+    return [s for s in stops if isinstance(s, str)] or [int(s) for s in stops]
+
+
+def _ints(tokens: Iterable[int]) -> list[int]:
+    return [int(t) for t in tokens]
+
+
+class ByteRenderer:
+    """The byte-level chat format over :class:`ByteTokenizer`: roles as special tokens, turns end ``<|end|>``.
+
+    Args:
+        tokenizer: a :class:`ByteTokenizer` (a new one when omitted).
+
+    Examples:
+        >>> from kernel import Message
+        >>> r = ByteRenderer()
+        >>> prompt = r.build_prompt([Message("system", "S"), Message("user", "Hi")])
+        >>> prompt.to_ints()
+        [256, 258, 83, 261, 259, 72, 105, 261, 260]
+        >>> r.stop_sequences()
+        [261]
+        >>> r.text(r.answer_tokens("<solution>4</solution>"))
+        '<solution>4</solution>'
+    """
+
+    def __init__(self, tokenizer: ByteTokenizer | None = None) -> None:
+        self.tokenizer = tokenizer if tokenizer is not None else ByteTokenizer()
+        self._end = self.tokenizer.special_id("<|end|>")
+        self._role = {role: self.tokenizer.special_id(f"<|{role}|>") for role in _ROLES}
+
+    def build_prompt(self, messages: Sequence[Message]) -> tinker.ModelInput:
+        """``<|bos|>`` then each message as ``<|role|>{content}<|end|>``, then ``<|assistant|>``.
+
+        Raises:
+            TypeError: if a message is not a :class:`kernel.Message`.
+            ValueError: if a role is not system, user or assistant.
+        """
+        tokens = [self.tokenizer.bos_token_id]
+        for m in _check_messages(messages):
+            tokens += [self._role[m.role], *self.tokenizer.encode(m.content), self._end]
+        tokens.append(self._role["assistant"])
+        return tinker.ModelInput.from_ints(tokens)
+
+    def stop_sequences(self) -> list[str] | list[int]:
+        """``[<|end|>]`` as a token id (token-id stops are used alone)."""
+        return _stops([self._end])
+
+    def text(self, tokens: Sequence[int]) -> str:
+        """The sampled bytes as text, special tokens dropped."""
+        return self.tokenizer.decode(_ints(tokens), skip_special_tokens=True)
+
+    def answer_tokens(self, text: str) -> list[int]:
+        """The tokens a model emits to answer ``text``: its bytes, then ``<|end|>`` (warm starts, fakes)."""
+        return [*self.tokenizer.encode(text), self._end]
+
+
+class ChatTemplateRenderer:
+    """A Hugging Face tokenizer's chat template: ``apply_chat_template(..., add_generation_prompt=True)``.
+
+    Args:
+        tokenizer: a ``transformers`` tokenizer with a ``chat_template`` and an ``eos_token``.
+        stops: ``"token_ids"`` (default: the end-of-turn token id, used alone) or ``"strings"`` (its text
+            plus ``</consensus_reason>``), keyword.
+        end_token: the end-of-turn token text; defaults to ``tokenizer.eos_token``.
+
+    Raises:
+        ValueError: if ``stops`` is not one of the two, or the tokenizer has no chat template or end token.
+    """
+
+    def __init__(
+        self,
+        tokenizer: Any,
+        *,
+        stops: Literal["token_ids", "strings"] = "token_ids",
+        end_token: str | None = None,
+    ) -> None:
+        if stops not in ("token_ids", "strings"):
+            raise ValueError(f"stops must be 'token_ids' or 'strings', got {stops!r}")
+        if not getattr(tokenizer, "chat_template", None):
+            raise ValueError("tokenizer must have a chat_template")
+        end = end_token if end_token is not None else getattr(tokenizer, "eos_token", None)
+        if not isinstance(end, str) or not end:
+            raise ValueError("tokenizer must have an eos_token, or pass end_token")
+        end_id = tokenizer.convert_tokens_to_ids(end)
+        if not isinstance(end_id, int) or end_id < 0:
+            raise ValueError(f"end_token {end!r} is not a single token of the tokenizer")
+        self.tokenizer = tokenizer
+        self.stops = stops
+        self.end_token = end
+        self.end_token_id = end_id
+
+    def build_prompt(self, messages: Sequence[Message]) -> tinker.ModelInput:
+        """The chat template's text with the generation prompt, tokenized without extra specials.
+
+        Raises:
+            TypeError: if a message is not a :class:`kernel.Message`.
+            ValueError: if a role is not system, user or assistant.
+        """
+        dicts = [{"role": m.role, "content": m.content} for m in _check_messages(messages)]
+        text = self.tokenizer.apply_chat_template(dicts, add_generation_prompt=True, tokenize=False)
+        return tinker.ModelInput.from_ints(_ints(self.tokenizer.encode(text, add_special_tokens=False)))
+
+    def stop_sequences(self) -> list[str] | list[int]:
+        """The end-of-turn token id alone, or its text plus ``</consensus_reason>``."""
+        if self.stops == "token_ids":
+            return _stops([self.end_token_id])
+        return _stops([self.end_token])
+
+    def text(self, tokens: Sequence[int]) -> str:
+        """``tokenizer.decode(tokens, skip_special_tokens=True)``."""
+        return str(self.tokenizer.decode(_ints(tokens), skip_special_tokens=True))
+
+    def answer_tokens(self, text: str) -> list[int]:
+        """The tokens of ``text`` followed by the end-of-turn token."""
+        return [*_ints(self.tokenizer.encode(text, add_special_tokens=False)), self.end_token_id]

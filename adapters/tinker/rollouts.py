@@ -1,0 +1,613 @@
+"""Rollouts: many debates at once over the kernel's pure episode state machine.
+
+One debate is a loop of the kernel's steps (REFERENCE.md §7)::
+
+    state = initial_state(question)
+    while not state.done:
+        agent  = current_agent(state)                          # one agent at a time
+        prompt = renderer.build_prompt(build_observation(state, agent).messages)
+        tokens = await sampler[agent].sample(prompt, 1, params)  # under asyncio.timeout
+        state  = submit(state, agent, parse_response(renderer.text(tokens), agent)).state
+
+Debates run concurrently in one ``asyncio.TaskGroup`` under an ``asyncio.Semaphore`` (at most
+``max_concurrent`` debates in flight). A failure of the service — an exception from the sampler, a
+timeout, a future cancelled by the service, an empty response — ends that debate only, through
+:func:`kernel.abort` with a reason code; a response that fails to parse ends it through
+:func:`kernel.submit` (step reward −1, the reference's rule). Other debates go on. Programmer errors
+(and :class:`~adapters.tinker.faults.SimulatedCrash`) propagate: the group cancels every debate and the
+error is re-raised unwrapped.
+
+Cancelling :func:`run_debates` (Ctrl-C under ``asyncio.run``) cancels every debate and raises
+:class:`RolloutsCancelled`, an ``asyncio.CancelledError`` that carries the debates that had finished
+and the interrupted ones (aborted with reason ``"cancelled"``). No task outlives the call.
+
+Modes: self-play (one sampler in every role, :func:`self_play`) and fixed opponents (the policy in role
+i of debate i, fixed samplers elsewhere, :func:`fixed_opponents`; the reference's evaluation).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+import tinker
+from tinker import types
+
+from adapters.tinker.convert import Transition
+from adapters.tinker.protocol import SamplingClient
+from adapters.tinker.renderers import Renderer
+from adapters.transcripts import Debate, dumps_debate
+from adapters.transcripts import Turn as TranscriptTurn
+from kernel import (
+    PARSE_FAILURE_REWARD,
+    DebateState,
+    ObservationConfig,
+    ParsedResponse,
+    abort,
+    build_observation,
+    current_agent,
+    current_round,
+    initial_state,
+    parse_response,
+    submit,
+)
+
+__all__ = [
+    "END_REASONS",
+    "ROLLOUT_PRESETS",
+    "DebateResult",
+    "DebateSpec",
+    "RolloutBatch",
+    "RolloutConfig",
+    "RolloutTurn",
+    "RolloutsCancelled",
+    "fixed_opponents",
+    "run_debate",
+    "run_debates",
+    "self_play",
+    "transcript_lines",
+]
+
+EndReason = Literal[
+    "consensus",
+    "max_rounds",
+    "parse_failure",
+    "sampler_error",
+    "sampler_timeout",
+    "sampler_cancelled",
+    "cancelled",
+]
+END_REASONS: Final[tuple[EndReason, ...]] = (
+    "consensus",
+    "max_rounds",
+    "parse_failure",
+    "sampler_error",
+    "sampler_timeout",
+    "sampler_cancelled",
+    "cancelled",
+)
+"""How a rollout ended: every agent said YES in a round; the round limit; a response failed to parse
+(the failing agent's step reward is −1); the sampler raised or returned nothing; the sample took longer
+than ``sample_timeout``; the service cancelled the request; the whole batch was cancelled."""
+
+
+@dataclass(frozen=True, slots=True)
+class RolloutConfig:
+    """How debates are rolled out.
+
+    Attributes:
+        num_agents: N agents per debate (reference 3).
+        max_rounds: round limit (reference 3).
+        observation: how prompts are built (``ObservationConfig.DEFAULT`` or ``.REFERENCE``).
+        parse_policy: ``"robust"`` (default) or ``"reference"``.
+        max_tokens: sampling budget per turn.
+        temperature: sampling temperature.
+        max_concurrent: debates in flight at once (≥ 1).
+        sample_timeout: seconds one sample may take before the debate ends with ``sampler_timeout``;
+            None waits forever.
+        parse_failure_reward: step reward of a response that fails to parse (reference −1).
+
+    Raises:
+        ValueError, TypeError: for a field out of range or of the wrong type, naming it.
+    """
+
+    num_agents: int = 3
+    max_rounds: int = 3
+    observation: ObservationConfig = ObservationConfig.DEFAULT
+    parse_policy: Literal["robust", "reference"] = "robust"
+    max_tokens: int = 1024
+    temperature: float = 1.0
+    max_concurrent: int = 64
+    sample_timeout: float | None = 300.0
+    parse_failure_reward: float = PARSE_FAILURE_REWARD
+
+    def __post_init__(self) -> None:
+        for name in ("num_agents", "max_rounds", "max_tokens", "max_concurrent"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+            if value < 1:
+                raise ValueError(f"{name} must be >= 1, got {value}")
+        if not isinstance(self.observation, ObservationConfig):
+            raise TypeError(
+                f"observation must be an ObservationConfig, got {type(self.observation).__name__}"
+            )
+        if self.parse_policy not in ("robust", "reference"):
+            raise ValueError(f"parse_policy must be 'robust' or 'reference', got {self.parse_policy!r}")
+        if self.sample_timeout is not None and not self.sample_timeout > 0:
+            raise ValueError(f"sample_timeout must be > 0 or None, got {self.sample_timeout!r}")
+        if not self.temperature >= 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature!r}")
+
+    def sampling_params(self, stop: list[str] | list[int]) -> types.SamplingParams:
+        """The SDK sampling parameters of one turn, with the renderer's stop sequences."""
+        return types.SamplingParams(max_tokens=self.max_tokens, temperature=self.temperature, stop=stop)
+
+
+ROLLOUT_PRESETS: Final[dict[str, RolloutConfig]] = {
+    "reference": RolloutConfig(
+        num_agents=3, max_rounds=3, observation=ObservationConfig.REFERENCE, parse_policy="reference"
+    ),
+    "default": RolloutConfig(),
+}
+"""Rollout presets: ``"reference"`` (the v1 recipe: 3 agents, 3 rounds, its observations and parser) and
+``"default"`` (ours: the robust parser, complete-round history windows)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DebateSpec:
+    """One debate to roll out.
+
+    Attributes:
+        question: the question.
+        samplers: one sampler per role (length N); the same object in every role for self-play.
+        policy_roles: the roles played by the policy being trained (their turns are training data).
+        answer: the reference answer, if any (carried into the transcript's meta).
+        group: the question's index (debates of one question share it: a group for advantages).
+        id: the debate's id in transcripts.
+    """
+
+    question: str
+    samplers: tuple[SamplingClient, ...]
+    policy_roles: tuple[int, ...]
+    answer: str | None = None
+    group: int = 0
+    id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RolloutTurn:
+    """One turn as sampled: prompt, the sampled sequence (tokens, logprobs), text, parse, step reward."""
+
+    agent_id: int
+    round: int
+    prompt: tinker.ModelInput
+    sequence: types.SampledSequence
+    text: str
+    parsed: ParsedResponse
+    reward: float
+    by_policy: bool
+
+    @property
+    def transition(self) -> Transition:
+        """``(prompt, sequence)``: the unit of :func:`~adapters.tinker.convert.trajectories_from_samples`."""
+        return (self.prompt, self.sequence)
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class DebateResult:
+    """A finished (or ended) debate.
+
+    Attributes:
+        index: position of its spec in the input.
+        spec: the :class:`DebateSpec`.
+        state: the final :class:`kernel.DebateState` (``done``).
+        turns: every sampled turn in speaking order (a turn that failed to parse included, last).
+        end_reason: one of :data:`END_REASONS`.
+        detail: the parser's reason code or the sampler's error, ``""`` otherwise.
+        policy_version: the version of the policy that sampled the policy roles.
+    """
+
+    index: int
+    spec: DebateSpec
+    state: DebateState
+    turns: tuple[RolloutTurn, ...]
+    end_reason: EndReason
+    detail: str
+    policy_version: int
+
+    @property
+    def step_rewards_G(self) -> tuple[float, ...]:
+        """Σ step rewards per agent (N values: −1 for an agent whose response failed to parse)."""
+        totals = [0.0] * self.state.num_agents
+        for turn in self.turns:
+            totals[turn.agent_id] += turn.reward
+        return tuple(totals)
+
+    def __repr__(self) -> str:
+        return (
+            f"DebateResult(index={self.index}, id={self.spec.id!r}, turns={len(self.turns)}, "
+            f"end_reason={self.end_reason!r}, policy_version={self.policy_version})"
+        )
+
+    def transitions(self, agent_id: int) -> list[Transition]:
+        """The agent's ``(prompt, sequence)`` transitions in order: one trajectory for training."""
+        return [t.transition for t in self.turns if t.agent_id == agent_id]
+
+    def to_transcript(self) -> Debate:
+        """The debate in the ``debate-transcript/1`` format, tokens and logprobs included.
+
+        ``meta`` holds ``policy_version``, ``policy_roles``, ``end_reason``, ``detail``, ``group`` and the
+        reference ``answer`` (when known); ``dumps_debate(result.to_transcript())`` gives the line.
+
+        Raises:
+            ValueError: if the debate ended before its first turn (the format needs at least one turn);
+                :func:`transcript_lines` skips those.
+        """
+        if not self.turns:
+            raise ValueError(
+                f"debate {self.index} ended ({self.end_reason}) before its first turn: no transcript"
+            )
+        meta: dict[str, Any] = {
+            "policy_version": self.policy_version,
+            "policy_roles": list(self.spec.policy_roles),
+            "end_reason": self.end_reason,
+            "group": self.spec.group,
+        }
+        if self.detail:
+            meta["detail"] = self.detail
+        if self.spec.answer is not None:
+            meta["answer"] = self.spec.answer
+        turns = tuple(_transcript_turn(t) for t in self.turns)
+        return Debate(
+            id=self.spec.id or f"debate-{self.index}",
+            question=self.spec.question,
+            num_agents=self.state.num_agents,
+            turns=turns,
+            max_rounds=self.state.max_rounds,
+            meta=meta,
+        )
+
+
+def _transcript_turn(turn: RolloutTurn) -> TranscriptTurn:
+    """A transcript turn, with tokens only when the sampler gave one logprob per token (all three or none)."""
+    tokens = [int(x) for x in turn.sequence.tokens]
+    logprobs = turn.sequence.logprobs
+    if logprobs is None or len(logprobs) != len(tokens) or any(x is None for x in logprobs):
+        return TranscriptTurn(agent=turn.agent_id, text=turn.text, round=turn.round)
+    return TranscriptTurn(
+        agent=turn.agent_id,
+        text=turn.text,
+        round=turn.round,
+        observation_tokens=tuple(turn.prompt.to_ints()),
+        action_tokens=tuple(tokens),
+        logprobs=tuple(float(x) for x in logprobs),
+    )
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class RolloutBatch:
+    """The results of :func:`run_debates`, in spec order, and counts of how debates ended.
+
+    Its repr is short on purpose: ``asyncio.run`` (CPython 3.11) formats the main task, result included,
+    when it restores the SIGINT handler, and a full repr of every prompt would cost more than the rollout.
+    """
+
+    results: tuple[DebateResult, ...]
+    end_counts: dict[str, int] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        return f"RolloutBatch({len(self.results)} debates, end_counts={self.end_counts})"
+
+
+class RolloutsCancelled(asyncio.CancelledError):
+    """:func:`run_debates` was cancelled; ``finished`` debates are kept, ``interrupted`` ones aborted."""
+
+    def __init__(self, finished: tuple[DebateResult, ...], interrupted: tuple[DebateResult, ...]) -> None:
+        super().__init__(f"rollouts cancelled: {len(finished)} finished, {len(interrupted)} interrupted")
+        self.finished = finished
+        self.interrupted = interrupted
+
+
+def transcript_lines(results: Iterable[DebateResult]) -> list[str]:
+    """One ``debate-transcript/1`` JSON line per debate that has a turn, in the given order.
+
+    A debate whose first sample failed has no turn and no line; it is still counted in
+    :attr:`RolloutBatch.end_counts` under its end reason.
+
+    Examples:
+        >>> import asyncio
+        >>> from adapters.tinker.fake import FakeServiceClient
+        >>> from adapters.tinker.renderers import ByteRenderer
+        >>> from adapters.transcripts import read_transcripts
+        >>> async def main():
+        ...     tc = await FakeServiceClient().create_lora_training_client("fake", 4)
+        ...     specs = self_play(["2 + 2?"], await tc.save_weights_and_get_sampling_client(), num_agents=2)
+        ...     config = RolloutConfig(num_agents=2)
+        ...     return await run_debates(specs, ByteRenderer(), config=config, policy_version=3)
+        >>> debate = read_transcripts(transcript_lines(asyncio.run(main()).results)).debates[0]
+        >>> debate.id, debate.meta["policy_version"], debate.meta["policy_roles"]
+        ('q0', 3, [0, 1])
+    """
+    return [dumps_debate(r.to_transcript()) for r in results if r.turns]
+
+
+def self_play(
+    questions: Sequence[str],
+    sampler: SamplingClient,
+    *,
+    num_agents: int,
+    answers: Sequence[str | None] | None = None,
+    id_prefix: str = "q",
+) -> list[DebateSpec]:
+    """One debate per question, ``sampler`` in every role (all roles are policy roles).
+
+    Raises:
+        ValueError: if ``answers`` is given with another length than ``questions``.
+
+    Examples:
+        >>> from adapters.tinker.fake import FakeSamplingClient, initial_model_state
+        >>> sampler = FakeSamplingClient(initial_model_state("fake", 1, 0))
+        >>> [(s.id, s.policy_roles, s.group) for s in self_play(["a?", "b?"], sampler, num_agents=2)]
+        [('q0', (0, 1), 0), ('q1', (0, 1), 1)]
+    """
+    answers = _answers(questions, answers)
+    roles = tuple(range(num_agents))
+    return [
+        DebateSpec(q, (sampler,) * num_agents, roles, a, group=g, id=f"{id_prefix}{g}")
+        for g, (q, a) in enumerate(zip(questions, answers, strict=True))
+    ]
+
+
+def fixed_opponents(
+    questions: Sequence[str],
+    policy: SamplingClient,
+    opponents: SamplingClient | Sequence[SamplingClient],
+    *,
+    num_agents: int,
+    answers: Sequence[str | None] | None = None,
+    id_prefix: str = "q",
+) -> list[DebateSpec]:
+    """N debates per question: in debate i the policy plays role i, the opponents play the others in order.
+
+    Args:
+        questions: P questions.
+        policy: the learned policy's sampler.
+        opponents: one fixed sampler for every other role, or N − 1 samplers (filled in role order).
+        num_agents: N.
+        answers: optional reference answers (P).
+        id_prefix: debate ids are ``{prefix}{question}-r{role}``.
+
+    Returns:
+        P·N specs, question-major; debate ``p·N + i`` has ``policy_roles == (i,)`` and group p.
+
+    Raises:
+        ValueError: if the number of opponents is not 1 or N − 1, or ``answers`` has the wrong length.
+
+    Examples:
+        >>> from adapters.tinker.fake import FakeSamplingClient, initial_model_state
+        >>> policy = FakeSamplingClient(initial_model_state("fake", 1, 0))
+        >>> fixed = FakeSamplingClient(initial_model_state("base", 1, 0))
+        >>> specs = fixed_opponents(["a?"], policy, fixed, num_agents=3)
+        >>> for s in specs:
+        ...     print(s.id, s.policy_roles, [x is policy for x in s.samplers])
+        q0-r0 (0,) [True, False, False]
+        q0-r1 (1,) [False, True, False]
+        q0-r2 (2,) [False, False, True]
+    """
+    pool = [opponents] if not isinstance(opponents, Sequence) else list(opponents)
+    if len(pool) == 1:
+        pool = pool * (num_agents - 1)
+    if len(pool) != num_agents - 1:
+        raise ValueError(f"opponents must be one sampler or N - 1 = {num_agents - 1}, got {len(pool)}")
+    answers = _answers(questions, answers)
+    specs = []
+    for g, (q, a) in enumerate(zip(questions, answers, strict=True)):
+        for role in range(num_agents):
+            others = iter(pool)
+            samplers = tuple(policy if r == role else next(others) for r in range(num_agents))
+            specs.append(DebateSpec(q, samplers, (role,), a, group=g, id=f"{id_prefix}{g}-r{role}"))
+    return specs
+
+
+def _answers(questions: Sequence[str], answers: Sequence[str | None] | None) -> list[str | None]:
+    if answers is None:
+        return [None] * len(questions)
+    if len(answers) != len(questions):
+        raise ValueError(f"answers must have one entry per question ({len(questions)}), got {len(answers)}")
+    return list(answers)
+
+
+class _Live:
+    """The mutable progress of one debate inside the driver (read when the batch is cancelled)."""
+
+    __slots__ = ("state", "turns")
+
+    def __init__(self, state: DebateState) -> None:
+        self.state = state
+        self.turns: list[RolloutTurn] = []
+
+
+def _result(
+    index: int, spec: DebateSpec, live: _Live, reason: EndReason, detail: str, version: int
+) -> DebateResult:
+    return DebateResult(index, spec, live.state, tuple(live.turns), reason, detail, version)
+
+
+async def _sample(
+    sampler: SamplingClient, prompt: tinker.ModelInput, params: types.SamplingParams, timeout: float | None
+) -> tuple[types.SampledSequence | None, EndReason | None, str]:
+    """One sample; a service failure comes back as ``(None, reason, detail)``: the one translation point."""
+    task = asyncio.current_task()
+    try:
+        async with asyncio.timeout(timeout):
+            response = await sampler.sample(prompt, 1, params)
+    except TimeoutError:
+        return None, "sampler_timeout", f"no sample within {timeout} s"
+    except asyncio.CancelledError:
+        if task is not None and task.cancelling():
+            raise  # we are being cancelled: not a service failure
+        return None, "sampler_cancelled", "the service cancelled the request"
+    except Exception as e:  # any SDK or transport error ends this debate only
+        return None, "sampler_error", f"{type(e).__name__}: {e}"
+    if not response.sequences:
+        return None, "sampler_error", "the sampler returned no sequence"
+    return response.sequences[0], None, ""
+
+
+async def run_debate(
+    spec: DebateSpec,
+    renderer: Renderer,
+    *,
+    config: RolloutConfig = RolloutConfig(),
+    policy_version: int = 0,
+    index: int = 0,
+) -> DebateResult:
+    """Rolls out one debate to its end (see the module docstring for how each failure ends it).
+
+    Args:
+        spec: the debate.
+        renderer: the chat format.
+        config: a :class:`RolloutConfig` (keyword).
+        policy_version: stamped on the result (keyword).
+        index: stored as the result's ``index`` (keyword).
+
+    Returns:
+        A :class:`DebateResult` whose ``state`` is done.
+
+    Raises:
+        ValueError: if the spec's samplers are not one per role or a policy role is out of range.
+    """
+    _check_spec(spec, config, "spec")
+    live = _Live(initial_state(spec.question, num_agents=config.num_agents, max_rounds=config.max_rounds))
+    return await _drive(spec, renderer, live, config, policy_version, index)
+
+
+def _check_spec(spec: DebateSpec, config: RolloutConfig, name: str) -> None:
+    n = config.num_agents
+    if len(spec.samplers) != n:
+        raise ValueError(f"{name}.samplers must hold N = {n} samplers, got {len(spec.samplers)}")
+    if any(not 0 <= r < n for r in spec.policy_roles):
+        raise ValueError(f"{name}.policy_roles must lie in [0, {n}), got {spec.policy_roles}")
+
+
+async def _drive(
+    spec: DebateSpec, renderer: Renderer, live: _Live, config: RolloutConfig, version: int, index: int
+) -> DebateResult:
+    """The debate loop; ``live`` always holds the latest state and turns (read if we are cancelled)."""
+    params = config.sampling_params(renderer.stop_sequences())
+    while True:
+        agent = current_agent(live.state)
+        if agent is None:
+            reason: EndReason = "consensus" if live.state.consensus else "max_rounds"
+            if live.state.parse_failed:
+                reason = "parse_failure"
+            detail = live.state.abort_reason if live.state.parse_failed else ""
+            return _result(index, spec, live, reason, detail, version)
+        observation = build_observation(live.state, agent, config=config.observation)
+        prompt = renderer.build_prompt(observation.messages)
+        sequence, failure, detail = await _sample(spec.samplers[agent], prompt, params, config.sample_timeout)
+        if sequence is None or failure is not None:
+            failure = failure or "sampler_error"
+            live.state = abort(live.state, failure)
+            return _result(index, spec, live, failure, detail, version)
+        text = renderer.text(sequence.tokens)
+        parsed = parse_response(text, author_id=agent, policy=config.parse_policy)
+        round_index = current_round(live.state)
+        step = submit(live.state, agent, parsed, parse_failure_reward=config.parse_failure_reward)
+        if not step.ok:  # unreachable: the driver submits only for the agent whose turn it is
+            raise RuntimeError(f"submit rejected agent {agent}'s turn: {step.reason}")
+        by_policy = agent in spec.policy_roles
+        live.turns.append(
+            RolloutTurn(agent, round_index, prompt, sequence, text, parsed, step.reward, by_policy)
+        )
+        live.state = step.state
+
+
+async def run_debates(
+    specs: Sequence[DebateSpec],
+    renderer: Renderer,
+    *,
+    config: RolloutConfig = RolloutConfig(),
+    policy_version: int = 0,
+    on_result: Callable[[DebateResult], None] | None = None,
+) -> RolloutBatch:
+    """Rolls out every debate concurrently (at most ``config.max_concurrent`` at once).
+
+    Args:
+        specs: the debates (see :func:`self_play`, :func:`fixed_opponents`).
+        renderer: the chat format (prompts, stop sequences, text).
+        config: a :class:`RolloutConfig` (keyword).
+        policy_version: the policy's version, stamped on every result (keyword).
+        on_result: called with each result as its debate ends, in completion order (keyword); e.g. to
+            append its transcript line. An exception it raises propagates like a programmer error.
+
+    Returns:
+        A :class:`RolloutBatch` with one result per spec, in spec order.
+
+    Raises:
+        RolloutsCancelled: if cancelled; it carries the finished and the interrupted debates (a task
+            cancelled before this coroutine first ran raises a plain ``CancelledError``: nothing ran).
+        ValueError: for a malformed spec (before anything runs).
+        BaseException: a programmer error or a simulated crash in any debate, unwrapped from the group
+            after every other debate was cancelled.
+
+    Examples:
+        >>> import asyncio
+        >>> from adapters.tinker.fake import FakeServiceClient
+        >>> from adapters.tinker.renderers import ByteRenderer
+        >>> async def main():
+        ...     tc = await FakeServiceClient(seed=0).create_lora_training_client("fake", 4)
+        ...     sampler = await tc.save_weights_and_get_sampling_client()
+        ...     specs = self_play(["What is 2 + 2?", "What is 3 * 3?"], sampler, num_agents=2)
+        ...     config = RolloutConfig(num_agents=2, max_rounds=2)
+        ...     batch = await run_debates(specs, ByteRenderer(), config=config, policy_version=1)
+        ...     return [(r.state.done, r.end_reason in END_REASONS, r.policy_version) for r in batch.results]
+        >>> asyncio.run(main())
+        [(True, True, 1), (True, True, 1)]
+    """
+    for k, spec in enumerate(specs):
+        _check_spec(spec, config, f"specs[{k}]")
+    gate = asyncio.Semaphore(config.max_concurrent)
+    finished: dict[int, DebateResult] = {}
+    lives: dict[int, _Live] = {}
+
+    def start(spec: DebateSpec) -> _Live:
+        return _Live(initial_state(spec.question, num_agents=config.num_agents, max_rounds=config.max_rounds))
+
+    async def one(index: int, spec: DebateSpec) -> None:
+        live = lives[index] = start(spec)
+        async with gate:
+            result = await _drive(spec, renderer, live, config, policy_version, index)
+            finished[index] = result
+            if on_result is not None:
+                on_result(result)
+
+    try:
+        async with asyncio.TaskGroup() as group:
+            for index, spec in enumerate(specs):
+                group.create_task(one(index, spec))
+    except asyncio.CancelledError:
+        interrupted = tuple(  # debates cancelled before their task first ran have an initial state
+            _result(i, specs[i], _aborted(lives.get(i) or start(specs[i])), "cancelled", "", policy_version)
+            for i in range(len(specs))
+            if i not in finished
+        )
+        raise RolloutsCancelled(tuple(finished[i] for i in sorted(finished)), interrupted) from None
+    except BaseExceptionGroup as group_error:
+        errors = [e for e in group_error.exceptions if not isinstance(e, asyncio.CancelledError)]
+        if len(errors) == 1:
+            raise errors[0] from None
+        raise
+    results = tuple(finished[i] for i in range(len(specs)))
+    counts: dict[str, int] = {}
+    for r in results:
+        counts[r.end_reason] = counts.get(r.end_reason, 0) + 1
+    return RolloutBatch(results, counts)
+
+
+def _aborted(live: _Live) -> _Live:
+    live.state = abort(live.state, "cancelled")
+    return live

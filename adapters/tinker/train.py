@@ -1,0 +1,754 @@
+"""The training loop's async shell: executes what :mod:`adapters.tinker.planner` asks, feeds results back.
+
+Per step (see ``docs/training.md`` for the diagram): questions of the step's dataset batch → debates
+(:func:`adapters.tinker.rollouts.run_debates`, self-play) → one batched kernel call per stage through
+the scoring pipeline (votes → pairwise rewards → total returns, plus ``correctness_weight × correct``
+→ advantages with the configured preset, or RAE baselines → datums) → optional constant-group removal →
+optional KL penalty against the reference sampler → ``num_substeps`` pipelined forward_backward +
+optim_step → a fresh sampling client → (evaluation) → the metrics line → (checkpoint).
+
+Everything runs in one ``asyncio.TaskGroup``: sampling tasks of later steps overlap training in async
+mode; a failure in any task cancels the others and propagates; sampling still running at the end is
+cancelled. Nothing here decides *what* to do next: that is the planner's job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+import tinker
+from tinker import types
+
+import kernel
+from adapters import pipeline
+from adapters.tinker import checkpoint as ck
+from adapters.tinker import planner as pl
+from adapters.tinker.config import TrainConfig
+from adapters.tinker.convert import datums_to_tinker
+from adapters.tinker.dataset import Question, batch_at, cursor_at, is_correct, load_questions
+from adapters.tinker.protocol import SamplingClient, ServiceClient, TrainingClient
+from adapters.tinker.renderers import ByteRenderer, Renderer
+from adapters.tinker.rollouts import (
+    DebateResult,
+    RolloutConfig,
+    fixed_opponents,
+    run_debates,
+    self_play,
+)
+from adapters.tinker.tokenizers import ByteTokenizer
+from adapters.transcripts import Debate, dumps_debate
+
+__all__ = ["METRIC_NAMES", "TrainResult", "run_training"]
+
+METRIC_NAMES = (
+    "step",
+    "phase",
+    "policy_version",
+    "staleness",
+    "env/all/parse_error",
+    "env/all/consensus_reached",
+    "env/all/round",
+    "env/all/pairwise_total_votes",
+    "env/all/pairwise_malformed",
+    "env/all/pairwise_any_votes",
+    "env/all/ac_tokens_per_turn",
+    "env/all/ob_tokens_per_turn",
+    "env/all/turns_per_episode",
+    "env/all/total_episodes",
+    "env/all/total_turns",
+    "env/all/reward/total",
+    "env/all/correct",
+    "env/all/by_group/frac_mixed",
+    "advantage/mean",
+    "advantage/std",
+    "advantage/min",
+    "advantage/max",
+    "optim/kl_sample_train_v1",
+    "optim/kl_sample_train_v2",
+    "optim/entropy",
+    "optim/num_datums",
+    "optim/num_substeps",
+    "optim/kl_penalty",
+    "async/dropped_stale",
+    "data/constant_groups_removed",
+    "time/sample",
+    "time/prepare",
+    "time/train",
+    "time/step",
+)
+"""Keys of every metrics line (``eval/correct``, ``eval/parse_ok``, ``eval/pairwise_reward`` and
+``time/eval`` are added on evaluation steps). NaN marks a value that does not exist for the step
+(e.g. no action tokens)."""
+
+
+class TrainResult(NamedTuple):
+    """What :func:`run_training` returns: the run directory and every step's metrics line, in order."""
+
+    run_dir: Path
+    metrics: list[dict[str, Any]]
+
+
+@dataclass
+class _Prepared:
+    data: list[tinker.Datum]
+    chunks: list[list[tinker.Datum]]
+    record: dict[str, Any]
+    sampler_logprobs: list[npt.NDArray[np.float32]]
+    masks: list[npt.NDArray[np.bool_]]
+
+
+@dataclass
+class _Shell:
+    config: TrainConfig
+    service: ServiceClient
+    run: ck.RunInfo
+    questions: tuple[Question, ...]
+    renderer: Renderer
+    training: TrainingClient
+    sampler: SamplingClient
+    fixed: SamplingClient | None
+    fixed_state_path: str | None
+    rae: npt.NDArray[np.float64]
+    progress: Callable[[int, int, dict[str, Any]], None] | None
+    clock: Callable[[], float]
+    queue: asyncio.Queue[pl.Event] = field(default_factory=asyncio.Queue)
+    batches: dict[int, tuple[list[DebateResult], float]] = field(default_factory=dict)
+    prepared: _Prepared | None = None
+    futures: dict[int, tuple[Any, Any]] = field(default_factory=dict)
+    outputs: list[types.ForwardBackwardOutput] = field(default_factory=list)
+    record: dict[str, Any] = field(default_factory=dict)
+    step_start: float = 0.0
+    train_start: float = 0.0
+    state_path: str = ""
+    metrics: list[dict[str, Any]] = field(default_factory=list)
+    sampling_tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    group: asyncio.TaskGroup | None = None
+
+    @property
+    def rollout_config(self) -> RolloutConfig:
+        c = self.config
+        return RolloutConfig(
+            num_agents=c.num_agents,
+            max_rounds=c.max_rounds,
+            observation=c.observation_config,
+            parse_policy=c.parse_policy,
+            max_tokens=c.max_tokens,
+            temperature=c.temperature,
+            max_concurrent=c.max_concurrent_debates,
+            sample_timeout=c.sample_timeout_s or None,
+        )
+
+    def batch_questions(self, batch: int) -> list[Question]:
+        n = len(self.questions)
+        idx, _ = batch_at(
+            cursor_at(batch, self.config.batch_size, n), self.config.batch_size, n, seed=self.config.seed
+        )
+        return [self.questions[i] for i in idx]
+
+    # ---- requests -----------------------------------------------------------------------------------
+
+    def execute(self, tg: asyncio.TaskGroup, state: pl.LoopState, request: pl.Request) -> None:
+        match request:
+            case pl.Sample(batch, version):
+                task = tg.create_task(self.sample(batch, version, self.sampler))
+                self.sampling_tasks.add(task)
+                task.add_done_callback(self.sampling_tasks.discard)
+            case pl.Prepare():
+                self.step_start = self.clock()
+                tg.create_task(self.prepare(request, state))
+            case pl.SubmitSubstep(step, index):
+                assert self.prepared is not None
+                if index == 0:
+                    self.train_start = self.clock()
+                self.futures[index] = self.submit(self.prepared.chunks[index])
+            case pl.AwaitSubstep(step, index):
+                tg.create_task(self.await_substep(step, index))
+            case pl.RefreshSampler(step):
+                tg.create_task(self.refresh(step))
+            case pl.Evaluate(step):
+                tg.create_task(self.evaluate(step))
+            case pl.WriteMetrics(step):
+                self.write_metrics(step, state)
+            case pl.Save(step):
+                tg.create_task(self.save(step, pl.checkpoint_state(state)))
+            case pl.Finish():
+                for task in list(self.sampling_tasks):
+                    task.cancel()
+
+    async def sample(self, batch: int, version: int, sampler: SamplingClient) -> None:
+        t0 = self.clock()
+        qs = self.batch_questions(batch)
+        specs = self_play(
+            [q.question for q in qs],
+            sampler,
+            num_agents=self.config.num_agents,
+            answers=[q.answer for q in qs],
+            id_prefix=f"b{batch}-q",
+        )
+        result = await run_debates(specs, self.renderer, config=self.rollout_config, policy_version=version)
+        self.batches[batch] = (list(result.results), self.clock() - t0)
+        self.queue.put_nowait(pl.Sampled(batch, version))
+
+    async def prepare(self, request: pl.Prepare, state: pl.LoopState) -> None:
+        t0 = self.clock()
+        if request.warm:
+            prepared = self.prepare_warm(request)
+        else:
+            results, sample_time = self.batches.pop(request.batch)
+            played = [r for r in results if r.turns]
+            debates = [r.to_transcript() for r in played]
+            # JSON-encoding and fsyncing the transcripts is off the critical path: a thread in the group
+            assert self.group is not None
+            self.group.create_task(asyncio.to_thread(self.write_transcripts, request.step, debates))
+            prepared = self.prepare_rl(results, played, debates)
+            prepared.record["time/sample"] = sample_time
+            if self.config.kl_penalty_coef > 0 and prepared.data:
+                await self.kl_penalty(prepared)
+        prepared.record.update(
+            {
+                "step": request.step,
+                "phase": "warm_start" if request.warm else "rl",
+                "policy_version": request.version,
+                "staleness": request.step - request.version,
+                "time/prepare": self.clock() - t0,
+            }
+        )
+        self.prepared = prepared
+        self.outputs = []
+        self.futures = {}
+        self.queue.put_nowait(pl.Prepared(request.step, len(prepared.chunks)))
+
+    def write_transcripts(self, step: int, debates: Sequence[Debate]) -> None:
+        path = self.run.run_dir / "transcripts" / f"step-{step:06d}.jsonl"
+        ck.write_text_atomic(path, "".join(dumps_debate(d) + "\n" for d in debates))
+
+    def prepare_rl(
+        self, results: Sequence[DebateResult], played: Sequence[DebateResult], debates: Sequence[Debate]
+    ) -> _Prepared:
+        c = self.config
+        parsed = [tuple(t.parsed for t in r.turns) for r in played]
+        options = pipeline.ScoreOptions(policy=c.parse_policy, reward=c.reward_mode, estimator="default")
+        replayed, _errors = pipeline.replay_debates(debates, parsed, options=options)
+        record: dict[str, Any] = {"env/all/total_episodes": len(results)}
+        if not replayed:
+            return _Prepared([], [], {**record, **_nan_metrics()}, [], [])
+        numeric = pipeline.compute_numeric(replayed, options=options)
+        offsets = numeric.offsets_P1
+        num_debates = len(replayed)
+        correct = np.zeros(int(offsets[-1]), dtype=np.float64)
+        for p, r in enumerate(replayed):
+            answer = played[p].spec.answer
+            for i in range(r.debate.num_agents):
+                correct[offsets[p] + i] = float(is_correct(_last_solution(r.state, i), answer))
+        returns = numeric.returns_PG + c.correctness_weight * correct
+        group_ids = numeric.pairwise.group_ids_PG
+        if c.estimator == "rae":
+            roles = np.concatenate([np.arange(n) for n in numeric.num_agents_P]).astype(np.int64)
+            rae = kernel.rae_advantages(returns, roles, self.rae, decay=c.rae_decay)
+            advantages = np.asarray(rae.advantages, dtype=np.float64)
+            self.rae = np.asarray(rae.baselines_K, dtype=np.float64)
+        else:
+            _, opts = pipeline.resolve_estimator(c.estimator)
+            advantages = np.asarray(
+                kernel.grouped_advantages(returns, group_ids, num_debates, **opts).advantages,
+                dtype=np.float64,
+            )
+        removed = 0
+        keep_debate = np.ones(num_debates, dtype=bool)
+        if c.remove_constant_reward_groups:
+            keep = np.asarray(
+                kernel.constant_group_keep_mask(
+                    returns, group_ids, num_debates, keep_one_if_all_constant=True
+                )
+            )
+            keep_debate = np.bincount(group_ids[keep], minlength=num_debates)[:num_debates] > 0
+            removed = int(num_debates - keep_debate.sum())
+        numeric = numeric._replace(returns_PG=returns, advantages_PG=advantages)
+        out = pipeline.build_datums(replayed, numeric, mode="robust")
+        data: list[tinker.Datum] = []
+        sampler_lps: list[npt.NDArray[np.float32]] = []
+        masks: list[npt.NDArray[np.bool_]] = []
+        if out is not None:
+            a = out.arrays
+            batch = kernel.DatumBatch(*(a[name] for name in kernel.DatumBatch._fields))
+            converted = datums_to_tinker(batch)
+            bounds = np.asarray(a["offsets_D1"])
+            for d, datum in enumerate(converted):
+                if keep_debate[a["debate_D"][d]]:
+                    s, e = int(bounds[d]), int(bounds[d + 1])
+                    data.append(datum)
+                    sampler_lps.append(np.asarray(a["logprobs"][s:e], dtype=np.float32))
+                    masks.append(np.asarray(a["mask"][s:e], dtype=bool))
+        record.update(self.batch_metrics(replayed, numeric, advantages, correct))
+        record["data/constant_groups_removed"] = removed
+        return _Prepared(data, _split(data, c.num_substeps), record, sampler_lps, masks)
+
+    def batch_metrics(
+        self,
+        replayed: Sequence[pipeline.ReplayedDebate],
+        numeric: pipeline.NumericResult,
+        advantages: npt.NDArray[np.float64],
+        correct: npt.NDArray[np.float64],
+    ) -> dict[str, Any]:
+        parse_error: list[bool] = []
+        consensus: list[bool] = []
+        rounds: list[int] = []
+        ob: list[int] = []
+        ac: list[int] = []
+        turn_ep: list[int] = []
+        for p, r in enumerate(replayed):
+            for k in r.replay.accepted:
+                t = r.debate.turns[k]
+                parse_error.append(not r.parsed[k].ok)
+                consensus.append(r.state.consensus)
+                rounds.append(k // r.debate.num_agents)
+                ob.append(len(t.observation_tokens or ()))
+                ac.append(len(t.action_tokens or ()))
+                turn_ep.append(p)
+        sm = kernel.step_metrics(parse_error, consensus, rounds)
+        tm = kernel.trajectory_metrics(
+            np.asarray(ob, dtype=np.int64),
+            np.asarray(ac, dtype=np.int64),
+            np.asarray(turn_ep, dtype=np.int64),
+            numeric.returns_PG,
+            numeric.pairwise.group_ids_PG,
+            len(replayed),
+        )
+        pw = numeric.pairwise
+        return {
+            "env/all/parse_error": float(sm.parse_error),
+            "env/all/consensus_reached": float(sm.consensus_reached),
+            "env/all/round": float(sm.round),
+            "env/all/pairwise_total_votes": float(np.mean(pw.total_votes_P)),
+            "env/all/pairwise_malformed": float(np.mean(pw.malformed_P)),
+            "env/all/pairwise_any_votes": float(np.mean(pw.any_votes_P)),
+            "env/all/ac_tokens_per_turn": float(tm.ac_tokens_per_turn),
+            "env/all/ob_tokens_per_turn": float(tm.ob_tokens_per_turn),
+            "env/all/turns_per_episode": float(tm.turns_per_episode),
+            "env/all/total_turns": int(tm.total_turns),
+            "env/all/reward/total": float(tm.reward_total),
+            "env/all/correct": float(np.mean(correct)) if correct.size else math.nan,
+            "env/all/by_group/frac_mixed": float(tm.frac_mixed),
+            "advantage/mean": float(np.mean(advantages)),
+            "advantage/std": float(np.std(advantages)),
+            "advantage/min": float(np.min(advantages)),
+            "advantage/max": float(np.max(advantages)),
+        }
+
+    def prepare_warm(self, request: pl.Prepare) -> _Prepared:
+        """Cross-entropy datums of well-formed turns (``kernel.render_response``) on the batch's questions."""
+        c = self.config
+        transitions: list[list[tuple[list[int], list[int], list[float]]]] = []
+        for q in self.batch_questions(request.batch):
+            if q.answer is None:
+                continue
+            state = kernel.initial_state(q.question, num_agents=c.num_agents, max_rounds=c.max_rounds)
+            while not state.done:
+                agent = kernel.current_agent(state)
+                assert agent is not None
+                obs = kernel.build_observation(state, agent, config=c.observation_config)
+                prompt = self.renderer.build_prompt(obs.messages).to_ints()
+                text = _warm_turn(agent, q.answer)
+                answer_tokens = _answer_tokens(self.renderer, text)
+                transitions.append([(prompt, answer_tokens, [0.0] * len(answer_tokens))])
+                state = kernel.submit(
+                    state, agent, kernel.parse_response(text, agent, policy=c.parse_policy)
+                ).state
+        record: dict[str, Any] = {**_nan_metrics(), "env/all/total_episodes": 0}
+        if not transitions:
+            return _Prepared([], [], record, [], [])
+        traj = kernel.trajectories_from_lists(transitions, np.ones(len(transitions)))
+        built = kernel.build_datums(traj).datums
+        data: list[tinker.Datum] = []
+        bounds = built.offsets_D1.tolist()
+        for d in range(len(bounds) - 1):
+            s, e = bounds[d], bounds[d + 1]
+            weights = np.asarray(built.mask[s:e], dtype=np.float32)
+            data.append(
+                tinker.Datum(
+                    model_input=tinker.ModelInput.from_ints(built.input_tokens[s:e].tolist()),
+                    loss_fn_inputs={
+                        "target_tokens": types.TensorData.from_numpy(
+                            np.asarray(built.target_tokens[s:e], dtype=np.int64)
+                        ),
+                        "weights": types.TensorData.from_numpy(weights),
+                    },
+                )
+            )
+        return _Prepared(data, _split(data, c.num_substeps), record, [], [])
+
+    async def kl_penalty(self, prepared: _Prepared) -> None:
+        """``A_t += β·(mean KL − KL_t)`` over action tokens, KL_t = lp_sampler − lp_reference."""
+        reference = self.fixed or self.sampler
+        compute = getattr(reference, "compute_logprobs", None)
+        if compute is None:
+            raise TypeError("kl_penalty_coef > 0 needs a reference sampler with compute_logprobs")
+        diffs: list[npt.NDArray[np.float64]] = []
+        for datum, lp, mask in zip(prepared.data, prepared.sampler_logprobs, prepared.masks, strict=True):
+            target = np.asarray(datum.loss_fn_inputs["target_tokens"].to_numpy())
+            tokens = [*datum.model_input.to_ints(), int(target[-1])]
+            ref = await compute(tinker.ModelInput.from_ints(tokens))
+            ref_lp = np.asarray([0.0 if x is None else x for x in ref[1:]], dtype=np.float64)
+            diffs.append(np.where(mask, lp - ref_lp, 0.0))
+        total = sum(float(d.sum()) for d in diffs)
+        count = sum(int(m.sum()) for m in prepared.masks)
+        mean = total / max(count, 1)
+        beta = self.config.kl_penalty_coef
+        for datum, diff, mask in zip(prepared.data, diffs, prepared.masks, strict=True):
+            adv = np.asarray(datum.loss_fn_inputs["advantages"].to_numpy(), dtype=np.float32)
+            adv = adv + np.where(mask, beta * (mean - diff), 0.0).astype(np.float32)
+            datum.loss_fn_inputs["advantages"] = types.TensorData.from_numpy(adv)
+        prepared.record["optim/kl_penalty"] = mean
+
+    def submit(self, chunk: list[tinker.Datum]) -> tuple[Any, Any]:
+        c = self.config
+        assert self.prepared is not None
+        warm = self.prepared.record.get("phase") == "warm_start"
+        if warm:
+            fb = self.training.forward_backward(chunk, "cross_entropy")
+        elif c.loss_fn.startswith("kernel:"):
+            fb = self.training.forward_backward_custom(
+                chunk, _kernel_loss(c.loss_fn[7:], dict(c.loss_fn_config))
+            )
+        else:
+            fb = self.training.forward_backward(chunk, c.loss_fn, dict(c.loss_fn_config) or None)  # type: ignore[arg-type]
+        adam = types.AdamParams(learning_rate=c.learning_rate, beta1=c.beta1, beta2=c.beta2, eps=c.eps)
+        return fb, self.training.optim_step(adam)
+
+    async def await_substep(self, step: int, index: int) -> None:
+        fb, opt = self.futures.pop(index)
+        self.outputs.append(await fb)
+        await opt
+        if self.prepared is not None and index == len(self.prepared.chunks) - 1:
+            self.record["time/train"] = self.clock() - self.train_start
+        self.queue.put_nowait(pl.SubstepDone(step, index))
+
+    async def refresh(self, step: int) -> None:
+        self.sampler = await self.training.save_weights_and_get_sampling_client()
+        if step + 1 == self.config.warm_start_steps or self.fixed is None:
+            # the fixed policy (evaluation opponents, KL reference): the initial or warm-started weights
+            self.fixed = self.sampler
+            self.fixed_state_path = (await self.training.save_state("fixed")).path
+        self.queue.put_nowait(pl.SamplerReady(step + 1))
+
+    async def evaluate(self, step: int) -> None:
+        t0 = self.clock()
+        self.record.update(
+            await evaluate(self.config, self.questions, self.renderer, self.sampler, self.fixed)
+        )
+        self.record["time/eval"] = self.clock() - t0
+        self.queue.put_nowait(pl.Evaluated(step))
+
+    def write_metrics(self, step: int, state: pl.LoopState) -> None:
+        assert self.prepared is not None
+        p = self.prepared
+        record = {name: math.nan for name in METRIC_NAMES}
+        record["time/train"] = 0.0
+        record.update(p.record)
+        record.update(self.record)
+        record.update(self.train_metrics())
+        record["async/dropped_stale"] = state.dropped
+        record["optim/num_datums"] = len(p.data)
+        record["optim/num_substeps"] = len(p.chunks)
+        record["time/step"] = self.clock() - self.step_start
+        record = {k: _jsonable(v) for k, v in record.items()}
+        ck.append_metrics(self.run.run_dir, record)
+        self.metrics.append(record)
+        self.record = {}
+        if self.progress is not None:
+            self.progress(step, self.config.total_steps, record)
+        self.queue.put_nowait(pl.MetricsWritten(step))
+
+    def train_metrics(self) -> dict[str, Any]:
+        p = self.prepared
+        if p is None or not p.sampler_logprobs or not self.outputs:
+            return {}
+        train_lps = [
+            np.asarray(o["logprobs"].to_numpy()) for out in self.outputs for o in out.loss_fn_outputs
+        ]
+        if len(train_lps) != len(p.sampler_logprobs):
+            return {}
+        kl = kernel.kl_sample_train(
+            np.concatenate(p.sampler_logprobs), np.concatenate(train_lps), np.concatenate(p.masks)
+        )
+        return {
+            "optim/kl_sample_train_v1": float(kl.kl_sample_train_v1),
+            "optim/kl_sample_train_v2": float(kl.kl_sample_train_v2),
+            "optim/entropy": float(kl.entropy),
+        }
+
+    async def save(self, step: int, saved: pl.LoopState) -> None:
+        response = await self.training.save_state(f"step-{step + 1:06d}")
+        n = len(self.questions)
+        cursor = cursor_at(
+            saved.to_sample[0] if saved.to_sample else saved.next_batch, self.config.batch_size, n
+        )
+        payload = {
+            "loop": pl.state_to_dict(saved),
+            "state_path": response.path,
+            "fixed_state_path": self.fixed_state_path,
+            "policy_version": saved.version,
+            "dataset_cursor": {"epoch": cursor.epoch, "position": cursor.position},
+            "rng": {"kind": "counter", "seed": self.config.seed, "next_batch": saved.next_batch},
+            "rae_baselines": self.rae.tolist(),
+        }
+        ck.save_checkpoint(self.run, step + 1, payload)
+        self.queue.put_nowait(pl.Saved(step))
+
+
+async def run_training(
+    config: TrainConfig,
+    service_client: ServiceClient,
+    *,
+    resume: bool = False,
+    renderer: Renderer | None = None,
+    progress: Callable[[int, int, dict[str, Any]], None] | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+) -> TrainResult:
+    """Trains debating agents; returns the run directory and the metrics of every step.
+
+    Args:
+      config: the :class:`~adapters.tinker.config.TrainConfig`; ``config.out`` is the run directory.
+      service_client: anything with the :class:`~adapters.tinker.protocol.ServiceClient` surface.
+      resume: continue the run in ``config.out`` from its last complete checkpoint (keyword).
+      renderer: the chat format; default a :class:`ByteRenderer` when the tokenizer is a
+        :class:`ByteTokenizer` (else pass one).
+      progress: called after each step's metrics line with ``(step, total_steps, record)``.
+      clock: the clock of the ``time/*`` metrics.
+
+    Returns:
+      :class:`TrainResult`; ``metrics`` holds every step's line (those before a resume re-read from disk).
+
+    Raises:
+      adapters.tinker.checkpoint.CheckpointError: a run directory that cannot be used as asked.
+      adapters.tinker.dataset.DatasetError: a bad dataset.
+    """
+    questions = load_questions(config.dataset)
+    run = ck.init_run(config.out, config.to_dict(), resume=resume)
+    latest = ck.latest_checkpoint(run) if resume else None
+    resumed: pl.LoopState | None = None
+    rae = np.zeros(config.num_agents, dtype=np.float64)
+    fixed_state_path: str | None = None
+    if latest is not None:
+        training = await service_client.create_training_client_from_state_with_optimizer(
+            latest.state["state_path"]
+        )
+        resumed = pl.state_from_dict(latest.state["loop"])
+        rae = np.asarray(latest.state.get("rae_baselines", rae), dtype=np.float64)
+        fixed_state_path = latest.state.get("fixed_state_path")
+        kept = ck.truncate_metrics(run.run_dir, latest.steps_done)
+    else:
+        training = await service_client.create_lora_training_client(config.model, config.lora_rank)
+        kept = ck.truncate_metrics(run.run_dir, 0)
+    if renderer is None:
+        tokenizer = training.get_tokenizer()
+        if not isinstance(tokenizer, ByteTokenizer):
+            raise TypeError(
+                "pass a renderer (e.g. ChatTemplateRenderer) for a tokenizer other than ByteTokenizer"
+            )
+        renderer = ByteRenderer(tokenizer)
+    sampler = await training.save_weights_and_get_sampling_client()
+    fixed: SamplingClient | None = None
+    if fixed_state_path is not None:
+        fixed_client = await service_client.create_training_client_from_state_with_optimizer(fixed_state_path)
+        fixed = await fixed_client.save_weights_and_get_sampling_client()
+    elif config.warm_start_steps == 0:
+        fixed = sampler
+        fixed_state_path = (await training.save_state("fixed")).path
+    shell = _Shell(
+        config,
+        service_client,
+        run,
+        questions,
+        renderer,
+        training,
+        sampler,
+        fixed,
+        fixed_state_path,
+        rae,
+        progress,
+        clock,
+    )
+    shell.metrics = list(kept)
+    plan = pl.PlanConfig(
+        total_steps=config.total_steps,
+        warm_start_steps=config.warm_start_steps,
+        num_substeps=config.num_substeps,
+        save_every=config.save_every,
+        eval_every=config.eval_every,
+        max_steps_off_policy=config.max_steps_off_policy,
+    )
+    if resumed is not None and resumed.step >= plan.total_steps:
+        return TrainResult(run.run_dir, shell.metrics)
+    async with asyncio.TaskGroup() as tg:
+        shell.group = tg
+        state, requests = pl.start(plan, resumed)
+        while True:
+            for request in requests:
+                shell.execute(tg, state, request)
+            if state.phase == "done":
+                break
+            event = await shell.queue.get()
+            state, requests = pl.step(plan, state, event)
+    return TrainResult(run.run_dir, shell.metrics)
+
+
+async def evaluate(
+    config: TrainConfig,
+    questions: Sequence[Question],
+    renderer: Renderer,
+    policy: SamplingClient,
+    fixed: SamplingClient | None,
+) -> dict[str, float]:
+    """Fixed-opponent evaluation: for each of the first ``eval_questions`` questions, N debates with the
+    policy in role i of debate i and the fixed sampler elsewhere; role-averaged metrics.
+
+    Returns:
+      ``eval/correct`` (the policy's final solution is right), ``eval/parse_ok`` (share of the policy's
+      turns that parsed), ``eval/pairwise_reward`` (the policy's pairwise reward), ``eval/debates``.
+    """
+    qs = list(questions[: config.eval_questions])
+    if not qs:
+        return {}
+    specs = fixed_opponents(
+        [q.question for q in qs],
+        policy,
+        fixed if fixed is not None else policy,
+        num_agents=config.num_agents,
+        answers=[q.answer for q in qs],
+        id_prefix="eval-q",
+    )
+    rollout = RolloutConfig(
+        num_agents=config.num_agents,
+        max_rounds=config.max_rounds,
+        observation=config.observation_config,
+        parse_policy=config.parse_policy,
+        max_tokens=config.max_tokens,
+        temperature=config.temperature,
+        max_concurrent=config.max_concurrent_debates,
+        sample_timeout=config.sample_timeout_s or None,
+    )
+    results = (await run_debates(specs, renderer, config=rollout)).results
+    correct: list[float] = []
+    parse_ok: list[float] = []
+    for r in results:
+        role = r.spec.policy_roles[0]
+        correct.append(float(is_correct(_last_solution(r.state, role), r.spec.answer)))
+        parse_ok.extend(float(t.parsed.ok) for t in r.turns if t.agent_id == role)
+    played = [r for r in results if r.turns]
+    pairwise = math.nan
+    if played:
+        options = pipeline.ScoreOptions(policy=config.parse_policy, reward=config.reward_mode)
+        replayed, _ = pipeline.replay_debates(
+            [r.to_transcript() for r in played],
+            [tuple(t.parsed for t in r.turns) for r in played],
+            options=options,
+        )
+        if replayed:
+            numeric = pipeline.compute_numeric(replayed, options=options)
+            rows = [int(numeric.offsets_P1[p]) + played[p].spec.policy_roles[0] for p in range(len(replayed))]
+            pairwise = float(np.mean(numeric.pairwise.rewards_PG[rows]))
+    return {
+        "eval/correct": float(np.mean(correct)) if correct else math.nan,
+        "eval/parse_ok": float(np.mean(parse_ok)) if parse_ok else math.nan,
+        "eval/pairwise_reward": pairwise,
+        "eval/debates": float(len(results)),
+    }
+
+
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _last_solution(state: kernel.DebateState, agent: int) -> str:
+    for round_ in reversed(state.rounds):
+        for resp in round_:
+            if resp.author_id == agent:
+                return resp.solution
+    return ""
+
+
+def _warm_turn(agent: int, answer: str) -> str:
+    if agent == 0:
+        return kernel.render_response(
+            solution=f"The answer is {answer}.",
+            evaluation="N/A",
+            consensus=True,
+            consensus_reason="I computed it directly.",
+        )
+    votes = [kernel.Vote(a, "=", b) for a in range(agent) for b in range(a + 1, agent)]
+    return kernel.render_response(
+        solution=f"The answer is {answer}.",
+        evaluation=f"Agent 0 found {answer}, which is correct.",
+        comparisons=votes,
+        consensus=True,
+        consensus_reason=f"We agree that the answer is {answer}.",
+    )
+
+
+def _answer_tokens(renderer: Renderer, text: str) -> list[int]:
+    fn = getattr(renderer, "answer_tokens", None)
+    if fn is None:
+        raise TypeError("warm start needs a renderer with answer_tokens(text)")
+    return [int(t) for t in fn(text)]
+
+
+def _split(data: list[tinker.Datum], num_substeps: int) -> list[list[tinker.Datum]]:
+    if not data:
+        return []
+    n = min(num_substeps, len(data))
+    bounds = np.linspace(0, len(data), n + 1).round().astype(int)
+    return [data[bounds[i] : bounds[i + 1]] for i in range(n)]
+
+
+def _nan_metrics() -> dict[str, Any]:
+    return {}
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, np.generic):
+        v = v.item()
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+def _kernel_loss(name: str, options: dict[str, float]) -> Any:
+    """A ``forward_backward_custom`` loss: the kernel's JAX loss, as the surrogate ``Σ_t g_t · lp_t`` where
+    ``g = ∂loss/∂lp`` is computed by ``jax.grad`` (so the service's autograd sees the kernel's gradient)."""
+    import jax
+    import jax.numpy as jnp
+
+    import kernel.jax as kj
+
+    fn = getattr(kj, f"{name}_loss")
+
+    def loss_fn(data: list[tinker.Datum], logprobs: list[Any]) -> tuple[Any, dict[str, float]]:
+        total: Any = 0.0
+        value = 0.0
+        for datum, lp in zip(data, logprobs, strict=True):
+            inputs = datum.loss_fn_inputs
+            sampler = jnp.asarray(inputs["logprobs"].to_numpy())
+            adv = jnp.asarray(inputs["advantages"].to_numpy())
+            lp_np = np.asarray(lp.detach().cpu().numpy() if hasattr(lp, "detach") else lp, dtype=np.float32)
+
+            def scalar(x: Any, sampler: Any = sampler, adv: Any = adv) -> Any:
+                return jnp.sum(fn(x, sampler, adv, **options).loss)
+
+            v, g = jax.value_and_grad(scalar)(jnp.asarray(lp_np))
+            value += float(v)
+            grad = np.asarray(g)
+            if hasattr(lp, "new_tensor"):
+                total = total + (lp * lp.new_tensor(grad)).sum()
+            else:
+                total = total + float(np.sum(np.asarray(lp) * grad))
+        return total, {"loss:kernel": value}
+
+    return loss_fn

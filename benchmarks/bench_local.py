@@ -1,0 +1,154 @@
+"""Local JAX service vs PyTorch + Hugging Face transformers: sampling and training tokens per second.
+
+Same architecture and size on both sides (a ``LlamaConfig`` with our dims: RMSNorm, rotary positions,
+SwiGLU, no bias, untied output layer), randomly initialised, same batch, same run, CPU (or the default
+JAX / torch device). Sampling: ``num_samples`` continuations of one prompt with a KV cache, every row
+forced to ``max_tokens`` (no stop). Training: forward + backward of the summed token log-likelihood over
+a [batch, seq] block; ours both with full weights and through the service's LoRA path.
+
+``python -m benchmarks local [--quick] [--size small]``. The peer runs only if torch and transformers
+import; otherwise it is reported as skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+import numpy as np
+
+from benchmarks._common import emit_json, print_table, time_call, time_compile
+
+
+def _ours(size: str, batch: int, prompt_len: int, new: int, seq: int, repeat: int) -> dict[str, float]:
+    import jax
+    import jax.numpy as jnp
+
+    from adapters.local import model as m
+    from adapters.local import service as svc
+
+    cfg = m.SIZES[size]
+    params = m.init_params(cfg, jax.random.key(0))
+    prompt = list(np.random.default_rng(0).integers(0, 256, prompt_len))
+
+    def sample() -> Any:
+        return m.generate(cfg, params, prompt, num_samples=batch, max_tokens=new, key=jax.random.key(1))
+
+    out: dict[str, float] = {"params": float(m.num_params(params))}
+    out["sample_compile_s"] = time_compile(sample)
+    out["sample_tok_s"] = batch * new / time_call(sample, repeat=repeat)
+
+    tokens = jnp.asarray(np.random.default_rng(1).integers(0, 256, (batch, seq)), jnp.int32)
+    grad = jax.jit(jax.grad(lambda p: m.token_logprobs(cfg, p, tokens, tokens).sum()))
+    out["train_compile_s"] = time_compile(lambda: grad(params))
+    out["train_tok_s"] = batch * seq / time_call(lambda: grad(params), repeat=repeat)
+
+    lora = m.init_lora(cfg, 32, jax.random.key(2))
+    mask = jnp.ones((batch, seq), bool)
+    arrays = (tokens, tokens, mask, jnp.ones((batch, seq)), jnp.zeros((batch, seq)))
+    grads = jax.tree_util.tree_map(jnp.zeros_like, lora)
+
+    def lora_step() -> Any:
+        return svc._forward_backward(
+            lora, params, grads, arrays, cfg=cfg, loss_fn="cross_entropy", options=(), backward=True
+        )
+
+    time_compile(lora_step)
+    out["train_lora_tok_s"] = batch * seq / time_call(lora_step, repeat=repeat)
+    return out
+
+
+def _peer(size: str, batch: int, prompt_len: int, new: int, seq: int, repeat: int) -> dict[str, float] | None:
+    try:
+        import torch
+        from transformers import LlamaConfig, LlamaForCausalLM
+    except ImportError:
+        return None
+    from adapters.local import model as m
+
+    cfg = m.SIZES[size]
+    hf = LlamaConfig(
+        vocab_size=cfg.vocab_size,
+        hidden_size=cfg.d_model,
+        intermediate_size=cfg.d_ff,
+        num_hidden_layers=cfg.num_layers,
+        num_attention_heads=cfg.num_heads,
+        num_key_value_heads=cfg.num_heads,
+        max_position_embeddings=cfg.max_seq_len,
+        rms_norm_eps=cfg.norm_eps,
+        rope_theta=cfg.rope_base,
+        tie_word_embeddings=False,
+        attention_bias=False,
+        mlp_bias=False,
+    )
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(hf).eval()
+    prompt = torch.tensor(np.random.default_rng(0).integers(0, 256, (1, prompt_len))).repeat(batch, 1)
+
+    def sample() -> Any:
+        with torch.no_grad():
+            return model.generate(
+                prompt,
+                attention_mask=torch.ones_like(prompt),
+                do_sample=True,
+                max_new_tokens=new,
+                min_new_tokens=new,
+                use_cache=True,
+                pad_token_id=0,
+                eos_token_id=None,
+            )
+
+    out: dict[str, float] = {"params": float(sum(p.numel() for p in model.parameters()))}
+    out["sample_tok_s"] = batch * new / time_call(sample, repeat=repeat)
+    model.train()
+    tokens = torch.tensor(np.random.default_rng(1).integers(0, 256, (batch, seq)))
+
+    def step() -> None:
+        model.zero_grad(set_to_none=True)
+        logits = model(tokens).logits
+        torch.log_softmax(logits, -1).gather(-1, tokens[..., None]).sum().backward()
+
+    out["train_tok_s"] = batch * seq / time_call(step, repeat=repeat)
+    out["torch_threads"] = float(torch.get_num_threads())
+    return out
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks local")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--size", default=None, help="tiny, small or base (default small; tiny with --quick)")
+    args = parser.parse_args(argv)
+    size = args.size or ("tiny" if args.quick else "small")
+    batch, prompt_len, new, seq = (4, 16, 16, 32) if args.quick else (8, 64, 64, 128)
+    repeat = 2 if args.quick else 5
+    start = time.perf_counter()
+    ours = _ours(size, batch, prompt_len, new, seq, repeat)
+    peer = _peer(size, batch, prompt_len, new, seq, repeat)
+    rows: list[list[Any]] = [
+        ["sampling tok/s", ours["sample_tok_s"], peer["sample_tok_s"] if peer else "skipped"],
+        ["training tok/s (full)", ours["train_tok_s"], peer["train_tok_s"] if peer else "skipped"],
+        ["training tok/s (LoRA r=32)", ours["train_lora_tok_s"], "-", "-"],
+    ]
+    if peer:
+        for row, key in zip(rows[:2], ("sample_tok_s", "train_tok_s"), strict=True):
+            row.append(ours[key] / peer[key])
+    title = (
+        f"local JAX vs torch+transformers, size {size} ({ours['params']:,.0f} params), batch {batch}, "
+        f"prompt {prompt_len}, new {new}, train seq {seq}; compile: sample {ours['sample_compile_s']:.1f}s, "
+        f"train {ours['train_compile_s']:.1f}s"
+    )
+    if peer is None:
+        rows = [row[:3] for row in rows]
+    print_table(title, ["measure", "ours", "peer", "ratio"][: len(rows[0])], rows)
+    if peer is None:
+        print("peer skipped: torch and transformers are not importable")
+    figures = {f"ours_{k}": v for k, v in ours.items()}
+    if peer:
+        figures.update({f"peer_{k}": v for k, v in peer.items()})
+        figures["sample_ratio"] = ours["sample_tok_s"] / peer["sample_tok_s"]
+        figures["train_ratio"] = ours["train_tok_s"] / peer["train_tok_s"]
+    figures["size"] = size
+    figures["wall_s"] = time.perf_counter() - start
+    emit_json({"benchmark": "local", **figures})
+    return 0

@@ -1,0 +1,190 @@
+"""Training loop overhead on the in-repo fake service.
+
+1. Zero latency, 64 debates × 4 agents × 3 rounds per step: client time per step, split into the time
+   inside the fake service's calls (its scripted sampler and bookkeeping: the "server"), the kernel
+   stages (``time/prepare``: replay, votes, rewards, returns, advantages, datums, conversion) and the rest
+   (the asyncio rollout driver, rendering, parsing, planner, metrics, files).
+   (The fake runs in this process, so its CPU time is on the client's clock; it is reported apart.)
+2. Injected latencies (50 ms per sample, 200 ms per forward_backward): step time against the critical-path
+   bound of those waits, ``max over debates(turns) × 50 ms + 200 ms`` (debates run concurrently, the turns of
+   one debate in sequence; one substep); client overhead = (step − bound − fake CPU) / step.
+   Goal: within 10 % of the bound, client overhead < 5 % of a step.
+
+``python -m benchmarks train [--quick]``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks._common import print_table
+
+
+class _Timed:
+    """A proxy adding the wall time spent inside the wrapped object's calls (and its clients') to ``box``."""
+
+    def __init__(self, inner: Any, box: list[float]) -> None:
+        self._inner, self._box = inner, box
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._inner, name)
+        if not callable(attr) or name in ("get_tokenizer",):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            out = attr(*args, **kwargs)
+            self._box[0] += time.perf_counter() - t0
+            return _TimedFuture(out, self._box)
+
+        return call
+
+
+class _TimedFuture:
+    def __init__(self, inner: Any, box: list[float]) -> None:
+        self._inner, self._box = inner, box
+
+    async def result_async(self, timeout: float | None = None) -> Any:
+        value = await self._inner
+        if hasattr(value, "sample") or hasattr(value, "forward_backward"):
+            return _Timed(value, self._box)
+        return value
+
+    def __await__(self) -> Any:
+        return self.result_async().__await__()
+
+
+def _config(out: Path, debates: int, steps: int) -> Any:
+    from adapters.tinker.config import TrainConfig
+
+    return TrainConfig(
+        out=str(out),
+        steps=steps,
+        batch_size=debates,
+        num_agents=4,
+        max_rounds=3,
+        max_tokens=256,
+        eval_every=0,
+        eval_questions=0,
+        save_every=0,
+        max_concurrent_debates=debates,
+        num_substeps=1,
+    )
+
+
+def _zero_latency(debates: int, steps: int) -> dict[str, float]:
+    from adapters.tinker.fake import FakeServiceClient
+    from adapters.tinker.train import run_training
+
+    with tempfile.TemporaryDirectory() as tmp:
+        box = [0.0]
+        service = _Timed(FakeServiceClient(seed=0), box)
+        t0 = time.perf_counter()
+        result = asyncio.run(run_training(_config(Path(tmp) / "run", debates, steps), service))  # type: ignore[arg-type]
+        total = time.perf_counter() - t0
+    rows = result.metrics[1:] or result.metrics  # the first step pays imports and warm-up
+    step = sum(m["time/sample"] + m["time/step"] for m in rows) / len(rows)
+    prepare = sum(m["time/prepare"] for m in rows) / len(rows)
+    server = box[0] / len(result.metrics)
+    turns = sum(m["env/all/total_turns"] for m in rows) / len(rows)
+    return {
+        "step_s": step,
+        "server_s": server,
+        "kernel_s": prepare,
+        "driver_s": step - server - prepare,
+        "turns": turns,
+        "total_s": total,
+    }
+
+
+def _with_latency(debates: int, steps: int, sample_s: float, fb_s: float) -> dict[str, float]:
+    from adapters.tinker.fake import FakeServiceClient
+    from adapters.tinker.faults import FaultPlan, with_faults
+    from adapters.tinker.train import run_training
+
+    with tempfile.TemporaryDirectory() as tmp:
+        plan = FaultPlan(latency={"sample": sample_s, "forward_backward": fb_s})
+        box = [0.0]
+        service, _ = with_faults(_Timed(FakeServiceClient(seed=0), box), plan)  # type: ignore[arg-type]
+        run = Path(tmp) / "run"
+        result = asyncio.run(run_training(_config(run, debates, steps), service))
+        fake_cpu = box[0] / len(result.metrics)
+        ratios = []
+        overheads = []
+        for m in result.metrics:
+            lines = (run / "transcripts" / f"step-{m['step']:06d}.jsonl").read_text().splitlines()
+            longest = max(len(json.loads(line)["turns"]) for line in lines)
+            bound = longest * sample_s + fb_s
+            step = m["time/sample"] + m["time/step"]  # sampling happens before Prepare in on-policy mode
+            ratios.append(step / bound)
+            overheads.append((step - bound - fake_cpu) / step)
+    return {
+        "ratio": sum(ratios) / len(ratios),
+        "overhead": sum(overheads) / len(overheads),
+        "bound_s": bound,
+        "step_s": step,
+        "fake_cpu_s": fake_cpu,
+        "kernel_s": float(m["time/prepare"]),
+    }
+
+
+def _async_wall(debates: int, steps: int, sample_s: float, fb_s: float) -> dict[str, float]:
+    """Wall time per step with ``max_steps_off_policy = 1`` (sampling of the next batch overlaps training)."""
+    import dataclasses
+
+    from adapters.tinker.fake import FakeServiceClient
+    from adapters.tinker.faults import FaultPlan, with_faults
+    from adapters.tinker.train import run_training
+
+    with tempfile.TemporaryDirectory() as tmp:
+        plan = FaultPlan(latency={"sample": sample_s, "forward_backward": fb_s})
+        service, _ = with_faults(FakeServiceClient(seed=0), plan)
+        config = dataclasses.replace(_config(Path(tmp) / "run", debates, steps), max_steps_off_policy=1)
+        t0 = time.perf_counter()
+        result = asyncio.run(run_training(config, service))
+        wall = (time.perf_counter() - t0) / steps
+    return {"wall_per_step_s": wall, "dropped": float(result.metrics[-1]["async/dropped_stale"])}
+
+
+def main(argv: list[str]) -> int:
+    quick = "--quick" in argv
+    debates, steps = (8, 2) if quick else (64, 4)
+    zero = _zero_latency(debates, steps)
+    print_table(
+        f"train: zero latency, {debates} debates x 4 agents x 3 rounds per step (mean of steps 2..)",
+        ["part", "seconds/step", "share"],
+        [
+            ["step (client + fake)", zero["step_s"], 1.0],
+            ["fake service calls", zero["server_s"], zero["server_s"] / zero["step_s"]],
+            ["kernel stages (prepare)", zero["kernel_s"], zero["kernel_s"] / zero["step_s"]],
+            ["asyncio driver + rest", zero["driver_s"], zero["driver_s"] / zero["step_s"]],
+        ],
+    )
+    lat = _with_latency(debates, 2 if quick else 3, 0.05, 0.2)
+    print_table(
+        "train: 50 ms per sample, 200 ms per forward_backward",
+        ["step s", "critical-path bound s", "step / bound", "fake CPU s", "kernel s", "client overhead"],
+        [[lat["step_s"], lat["bound_s"], lat["ratio"], lat["fake_cpu_s"], lat["kernel_s"], lat["overhead"]]],
+    )
+    asy = _async_wall(debates, 2 if quick else 4, 0.05, 0.2)
+    print_table(
+        "train: same latencies, async (max_steps_off_policy = 1)",
+        ["wall s per step", "sync step / async step", "dropped stale batches"],
+        [[asy["wall_per_step_s"], lat["step_s"] / asy["wall_per_step_s"], asy["dropped"]]],
+    )
+    print(
+        json.dumps(
+            {
+                "bench": "train",
+                **{f"zero_{k}": round(v, 5) for k, v in zero.items()},
+                **{f"latency_{k}": round(v, 5) for k, v in lat.items()},
+                **{f"async_{k}": round(v, 5) for k, v in asy.items()},
+            }
+        )
+    )
+    return 0

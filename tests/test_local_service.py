@@ -1,0 +1,362 @@
+"""The local JAX service: gradients, sampling/training agreement, snapshots, determinism, checkpoints, errors.
+
+Everything runs on the ``tiny`` model with a few fixed shapes, so the jit caches are shared across tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+jax = pytest.importorskip("jax")
+pytest.importorskip("optax")
+pytest.importorskip("safetensors")
+
+import jax.numpy as jnp  # noqa: E402
+from tinker import types  # noqa: E402
+
+from adapters.local import LocalServiceClient, LocalTrainingClient  # noqa: E402
+from adapters.local import model as m  # noqa: E402
+from adapters.local import service as svc  # noqa: E402
+from adapters.tinker.tokenizers import ByteTokenizer  # noqa: E402
+
+PROMPT = types.ModelInput.from_ints(list(b"What is 2+3? "))
+GREEDY = types.SamplingParams(max_tokens=12, temperature=0.0)
+ADAM = types.AdamParams(learning_rate=1e-2)
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+async def _trainer(seed: int = 0, root: Path | None = None, rank: int = 4) -> LocalTrainingClient:
+    return await LocalServiceClient(seed=seed, root=root).create_lora_training_client("tiny", rank=rank)
+
+
+def ce_datum(tokens: list[int], weights: list[float] | None = None) -> types.Datum:
+    w = weights if weights is not None else [1.0] * (len(tokens) - 1)
+    return types.Datum(
+        model_input=types.ModelInput.from_ints(tokens[:-1]),
+        loss_fn_inputs={"target_tokens": tokens[1:], "weights": w},
+    )
+
+
+def rl_datum(tokens: list[int], logprobs: list[float], advantages: list[float]) -> types.Datum:
+    return types.Datum(
+        model_input=types.ModelInput.from_ints(tokens[:-1]),
+        loss_fn_inputs={"target_tokens": tokens[1:], "logprobs": logprobs, "advantages": advantages},
+    )
+
+
+TOKENS = list(b"2+3=5. 7*6=42.")
+
+
+def _leaves_equal(a: Any, b: Any) -> bool:
+    la, lb = jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)
+    return len(la) == len(lb) and all(
+        x.dtype == y.dtype and np.array_equal(np.asarray(x), np.asarray(y))
+        for x, y in zip(la, lb, strict=True)
+    )
+
+
+def test_each_loss_gradient_through_the_model_matches_finite_differences() -> None:
+    cfg = m.SIZES["tiny"]
+    with jax.enable_x64(True):
+        params = jax.tree_util.tree_map(
+            lambda x: x.astype(jnp.float64), m.init_params(cfg, jax.random.key(0))
+        )
+        lora = m.init_lora(cfg, 2, jax.random.key(1))
+        lora = jax.tree_util.tree_map(
+            lambda x: (x + 0.05).astype(jnp.float64), lora
+        )  # B ≠ 0: gradients reach A
+        rng = np.random.default_rng(0)
+        tokens = jnp.asarray(rng.integers(0, 256, (2, 8)), jnp.int32)
+        targets = jnp.asarray(rng.integers(0, 256, (2, 8)), jnp.int32)
+        mask = jnp.asarray(np.arange(8)[None, :] < np.array([[8], [5]]))
+        sampler_lp = jnp.asarray(-rng.uniform(4.0, 7.0, (2, 8)))
+        adv = jnp.asarray(rng.normal(size=(2, 8)))
+        direction = jax.tree_util.tree_map(lambda x: jnp.asarray(rng.normal(size=x.shape), jnp.float64), lora)
+        cases = {
+            "cross_entropy": (adv, adv, ()),
+            "importance_sampling": (sampler_lp, adv, ()),
+            "ppo": (sampler_lp, adv, (("clip_high_threshold", 50.0),)),
+            "cispo": (sampler_lp, adv, ()),
+            "dro": (sampler_lp, adv, (("beta", 0.3),)),
+        }
+
+        @jax.jit
+        def check(lora: Any, direction: Any) -> dict[str, jax.Array]:
+            out = {}
+            for name, (a, b, options) in cases.items():
+
+                def f(lo: Any, name: str = name, a: Any = a, b: Any = b, options: Any = options) -> jax.Array:
+                    lp = m.token_logprobs(cfg, m.merge_lora(params, lo), tokens, targets)
+                    return svc._token_loss(name, lp, a, b, mask, dict(options)).loss
+
+                g = jax.grad(f)(lora)
+                leaves = zip(jax.tree_util.tree_leaves(g), jax.tree_util.tree_leaves(direction), strict=True)
+                analytic = sum(jnp.vdot(x, y) for x, y in leaves)
+                value = f
+                if name == "cispo":  # a surrogate: its gradient treats the clipped ratio as a constant
+                    lp0 = m.token_logprobs(cfg, m.merge_lora(params, lora), tokens, targets)
+                    w = jnp.clip(jnp.exp(lp0 - a), 0.0, 4.0) * b
+
+                    def value(lo: Any, w: Any = w) -> jax.Array:
+                        lp = m.token_logprobs(cfg, m.merge_lora(params, lo), tokens, targets)
+                        return svc._token_loss("cross_entropy", lp, w, w, mask, {}).loss
+
+                h = 1e-5
+
+                def shifted(s: float, value: Any = value) -> jax.Array:
+                    return value(jax.tree_util.tree_map(lambda p, d: p + s * d, lora, direction))
+
+                out[name] = jnp.stack([analytic, (shifted(h) - shifted(-h)) / (2 * h)])
+            return out
+
+        for name, pair in check(lora, direction).items():
+            analytic, numeric = np.asarray(pair)
+            assert analytic == pytest.approx(numeric, rel=1e-4, abs=1e-8), name
+
+
+def test_sampling_logprobs_equal_a_forward_pass_over_the_same_tokens() -> None:
+    async def main() -> None:
+        trainer = await _trainer()
+        sampler = await trainer.save_weights_and_get_sampling_client()
+        response = await sampler.sample(PROMPT, 3, types.SamplingParams(max_tokens=12, temperature=1.0))
+        prompt = PROMPT.to_ints()
+        for seq in response.sequences:
+            assert len(seq.tokens) == len(seq.logprobs) == 12
+            full = prompt + seq.tokens
+            out = await trainer.forward([ce_datum(full)], "cross_entropy")
+            train_lp = out.loss_fn_outputs[0]["logprobs"].to_numpy()[len(prompt) - 1 :]
+            np.testing.assert_allclose(train_lp, seq.logprobs, atol=1e-4)
+        assert await sampler.compute_logprobs(types.ModelInput.from_ints(full)) == pytest.approx(
+            [None, *out.loss_fn_outputs[0]["logprobs"].to_numpy().tolist()], abs=1e-4
+        )
+
+    run(main())
+
+
+def test_stop_sequences_end_rows_and_are_included() -> None:
+    async def main() -> None:
+        trainer = await _trainer()
+        sampler = await trainer.save_weights_and_get_sampling_client()
+        free = (await sampler.sample(PROMPT, 1, GREEDY)).sequences[0]
+        assert free.stop_reason == "length"
+        token = free.tokens[4]
+        by_token = (await sampler.sample(PROMPT, 1, GREEDY.model_copy(update={"stop": [token]}))).sequences[0]
+        cut = free.tokens.index(token) + 1
+        assert (by_token.tokens, by_token.stop_reason) == (free.tokens[:cut], "stop")
+        assert by_token.logprobs == free.logprobs[:cut]
+        text = ByteTokenizer().decode(free.tokens[2:4])
+        if all(t < 256 for t in free.tokens[2:4]) and text.isascii():
+            by_text = (await sampler.sample(PROMPT, 1, GREEDY.model_copy(update={"stop": [text]}))).sequences[
+                0
+            ]
+            assert by_text.stop_reason == "stop"
+            assert ByteTokenizer().decode(by_text.tokens).endswith(text)
+
+    run(main())
+
+
+def test_sampler_is_a_snapshot_later_steps_never_change_it() -> None:
+    async def main() -> None:
+        trainer = await _trainer()
+        before = await trainer.save_weights_and_get_sampling_client()
+        first = (await before.sample(PROMPT, 2, GREEDY)).sequences
+        for _ in range(3):
+            await trainer.forward_backward([ce_datum(TOKENS)], "cross_entropy")
+            await trainer.optim_step(ADAM)
+        again = (await before.sample(PROMPT, 2, GREEDY)).sequences
+        after = (
+            await (await trainer.save_weights_and_get_sampling_client()).sample(PROMPT, 2, GREEDY)
+        ).sequences
+        assert [s.tokens for s in again] == [s.tokens for s in first]
+        assert [s.logprobs for s in again] == [s.logprobs for s in first]
+        assert [s.logprobs for s in after] != [s.logprobs for s in first]
+
+    run(main())
+
+
+def test_runs_are_deterministic_from_the_seed() -> None:
+    async def trace(seed: int) -> tuple[list[list[int]], float]:
+        trainer = await _trainer(seed)
+        sampler = await trainer.save_weights_and_get_sampling_client()
+        sampled = (await sampler.sample(PROMPT, 2, types.SamplingParams(max_tokens=12))).sequences
+        await trainer.forward_backward([ce_datum(TOKENS)], "cross_entropy")
+        await trainer.optim_step(ADAM)
+        out = await trainer.forward([ce_datum(TOKENS)], "cross_entropy")
+        return [s.tokens for s in sampled], out.metrics["loss:sum"]
+
+    assert run(trace(0)) == run(trace(0))
+    assert run(trace(0)) != run(trace(1))
+
+
+def test_requests_run_in_submission_order() -> None:
+    async def main() -> None:
+        trainer = await _trainer()
+        f1 = trainer.forward_backward([ce_datum(TOKENS)], "cross_entropy")
+        f2 = trainer.optim_step(ADAM)
+        f3 = trainer.forward_backward([ce_datum(TOKENS)], "cross_entropy")
+        third, _, first = await f3, await f2, await f1.result_async()
+        assert third.metrics["loss:sum"] < first.metrics["loss:sum"]  # the step ran between them
+
+    run(main())
+
+
+def test_checkpoint_round_trip_is_bit_exact(tmp_path: Path) -> None:
+    async def main() -> None:
+        service = LocalServiceClient(seed=0, root=tmp_path)
+        trainer = await service.create_lora_training_client("tiny", rank=4)
+        for _ in range(2):
+            await trainer.forward_backward([ce_datum(TOKENS)], "cross_entropy")
+            await trainer.optim_step(ADAM)
+        path = (await trainer.save_state("step2")).path
+        assert Path(path).parent == tmp_path / "states" and not list(Path(path).parent.glob(".*tmp"))
+        resumed = await service.create_training_client_from_state_with_optimizer(path)
+        assert resumed.step == 2
+        assert _leaves_equal(resumed._state.trainable, trainer._state.trainable)
+        assert _leaves_equal(resumed._state.frozen, trainer._state.frozen)
+        assert _leaves_equal(resumed._state.opt_state, trainer._state.opt_state)
+        for client in (trainer, resumed):
+            await client.forward_backward([ce_datum(TOKENS)], "cross_entropy")
+            await client.optim_step(ADAM)
+        assert _leaves_equal(resumed._state.trainable, trainer._state.trainable)
+        assert _leaves_equal(resumed._state.opt_state, trainer._state.opt_state)
+        fresh = await service.create_lora_training_client("tiny", rank=4)
+        await fresh.load_state_with_optimizer(path)
+        assert fresh.step == 2
+
+    run(main())
+
+
+def test_full_fine_tuning_and_weights_files_as_base_models(tmp_path: Path) -> None:
+    async def main() -> None:
+        service = LocalServiceClient(seed=0, root=tmp_path)
+        trainer = await service.create_full_training_client("tiny")
+        await trainer.forward_backward([ce_datum(TOKENS)], "cross_entropy")
+        await trainer.optim_step(ADAM)
+        path = (await trainer.save_weights_for_sampler("w")).path
+        sampler = await service.create_sampling_client(model_path=path)
+        lora = await service.create_lora_training_client(path, rank=4)
+        ours = await (await trainer.save_weights_and_get_sampling_client()).sample(PROMPT, 1, GREEDY)
+        theirs = await (await lora.save_weights_and_get_sampling_client()).sample(PROMPT, 1, GREEDY)
+        assert (await sampler.sample(PROMPT, 1, GREEDY)).sequences[0].tokens == ours.sequences[0].tokens
+        assert theirs.sequences[0].tokens == ours.sequences[0].tokens  # a fresh adapter changes nothing
+
+    run(main())
+
+
+def test_custom_loss_gives_the_same_gradient_as_the_builtin_loss() -> None:
+    async def main() -> None:
+        weights = [0.5 * (i % 3) for i in range(len(TOKENS) - 1)]
+        data = [ce_datum(TOKENS, weights), ce_datum(TOKENS[:9])]
+        builtin, custom = await _trainer(), await _trainer()
+        out = await builtin.forward_backward(data, "cross_entropy")
+
+        def loss_fn(data: list[types.Datum], logprobs: list[jax.Array]) -> tuple[jax.Array, dict[str, Any]]:
+            total = sum(
+                -jnp.sum(lp * jnp.asarray(d.loss_fn_inputs["weights"].to_numpy()))
+                for d, lp in zip(data, logprobs, strict=True)
+            )
+            return jnp.asarray(total), {"tokens": sum(lp.shape[0] for lp in logprobs)}
+
+        got = await custom.forward_backward_custom(data, loss_fn)
+        assert got.metrics["loss:sum"] == pytest.approx(out.metrics["loss:sum"], rel=1e-5)
+        assert got.metrics["tokens"] == len(TOKENS) - 1 + 8
+        for a, b in zip(*(jax.tree_util.tree_leaves(c._state.grads) for c in (builtin, custom)), strict=True):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+
+    run(main())
+
+
+def test_rl_losses_run_and_return_per_token_logprobs() -> None:
+    async def main() -> None:
+        trainer = await _trainer()
+        n = len(TOKENS) - 1
+        datum = rl_datum(TOKENS, [-5.0] * n, [1.0] * n)
+        for loss_fn, config in [
+            ("importance_sampling", None),
+            ("ppo", None),
+            ("cispo", None),
+            ("dro", {"beta": 0.1}),
+        ]:
+            out = await trainer.forward_backward([datum], loss_fn, config)  # type: ignore[arg-type]
+            assert out.loss_fn_outputs[0]["logprobs"].to_numpy().shape == (n,)
+            assert np.isfinite(out.metrics["loss:sum"])
+
+    run(main())
+
+
+def test_bad_input_gives_clear_errors_and_loses_nothing(tmp_path: Path) -> None:
+    async def main() -> None:
+        service = LocalServiceClient(seed=0, root=tmp_path)
+        with pytest.raises(ValueError, match="unknown base_model 'huge'"):
+            await service.create_lora_training_client("huge", rank=4)
+        trainer = await service.create_lora_training_client("tiny", rank=4)
+        grads = trainer._state.grads
+        bad = types.Datum(
+            model_input=types.ModelInput.from_ints([1, 2, 3]),
+            loss_fn_inputs={"target_tokens": [2, 3, 4], "weights": [1.0, 1.0]},
+        )
+        with pytest.raises(ValueError, match=r"data\[1\].loss_fn_inputs\['weights'\] has shape \[2\]"):
+            await trainer.forward_backward([ce_datum(TOKENS), bad], "cross_entropy")
+        assert trainer._state.grads is grads  # the good datum was not half-applied
+        with pytest.raises(ValueError, match="lacks 'logprobs'"):
+            await trainer.forward_backward([ce_datum(TOKENS)], "ppo")
+        with pytest.raises(ValueError, match="beta"):
+            await trainer.forward_backward([rl_datum(TOKENS, [0.0] * 13, [0.0] * 13)], "dro")
+        sampler = await trainer.save_weights_and_get_sampling_client()
+        too_long = types.ModelInput.from_ints([1] * 4096)
+        with pytest.raises(ValueError, match=r"prompt has 4096 tokens; the model's context is 4096"):
+            await sampler.sample(too_long, 1, GREEDY)
+        assert len((await sampler.sample(PROMPT, 1, GREEDY)).sequences[0].tokens) == 12  # still serves
+        path = (await trainer.save_state("ok")).path
+        corrupt = tmp_path / "corrupt.safetensors"
+        corrupt.write_bytes(Path(path).read_bytes()[:100])
+        with pytest.raises(ValueError, match=r"corrupt\.safetensors"):
+            await service.create_training_client_from_state_with_optimizer(str(corrupt))
+        with pytest.raises(ValueError, match=r"corrupt\.safetensors"):
+            await trainer.load_state_with_optimizer(str(corrupt))
+        out = await trainer.forward_backward([ce_datum(TOKENS)], "cross_entropy")
+        assert np.isfinite(out.metrics["loss:sum"])
+
+    run(main())
+
+
+def test_tokenizer_is_the_byte_tokenizer() -> None:
+    trainer = run(_trainer())
+    assert isinstance(trainer.get_tokenizer(), ByteTokenizer)
+
+
+def test_bucket_shapes_do_not_retrace() -> None:
+    async def main() -> None:
+        trainer = await _trainer()
+        sampler = await trainer.save_weights_and_get_sampling_client()
+        await sampler.sample(PROMPT, 3, GREEDY)
+        before = m._generate._cache_size()
+        for n, k in [(5, 3), (9, 4), (14, 4)]:
+            await sampler.sample(types.ModelInput.from_ints(list(range(1, n + 1))), k, GREEDY)
+        assert m._generate._cache_size() == before
+
+    run(main())
+
+
+def test_row_chunks_give_the_same_gradients_and_logprobs(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def grads_and_logprobs() -> tuple[Any, list[Any]]:
+        trainer = await _trainer()
+        out = await trainer.forward_backward([ce_datum(TOKENS), ce_datum(TOKENS[:7])], "cross_entropy")
+        return trainer._state.grads, [o["logprobs"].to_numpy() for o in out.loss_fn_outputs]
+
+    whole = run(grads_and_logprobs())
+    monkeypatch.setattr(svc, "_ATTENTION_BUDGET", 1)  # one row per call
+    assert svc._chunk_rows(m.SIZES["tiny"], 16) == 1
+    chunked = run(grads_and_logprobs())
+    for a, b in zip(*(jax.tree_util.tree_leaves(g[0]) for g in (whole, chunked)), strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-5)
+    for a, b in zip(whole[1], chunked[1], strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-5)

@@ -1,0 +1,311 @@
+"""The fake Tinker service: real SDK types, determinism, snapshots, training records, saved states."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+import pytest
+import tinker
+from hypothesis import given
+from hypothesis import strategies as st
+from tinker import types
+
+from adapters.tinker.fake import (
+    FakePolicy,
+    FakeServiceClient,
+    ModelState,
+    batch_fingerprint,
+    load_state_file,
+    token_logprobs,
+)
+from adapters.tinker.renderers import ByteRenderer
+from kernel import build_observation, initial_state, parse_response
+
+T = TypeVar("T")
+RENDERER = ByteRenderer()
+PARAMS = types.SamplingParams(max_tokens=2000, stop=RENDERER.stop_sequences(), temperature=1.0)
+
+
+def run(coro: Coroutine[Any, Any, T]) -> T:
+    return asyncio.run(coro)
+
+
+def _prompt(agent: int = 0, question: str = "What is 12 + 30?") -> tinker.ModelInput:
+    state = initial_state(question, num_agents=3, max_rounds=2)
+    return RENDERER.build_prompt(build_observation(state, agent).messages)
+
+
+def _datum(prompt: tinker.ModelInput, seq: types.SampledSequence, advantage: float) -> types.Datum:
+    tokens = [*prompt.to_ints(), *seq.tokens]
+    n_prompt = prompt.length
+    logprobs = np.zeros(len(tokens) - 1, np.float32)
+    logprobs[n_prompt - 1 :] = seq.logprobs
+    adv = np.zeros(len(tokens) - 1, np.float32)
+    adv[n_prompt - 1 :] = advantage
+    return types.Datum(
+        model_input=tinker.ModelInput.from_ints(tokens[:-1]),
+        loss_fn_inputs={
+            "target_tokens": np.asarray(tokens[1:], np.int64),
+            "logprobs": logprobs,
+            "advantages": adv,
+        },
+    )
+
+
+def test_samples_are_real_sdk_types_parse_and_repeat() -> None:
+    async def main() -> None:
+        tc = await FakeServiceClient(seed=3).create_lora_training_client("fake", rank=4)
+        sampler = await tc.save_weights_and_get_sampling_client()
+        first = await sampler.sample(_prompt(), 4, PARAMS)
+        again = await sampler.sample(_prompt(), 4, PARAMS)
+        assert isinstance(first, types.SampleResponse) and len(first.sequences) == 4
+        for a, b in zip(first.sequences, again.sequences, strict=True):
+            assert a.tokens == b.tokens and a.logprobs == b.logprobs
+            assert a.stop_reason == "stop" and a.tokens[-1] == 261 and len(a.logprobs) == len(a.tokens)
+            parsed = parse_response(RENDERER.text(a.tokens), author_id=0)
+            assert parsed.ok and parsed.votes == ()  # agent 0 of round 1 judges nobody
+        assert len({tuple(s.tokens) for s in first.sequences}) > 1  # samples differ by index
+
+    run(main())
+
+
+def test_max_tokens_cuts_with_length_reason_and_string_stops_are_kept() -> None:
+    async def main() -> None:
+        tc = await FakeServiceClient().create_lora_training_client("fake", rank=1)
+        sampler = await tc.save_weights_and_get_sampling_client()
+        short = await sampler.sample(_prompt(), 1, types.SamplingParams(max_tokens=5))
+        assert short.sequences[0].stop_reason == "length" and len(short.sequences[0].tokens) == 5
+        cut = await sampler.sample(_prompt(), 1, types.SamplingParams(stop=["</solution>"]))
+        assert RENDERER.text(cut.sequences[0].tokens).endswith("</solution>")
+        with pytest.raises(ValueError, match="num_samples"):
+            await sampler.sample(_prompt(), 0, PARAMS)
+
+    run(main())
+
+
+def test_sampler_is_a_snapshot_and_on_policy_ratios_are_one() -> None:
+    async def main() -> None:
+        service = FakeServiceClient(seed=1)
+        tc = await service.create_lora_training_client("fake", rank=4)
+        old = await tc.save_weights_and_get_sampling_client()
+        before = await old.sample(_prompt(), 2, PARAMS)
+        datums = [_datum(_prompt(), s, 1.0) for s in before.sequences]
+        out = await tc.forward_backward(datums, "importance_sampling")
+        assert isinstance(out, types.ForwardBackwardOutput) and len(out.loss_fn_outputs) == 2
+        for seq, datum, lp_out in zip(before.sequences, datums, out.loss_fn_outputs, strict=True):
+            lp = lp_out["logprobs"].to_numpy()
+            assert lp.shape == datum.loss_fn_inputs["target_tokens"].to_numpy().shape
+            assert np.array_equal(lp[-len(seq.tokens) :], np.asarray(seq.logprobs, np.float32))
+        # on-policy: the sampler's logprobs are the model's, so the IS loss is −Σ A over sampled tokens
+        expected = -sum(len(s.tokens) for s in before.sequences)
+        assert out.metrics["loss:sum"] == pytest.approx(expected, rel=1e-5)
+        step = await tc.optim_step(types.AdamParams(learning_rate=1e-4))
+        assert isinstance(step, types.OptimStepResponse) and tc.state.version == 1
+        assert (await old.sample(_prompt(), 2, PARAMS)).sequences[0].tokens == before.sequences[0].tokens
+        new = await tc.save_weights_and_get_sampling_client()
+        assert new.state.version == 1 and old.state.version == 0
+        assert new.state.params != old.state.params
+
+    run(main())
+
+
+def test_training_is_recorded_in_the_lineage_and_the_event_log() -> None:
+    async def main() -> None:
+        service = FakeServiceClient(seed=2)
+        tc = await service.create_lora_training_client("fake", rank=4)
+        sampler = await tc.save_weights_and_get_sampling_client()
+        seqs = (await sampler.sample(_prompt(), 3, PARAMS)).sequences
+        batches = [[_datum(_prompt(), s, a)] for s, a in zip(seqs, [1.0, -1.0, 0.5], strict=True)]
+        await tc.forward_backward(batches[0], "importance_sampling")
+        await tc.forward_backward(batches[1], "ppo")
+        await tc.optim_step(types.AdamParams())
+        await tc.forward_backward(batches[2], "cross_entropy")
+        assert [s.batches for s in tc.state.lineage] == [
+            (batch_fingerprint(batches[0]), batch_fingerprint(batches[1]))
+        ]
+        assert tc.state.pending == (batch_fingerprint(batches[2]),)
+        assert service.trained_batches() == [batch_fingerprint(b) for b in batches]
+        assert [e.kind for e in service.events] == ["forward_backward"] * 2 + [
+            "optim_step",
+            "forward_backward",
+        ]
+
+    run(main())
+
+
+def test_forward_backward_rejects_misaligned_data() -> None:
+    async def main() -> None:
+        tc = await FakeServiceClient().create_lora_training_client("fake", rank=1)
+        bad = types.Datum(
+            model_input=tinker.ModelInput.from_ints([1, 2, 3]),
+            loss_fn_inputs={"target_tokens": np.array([2, 3], np.int64)},
+        )
+        with pytest.raises(ValueError, match="target_tokens must have"):
+            await tc.forward_backward([bad], "cross_entropy")
+        with pytest.raises(ValueError, match="loss_fn must be one of"):
+            await tc.forward_backward([bad], "nope")  # type: ignore[arg-type]
+        assert tc.state.pending == () and tc.service.events == []
+
+    run(main())
+
+
+def test_custom_loss_gets_logprobs_per_datum() -> None:
+    async def main() -> None:
+        tc = await FakeServiceClient().create_lora_training_client("fake", rank=1)
+        d = types.Datum(
+            model_input=tinker.ModelInput.from_ints([1, 2, 3]),
+            loss_fn_inputs={"target_tokens": np.array([2, 3, 4], np.int64)},
+        )
+        seen: list[Any] = []
+
+        def loss(data: list[types.Datum], logprobs: list[Any]) -> tuple[Any, dict[str, float]]:
+            seen.extend(logprobs)
+            return -sum(float(np.sum(lp)) for lp in logprobs), {"n": float(len(data))}
+
+        out = await tc.forward_backward_custom([d], loss)
+        assert len(seen) == 1 and seen[0].shape == (3,)
+        assert np.array_equal(seen[0], token_logprobs(tc.state.params, [1, 2, 3, 4], 1))
+        assert out.metrics["n"] == 1.0 and tc.state.pending == (batch_fingerprint([d]),)
+
+    run(main())
+
+
+def test_compute_logprobs_matches_token_logprobs() -> None:
+    async def main() -> None:
+        service = FakeServiceClient()
+        ref = await service.create_sampling_client(base_model="fake")
+        lps = await ref.compute_logprobs(tinker.ModelInput.from_ints([5, 6, 7]))
+        assert lps[0] is None and lps[1:] == pytest.approx(token_logprobs(ref.state.params, [5, 6, 7], 1))
+        with pytest.raises(ValueError, match="model_path or base_model"):
+            await service.create_sampling_client()
+
+    run(main())
+
+
+def test_save_state_round_trips_in_memory_and_rejects_bad_paths() -> None:
+    async def main() -> None:
+        service = FakeServiceClient(seed=5)
+        tc = await service.create_lora_training_client("fake", rank=2)
+        await tc.optim_step(types.AdamParams())
+        saved = await tc.save_state("ckpt-1")
+        assert isinstance(saved, types.SaveWeightsResponse)
+        again = await service.create_training_client_from_state_with_optimizer(saved.path)
+        assert again.state == tc.state
+        with pytest.raises(ValueError, match="not a readable saved state"):
+            await service.create_training_client_from_state_with_optimizer("fake:///nowhere.json")
+        with pytest.raises(ValueError, match="plain non-empty file name"):
+            await tc.save_state("../escape")
+
+    run(main())
+
+
+def test_saved_state_resumes_in_a_new_process(tmp_path: Path) -> None:
+    async def main() -> tuple[str, ModelState]:
+        service = FakeServiceClient(seed=9, root=tmp_path)
+        tc = await service.create_lora_training_client("fake", rank=2)
+        sampler = await tc.save_weights_and_get_sampling_client()
+        seq = (await sampler.sample(_prompt(), 1, PARAMS)).sequences[0]
+        await tc.forward_backward([_datum(_prompt(), seq, 1.0)], "importance_sampling")
+        await tc.optim_step(types.AdamParams())
+        await tc.forward_backward([_datum(_prompt(), seq, 2.0)], "importance_sampling")  # not saved
+        return (await tc.save_state("step-1")).path, tc.state
+
+    path, state = run(main())
+    code = (
+        "import asyncio\n"
+        "from adapters.tinker.fake import FakeServiceClient\n"
+        "async def main():\n"
+        f"    service = FakeServiceClient(root={str(tmp_path)!r})\n"
+        f"    tc = await service.create_training_client_from_state_with_optimizer({path!r})\n"
+        "    s = tc.state\n"
+        "    print(s.version, s.params, len(s.trained_batches()), len(s.pending))\n"
+        "asyncio.run(main())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["1", state.params, "1", "0"]
+    assert load_state_file(path).lineage == state.lineage
+    assert (tmp_path / "events.jsonl").read_text().count("forward_backward") == 2
+    with pytest.raises(ValueError, match="not a saved fake model state"):
+        ModelState.from_json('{"format": "other"}')
+
+
+def test_policy_knobs() -> None:
+    async def main() -> None:
+        service = FakeServiceClient(policy=FakePolicy(malformed_rate=1.0))
+        tc = await service.create_lora_training_client("fake", rank=1)
+        sampler = await tc.save_weights_and_get_sampling_client()
+        seq = (await sampler.sample(_prompt(), 1, PARAMS)).sequences[0]
+        assert not parse_response(RENDERER.text(seq.tokens), author_id=0).ok
+
+    run(main())
+    with pytest.raises(ValueError, match="malformed_rate must be a probability"):
+        FakePolicy(malformed_rate=1.5)
+
+
+def test_base_model_sampler_matches_an_untrained_client() -> None:
+    async def main() -> None:
+        service = FakeServiceClient(seed=4)
+        tc = await service.create_lora_training_client("fake", rank=16)
+        ref = await service.create_sampling_client(base_model="fake")
+        ids = tinker.ModelInput.from_ints([256, 65, 66, 67])
+        mine = await (await tc.save_weights_and_get_sampling_client()).compute_logprobs(ids)
+        assert await ref.compute_logprobs(ids) == mine  # KL to the reference is 0 before training
+        await tc.optim_step(types.AdamParams())
+        after = await (await tc.save_weights_and_get_sampling_client()).compute_logprobs(ids)
+        assert after != mine
+
+    run(main())
+
+
+_OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("fb"), st.integers(0, 5)),
+        st.tuples(st.just("step"), st.just(0)),
+        st.tuples(st.just("save"), st.just(0)),
+        st.tuples(st.just("restore"), st.just(0)),
+    ),
+    max_size=25,
+)
+
+
+@given(_OPS)
+def test_lineage_follows_a_simple_model_through_saves_and_restores(ops: list[tuple[str, int]]) -> None:
+    """The fake's record of training equals a list model: steps keep pending batches, restores drop them."""
+    batches = [
+        [
+            types.Datum(
+                model_input=tinker.ModelInput.from_ints([k, k + 1]),
+                loss_fn_inputs={"target_tokens": np.array([k + 1, k + 2], np.int64)},
+            )
+        ]
+        for k in range(6)
+    ]
+
+    async def main() -> None:
+        service = FakeServiceClient(seed=0)
+        tc = await service.create_lora_training_client("fake", rank=1)
+        lineage: list[str] = []
+        pending: list[str] = []
+        saved: tuple[str, list[str]] | None = None
+        for i, (op, k) in enumerate(ops):
+            if op == "fb":
+                await tc.forward_backward(batches[k], "cross_entropy")
+                pending.append(batch_fingerprint(batches[k]))
+            elif op == "step":
+                await tc.optim_step(types.AdamParams())
+                lineage, pending = lineage + pending, []
+            elif op == "save":
+                saved = ((await tc.save_state(f"s{i}")).path, list(lineage))
+            elif saved is not None:
+                tc = await service.create_training_client_from_state_with_optimizer(saved[0])
+                lineage, pending = list(saved[1]), []
+            assert tc.state.trained_batches() == lineage and list(tc.state.pending) == pending
+        assert service.trained_batches() == [batch_fingerprint(batches[k]) for op, k in ops if op == "fb"]
+
+    run(main())

@@ -1,0 +1,165 @@
+"""The fault wrapper: plans, each fault kind, crashes between steps and inside a checkpoint."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import tinker
+from hypothesis import given
+from hypothesis import strategies as st
+from tinker import types
+
+from adapters.tinker.fake import FakeServiceClient, batch_fingerprint, load_state_file
+from adapters.tinker.faults import (
+    FAULT_KINDS,
+    Fault,
+    FaultPlan,
+    InjectedError,
+    SimulatedCrash,
+    with_faults,
+)
+
+DATUM = types.Datum(
+    model_input=tinker.ModelInput.from_ints([1, 2, 3]),
+    loss_fn_inputs={"target_tokens": np.array([2, 3, 4], np.int64)},
+)
+PROMPT = tinker.ModelInput.from_ints([256, 259, 65, 261, 260])
+PARAMS = types.SamplingParams(max_tokens=50)
+
+
+@given(seed=st.integers(0, 2**32), k=st.integers(0, 1000), rate=st.floats(0, 1))
+def test_plan_is_a_pure_function_of_seed_method_and_index(seed: int, k: int, rate: float) -> None:
+    plan = FaultPlan(seed=seed, rates={"error": rate})
+    assert plan.fault_for("sample", k) == FaultPlan(seed=seed, rates={"error": rate}).fault_for("sample", k)
+    assert plan.fault_for("optim_step", k) is None  # random faults hit only plan.methods
+    if rate == 1.0:
+        assert plan.fault_for("sample", k) == Fault("error")
+
+
+def test_plan_rates_are_roughly_honoured() -> None:
+    plan = FaultPlan(seed=1, rates={"error": 0.2, "delay": 0.3})
+    kinds = [f.kind if (f := plan.fault_for("sample", k)) else None for k in range(4000)]
+    assert abs(kinds.count("error") / 4000 - 0.2) < 0.03 and abs(kinds.count("delay") / 4000 - 0.3) < 0.03
+    faults = [plan.fault_for("sample", k) for k in range(200)]
+    assert all(0 <= f.delay <= plan.max_delay for f in faults if f is not None)
+
+
+def test_fixed_latency_applies_where_no_other_fault_does() -> None:
+    plan = FaultPlan(at={("sample", 0): Fault("error")}, latency={"sample": 0.05, "forward_backward": 0.2})
+    assert plan.fault_for("sample", 0) == Fault("error")
+    assert plan.fault_for("sample", 1) == Fault("delay", 0.05)
+    assert plan.fault_for("forward_backward", 7) == Fault("delay", 0.2)
+    assert plan.fault_for("optim_step", 0) is None
+    with pytest.raises(ValueError, match="latency: method must be one of"):
+        FaultPlan(latency={"nope": 1.0})
+
+
+def test_plan_validation() -> None:
+    with pytest.raises(ValueError, match="kind must be one of"):
+        Fault("boom")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="method must be one of"):
+        FaultPlan(at={("nope", 0): Fault("error")})
+    with pytest.raises(ValueError, match="rates: kind must be one of"):
+        FaultPlan(rates={"crash": 0.1})
+    with pytest.raises(ValueError, match="rates must sum to at most 1"):
+        FaultPlan(rates={"error": 0.6, "hang": 0.6})
+    assert set(FAULT_KINDS) == {"error", "hang", "cancel", "delay", "crash"}
+
+
+def test_each_fault_kind_on_sample() -> None:
+    plan = FaultPlan(
+        at={("sample", 0): Fault("error"), ("sample", 1): Fault("hang"), ("sample", 2): Fault("cancel")}
+    )
+
+    async def main() -> None:
+        service, faults = with_faults(FakeServiceClient(), plan)
+        tc = await service.create_lora_training_client("fake", 1)
+        sampler = await tc.save_weights_and_get_sampling_client()
+        with pytest.raises(InjectedError, match="sample call 0"):
+            await sampler.sample(PROMPT, 1, PARAMS)
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.01):
+                await sampler.sample(PROMPT, 1, PARAMS)
+        with pytest.raises(asyncio.CancelledError):
+            await sampler.sample(PROMPT, 1, PARAMS)
+        ok = await sampler.sample(PROMPT, 1, PARAMS)
+        assert isinstance(ok, types.SampleResponse)
+        assert [(m, k, f.kind) for m, k, f in faults.injected] == [
+            ("sample", 0, "error"),
+            ("sample", 1, "hang"),
+            ("sample", 2, "cancel"),
+        ]
+
+    asyncio.run(main())
+
+
+def test_delays_complete_out_of_order_but_run_in_submission_order() -> None:
+    plan = FaultPlan(
+        at={("forward_backward", 0): Fault("delay", 0.03), ("forward_backward", 1): Fault("delay", 0.0)}
+    )
+
+    async def main() -> None:
+        service, _ = with_faults(FakeServiceClient(), plan)
+        tc = await service.create_lora_training_client("fake", 1)
+        first = tc.forward_backward([DATUM], "cross_entropy")
+        second = tc.forward_backward([DATUM, DATUM], "cross_entropy")
+        done: list[str] = []
+
+        async def wait(name: str, fut: Any) -> None:
+            await fut
+            done.append(name)
+
+        async with asyncio.TaskGroup() as group:
+            group.create_task(wait("first", first))
+            group.create_task(wait("second", second))
+        assert done == ["second", "first"]
+        assert tc.state.pending == (batch_fingerprint([DATUM]), batch_fingerprint([DATUM, DATUM]))
+
+    t0 = time.perf_counter()
+    asyncio.run(main())
+    assert time.perf_counter() - t0 >= 0.03
+
+
+def test_crash_between_forward_backward_and_optim_step() -> None:
+    plan = FaultPlan(at={("optim_step", 0): Fault("crash")})
+
+    async def main() -> None:
+        inner = FakeServiceClient()
+        service, _ = with_faults(inner, plan)
+        tc = await service.create_lora_training_client("fake", 1)
+        await tc.forward_backward([DATUM], "cross_entropy")
+        with pytest.raises(SimulatedCrash):
+            tc.optim_step(types.AdamParams())
+        assert tc.state.version == 0 and tc.state.pending == (batch_fingerprint([DATUM]),)
+        assert [e.kind for e in inner.events] == ["forward_backward"]
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("after", [False, True])
+def test_crash_in_the_middle_of_a_checkpoint(tmp_path: Path, after: bool) -> None:
+    plan = FaultPlan(at={("save_state", 1): Fault("crash", after=after)})
+
+    async def main() -> None:
+        inner = FakeServiceClient(root=tmp_path)
+        service, _ = with_faults(inner, plan)
+        tc = await service.create_lora_training_client("fake", 1)
+        await tc.optim_step(types.AdamParams())
+        first = await tc.save_state("ckpt-1")
+        await tc.optim_step(types.AdamParams())
+        with pytest.raises(SimulatedCrash):
+            await tc.save_state("ckpt-2")
+        # the state written before the crash (or not at all) is never half a file
+        written = tmp_path / "states" / "ckpt-2.json"
+        assert written.exists() == after
+        if after:
+            assert load_state_file(str(written)).version == 2
+        assert load_state_file(first.path).version == 1
+        assert [p.name for p in (tmp_path / "states").iterdir() if p.name.endswith(".tmp")] == []
+
+    asyncio.run(main())

@@ -1,0 +1,472 @@
+"""Rollouts over the fake service: modes, end reasons, faults, concurrency, cancellation, transcripts."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+import numpy as np
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+from tinker import types
+
+from adapters.pipeline import score
+from adapters.tinker.convert import trajectories_from_samples
+from adapters.tinker.fake import FakePolicy, FakeSamplingClient, FakeServiceClient
+from adapters.tinker.faults import Fault, FaultPlan, SimulatedCrash, with_faults
+from adapters.tinker.protocol import Future, SamplingClient
+from adapters.tinker.renderers import ByteRenderer
+from adapters.tinker.rollouts import (
+    END_REASONS,
+    DebateResult,
+    RolloutConfig,
+    RolloutsCancelled,
+    fixed_opponents,
+    run_debates,
+    self_play,
+    transcript_lines,
+)
+from adapters.transcripts import dumps_debate, read_transcripts
+
+T = TypeVar("T")
+RENDERER = ByteRenderer()
+QUESTIONS = [f"What is {a} + {b}?" for a, b in [(1, 2), (3, 4), (10, 5), (7, 7), (2, 9), (6, 1)]]
+CONFIG = RolloutConfig(num_agents=3, max_rounds=2, max_concurrent=4, sample_timeout=0.05)
+PIPELINE_END = {
+    "consensus": "consensus",
+    "max_rounds": "max_rounds",
+    "parse_failure": "parse_error",
+    "sampler_error": "open",
+    "sampler_timeout": "open",
+    "sampler_cancelled": "open",
+    "cancelled": "open",
+}
+
+
+def run(coro: Coroutine[Any, Any, T]) -> T:
+    """Runs ``coro`` and checks that no task outlived it."""
+
+    async def main() -> T:
+        try:
+            return await coro
+        finally:
+            current = asyncio.current_task()
+            assert [t for t in asyncio.all_tasks() if t is not current] == []
+
+    return asyncio.run(main())
+
+
+async def _sampler(service: Any, *, seed_steps: int = 0) -> SamplingClient:
+    tc = await service.create_lora_training_client("fake", 4)
+    return await tc.save_weights_and_get_sampling_client()  # type: ignore[no-any-return]
+
+
+def _check_ended(result: DebateResult) -> None:
+    assert result.state.done and result.end_reason in END_REASONS
+    assert result.state.consensus == (result.end_reason == "consensus")
+    assert result.state.parse_failed == (result.end_reason == "parse_failure")
+    if result.end_reason.startswith("sampler") or result.end_reason == "cancelled":
+        assert result.state.abort_reason == result.end_reason
+    # the turns are the accepted responses, plus the failed one that ended the debate
+    accepted = [t for t in result.turns if t.parsed.ok]
+    assert len(accepted) == result.state.turn
+    assert [t.agent_id for t in result.turns] == [
+        k % result.state.num_agents for k in range(len(result.turns))
+    ]
+
+
+def test_self_play_rolls_out_trains_and_scores() -> None:
+    async def main() -> None:
+        sampler = await _sampler(FakeServiceClient(seed=4))
+        specs = self_play(QUESTIONS, sampler, num_agents=3, answers=["3", "7", "15", "14", "11", "7"])
+        batch = await run_debates(specs, RENDERER, config=CONFIG, policy_version=7)
+        assert len(batch.results) == len(QUESTIONS) and sum(batch.end_counts.values()) == len(QUESTIONS)
+        assert set(batch.end_counts) <= {"consensus", "max_rounds"}
+        for k, result in enumerate(batch.results):
+            _check_ended(result)
+            assert result.index == k and result.policy_version == 7
+            assert all(t.by_policy and t.parsed.ok for t in result.turns)
+            assert result.step_rewards_G == (0.0, 0.0, 0.0)
+        # trajectories for training: one per (debate, agent)
+        samples = [r.transitions(a) for r in batch.results for a in range(3)]
+        packed = trajectories_from_samples(samples, np.zeros(len(samples)))
+        total = sum(len(t.sequence.tokens) for r in batch.results for t in r.turns)
+        traj = packed.trajectories
+        assert traj.ac_tokens.shape == (total,) and traj.logprobs.shape == (total,)
+        assert bool(traj.has_logprobs_N.all()) and traj.advantages_B.shape == (len(samples),)
+        # transcripts: written with their policy version, read back and scored by the offline pipeline
+        lines = "\n".join(dumps_debate(r.to_transcript()) for r in batch.results)
+        read = read_transcripts(lines)
+        assert read.errors == () and len(read.debates) == len(QUESTIONS)
+        assert all(d.meta["policy_version"] == 7 for d in read.debates)
+        scored = score(read.debates)
+        assert scored.errors == ()
+        assert [rd.end for rd in scored.replayed] == [PIPELINE_END[r.end_reason] for r in batch.results]
+        assert [rd.state.turn for rd in scored.replayed] == [r.state.turn for r in batch.results]
+
+    run(main())
+
+
+def test_fixed_opponents_put_the_policy_in_each_role() -> None:
+    async def main() -> None:
+        service = FakeServiceClient(seed=1)
+        policy = await _sampler(service)
+        opponent = await service.create_sampling_client(base_model="other")
+        specs = fixed_opponents(QUESTIONS[:2], policy, opponent, num_agents=3)
+        assert [s.policy_roles for s in specs] == [(0,), (1,), (2,)] * 2 and [s.group for s in specs] == [
+            0
+        ] * 3 + [1] * 3
+        for s in specs:
+            assert [x is policy for x in s.samplers] == [r in s.policy_roles for r in range(3)]
+        batch = await run_debates(specs, RENDERER, config=CONFIG, policy_version=2)
+        for spec, result in zip(specs, batch.results, strict=True):
+            assert all(t.by_policy == (t.agent_id in spec.policy_roles) for t in result.turns)
+        with pytest.raises(ValueError, match="opponents must be one sampler or N - 1"):
+            fixed_opponents(QUESTIONS[:1], policy, [opponent, opponent, opponent], num_agents=3)
+
+    run(main())
+
+
+def test_parse_failure_ends_the_debate_with_minus_one() -> None:
+    async def main() -> None:
+        service = FakeServiceClient(policy=FakePolicy(malformed_rate=1.0))
+        specs = self_play(QUESTIONS[:3], await _sampler(service), num_agents=3)
+        batch = await run_debates(specs, RENDERER, config=CONFIG)
+        for result in batch.results:
+            _check_ended(result)
+            assert result.end_reason == "parse_failure" and result.detail == "missing_solution"
+            assert len(result.turns) == 1 and result.step_rewards_G == (-1.0, 0.0, 0.0)
+
+    run(main())
+
+
+def test_service_failures_end_only_their_debate() -> None:
+    plan = FaultPlan(
+        at={
+            ("sample", 0): Fault("error"),
+            ("sample", 1): Fault("hang"),
+            ("sample", 2): Fault("cancel"),
+            ("sample", 3): Fault("delay", delay=0.01),
+        }
+    )
+
+    async def main() -> None:
+        service, faults = with_faults(FakeServiceClient(seed=2), plan)
+        specs = self_play(QUESTIONS, await _sampler(service), num_agents=3)
+        # the first samples are the first turns of debates 0..3, in order; the timeout leaves room for a
+        # loaded machine to deliver the cancelled future before it expires
+        batch = await run_debates(specs, RENDERER, config=RolloutConfig(max_rounds=2, sample_timeout=0.3))
+        reasons = [r.end_reason for r in batch.results]
+        assert reasons[:3] == ["sampler_error", "sampler_timeout", "sampler_cancelled"]
+        assert all(r in ("consensus", "max_rounds") for r in reasons[3:])
+        assert "InjectedError" in batch.results[0].detail
+        for r in batch.results:
+            _check_ended(r)
+        # the first three ended before any turn: no transcript line, nothing else lost
+        assert [len(r.turns) for r in batch.results[:3]] == [0, 0, 0]
+        with pytest.raises(ValueError, match="before its first turn"):
+            batch.results[0].to_transcript()
+        read = read_transcripts("\n".join(transcript_lines(batch.results)))
+        assert read.errors == () and [d.id for d in read.debates] == [s.id for s in specs[3:]]
+        assert score(read.debates).errors == ()
+        assert len(faults.injected) == 4
+
+    run(main())
+
+
+class _Probe:
+    """A sampler wrapper that measures in-flight samples overall and per debate (by prompt question)."""
+
+    def __init__(self, inner: SamplingClient) -> None:
+        self.inner = inner
+        self.in_flight: dict[str, int] = {}
+        self.max_total = 0
+        self.max_per_debate = 0
+
+    def sample(
+        self, prompt: Any, num_samples: int, params: types.SamplingParams
+    ) -> Future[types.SampleResponse]:
+        text = RENDERER.text(prompt.to_ints())
+        key = text.split("Question:\n", 1)[1].split("\n", 1)[0]
+
+        async def go() -> types.SampleResponse:
+            self.in_flight[key] = self.in_flight.get(key, 0) + 1
+            self.max_total = max(self.max_total, sum(self.in_flight.values()))
+            self.max_per_debate = max(self.max_per_debate, self.in_flight[key])
+            try:
+                await asyncio.sleep(0.001)
+                return await self.inner.sample(prompt, num_samples, params)
+            finally:
+                self.in_flight[key] -= 1
+
+        from adapters.tinker.futures import AwaitableFuture
+
+        return AwaitableFuture(go())
+
+    def compute_logprobs(self, prompt: Any) -> Future[list[float | None]]:
+        return self.inner.compute_logprobs(prompt)
+
+
+def test_concurrency_limit_and_one_agent_at_a_time() -> None:
+    async def main() -> None:
+        probe = _Probe(await _sampler(FakeServiceClient(seed=3)))
+        specs = self_play(QUESTIONS, probe, num_agents=3)
+        await run_debates(specs, RENDERER, config=RolloutConfig(max_rounds=2, max_concurrent=2))
+        assert probe.max_total == 2 and probe.max_per_debate == 1
+
+    run(main())
+
+
+def test_cancellation_keeps_finished_debates_and_leaks_no_task() -> None:
+    # debate 0 hangs forever (no timeout); the others finish; then the batch is cancelled
+    plan = FaultPlan(at={("sample", 0): Fault("hang")})
+    seen: list[int] = []
+
+    async def main() -> None:
+        service, _ = with_faults(FakeServiceClient(seed=5), plan)
+        specs = self_play(QUESTIONS, await _sampler(service), num_agents=3)
+        config = RolloutConfig(max_rounds=2, sample_timeout=None, max_concurrent=3)
+        task = asyncio.ensure_future(
+            run_debates(specs, RENDERER, config=config, on_result=lambda r: seen.append(r.index))
+        )
+        while len(seen) < len(QUESTIONS) - 1:
+            await asyncio.sleep(0.001)
+        task.cancel()
+        with pytest.raises(RolloutsCancelled) as info:
+            await task
+        assert [r.index for r in info.value.finished] == list(range(1, len(QUESTIONS)))
+        assert [r.index for r in info.value.interrupted] == [0]
+        assert info.value.interrupted[0].end_reason == "cancelled"
+        for r in (*info.value.finished, *info.value.interrupted):
+            _check_ended(r)
+
+    run(main())
+
+
+def test_a_crash_propagates_unwrapped_and_ends_every_debate() -> None:
+    plan = FaultPlan(at={("sample", 5): Fault("crash")}, seed=1, rates={"delay": 1.0}, max_delay=0.002)
+
+    async def main() -> None:
+        service, _ = with_faults(FakeServiceClient(seed=6), plan)
+        specs = self_play(QUESTIONS, await _sampler(service), num_agents=3)
+        with pytest.raises(SimulatedCrash):
+            await run_debates(specs, RENDERER, config=CONFIG)
+
+    run(main())
+
+
+def test_presets() -> None:
+    from adapters.tinker.rollouts import ROLLOUT_PRESETS
+    from kernel import ObservationConfig
+
+    ref = ROLLOUT_PRESETS["reference"]
+    assert (ref.num_agents, ref.max_rounds, ref.parse_policy) == (3, 3, "reference")
+    assert ref.observation == ObservationConfig.REFERENCE and ROLLOUT_PRESETS["default"] == RolloutConfig()
+
+
+def test_config_and_spec_validation() -> None:
+    with pytest.raises(ValueError, match="max_concurrent must be >= 1"):
+        RolloutConfig(max_concurrent=0)
+    with pytest.raises(TypeError, match="num_agents must be an int"):
+        RolloutConfig(num_agents=2.0)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="parse_policy"):
+        RolloutConfig(parse_policy="strict")  # type: ignore[arg-type]
+    sampler = FakeSamplingClient(FakeServiceClient()._new_client(_state()).state)
+    with pytest.raises(ValueError, match="samplers must hold N = 3"):
+        run(run_debates(self_play(QUESTIONS[:1], sampler, num_agents=2), RENDERER, config=CONFIG))
+    with pytest.raises(ValueError, match="answers must have one entry per question"):
+        self_play(QUESTIONS, sampler, num_agents=3, answers=["1"])
+
+
+def _state() -> Any:
+    from adapters.tinker.fake import initial_model_state
+
+    return initial_model_state("fake", 1, 0)
+
+
+_FAULT_RATES = st.fixed_dictionaries(
+    {},
+    optional={
+        "error": st.floats(0, 0.2),
+        "hang": st.floats(0, 0.1),
+        "cancel": st.floats(0, 0.1),
+        "delay": st.floats(0, 0.5),
+    },
+)
+
+
+@settings(max_examples=30)
+@given(
+    seed=st.integers(0, 2**16),
+    rates=_FAULT_RATES,
+    malformed=st.sampled_from([0.0, 0.1]),
+    limit=st.integers(1, 4),
+    n=st.integers(1, 3),
+    rounds=st.integers(1, 3),
+)
+def test_every_debate_ends_under_random_faults(
+    seed: int, rates: dict[str, float], malformed: float, limit: int, n: int, rounds: int
+) -> None:
+    plan = FaultPlan(seed=seed, rates=rates, max_delay=0.002)
+    config = RolloutConfig(num_agents=n, max_rounds=rounds, max_concurrent=limit, sample_timeout=0.01)
+
+    async def main() -> None:
+        service, faults = with_faults(
+            FakeServiceClient(seed=seed, policy=FakePolicy(malformed_rate=malformed)), plan
+        )
+        specs = self_play(QUESTIONS[:4], await _sampler(service), num_agents=n)
+        batch = await run_debates(specs, RENDERER, config=config)
+        assert len(batch.results) == 4
+        for r in batch.results:
+            _check_ended(r)
+        ends = [r.end_reason for r in batch.results]
+        kinds = [f.kind for _, _, f in faults.injected]
+        assert ends.count("sampler_error") <= kinds.count("error")
+        assert ends.count("sampler_cancelled") <= kinds.count("cancel")
+        # a hang always times out; a delay or a cancel may too, on a machine slow enough
+        slow = (
+            kinds.count("hang")
+            + kinds.count("delay")
+            + kinds.count("cancel")
+            - ends.count("sampler_cancelled")
+        )
+        assert ends.count("sampler_timeout") <= slow
+
+    run(main())
+
+
+@settings(max_examples=20)
+@given(seed=st.integers(0, 2**16), wait=st.integers(0, 40))
+@example(seed=0, wait=1)  # cancelled after the tasks were created, before any of them ran
+@example(seed=0, wait=0)  # cancelled before run_debates itself ran
+def test_cancellation_at_any_moment_keeps_what_finished(seed: int, wait: int) -> None:
+    plan = FaultPlan(seed=seed, rates={"delay": 0.7, "error": 0.05}, max_delay=0.002)
+    seen: list[DebateResult] = []
+
+    async def main() -> None:
+        service, _ = with_faults(FakeServiceClient(seed=seed), plan)
+        specs = self_play(QUESTIONS, await _sampler(service), num_agents=3)
+        task = asyncio.ensure_future(run_debates(specs, RENDERER, config=CONFIG, on_result=seen.append))
+        for _ in range(wait):
+            await asyncio.sleep(0)
+        task.cancel()
+        try:
+            batch = await task
+        except RolloutsCancelled as e:
+            finished, interrupted = e.finished, e.interrupted
+        except asyncio.CancelledError:  # cancelled before run_debates began: nothing ran
+            assert wait == 0 and seen == []
+            return
+        else:
+            finished, interrupted = batch.results, ()
+        assert sorted(r.index for r in seen) == [r.index for r in finished]
+        assert sorted(r.index for r in (*finished, *interrupted)) == list(range(len(QUESTIONS)))
+        assert all(r.end_reason != "cancelled" for r in finished)
+        assert all(r.end_reason == "cancelled" for r in interrupted)
+        for r in (*finished, *interrupted):
+            _check_ended(r)
+
+    run(main())
+
+
+def test_results_have_short_reprs() -> None:
+    async def main() -> None:
+        specs = self_play(QUESTIONS[:2], await _sampler(FakeServiceClient()), num_agents=3)
+        batch = await run_debates(specs, RENDERER, config=CONFIG)
+        assert repr(batch).startswith("RolloutBatch(2 debates, end_counts=")
+        assert repr(batch.results[0]).startswith("DebateResult(index=0, id='q0', turns=")
+
+    run(main())
+
+
+_CTRL_C_SCRIPT = """
+import asyncio, sys
+from adapters.tinker.fake import FakeServiceClient
+from adapters.tinker.faults import Fault, FaultPlan, with_faults
+from adapters.tinker.renderers import ByteRenderer
+from adapters.tinker.rollouts import RolloutConfig, RolloutsCancelled, run_debates, self_play
+
+async def main():
+    service, _ = with_faults(FakeServiceClient(), FaultPlan(at={("sample", 0): Fault("hang")}))
+    tc = await service.create_lora_training_client("fake", 4)
+    sampler = await tc.save_weights_and_get_sampling_client()
+    specs = self_play([f"What is {k} + 1?" for k in range(4)], sampler, num_agents=2)
+    done = []
+    def finished(result):
+        done.append(result)
+        if len(done) == 3:
+            print("ready", flush=True)
+    try:
+        await run_debates(specs, ByteRenderer(), config=RolloutConfig(num_agents=2, sample_timeout=None),
+                          on_result=finished)
+    except RolloutsCancelled as e:
+        print("kept", [r.index for r in e.finished], [r.index for r in e.interrupted], flush=True)
+        raise
+    print("not interrupted", flush=True)
+
+try:
+    asyncio.run(main())
+except KeyboardInterrupt:
+    print("KeyboardInterrupt", flush=True)
+    sys.exit(130)
+"""
+
+
+def test_ctrl_c_stops_cleanly_and_keeps_finished_debates(tmp_path: Any) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    script = tmp_path / "ctrl_c.py"
+    script.write_text(_CTRL_C_SCRIPT)
+    proc = subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "ready"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert "kept [1, 2, 3] [0]" in out and "KeyboardInterrupt" in out
+
+
+class _NoLogprobs:
+    """A sampler that returns the fake's tokens without logprobs (some samplers do)."""
+
+    def __init__(self, inner: SamplingClient) -> None:
+        self.inner = inner
+
+    def sample(
+        self, prompt: Any, num_samples: int, params: types.SamplingParams
+    ) -> Future[types.SampleResponse]:
+        from adapters.tinker.futures import AwaitableFuture
+
+        async def go() -> types.SampleResponse:
+            response = await self.inner.sample(prompt, num_samples, params)
+            return types.SampleResponse(
+                [
+                    types.SampledSequence(s.stop_reason, s.sequence_id, tokens_np=s.tokens_np)
+                    for s in response.sequences
+                ]
+            )
+
+        return AwaitableFuture(go())
+
+    def compute_logprobs(self, prompt: Any) -> Future[list[float | None]]:
+        return self.inner.compute_logprobs(prompt)
+
+
+def test_transcripts_without_logprobs_carry_text_only() -> None:
+    async def main() -> None:
+        sampler = _NoLogprobs(await _sampler(FakeServiceClient(seed=8)))
+        batch = await run_debates(self_play(QUESTIONS[:2], sampler, num_agents=3), RENDERER, config=CONFIG)
+        read = read_transcripts("\n".join(transcript_lines(batch.results)))
+        assert read.errors == () and all(not t.has_tokens for d in read.debates for t in d.turns)
+        assert score(read.debates).errors == ()
+
+    run(main())

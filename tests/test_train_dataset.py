@@ -1,0 +1,112 @@
+"""Questions, the deterministic cursor, answer checking; loss / estimator / KL options of the loop."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from adapters.tinker.config import TrainConfig
+from adapters.tinker.dataset import (
+    Cursor,
+    DatasetError,
+    batch_at,
+    cursor_at,
+    extract_final_answer,
+    is_correct,
+    load_questions,
+    parse_questions,
+)
+from adapters.tinker.fake import FakeServiceClient
+from adapters.tinker.train import run_training
+
+
+def test_shipped_questions_all_have_checkable_answers() -> None:
+    qs = load_questions("sample")
+    assert len(qs) == 64
+    for q in qs:
+        a, op, b = q.question.split()[2:5]
+        expected = {"+": int(a) + int(b[:-1]), "-": int(a) - int(b[:-1]), "×": int(a) * int(b[:-1])}[op]
+        assert is_correct(f"so the result is {expected}", q.answer)
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ('{"question": "a"}\n[1]\n', "<questions>:2: expected an object"),
+        ('\n\n{"answer": 3}\n', '<questions>:3: "question" must be a non-empty string'),
+        ('{"question": "a", "answer": true}\n', '<questions>:1: "answer" must be a string or a number'),
+        ("\n", "<questions>: no questions"),
+        ('{"question": "a"}\n{"question": "b"\n', "<questions>:2: not JSON"),
+    ],
+)
+def test_bad_dataset_lines_are_named(text: str, error: str) -> None:
+    with pytest.raises(DatasetError, match=error.replace("[", r"\[")):
+        parse_questions(text)
+
+
+def test_missing_file_is_a_dataset_error(tmp_path: Path) -> None:
+    with pytest.raises(DatasetError, match="cannot read"):
+        load_questions(tmp_path / "none.jsonl")
+
+
+@pytest.mark.parametrize(
+    ("solution", "answer", "ok"),
+    [
+        ("The answer is 408.", "408", True),
+        ("17 × 24 = 408, not 398", "408", False),  # the last number is the final answer
+        ("\\boxed{7/2} (that is 3.5, or 1,000 halves... no)", "3.5", True),
+        ("x = -12", "-12", True),
+        ("Paris", "paris.", True),
+        ("no number", "5", False),
+        ("5", None, False),
+    ],
+)
+def test_correctness_rule(solution: str, answer: str | None, ok: bool) -> None:
+    assert is_correct(solution, answer) is ok
+
+
+def test_extract_final_answer_prefers_boxed() -> None:
+    assert extract_final_answer("1 then \\boxed{2} then 3") == "2"
+    assert extract_final_answer("none") is None
+
+
+@given(st.integers(1, 9), st.integers(1, 12), st.integers(0, 5), st.integers(0, 3))
+def test_cursor_is_contiguous_and_each_epoch_a_permutation(batch: int, n: int, seed: int, start: int) -> None:
+    cursor = cursor_at(start, batch, n)
+    seen: list[int] = []
+    for b in range(start, start + 6):
+        assert cursor == cursor_at(b, batch, n)  # the cursor after batch b−1 is where batch b starts
+        idx, cursor = batch_at(cursor, batch, n, seed=seed)
+        assert len(idx) == batch and all(0 <= i < n for i in idx)
+        seen += idx
+    epoch_start = cursor_at(start, batch, n)
+    if epoch_start.position == 0 and len(seen) >= n:
+        assert sorted(seen[:n]) == list(range(n))
+    assert batch_at(Cursor(0, 0), batch, n, seed=seed) == batch_at(Cursor(0, 0), batch, n, seed=seed)
+
+
+SMALL = {"batch_size": 2, "num_agents": 2, "max_rounds": 2, "max_tokens": 128, "eval_questions": 1}
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"loss_fn": "kernel:importance_sampling"},
+        {"loss_fn": "ppo", "loss_fn_config": {"clip_low_threshold": 0.8, "clip_high_threshold": 1.2}},
+        {"estimator": "rae"},
+        {"estimator": "verl_grpo.norm", "remove_constant_reward_groups": True, "correctness_weight": 1.0},
+        {"kl_penalty_coef": 0.1, "warm_start_steps": 1},
+    ],
+)
+def test_loop_options_run_on_the_fake(tmp_path: Path, options: dict[str, object]) -> None:
+    config = TrainConfig.from_mapping({**SMALL, "out": str(tmp_path / "run"), "steps": 2, **options})
+    result = asyncio.run(run_training(config, FakeServiceClient(seed=0)))
+    assert [m["step"] for m in result.metrics] == list(range(config.total_steps))
+    rl = [m for m in result.metrics if m["phase"] == "rl"]
+    assert all(m["optim/num_datums"] > 0 or m["data/constant_groups_removed"] for m in rl)
+    if options.get("kl_penalty_coef"):
+        assert all(isinstance(m["optim/kl_penalty"], float) for m in rl)

@@ -1,0 +1,231 @@
+"""The training shell on the in-repo fake service: exactly-once training across crashes, pipelining, the
+staleness bound, metric names, warm start, evaluation, run-directory errors. No network."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from adapters.tinker import checkpoint as ck
+from adapters.tinker.config import TrainConfig
+from adapters.tinker.fake import FakeServiceClient, load_state_file
+from adapters.tinker.faults import Fault, FaultPlan, SimulatedCrash, with_faults
+from adapters.tinker.train import METRIC_NAMES, run_training
+
+SMALL = {"batch_size": 2, "num_agents": 2, "max_rounds": 2, "max_tokens": 128, "eval_questions": 1}
+
+
+def _config(tmp: Path, **kw: Any) -> TrainConfig:
+    return TrainConfig.from_mapping({**SMALL, "out": str(tmp / "run"), **kw})
+
+
+def _has_crash(e: BaseException) -> bool:
+    if isinstance(e, SimulatedCrash):
+        return True
+    if isinstance(e, BaseExceptionGroup):
+        return any(_has_crash(x) for x in e.exceptions)
+    return False
+
+
+def _final_lineage(run_dir: Path) -> list[str]:
+    run = ck.RunInfo(run_dir, json.loads((run_dir / ck.RUN_FILE).read_text())["run_id"], {})
+    latest = ck.latest_checkpoint(run)
+    assert latest is not None
+    return load_state_file(latest.state["state_path"]).trained_batches()
+
+
+def _run_until_crash(config: TrainConfig, service: Any) -> bool:
+    try:
+        asyncio.run(run_training(config, service))
+    except BaseException as e:  # the simulated SIGKILL
+        if not _has_crash(e):
+            raise
+        return True
+    return False
+
+
+def test_crash_after_a_checkpoint_then_resume(tmp_path: Path) -> None:
+    config = _config(tmp_path, steps=4, save_every=2, eval_every=0)
+    root = tmp_path / "service"
+    plan = FaultPlan(at={("optim_step", 3): Fault("crash", after=True)})  # step 3 trained, then killed
+    service, _ = with_faults(FakeServiceClient(seed=0, root=root), plan)
+    assert _run_until_crash(config, service)
+    assert [m["step"] for m in ck.read_metrics(config.out)] == [0, 1, 2]  # step 2 written, not saved
+    result = asyncio.run(run_training(config, FakeServiceClient(seed=0, root=root), resume=True))
+    assert [m["step"] for m in ck.read_metrics(result.run_dir)] == [0, 1, 2, 3]
+    lineage = _final_lineage(result.run_dir)
+    assert len(lineage) == len(set(lineage)) == 4
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    method=st.sampled_from(
+        ["forward_backward", "optim_step", "save_state", "save_weights_and_get_sampling_client", "sample"]
+    ),
+    index=st.integers(0, 8),
+    after=st.booleans(),
+    substeps=st.integers(1, 2),
+    async_k=st.sampled_from([0, 1]),
+)
+def test_every_batch_trained_exactly_once_across_a_crash(
+    tmp_path_factory: pytest.TempPathFactory,
+    method: str,
+    index: int,
+    after: bool,
+    substeps: int,
+    async_k: int,
+) -> None:
+    tmp = tmp_path_factory.mktemp("crash")
+    config = _config(
+        tmp, steps=4, save_every=2, eval_every=0, num_substeps=substeps, max_steps_off_policy=async_k
+    )
+    root = tmp / "service"
+    calls = index * 9 if method == "sample" else index  # about 9 samples per step
+    plan = FaultPlan(at={(method, calls): Fault("crash", after=after)})
+    service, _ = with_faults(FakeServiceClient(seed=0, root=root), plan)
+    _run_until_crash(config, service)
+    # a second process resumes (after a completed run it finds nothing left to do)
+    result = asyncio.run(run_training(config, FakeServiceClient(seed=0, root=root), resume=True))
+    steps = [m["step"] for m in ck.read_metrics(result.run_dir)]
+    assert steps == list(range(config.total_steps))
+    lineage = _final_lineage(result.run_dir)
+    counts = collections.Counter(lineage)
+    assert all(c == 1 for c in counts.values()), counts  # no batch twice
+    trained = sum(m["optim/num_substeps"] for m in ck.read_metrics(result.run_dir))
+    assert len(lineage) == trained  # none lost
+
+
+def test_metric_names_and_eval_lines(tmp_path: Path) -> None:
+    config = _config(tmp_path, steps=2, warm_start_steps=1, eval_every=1)
+    result = asyncio.run(run_training(config, FakeServiceClient(seed=1)))
+    assert [m["step"] for m in result.metrics] == [0, 1, 2]
+    for m in result.metrics:
+        assert set(METRIC_NAMES) <= set(m)
+    assert result.metrics[0]["phase"] == "warm_start" and "eval/correct" not in result.metrics[0]
+    for m in result.metrics[1:]:
+        assert m["phase"] == "rl"
+        for name in ("eval/correct", "eval/parse_ok", "eval/pairwise_reward"):
+            assert name in m
+    assert ck.read_metrics(result.run_dir) == result.metrics
+    transcripts = sorted((result.run_dir / "transcripts").iterdir())
+    assert [p.name for p in transcripts] == ["step-000001.jsonl", "step-000002.jsonl"]
+    line = json.loads(transcripts[0].read_text().splitlines()[0])
+    assert line["meta"]["policy_version"] == 1
+
+
+class _Recorder:
+    """A training client wrapper that logs submissions and awaits, in order."""
+
+    def __init__(self, inner: Any, log: list[str]) -> None:
+        self.inner, self.log = inner, log
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def _wrap(self, label: str, fut: Any) -> Any:
+        self.log.append("submit " + label)
+        log = self.log
+
+        async def waited() -> Any:
+            log.append("await " + label)
+            return await fut
+
+        return waited()
+
+    def forward_backward(self, data: Any, loss_fn: Any, loss_fn_config: Any = None) -> Any:
+        n = sum(x.startswith("submit fb") for x in self.log)
+        return self._wrap(f"fb{n}", self.inner.forward_backward(data, loss_fn, loss_fn_config))
+
+    def optim_step(self, adam: Any) -> Any:
+        n = sum(x.startswith("submit opt") for x in self.log)
+        return self._wrap(f"opt{n}", self.inner.optim_step(adam))
+
+
+class _RecordingService:
+    def __init__(self, inner: FakeServiceClient, log: list[str]) -> None:
+        self.inner, self.log = inner, log
+
+    async def _client(self, fut: Any) -> Any:
+        return _Recorder(await fut, self.log)
+
+    def create_lora_training_client(self, base_model: str, rank: int = 32) -> Any:
+        return self._client(self.inner.create_lora_training_client(base_model, rank))
+
+    def create_training_client_from_state_with_optimizer(self, path: str) -> Any:
+        return self._client(self.inner.create_training_client_from_state_with_optimizer(path))
+
+
+def test_substep_k_plus_1_is_submitted_before_substep_k_is_awaited(tmp_path: Path) -> None:
+    log: list[str] = []
+    config = _config(tmp_path, steps=1, num_substeps=3, batch_size=3, eval_every=0)
+    asyncio.run(run_training(config, _RecordingService(FakeServiceClient(seed=0), log)))  # type: ignore[arg-type]
+    for k in range(2):
+        assert log.index(f"submit fb{k + 1}") < log.index(f"await fb{k}")
+        assert log.index(f"submit opt{k}") < log.index(f"submit fb{k + 1}")  # fb and optim back to back
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_async_mode_respects_the_staleness_bound(tmp_path: Path, k: int) -> None:
+    plan = FaultPlan(seed=k, rates={"delay": 0.5}, max_delay=0.01)
+    service, _ = with_faults(FakeServiceClient(seed=0), plan)
+    config = _config(tmp_path, steps=5, max_steps_off_policy=k, eval_every=0)
+    result = asyncio.run(run_training(config, service))
+    assert [m["step"] for m in result.metrics] == list(range(5))
+    assert all(0 <= m["staleness"] <= k for m in result.metrics)
+
+
+def test_resume_refuses_another_runs_config(tmp_path: Path) -> None:
+    config = _config(tmp_path, steps=1, eval_every=0)
+    asyncio.run(run_training(config, FakeServiceClient(seed=0)))
+    with pytest.raises(ck.CheckpointError, match="already holds a run"):
+        asyncio.run(run_training(config, FakeServiceClient(seed=0)))
+    other = TrainConfig.from_mapping({"seed": 5}, base=config)
+    with pytest.raises(ck.CheckpointError, match=r"another config .*seed"):
+        asyncio.run(run_training(other, FakeServiceClient(seed=0), resume=True))
+
+
+def test_incomplete_checkpoint_is_ignored_and_foreign_one_refused(tmp_path: Path) -> None:
+    run = ck.init_run(tmp_path / "r", {"a": 1}, resume=False)
+    ck.save_checkpoint(run, 2, {"x": 1})
+    (tmp_path / "r" / "checkpoints" / "step-000004").mkdir()  # crashed before its marker
+    latest = ck.latest_checkpoint(run)
+    assert latest is not None and latest.steps_done == 2
+    other = run._replace(run_id="someone-else")
+    with pytest.raises(ck.CheckpointError, match="another run"):
+        ck.latest_checkpoint(other)
+
+
+def test_metrics_truncation_drops_torn_and_later_lines(tmp_path: Path) -> None:
+    for step in (0, 1, 2):
+        ck.append_metrics(tmp_path, {"step": step})
+    with open(tmp_path / ck.METRICS, "a") as f:
+        f.write('{"step": 3')  # SIGKILL mid-line
+    assert [r["step"] for r in ck.truncate_metrics(tmp_path, 2)] == [0, 1]
+    assert [r["step"] for r in ck.read_metrics(tmp_path)] == [0, 1]
+
+
+def test_config_errors_name_the_key(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="unknown config key 'bogus'; valid keys: model"):
+        TrainConfig.from_mapping({"bogus": 1})
+    with pytest.raises(TypeError, match="config key steps must be an int"):
+        TrainConfig.from_mapping({"steps": "3"})
+    with pytest.raises(ValueError, match="config key loss_fn"):
+        TrainConfig.from_mapping({"loss_fn": "mse"})
+    with pytest.raises(ValueError, match="config key estimator"):
+        TrainConfig.from_mapping({"estimator": "nope"})
+    toml = tmp_path / "c.toml"
+    toml.write_text("steps = 7\nloss_fn_config = { clip_low_threshold = 0.8 }\n[extra]\nx = 1\n")
+    with pytest.raises(ValueError, match="unknown config key 'extra'"):
+        ck_config = __import__("adapters.tinker.config", fromlist=["load_config"]).load_config
+        ck_config(toml)
+    toml.write_text('[train]\nsteps = 7\nloss_fn = "ppo"\n')
+    from adapters.tinker.config import load_config
+
+    assert load_config(toml, overrides={"seed": 2}).steps == 7

@@ -1,0 +1,208 @@
+"""The I/O-free training planner, driven through random interleavings and crash points."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from adapters.tinker import planner as pl
+from adapters.tinker.planner import (
+    AwaitSubstep,
+    Evaluate,
+    Finish,
+    LoopState,
+    PlanConfig,
+    Prepare,
+    RefreshSampler,
+    Sample,
+    Save,
+    SubmitSubstep,
+    WriteMetrics,
+)
+
+
+@dataclass
+class Sim:
+    """A simulated shell: outstanding results complete in an order Hypothesis picks."""
+
+    config: PlanConfig
+    chunks: int
+    outstanding: list[pl.Event] = field(default_factory=list)
+    submitted: set[tuple[int, int]] = field(default_factory=set)
+    trained: list[int] = field(default_factory=list)  # batches trained in the current lineage
+    staleness: list[int] = field(default_factory=list)
+    metrics: list[int] = field(default_factory=list)
+    checkpoint: tuple[LoopState, list[int], int] | None = None
+    candidate: tuple[LoopState, list[int], int] | None = None
+    order: list[pl.Request] = field(default_factory=list)
+    finished: bool = False
+    current: Prepare | None = None
+
+    def run(self, reqs: tuple[pl.Request, ...], state: LoopState) -> None:
+        for r in reqs:
+            self.order.append(r)
+            match r:
+                case Sample(batch, version):
+                    self.outstanding.append(pl.Sampled(batch, version))
+                case Prepare():
+                    self.current = r
+                    n = 0 if r.warm else self.chunks
+                    self.outstanding.append(pl.Prepared(r.step, max(n, 1 if r.warm else 0)))
+                case SubmitSubstep(step, index):
+                    assert (step, index) not in self.submitted
+                    self.submitted.add((step, index))
+                case AwaitSubstep(step, index):
+                    assert (step, index) in self.submitted
+                    # pipelining: the next substep is submitted before this one is awaited
+                    if index + 1 < state.chunks:
+                        assert (step, index + 1) in self.submitted
+                    self.outstanding.append(pl.SubstepDone(step, index))
+                case RefreshSampler(step):
+                    assert self.current is not None
+                    if not self.current.warm:
+                        self.trained.append(self.current.batch)
+                        self.staleness.append(step - self.current.version)
+                    self.outstanding.append(pl.SamplerReady(step + 1))
+                case Evaluate(step):
+                    self.outstanding.append(pl.Evaluated(step))
+                case WriteMetrics(step):
+                    self.metrics.append(step)
+                    self.outstanding.append(pl.MetricsWritten(step))
+                case Save(step):
+                    self.candidate = (pl.checkpoint_state(state), list(self.trained), len(self.metrics))
+                    self.outstanding.append(pl.Saved(step))
+                case Finish():
+                    self.finished = True
+
+
+def drive(config: PlanConfig, chunks: int, data: st.DataObject, crashes: int) -> Sim:
+    sim = Sim(config, chunks)
+    state, reqs = pl.start(config)
+    sim.run(reqs, state)
+    for _ in range(10_000):
+        if sim.finished:
+            return sim
+        assert sim.outstanding, f"deadlock in {state}"
+        if crashes and data.draw(st.integers(0, 30), label="crash?") == 0:
+            crashes -= 1
+            # SIGKILL: everything after the last complete checkpoint is lost
+            if sim.checkpoint is None:
+                saved, sim.trained, kept = None, [], 0
+            else:
+                saved, trained, kept = sim.checkpoint
+                sim.trained = list(trained)
+            del sim.metrics[kept:]
+            sim.outstanding.clear()
+            sim.submitted.clear()
+            state, reqs = pl.start(config, saved)
+            sim.run(reqs, state)
+            continue
+        i = data.draw(st.integers(0, len(sim.outstanding) - 1), label="next result")
+        event = sim.outstanding.pop(i)
+        if isinstance(event, pl.Saved):
+            sim.checkpoint = sim.candidate  # the marker file exists: the checkpoint counts
+        state, reqs = pl.step(config, state, event)
+        sim.run(reqs, state)
+    raise AssertionError("the loop did not finish")
+
+
+configs = st.builds(
+    PlanConfig,
+    total_steps=st.integers(1, 8),
+    num_substeps=st.integers(1, 3),
+    save_every=st.integers(0, 3),
+    eval_every=st.integers(0, 3),
+    max_steps_off_policy=st.integers(0, 3),
+)
+
+
+@given(configs, st.integers(0, 4), st.data(), st.integers(0, 3))
+def test_every_batch_trained_at_most_once_and_steps_written_once(
+    config: PlanConfig, chunks: int, data: st.DataObject, crashes: int
+) -> None:
+    chunks = min(chunks, config.num_substeps)
+    sim = drive(config, chunks, data, crashes)
+    assert sim.metrics == list(range(config.total_steps))  # every step exactly once, in order
+    assert len(sim.trained) == config.total_steps
+    assert len(set(sim.trained)) == len(sim.trained)  # no batch twice
+    assert all(s <= config.max_steps_off_policy for s in sim.staleness)  # the staleness bound
+
+
+@given(configs, st.data())
+def test_on_policy_trains_batches_in_order_with_staleness_zero(
+    config: PlanConfig, data: st.DataObject
+) -> None:
+    config = PlanConfig(
+        total_steps=config.total_steps, num_substeps=config.num_substeps, save_every=config.save_every
+    )
+    sim = drive(config, config.num_substeps, data, crashes=2)
+    assert sim.trained == list(range(config.total_steps))
+    assert set(sim.staleness) <= {0}
+
+
+@given(st.integers(1, 5), st.integers(0, 3), st.data())
+def test_warm_start_steps_come_first_without_sampling(total: int, warm: int, data: st.DataObject) -> None:
+    config = PlanConfig(total_steps=total + warm, warm_start_steps=warm)
+    sim = drive(config, 1, data, crashes=0)
+    prepares = [r for r in sim.order if isinstance(r, Prepare)]
+    assert [p.warm for p in prepares] == [True] * warm + [False] * total
+    assert [r.batch for r in sim.order if isinstance(r, Sample)][:1] in ([], [warm])
+    assert sim.trained == list(range(warm, warm + total))
+
+
+def test_pipelined_order_for_three_substeps() -> None:
+    config = PlanConfig(total_steps=1, num_substeps=3)
+    state, _ = pl.start(config)
+    state, reqs = pl.step(config, state, pl.Sampled(0, 0))
+    state, reqs = pl.step(config, state, pl.Prepared(0, 3))
+    assert reqs == (SubmitSubstep(0, 0), SubmitSubstep(0, 1), AwaitSubstep(0, 0))
+    state, reqs = pl.step(config, state, pl.SubstepDone(0, 0))
+    assert reqs == (SubmitSubstep(0, 2), AwaitSubstep(0, 1))
+    state, reqs = pl.step(config, state, pl.SubstepDone(0, 1))
+    assert reqs == (AwaitSubstep(0, 2),)
+    state, reqs = pl.step(config, state, pl.SubstepDone(0, 2))
+    assert reqs == (RefreshSampler(0),)
+    state, reqs = pl.step(config, state, pl.SamplerReady(1))
+    assert reqs == (Evaluate(0),)  # the last step always evaluates, writes metrics, then saves
+    state, reqs = pl.step(config, state, pl.Evaluated(0))
+    assert reqs == (WriteMetrics(0),)
+    state, reqs = pl.step(config, state, pl.MetricsWritten(0))
+    assert reqs == (Save(0),)
+    state, reqs = pl.step(config, state, pl.Saved(0))
+    assert reqs == (Finish(),)
+
+
+def test_async_mode_drops_stale_batches_and_counts_them() -> None:
+    config = PlanConfig(total_steps=3, max_steps_off_policy=1)
+    state, reqs = pl.start(config)
+    assert reqs == (Sample(0, 0), Sample(1, 0))
+    state, reqs = pl.step(config, state, pl.Sampled(1, 0))  # batch 1 arrives first and is trained first
+    assert reqs == (Prepare(0, 1, 0, False), Sample(2, 0))  # sampling goes on while step 0 trains
+    for event in (pl.Prepared(0, 0), pl.SamplerReady(1), pl.MetricsWritten(0)):
+        state, reqs = pl.step(config, state, event)
+    state, reqs = pl.step(config, state, pl.Sampled(2, 0))  # staleness 1 − 0 = 1: trained
+    assert reqs == (Prepare(1, 2, 0, False),)
+    for event in (pl.Prepared(1, 0), pl.SamplerReady(2), pl.MetricsWritten(1)):
+        state, reqs = pl.step(config, state, event)
+    state, reqs = pl.step(config, state, pl.Sampled(0, 0))  # staleness 2 − 0 > 1: dropped, replaced
+    assert state.dropped == 1
+    assert reqs == (Sample(3, 2),)
+
+
+def test_unexpected_events_are_errors() -> None:
+    config = PlanConfig(total_steps=1)
+    state, _ = pl.start(config)
+    with pytest.raises(ValueError, match="does not fit"):
+        pl.step(config, state, pl.Sampled(5, 0))
+    with pytest.raises(ValueError, match="does not fit"):
+        pl.step(config, state, pl.SubstepDone(0, 0))
+
+
+def test_state_round_trips_through_dict() -> None:
+    s = LoopState(step=3, version=3, next_batch=7, to_sample=(5,), dropped=2)
+    assert pl.state_from_dict(pl.state_to_dict(s)) == s
+    with pytest.raises(ValueError, match="malformed"):
+        pl.state_from_dict({"step": 1})
