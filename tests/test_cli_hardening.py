@@ -179,9 +179,9 @@ def test_atomic_write_replaces_only_on_success(tmp_path: Path) -> None:
     target = tmp_path / "x.bin"
     with atomic_write(target, "wb") as f:
         f.write(b"one")
-    with pytest.raises(RuntimeError), atomic_write(target, "wb") as f:
+    with pytest.raises(RuntimeError, match="interrupted"), atomic_write(target, "wb") as f:
         f.write(b"two, half")
-        raise RuntimeError
+        raise RuntimeError("interrupted")
     assert target.read_bytes() == b"one" and [p.name for p in tmp_path.iterdir()] == ["x.bin"]
     mode = os.stat(target).st_mode & 0o777
     umask = os.umask(0)
@@ -189,7 +189,7 @@ def test_atomic_write_replaces_only_on_success(tmp_path: Path) -> None:
     assert mode == 0o666 & ~umask  # as open() would create it, not mkstemp's 0o600
     with atomic_write(os.devnull) as f:  # a device is written in place
         f.write("x")
-    with pytest.raises(OSError):
+    with pytest.raises(OSError, match="missing-dir"):
         with atomic_write(tmp_path / "missing-dir" / "x.txt") as f:
             f.write("x")
     assert same_file(tmp_path / "a" / ".." / "x.bin", target) and not same_file(target, tmp_path / "y")
@@ -247,7 +247,7 @@ def test_json_outputs_parse_strictly_even_with_non_finite_figures(tmp_path: Path
         _strict_loads(_json.dumps(rec))
     assert pipeline.debate_records(broken)[0]["advantages"][:2] == [None, None]
     assert "advantages: mean n/a, std n/a, range [n/a, n/a]" in format_summary(s)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="JSON compliant"):
         json.dumps({"x": float("inf")}, allow_nan=False)  # what _json.dumps guards against
 
 

@@ -466,7 +466,7 @@ def test_write_transcripts_to_a_path_is_all_or_nothing(tmp_path: Any) -> None:
     write_transcripts([good], path)
     before = path.read_bytes()
     bad = Debate(id="b", question="q", num_agents=1, turns=(Turn(0, "x"),), meta=float("nan"))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="JSON compliant"):
         write_transcripts([good, bad], path)  # NaN is not JSON: refused after the first line
     assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["out.jsonl"]
 
