@@ -138,7 +138,15 @@ def _progress(stream: Any) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     """Runs ``train``; returns the exit status (0 done, 2 bad config / data / run directory, 1 service)."""
-    from adapters.tinker.train import run_training
+    try:
+        from adapters.tinker.train import run_training
+    except ImportError as e:
+        print(
+            f"debate-kernel train: needs the training extras ({e.name or e} is not installed); "
+            "install them with: pip install -e '.[local]'",
+            file=sys.stderr,
+        )
+        return 2
 
     try:
         config = _config(args)
