@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
@@ -32,6 +30,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from adapters._atomic import atomic_write
 
 __all__ = [
     "LORA_TARGETS",
@@ -536,16 +536,8 @@ def _unflatten(flat: Mapping[str, Any]) -> dict[str, Any]:
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Writes ``data`` to ``path`` via a temporary file in the same folder and ``os.replace``."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_write(path, "wb") as f:
+        f.write(data)
 
 
 def save_weights(path: str | Path, cfg: ModelConfig, params: Params) -> None:

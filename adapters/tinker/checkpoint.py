@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
+
+from adapters._atomic import atomic_write
 
 __all__ = [
     "CHECKPOINTS",
@@ -79,16 +80,8 @@ def write_text_atomic(path: str | Path, text: str) -> None:
     """Writes ``text`` to ``path`` via a fsynced temporary file in the same directory and ``os.replace``."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_write(target) as f:
+        f.write(text)
     _fsync_dir(target.parent)
 
 

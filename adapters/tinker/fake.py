@@ -35,7 +35,6 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +45,7 @@ import numpy.typing as npt
 import tinker
 from tinker import types
 
+from adapters._atomic import atomic_write
 from adapters.tinker.futures import CompletedFuture, completed
 from adapters.tinker.protocol import CustomLossFn
 from adapters.tinker.tokenizers import ByteTokenizer
@@ -454,16 +454,8 @@ class TrainEvent:
 
 def _write_atomic(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_write(path) as f:
+        f.write(text)
 
 
 class FakeServiceClient:
