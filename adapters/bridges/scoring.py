@@ -1,0 +1,136 @@
+"""Scores a flat batch of debate turns, as trainers hand them over: one row per agent output.
+
+Trainers see rows (one completion each), not debates. A row names its debate (any hashable key), the
+agent that wrote it (``0 ≤ agent < N``) and the debate's agent count N. :func:`score_rows` parses every
+row with the kernel's parser, collects the votes of each debate's parsed rows (all rounds, as the
+reference's final reward does), computes the leave-one-out pairwise reward of every agent
+(:func:`kernel.pairwise_rewards`) and gives each row its agent's reward. An agent's reward never
+depends on its own votes, so a row's reward is what the other rows of its debate said about its agent.
+
+Examples:
+  >>> tags = "<solution>{}</solution><evaluation>x</evaluation><comparison>{}</comparison>" \\
+  ...        "<consensus>YES</consensus><consensus_reason>x</consensus_reason>"
+  >>> rows = score_rows(
+  ...     [tags.format(4, "Agent 1 > Agent 2"), tags.format(4, "Agent 0 > Agent 2"), "no tags"],
+  ...     debate_keys=["q1", "q1", "q1"], agent_ids=[0, 1, 2], num_agents=[3, 3, 3])
+  >>> rows.pairwise_R, rows.parse_ok_R
+  (array([1., 1., 0.]), array([ True,  True, False]))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from typing import NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+
+import kernel
+from kernel import ParsedResponse
+from kernel._parse import ParsePolicy
+from kernel._rewards import PairwiseMode
+
+__all__ = ["RowScores", "score_rows"]
+
+
+class RowScores(NamedTuple):
+    """Per-row results of :func:`score_rows` (R rows, in input order).
+
+    Attributes:
+      pairwise_R: float64 [R], the leave-one-out pairwise reward of the row's agent in its debate.
+      parse_ok_R: bool [R], the row parsed (every required tag present).
+      consensus_R: bool [R], the row declared consensus (False when it did not parse).
+      debate_ids_R: int32 [R], dense debate ids, numbered by first appearance.
+      total_votes_P: int32 [P], valid votes counted in each debate.
+      malformed_P: int32 [P], invalid votes in each debate.
+      parsed_R: the parse result of every row.
+    """
+
+    pairwise_R: npt.NDArray[np.float64]
+    parse_ok_R: npt.NDArray[np.bool_]
+    consensus_R: npt.NDArray[np.bool_]
+    debate_ids_R: npt.NDArray[np.int32]
+    total_votes_P: npt.NDArray[np.int32]
+    malformed_P: npt.NDArray[np.int32]
+    parsed_R: tuple[ParsedResponse, ...]
+
+
+def _agent_table(
+    debate_ids: npt.NDArray[np.int32], agent_ids: Sequence[int], num_agents: Sequence[int], num_debates: int
+) -> npt.NDArray[np.int64]:
+    """Agent count of each debate; every row of a debate must give the same count and an agent below it."""
+    n_P = np.full(num_debates, -1, dtype=np.int64)
+    for r, (p, agent, n) in enumerate(zip(debate_ids.tolist(), agent_ids, num_agents, strict=True)):
+        if isinstance(agent, bool) or not isinstance(agent, (int, np.integer)):
+            raise TypeError(f"agent_ids[{r}] must be an int, got {type(agent).__name__}")
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+            raise ValueError(f"num_agents[{r}] must be an int ≥ 1, got {n!r}")
+        if n_P[p] not in (-1, n):
+            raise ValueError(f"num_agents[{r}] = {n} differs from {n_P[p]} given by another row of its debate")
+        n_P[p] = int(n)
+        if not 0 <= agent < n:
+            raise ValueError(f"agent_ids[{r}] = {agent} is outside [0, {n}) for its debate")
+    return n_P
+
+
+def score_rows(
+    texts: Sequence[str],
+    *,
+    debate_keys: Sequence[Hashable],
+    agent_ids: Sequence[int],
+    num_agents: Sequence[int],
+    policy: ParsePolicy = "robust",
+    mode: PairwiseMode = "win_rate",
+    unvoted: float = 0.0,
+) -> RowScores:
+    """Parse results and leave-one-out pairwise rewards of a flat batch of agent outputs.
+
+    Row r of debate p, written by agent i: ``pairwise_R[r] = r_i`` of :func:`kernel.pairwise_rewards`
+    over the votes of every parsed row of p (REFERENCE §2; votes in rows that did not parse do not count,
+    as in the reference).
+
+    Args:
+      texts: R agent outputs.
+      debate_keys: R hashable debate keys (question id, ``uid`` …); rows with equal keys form a debate.
+      agent_ids: R ints, the author of each row, in ``[0, N)`` of its debate.
+      num_agents: R ints ≥ 1, the debate's agent count N (equal on every row of a debate).
+      policy: parse policy, ``"robust"`` (default) or ``"reference"``.
+      mode: ``"win_rate"`` or ``"win_minus_loss"``.
+      unvoted: reward of an agent no valid vote judged.
+
+    Returns:
+      :class:`RowScores`.
+
+    Raises:
+      ValueError: lengths differ, an agent id outside ``[0, N)``, a debate given two agent counts.
+      TypeError: a text that is not a str, an agent id that is not an int.
+    """
+    lengths = {len(texts), len(debate_keys), len(agent_ids), len(num_agents)}
+    if len(lengths) != 1:
+        raise ValueError(
+            "texts, debate_keys, agent_ids and num_agents must have one entry per row, got lengths "
+            f"{len(texts)}, {len(debate_keys)}, {len(agent_ids)}, {len(num_agents)}"
+        )
+    for r, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(f"texts[{r}] must be a str, got {type(text).__name__}")
+    debate_ids, num_debates = kernel.dense_group_ids(list(debate_keys)) if texts else (np.zeros(0, np.int32), 0)
+    n_P = _agent_table(debate_ids, agent_ids, num_agents, num_debates)
+    parsed = tuple(
+        kernel.parse_response(text, int(agent), policy=policy) for text, agent in zip(texts, agent_ids, strict=True)
+    )
+    by_debate: list[list[ParsedResponse]] = [[] for _ in range(num_debates)]
+    for p, response in zip(debate_ids.tolist(), parsed, strict=True):
+        by_debate[p].append(response)
+    rewards = kernel.pairwise_rewards(kernel.votes_from_responses(by_debate), n_P, mode=mode, unvoted=unvoted)
+    offsets = np.concatenate([[0], np.cumsum(n_P)[:-1]]).astype(np.int64)
+    rows = offsets[debate_ids] + np.asarray(agent_ids, dtype=np.int64) if texts else np.zeros(0, np.int64)
+    return RowScores(
+        pairwise_R=rewards.rewards_PG[rows],
+        parse_ok_R=np.array([r.ok for r in parsed], dtype=bool),
+        consensus_R=np.array([r.ok and r.consensus for r in parsed], dtype=bool),
+        debate_ids_R=debate_ids,
+        total_votes_P=rewards.total_votes_P,
+        malformed_P=rewards.malformed_P,
+        parsed_R=parsed,
+    )

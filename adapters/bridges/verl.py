@@ -1,0 +1,301 @@
+"""verl bridge: the kernel's grouped-advantage estimators in verl's registry, and a debate reward.
+
+Tested against verl 0.9.1 on the CPU (``pip install "debate-kernel[verl]"``).
+
+**Estimators.** :func:`register_estimators` adds one entry per preset of :data:`kernel.ADVANTAGE_PRESETS`
+to verl's ``ADV_ESTIMATOR_REGISTRY`` under ``"debate_kernel.<preset>"``, so a verl config names it::
+
+    algorithm.adv_estimator=debate_kernel.default      # A = r − μ per uid, exact zeros, masked rows out
+
+verl calls a registered estimator with ``token_level_rewards [B, L]``, ``response_mask [B, L]`` and
+``index`` (the ``uid`` column). A row's score is Σ_t reward·mask (verl: Σ_t reward); the group is its
+uid. Rows whose response mask is all zero, or whose score is not finite, are left out of every group
+statistic and get advantage 0 (verl's own GRPO lets them into the mean and σ). Advantages and returns
+come back as ``A[:, None] · response_mask`` in the rewards' dtype, as verl's outcome estimators return
+them. The ``verl_grpo.*`` / ``verl_rloo.*`` presets reproduce verl's own estimators on live rows.
+
+**DrMAS grouping.** verl hands an estimator only ``uid``. DrMAS groups by ``uid`` + ``agent_id``
+(``group_by_agent_id=True``: each agent its own baseline, every row a sample) or, with the flag off, by
+``uid`` after averaging the rows of each trajectory (``traj_uid``) into one sample.
+:func:`compute_advantages` reads those columns from a ``DataProto`` and writes ``advantages`` and
+``returns``: call it in the advantage step of your trainer, where DrMAS's fork calls its own.
+
+**Reward.** :func:`compute_score` has the form of verl's batch reward manager
+(``reward_model.reward_manager=batch``, ``custom_reward_function.path=<this file>``,
+``custom_reward_function.name=compute_score``): each response is one agent's turn of a debate, its
+``extra_info`` names the debate (``debate_id``), the agent (``agent_id``) and the agent count
+(``num_agents``); the score is the leave-one-out pairwise reward plus optional correctness and format
+terms (:mod:`adapters.bridges.scoring`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+import kernel
+from adapters.bridges.scoring import score_rows
+from adapters.tinker.dataset import is_correct
+
+__all__ = [
+    "ESTIMATOR_PREFIX",
+    "compute_advantages",
+    "compute_score",
+    "estimator_fn",
+    "register_estimators",
+]
+
+ESTIMATOR_PREFIX = "debate_kernel."
+"""Prefix of the names :func:`register_estimators` gives in verl's registry."""
+
+
+def _require(module: str) -> Any:
+    try:
+        return importlib.import_module(module)
+    except ImportError as err:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            f"adapters.bridges.verl needs {module.split('.')[0]!r}: pip install \"debate-kernel[verl]\" ({err})"
+        ) from err
+
+
+def _options(estimator: str | kernel.AdvantageOptions) -> kernel.AdvantageOptions:
+    if isinstance(estimator, kernel.AdvantageOptions):
+        return estimator
+    if isinstance(estimator, str):
+        return kernel.ADVANTAGE_PRESETS[estimator] if estimator in kernel.ADVANTAGE_PRESETS else _unknown(estimator)
+    raise TypeError(f"estimator must be a preset name or AdvantageOptions, got {type(estimator).__name__}")
+
+
+def _unknown(name: str) -> kernel.AdvantageOptions:
+    raise ValueError(f"estimator {name!r} is not a preset; known: {', '.join(kernel.ADVANTAGE_PRESETS)}")
+
+
+def _scores(token_level_rewards: Any, response_mask: Any) -> tuple[Any, npt.NDArray[np.bool_]]:
+    """``(scores [B] tensor, live [B] bool)``: masked reward sums, and rows that enter group statistics."""
+    if token_level_rewards.ndim != 2 or tuple(token_level_rewards.shape) != tuple(response_mask.shape):
+        raise ValueError(
+            "token_level_rewards and response_mask must both be [batch, response_length], got "
+            f"{tuple(token_level_rewards.shape)} and {tuple(response_mask.shape)}"
+        )
+    mask = response_mask.to(token_level_rewards.dtype)
+    scores = (token_level_rewards * mask).sum(dim=-1)
+    live = response_mask.detach().cpu().numpy().any(axis=-1) & np.isfinite(scores.detach().cpu().numpy())
+    return scores, live
+
+
+def _advantage_tensors(
+    token_level_rewards: Any,
+    response_mask: Any,
+    keys: Sequence[Sequence[Hashable]],
+    options: kernel.AdvantageOptions,
+    trajectory_keys: Sequence[Hashable] | None = None,
+) -> tuple[Any, Any]:
+    torch = _require("torch")
+    scores, live = _scores(token_level_rewards, response_mask)
+    batch = int(scores.shape[0])
+    for name, key in zip(("index", "agent ids"), keys, strict=False):
+        if len(key) != batch:
+            raise ValueError(f"{name} has {len(key)} entries for a batch of {batch} rows")
+    group_ids, num_groups = kernel.dense_group_ids(*[list(k) for k in keys]) if batch else (np.zeros(0, np.int32), 0)
+    trajectory_ids = None
+    if trajectory_keys is not None:
+        if len(trajectory_keys) != batch:
+            raise ValueError(f"traj_uid has {len(trajectory_keys)} entries for a batch of {batch} rows")
+        trajectory_ids, _ = kernel.dense_group_ids(list(trajectory_keys))
+    values = scores.detach().cpu().numpy()
+    result = kernel.grouped_advantages(
+        values,
+        group_ids,
+        num_groups,
+        where=live,
+        trajectory_ids_PG=trajectory_ids,
+        **dataclasses.asdict(options),
+    )
+    adv = torch.from_numpy(np.asarray(result.advantages, dtype=values.dtype)).to(token_level_rewards.device)
+    out = adv.unsqueeze(-1) * response_mask.to(token_level_rewards.dtype)
+    return out, out.clone()
+
+
+def estimator_fn(estimator: str | kernel.AdvantageOptions) -> Callable[..., tuple[Any, Any]]:
+    """A function with verl's advantage-estimator signature that runs ``estimator`` grouped by ``index``.
+
+    Args:
+      estimator: a preset name of :data:`kernel.ADVANTAGE_PRESETS` or an :class:`kernel.AdvantageOptions`.
+
+    Returns:
+      ``fn(token_level_rewards, response_mask, index, config=None, **unused) -> (advantages, returns)``,
+      both ``[B, L]`` tensors.
+
+    Raises:
+      ValueError: an unknown preset name. (Called: mismatched shapes or index length.)
+      TypeError: ``estimator`` of another type.
+    """
+    options = _options(estimator)
+
+    def debate_kernel_estimator(
+        token_level_rewards: Any, response_mask: Any, index: Any = None, config: Any = None, **_unused: Any
+    ) -> tuple[Any, Any]:
+        if index is None:
+            raise ValueError("a debate_kernel estimator needs index (the uid column) to group rows")
+        return _advantage_tensors(token_level_rewards, response_mask, [list(index)], options)
+
+    debate_kernel_estimator.__doc__ = f"debate-kernel grouped advantages with {options!r}, grouped by uid."
+    return debate_kernel_estimator
+
+
+_REGISTERED: dict[str, Callable[..., tuple[Any, Any]]] = {}
+
+
+def register_estimators(presets: Sequence[str] | None = None) -> tuple[str, ...]:
+    """Registers kernel presets in verl's advantage-estimator registry as ``debate_kernel.<preset>``.
+
+    Idempotent: calling it again registers nothing twice (verl refuses a second, different function
+    under one name).
+
+    Args:
+      presets: preset names (default: every preset).
+
+    Returns:
+      The registered names.
+
+    Raises:
+      ValueError: an unknown preset name.
+    """
+    core_algos = _require("verl.trainer.ppo.core_algos")
+    names = []
+    for preset in kernel.ADVANTAGE_PRESETS if presets is None else presets:
+        _options(preset)
+        name = ESTIMATOR_PREFIX + preset
+        fn = _REGISTERED.setdefault(name, estimator_fn(preset))
+        core_algos.register_adv_est(name)(fn)
+        names.append(name)
+    return tuple(names)
+
+
+def compute_advantages(
+    data: Any,
+    estimator: str | kernel.AdvantageOptions = "default",
+    *,
+    group_by_agent_id: bool | None = None,
+    uid_key: str = "uid",
+    agent_key: str = "agent_id",
+    trajectory_key: str = "traj_uid",
+) -> Any:
+    """Writes ``advantages`` and ``returns`` into a verl ``DataProto``, with DrMAS's grouping.
+
+    ``group_by_agent_id=None``: groups are ``uid`` (plain verl). ``True``: groups are (``uid``,
+    ``agent_id``), each row one sample (DrMAS default). ``False``: groups are ``uid`` and the rows of one
+    ``traj_uid`` are averaged into one sample, each row getting its trajectory's advantage (DrMAS with
+    the flag off). Masked rows and non-finite scores stay out of the statistics, as in the registry path.
+
+    Args:
+      data: a ``verl.DataProto`` with ``token_level_rewards`` (and ``response_mask``, or what verl
+        derives it from) in ``batch`` and the key columns in ``non_tensor_batch``.
+      estimator: a preset name or :class:`kernel.AdvantageOptions`.
+      group_by_agent_id: as above.
+      uid_key, agent_key, trajectory_key: column names.
+
+    Returns:
+      ``data``, with ``batch["advantages"]`` and ``batch["returns"]`` set ([B, L]).
+
+    Raises:
+      KeyError: a column the chosen grouping needs is missing (the message names it).
+      ValueError: an unknown preset; shapes that disagree.
+    """
+    options = _options(estimator)
+    if "response_mask" not in data.batch.keys():
+        data.batch["response_mask"] = _require("verl.trainer.ppo.ray_trainer").compute_response_mask(data)
+    columns = data.non_tensor_batch
+
+    def column(name: str) -> list[Hashable]:
+        if name not in columns:
+            raise KeyError(f"DataProto.non_tensor_batch has no {name!r} column (needed for this grouping)")
+        return list(columns[name])
+
+    keys = [column(uid_key)] + ([column(agent_key)] if group_by_agent_id else [])
+    trajectories = column(trajectory_key) if group_by_agent_id is False else None
+    adv, ret = _advantage_tensors(
+        data.batch["token_level_rewards"], data.batch["response_mask"], keys, options, trajectories
+    )
+    data.batch["advantages"] = adv
+    data.batch["returns"] = ret
+    return data
+
+
+def compute_score(
+    data_sources: Sequence[Any],
+    solution_strs: Sequence[str],
+    ground_truths: Sequence[Any],
+    extra_infos: Sequence[Mapping[str, Any] | None],
+    *,
+    policy: str = "robust",
+    mode: str = "win_rate",
+    unvoted: float = 0.0,
+    correctness_weight: float = 0.0,
+    format_weight: float = 0.0,
+    **_unused: Any,
+) -> list[dict[str, float]]:
+    """verl batch-reward function: each response is one agent's turn; the score is its debate reward.
+
+    score = pairwise + correctness_weight·correct + format_weight·(parse_ok − 1), where ``pairwise`` is
+    the agent's leave-one-out reward from the other rows of its debate (REFERENCE §2) and ``correct``
+    compares the ``<solution>`` with ``ground_truth`` (exact rational or normalised text).
+
+    Args:
+      data_sources: R data-source names (unused; verl passes them).
+      solution_strs: R decoded responses.
+      ground_truths: R reference answers (None or "" for none).
+      extra_infos: R mappings with ``debate_id`` (any hashable), ``agent_id`` (int) and ``num_agents``
+        (int; default: the number of rows of the debate).
+      policy, mode, unvoted: as :func:`adapters.bridges.scoring.score_rows`.
+      correctness_weight, format_weight: weights of the extra terms (default 0: pairwise only).
+
+    Returns:
+      R dicts with ``score`` and its parts (``pairwise``, ``parse_ok``, ``consensus``, ``correct``); verl
+      puts ``score`` on the last response token and logs the rest.
+
+    Raises:
+      KeyError: an ``extra_info`` without ``debate_id`` or ``agent_id`` (naming the row).
+      ValueError / TypeError: as :func:`adapters.bridges.scoring.score_rows`.
+    """
+    n = len(solution_strs)
+    if len(extra_infos) != n or len(ground_truths) != n:
+        raise ValueError(f"solution_strs, ground_truths and extra_infos differ in length: {n}, "
+                         f"{len(ground_truths)}, {len(extra_infos)}")
+    keys: list[Hashable] = []
+    agents: list[int] = []
+    for r, info in enumerate(extra_infos):
+        for field in ("debate_id", "agent_id"):
+            if info is None or field not in info:
+                raise KeyError(f"extra_infos[{r}] has no {field!r}: each response must name its debate and agent")
+        keys.append(_hashable(info["debate_id"]))
+        agents.append(info["agent_id"])
+    sizes: dict[Hashable, int] = {}
+    for key in keys:
+        sizes[key] = sizes.get(key, 0) + 1
+    counts = [info.get("num_agents", sizes[key]) for info, key in zip(extra_infos, keys, strict=True)]  # type: ignore[union-attr]
+    scored = score_rows(
+        list(solution_strs), debate_keys=keys, agent_ids=agents, num_agents=counts,
+        policy=policy, mode=mode, unvoted=unvoted,  # type: ignore[arg-type]
+    )
+    out = []
+    for r in range(n):
+        answer = ground_truths[r]
+        correct = bool(answer not in (None, "") and is_correct(scored.parsed_R[r].solution, str(answer)))
+        ok = bool(scored.parse_ok_R[r])
+        pairwise = float(scored.pairwise_R[r])
+        score = pairwise + correctness_weight * correct + format_weight * (float(ok) - 1.0)
+        out.append(
+            {"score": score, "pairwise": pairwise, "parse_ok": float(ok),
+             "consensus": float(scored.consensus_R[r]), "correct": float(correct)}
+        )
+    return out
+
+
+def _hashable(key: Any) -> Hashable:
+    return key.item() if isinstance(key, np.generic) else key
