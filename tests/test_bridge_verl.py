@@ -40,7 +40,9 @@ ANCHORS = [
 ]
 
 
-def _batch(scores: list[float], lengths: list[int], uids: list[str], length: int = 6, **columns: list) -> DataProto:
+def _batch(
+    scores: list[float], lengths: list[int], uids: list[str], length: int = 6, **columns: list
+) -> DataProto:
     b = len(scores)
     rewards = torch.zeros(b, length)
     mask = torch.zeros(b, length)
@@ -49,7 +51,9 @@ def _batch(scores: list[float], lengths: list[int], uids: list[str], length: int
         rewards[i, max(n, 1) - 1] = s
     non_tensors = {"uid": np.array(uids, dtype=object)}
     non_tensors.update({k: np.array(v, dtype=object) for k, v in columns.items()})
-    return DataProto.from_dict(tensors={"token_level_rewards": rewards, "response_mask": mask}, non_tensors=non_tensors)
+    return DataProto.from_dict(
+        tensors={"token_level_rewards": rewards, "response_mask": mask}, non_tensors=non_tensors
+    )
 
 
 def _verl(data: DataProto, name: str, norm: bool = True) -> torch.Tensor:
@@ -93,7 +97,9 @@ def test_presets_equal_verls_own_estimators(sizes: list[int], seed: int, anchor:
     if theirs == "grpo_vectorized":
         fresh = _batch(scores, lengths, uids)
         b = core_algos.compute_grpo_vectorized_outcome_advantage(
-            fresh.batch["token_level_rewards"], fresh.batch["response_mask"], fresh.non_tensor_batch["uid"],
+            fresh.batch["token_level_rewards"],
+            fresh.batch["response_mask"],
+            fresh.non_tensor_batch["uid"],
             norm_adv_by_std_in_grpo=norm,
         )[0].numpy()
     else:
@@ -123,7 +129,9 @@ def test_nan_score_is_left_out_and_zero() -> None:
     ("group_by_agent_id", "preset"),
     [(None, "default"), (True, "drmas_grpo.norm_agent"), (False, "drmas_grpo.norm_traj")],
 )
-def test_compute_advantages_equals_the_kernel_called_directly(group_by_agent_id: bool | None, preset: str) -> None:
+def test_compute_advantages_equals_the_kernel_called_directly(
+    group_by_agent_id: bool | None, preset: str
+) -> None:
     rng = np.random.default_rng(7)
     b = 24
     uids = [f"q{i % 3}" for i in range(b)]
@@ -139,7 +147,9 @@ def test_compute_advantages_equals_the_kernel_called_directly(group_by_agent_id:
     traj = kernel.dense_group_ids(trajs)[0] if group_by_agent_id is False else None
     live = np.array(lengths) > 0
     expected = kernel.advantages_from_preset(preset, scores, ids, p, where=live, trajectory_ids_PG=traj)
-    np.testing.assert_array_equal(adv[:, 0].numpy() * live, np.asarray(expected.advantages, np.float32) * live)
+    np.testing.assert_array_equal(
+        adv[:, 0].numpy() * live, np.asarray(expected.advantages, np.float32) * live
+    )
     np.testing.assert_array_equal(adv[~torch.from_numpy(live)].numpy(), 0)
 
 
@@ -178,8 +188,13 @@ class _TorchBytes:
 
 def test_compute_score_through_verls_batch_reward_manager() -> None:
     tok = ByteTokenizer()
-    outputs = [TAGS.format(12, "Agent 1 > Agent 2"), TAGS.format(12, "Agent 0 > Agent 2"), "no tags at all",
-               TAGS.format(5, "Agent 1 = Agent 0"), TAGS.format(7, "N/A")]
+    outputs = [
+        TAGS.format(12, "Agent 1 > Agent 2"),
+        TAGS.format(12, "Agent 0 > Agent 2"),
+        "no tags at all",
+        TAGS.format(5, "Agent 1 = Agent 0"),
+        TAGS.format(7, "N/A"),
+    ]
     debates, agents = ["d1", "d1", "d1", "d2", "d2"], [0, 1, 2, 0, 1]
     length = max(len(tok.encode(o)) for o in outputs)
     responses = torch.zeros(len(outputs), length, dtype=torch.long)
@@ -190,13 +205,21 @@ def test_compute_score_through_verls_batch_reward_manager() -> None:
         responses[i, : len(ids)] = torch.tensor(ids)
         attention[i, 2 : 2 + len(ids)] = 1
     data = DataProto.from_dict(
-        tensors={"prompts": torch.ones(len(outputs), 2, dtype=torch.long), "responses": responses,
-                 "attention_mask": attention},
+        tensors={
+            "prompts": torch.ones(len(outputs), 2, dtype=torch.long),
+            "responses": responses,
+            "attention_mask": attention,
+        },
         non_tensors={
             "data_source": np.array(["debate"] * 5, dtype=object),
-            "reward_model": np.array([{"ground_truth": "12"}] * 3 + [{"ground_truth": "5"}] * 2, dtype=object),
+            "reward_model": np.array(
+                [{"ground_truth": "12"}] * 3 + [{"ground_truth": "5"}] * 2, dtype=object
+            ),
             "extra_info": np.array(
-                [{"debate_id": d, "agent_id": a, "num_agents": 3 if d == "d1" else 2} for d, a in zip(debates, agents)],
+                [
+                    {"debate_id": d, "agent_id": a, "num_agents": 3 if d == "d1" else 2}
+                    for d, a in zip(debates, agents, strict=True)
+                ],
                 dtype=object,
             ),
         },
@@ -215,7 +238,13 @@ def test_compute_score_through_verls_batch_reward_manager() -> None:
 
 def test_compute_score_needs_debate_and_agent() -> None:
     with pytest.raises(KeyError, match=r"extra_infos\[1\] has no 'agent_id'"):
-        bridge.compute_score(["x", "x"], ["a", "b"], [None, None], [{"debate_id": 1, "agent_id": 0}, {"debate_id": 1}])
+        bridge.compute_score(
+            ["x", "x"], ["a", "b"], [None, None], [{"debate_id": 1, "agent_id": 0}, {"debate_id": 1}]
+        )
     with pytest.raises(ValueError, match=r"agent_ids\[1\] = 5 is outside"):
-        bridge.compute_score(["x", "x"], ["a", "b"], [None, None],
-                             [{"debate_id": 1, "agent_id": 0}, {"debate_id": 1, "agent_id": 5}])
+        bridge.compute_score(
+            ["x", "x"],
+            ["a", "b"],
+            [None, None],
+            [{"debate_id": 1, "agent_id": 0}, {"debate_id": 1, "agent_id": 5}],
+        )

@@ -66,7 +66,9 @@ def _agent_table(
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
             raise ValueError(f"num_agents[{r}] must be an int ≥ 1, got {n!r}")
         if n_P[p] not in (-1, n):
-            raise ValueError(f"num_agents[{r}] = {n} differs from {n_P[p]} given by another row of its debate")
+            raise ValueError(
+                f"num_agents[{r}] = {n} differs from {n_P[p]} given by another row of its debate"
+            )
         n_P[p] = int(n)
         if not 0 <= agent < n:
             raise ValueError(f"agent_ids[{r}] = {agent} is outside [0, {n}) for its debate")
@@ -114,10 +116,13 @@ def score_rows(
     for r, text in enumerate(texts):
         if not isinstance(text, str):
             raise TypeError(f"texts[{r}] must be a str, got {type(text).__name__}")
-    debate_ids, num_debates = kernel.dense_group_ids(list(debate_keys)) if texts else (np.zeros(0, np.int32), 0)
+    debate_ids, num_debates = (
+        kernel.dense_group_ids(list(debate_keys)) if texts else (np.zeros(0, np.int32), 0)
+    )
     n_P = _agent_table(debate_ids, agent_ids, num_agents, num_debates)
     parsed = tuple(
-        kernel.parse_response(text, int(agent), policy=policy) for text, agent in zip(texts, agent_ids, strict=True)
+        kernel.parse_response(text, int(agent), policy=policy)
+        for text, agent in zip(texts, agent_ids, strict=True)
     )
     by_debate: list[list[ParsedResponse]] = [[] for _ in range(num_debates)]
     for p, response in zip(debate_ids.tolist(), parsed, strict=True):

@@ -59,7 +59,7 @@ def _require(module: str) -> Any:
         return importlib.import_module(module)
     except ImportError as err:  # pragma: no cover - depends on the environment
         raise ImportError(
-            f"adapters.bridges.verl needs {module.split('.')[0]!r}: pip install \"debate-kernel[verl]\" ({err})"
+            f'adapters.bridges.verl needs {module.split(".")[0]!r}: pip install "debate-kernel[verl]" ({err})'
         ) from err
 
 
@@ -67,7 +67,11 @@ def _options(estimator: str | kernel.AdvantageOptions) -> kernel.AdvantageOption
     if isinstance(estimator, kernel.AdvantageOptions):
         return estimator
     if isinstance(estimator, str):
-        return kernel.ADVANTAGE_PRESETS[estimator] if estimator in kernel.ADVANTAGE_PRESETS else _unknown(estimator)
+        return (
+            kernel.ADVANTAGE_PRESETS[estimator]
+            if estimator in kernel.ADVANTAGE_PRESETS
+            else _unknown(estimator)
+        )
     raise TypeError(f"estimator must be a preset name or AdvantageOptions, got {type(estimator).__name__}")
 
 
@@ -101,7 +105,9 @@ def _advantage_tensors(
     for name, key in zip(("index", "agent ids"), keys, strict=False):
         if len(key) != batch:
             raise ValueError(f"{name} has {len(key)} entries for a batch of {batch} rows")
-    group_ids, num_groups = kernel.dense_group_ids(*[list(k) for k in keys]) if batch else (np.zeros(0, np.int32), 0)
+    group_ids, num_groups = (
+        kernel.dense_group_ids(*[list(k) for k in keys]) if batch else (np.zeros(0, np.int32), 0)
+    )
     trajectory_ids = None
     if trajectory_keys is not None:
         if len(trajectory_keys) != batch:
@@ -265,14 +271,18 @@ def compute_score(
     """
     n = len(solution_strs)
     if len(extra_infos) != n or len(ground_truths) != n:
-        raise ValueError(f"solution_strs, ground_truths and extra_infos differ in length: {n}, "
-                         f"{len(ground_truths)}, {len(extra_infos)}")
+        raise ValueError(
+            f"solution_strs, ground_truths and extra_infos differ in length: {n}, "
+            f"{len(ground_truths)}, {len(extra_infos)}"
+        )
     keys: list[Hashable] = []
     agents: list[int] = []
     for r, info in enumerate(extra_infos):
         for field in ("debate_id", "agent_id"):
             if info is None or field not in info:
-                raise KeyError(f"extra_infos[{r}] has no {field!r}: each response must name its debate and agent")
+                raise KeyError(
+                    f"extra_infos[{r}] has no {field!r}: each response must name its debate and agent"
+                )
         keys.append(_hashable(info["debate_id"]))
         agents.append(info["agent_id"])
     sizes: dict[Hashable, int] = {}
@@ -280,8 +290,13 @@ def compute_score(
         sizes[key] = sizes.get(key, 0) + 1
     counts = [info.get("num_agents", sizes[key]) for info, key in zip(extra_infos, keys, strict=True)]  # type: ignore[union-attr]
     scored = score_rows(
-        list(solution_strs), debate_keys=keys, agent_ids=agents, num_agents=counts,
-        policy=policy, mode=mode, unvoted=unvoted,  # type: ignore[arg-type]
+        list(solution_strs),
+        debate_keys=keys,
+        agent_ids=agents,
+        num_agents=counts,
+        policy=policy,
+        mode=mode,
+        unvoted=unvoted,  # type: ignore[arg-type]
     )
     out = []
     for r in range(n):
@@ -291,8 +306,13 @@ def compute_score(
         pairwise = float(scored.pairwise_R[r])
         score = pairwise + correctness_weight * correct + format_weight * (float(ok) - 1.0)
         out.append(
-            {"score": score, "pairwise": pairwise, "parse_ok": float(ok),
-             "consensus": float(scored.consensus_R[r]), "correct": float(correct)}
+            {
+                "score": score,
+                "pairwise": pairwise,
+                "parse_ok": float(ok),
+                "consensus": float(scored.consensus_R[r]),
+                "correct": float(correct),
+            }
         )
     return out
 
