@@ -7,7 +7,14 @@ import inspect
 
 import pytest
 
-PUBLIC_MODULES = ["kernel", "kernel.jax", "kernel.testing"]
+PUBLIC_MODULES = [
+    "kernel",
+    "kernel.jax",
+    "kernel.testing",
+    "adapters.bridges.scoring",
+    "adapters.bridges.verl",
+    "adapters.bridges.trl",
+]
 
 
 @pytest.mark.parametrize("module_name", PUBLIC_MODULES)

@@ -13,7 +13,7 @@ Examples:
   >>> rows = score_rows(
   ...     [tags.format(4, "Agent 1 > Agent 2"), tags.format(4, "Agent 0 > Agent 2"), "no tags"],
   ...     debate_keys=["q1", "q1", "q1"], agent_ids=[0, 1, 2], num_agents=[3, 3, 3])
-  >>> rows.pairwise_R, rows.parse_ok_R
+  >>> rows.pairwise_U, rows.parse_ok_U
   (array([1., 1., 0.]), array([ True,  True, False]))
 """
 
@@ -34,25 +34,25 @@ __all__ = ["RowScores", "score_rows"]
 
 
 class RowScores(NamedTuple):
-    """Per-row results of :func:`score_rows` (R rows, in input order).
+    """Per-row results of :func:`score_rows`: U rows (agent turns, `_U` in the README), in input order.
 
     Attributes:
-      pairwise_R: float64 [R], the leave-one-out pairwise reward of the row's agent in its debate.
-      parse_ok_R: bool [R], the row parsed (every required tag present).
-      consensus_R: bool [R], the row declared consensus (False when it did not parse).
-      debate_ids_R: int32 [R], dense debate ids, numbered by first appearance.
+      pairwise_U: float64 [U], the leave-one-out pairwise reward of the row's agent in its debate.
+      parse_ok_U: bool [U], the row parsed (every required tag present).
+      consensus_U: bool [U], the row declared consensus (False when it did not parse).
+      debate_ids_U: int32 [U], dense debate ids, numbered by first appearance.
       total_votes_P: int32 [P], valid votes counted in each debate.
       malformed_P: int32 [P], invalid votes in each debate.
-      parsed_R: the parse result of every row.
+      parsed_U: the parse result of every row.
     """
 
-    pairwise_R: npt.NDArray[np.float64]
-    parse_ok_R: npt.NDArray[np.bool_]
-    consensus_R: npt.NDArray[np.bool_]
-    debate_ids_R: npt.NDArray[np.int32]
+    pairwise_U: npt.NDArray[np.float64]
+    parse_ok_U: npt.NDArray[np.bool_]
+    consensus_U: npt.NDArray[np.bool_]
+    debate_ids_U: npt.NDArray[np.int32]
     total_votes_P: npt.NDArray[np.int32]
     malformed_P: npt.NDArray[np.int32]
-    parsed_R: tuple[ParsedResponse, ...]
+    parsed_U: tuple[ParsedResponse, ...]
 
 
 def _agent_table(
@@ -87,15 +87,15 @@ def score_rows(
 ) -> RowScores:
     """Parse results and leave-one-out pairwise rewards of a flat batch of agent outputs.
 
-    Row r of debate p, written by agent i: ``pairwise_R[r] = r_i`` of :func:`kernel.pairwise_rewards`
+    Row r of debate p, written by agent i: ``pairwise_U[r] = r_i`` of :func:`kernel.pairwise_rewards`
     over the votes of every parsed row of p (REFERENCE §2; votes in rows that did not parse do not count,
     as in the reference).
 
     Args:
-      texts: R agent outputs.
-      debate_keys: R hashable debate keys (question id, ``uid`` …); rows with equal keys form a debate.
-      agent_ids: R ints, the author of each row, in ``[0, N)`` of its debate.
-      num_agents: R ints ≥ 1, the debate's agent count N (equal on every row of a debate).
+      texts: U agent outputs (turns).
+      debate_keys: U hashable debate keys (question id, ``uid`` …); rows with equal keys form a debate.
+      agent_ids: U ints, the author of each row, in ``[0, N)`` of its debate.
+      num_agents: U ints ≥ 1, the debate's agent count N (equal on every row of a debate).
       policy: parse policy, ``"robust"`` (default) or ``"reference"``.
       mode: ``"win_rate"`` or ``"win_minus_loss"``.
       unvoted: reward of an agent no valid vote judged.
@@ -131,11 +131,11 @@ def score_rows(
     offsets = np.concatenate([[0], np.cumsum(n_P)[:-1]]).astype(np.int64)
     rows = offsets[debate_ids] + np.asarray(agent_ids, dtype=np.int64) if texts else np.zeros(0, np.int64)
     return RowScores(
-        pairwise_R=rewards.rewards_PG[rows],
-        parse_ok_R=np.array([r.ok for r in parsed], dtype=bool),
-        consensus_R=np.array([r.ok and r.consensus for r in parsed], dtype=bool),
-        debate_ids_R=debate_ids,
+        pairwise_U=rewards.rewards_PG[rows],
+        parse_ok_U=np.array([r.ok for r in parsed], dtype=bool),
+        consensus_U=np.array([r.ok and r.consensus for r in parsed], dtype=bool),
+        debate_ids_U=debate_ids,
         total_votes_P=rewards.total_votes_P,
         malformed_P=rewards.malformed_P,
-        parsed_R=parsed,
+        parsed_U=parsed,
     )

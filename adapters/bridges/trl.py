@@ -185,24 +185,37 @@ def debate_reward(
     def reward(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
         scored = _score(prompts, completions, kwargs, policy=policy, mode=mode, unvoted=unvoted)
         if kind == "peer_vote":
-            values = scored.pairwise_R.tolist()
+            values = scored.pairwise_U.tolist()
         elif kind == "format":
-            values = scored.parse_ok_R.astype(float).tolist()
+            values = scored.parse_ok_U.astype(float).tolist()
         elif kind == "consensus":
-            values = scored.consensus_R.astype(float).tolist()
+            values = scored.consensus_U.astype(float).tolist()
         else:
             answers = _column(kwargs, "answer", len(completions))
             if answers is None:
                 raise ValueError("the correct reward needs an 'answer' column in the dataset")
             values = [
                 float(a is not None and is_correct(p.solution, str(a)))
-                for p, a in zip(scored.parsed_R, answers, strict=True)
+                for p, a in zip(scored.parsed_U, answers, strict=True)
             ]
         acted = _column(kwargs, "acted", len(completions)) or [True] * len(completions)
         return [v if a else None for v, a in zip(values, acted, strict=True)]
 
     reward.__name__ = reward.__qualname__ = f"debate_{kind}"
+    reward.__doc__ = (
+        f"TRL reward function ``debate_{kind}``: {_DESCRIPTIONS[kind]} (policy={policy!r}, mode={mode!r}).\n\n"
+        "Args: ``prompts``, ``completions`` and the dataset columns, as ``GRPOTrainer`` passes them.\n"
+        "Returns: one float per completion, ``None`` where ``acted`` is False."
+    )
     return reward
+
+
+_DESCRIPTIONS: dict[str, str] = {
+    "peer_vote": "the leave-one-out pairwise reward of the completion's agent from the rest of its debate",
+    "format": "1 when the completion's five tags parse, else 0",
+    "consensus": "1 when the completion parses and declares consensus, else 0",
+    "correct": "1 when the completion's solution equals the answer column, else 0",
+}
 
 
 peer_vote_reward = debate_reward("peer_vote")

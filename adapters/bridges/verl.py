@@ -253,16 +253,16 @@ def compute_score(
     compares the ``<solution>`` with ``ground_truth`` (exact rational or normalised text).
 
     Args:
-      data_sources: R data-source names (unused; verl passes them).
-      solution_strs: R decoded responses.
-      ground_truths: R reference answers (None or "" for none).
-      extra_infos: R mappings with ``debate_id`` (any hashable), ``agent_id`` (int) and ``num_agents``
+      data_sources: U data-source names (unused; verl passes them).
+      solution_strs: U decoded responses.
+      ground_truths: U reference answers (None or "" for none).
+      extra_infos: U mappings with ``debate_id`` (any hashable), ``agent_id`` (int) and ``num_agents``
         (int; default: the number of rows of the debate).
       policy, mode, unvoted: as :func:`adapters.bridges.scoring.score_rows`.
       correctness_weight, format_weight: weights of the extra terms (default 0: pairwise only).
 
     Returns:
-      R dicts with ``score`` and its parts (``pairwise``, ``parse_ok``, ``consensus``, ``correct``); verl
+      U dicts with ``score`` and its parts (``pairwise``, ``parse_ok``, ``consensus``, ``correct``); verl
       puts ``score`` on the last response token and logs the rest.
 
     Raises:
@@ -301,16 +301,16 @@ def compute_score(
     out = []
     for r in range(n):
         answer = ground_truths[r]
-        correct = bool(answer not in (None, "") and is_correct(scored.parsed_R[r].solution, str(answer)))
-        ok = bool(scored.parse_ok_R[r])
-        pairwise = float(scored.pairwise_R[r])
+        correct = bool(answer not in (None, "") and is_correct(scored.parsed_U[r].solution, str(answer)))
+        ok = bool(scored.parse_ok_U[r])
+        pairwise = float(scored.pairwise_U[r])
         score = pairwise + correctness_weight * correct + format_weight * (float(ok) - 1.0)
         out.append(
             {
                 "score": score,
                 "pairwise": pairwise,
                 "parse_ok": float(ok),
-                "consensus": float(scored.consensus_R[r]),
+                "consensus": float(scored.consensus_U[r]),
                 "correct": float(correct),
             }
         )
