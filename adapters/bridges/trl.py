@@ -203,7 +203,7 @@ def debate_reward(
 
     reward.__name__ = reward.__qualname__ = f"debate_{kind}"
     reward.__doc__ = (
-        f"TRL reward function ``debate_{kind}``: {_DESCRIPTIONS[kind]} (policy={policy!r}, mode={mode!r}).\n\n"
+        f"TRL reward ``debate_{kind}``: {_DESCRIPTIONS[kind]} (policy={policy!r}, mode={mode!r}).\n\n"
         "Args: ``prompts``, ``completions`` and the dataset columns, as ``GRPOTrainer`` passes them.\n"
         "Returns: one float per completion, ``None`` where ``acted`` is False."
     )
