@@ -89,7 +89,9 @@ def test_advantage_reward_equals_the_kernel_per_group() -> None:
     assert logged == [("debate_kernel/raw_reward", pytest.approx(values[live].mean()))]
     with pytest.raises(ValueError, match="do not sum to zero"):
         bridge.advantage_reward(bridge.peer_vote_reward, "legos_grpo.positive_only")
-    with pytest.raises(ValueError, match="is not a preset"):
+    with pytest.raises(ValueError, match="do not sum to zero"):  # a spec with options, as score takes it
+        bridge.advantage_reward(bridge.peer_vote_reward, "default,scale=whiten")
+    with pytest.raises(ValueError, match="unknown estimator 'nope'"):
         bridge.advantage_reward(bridge.peer_vote_reward, "nope")
 
 

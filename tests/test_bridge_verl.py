@@ -162,7 +162,7 @@ def test_compute_advantages_names_a_missing_column() -> None:
 
 
 def test_bad_estimators_are_named() -> None:
-    with pytest.raises(ValueError, match="'nope' is not a preset"):
+    with pytest.raises(ValueError, match="unknown estimator 'nope'"):
         bridge.register_estimators(["nope"])
     with pytest.raises(TypeError, match="estimator must be"):
         bridge.estimator_fn(3)  # type: ignore[arg-type]

@@ -45,6 +45,7 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 
 import kernel
+from adapters.bridges._estimators import estimator_options
 from adapters.bridges.scoring import RowScores, score_rows
 from adapters.tinker.dataset import is_correct
 from kernel._parse import ParsePolicy
@@ -228,20 +229,9 @@ correct_reward = debate_reward("correct")
 """1 for a completion whose solution equals the ``answer`` column, else 0."""
 
 
-def _options(estimator: str | kernel.AdvantageOptions) -> kernel.AdvantageOptions:
-    if isinstance(estimator, kernel.AdvantageOptions):
-        options = estimator
-    elif isinstance(estimator, str):
-        if estimator not in kernel.ADVANTAGE_PRESETS:
-            raise ValueError(
-                f"estimator {estimator!r} is not a preset; known: {', '.join(kernel.ADVANTAGE_PRESETS)}"
-            )
-        options = kernel.ADVANTAGE_PRESETS[estimator]
-    else:
-        raise TypeError(
-            f"estimator must be a preset name or AdvantageOptions, got {type(estimator).__name__}"
-        )
-    if options.positive_only or options.scale == "whiten":
+def _centred_options(estimator: str | kernel.AdvantageOptions) -> dict[str, Any]:
+    options = estimator_options(estimator)
+    if options["positive_only"] or options["scale"] == "whiten":
         raise ValueError(
             "estimator's advantages do not sum to zero per group (positive_only or scale='whiten'), so TRL's "
             "group centring would change them; pick another estimator"
@@ -261,13 +251,13 @@ def advantage_reward(
 
     Args:
       reward_fn: a reward function in TRL's signature (e.g. :data:`peer_vote_reward`).
-      estimator: a preset of :data:`kernel.ADVANTAGE_PRESETS` or :class:`kernel.AdvantageOptions`.
+      estimator: a preset spec (``NAME[,key=value…]``) or :class:`kernel.AdvantageOptions`.
 
     Returns:
       The wrapped function, named ``<reward_fn>_advantage``.
 
     Raises:
-      ValueError: an unknown preset, or an estimator whose advantages do not sum to zero per group.
+      ValueError: an unknown preset or option, or an estimator whose advantages do not sum to zero per group.
       TypeError: ``estimator`` of another type.
 
     Examples:
@@ -275,7 +265,7 @@ def advantage_reward(
       >>> fn(["a", "a", "b", "b"], ["", "", "", ""])
       [0.5, -0.5, -1.25, 1.25]
     """
-    options = _options(estimator)
+    options = _centred_options(estimator)
     name = getattr(reward_fn, "__name__", "reward")
 
     def advantage(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
@@ -285,7 +275,7 @@ def advantage_reward(
         values = np.array([math.nan if r is None else float(r) for r in raw], dtype=np.float64)
         live = np.isfinite(values)
         adv = kernel.grouped_advantages(
-            np.where(live, values, 0.0), group_ids, num_groups, where=live, **dataclasses.asdict(options)
+            np.where(live, values, 0.0), group_ids, num_groups, where=live, **options
         ).advantages
         log_metric = kwargs.get("log_metric")
         if callable(log_metric) and live.any():

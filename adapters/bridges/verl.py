@@ -30,7 +30,6 @@ terms (:mod:`adapters.bridges.scoring`).
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
@@ -39,6 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 import kernel
+from adapters.bridges._estimators import estimator_options
 from adapters.bridges.scoring import score_rows
 from adapters.tinker.dataset import is_correct
 
@@ -63,22 +63,6 @@ def _require(module: str) -> Any:
         ) from err
 
 
-def _options(estimator: str | kernel.AdvantageOptions) -> kernel.AdvantageOptions:
-    if isinstance(estimator, kernel.AdvantageOptions):
-        return estimator
-    if isinstance(estimator, str):
-        return (
-            kernel.ADVANTAGE_PRESETS[estimator]
-            if estimator in kernel.ADVANTAGE_PRESETS
-            else _unknown(estimator)
-        )
-    raise TypeError(f"estimator must be a preset name or AdvantageOptions, got {type(estimator).__name__}")
-
-
-def _unknown(name: str) -> kernel.AdvantageOptions:
-    raise ValueError(f"estimator {name!r} is not a preset; known: {', '.join(kernel.ADVANTAGE_PRESETS)}")
-
-
 def _scores(token_level_rewards: Any, response_mask: Any) -> tuple[Any, npt.NDArray[np.bool_]]:
     """``(scores [B] tensor, live [B] bool)``: masked reward sums, and rows that enter group statistics."""
     if token_level_rewards.ndim != 2 or tuple(token_level_rewards.shape) != tuple(response_mask.shape):
@@ -96,7 +80,7 @@ def _advantage_tensors(
     token_level_rewards: Any,
     response_mask: Any,
     keys: Sequence[Sequence[Hashable]],
-    options: kernel.AdvantageOptions,
+    options: dict[str, Any],
     trajectory_keys: Sequence[Hashable] | None = None,
 ) -> tuple[Any, Any]:
     torch = _require("torch")
@@ -120,7 +104,7 @@ def _advantage_tensors(
         num_groups,
         where=live,
         trajectory_ids_PG=trajectory_ids,
-        **dataclasses.asdict(options),
+        **options,
     )
     adv = torch.from_numpy(np.asarray(result.advantages, dtype=values.dtype)).to(token_level_rewards.device)
     out = adv.unsqueeze(-1) * response_mask.to(token_level_rewards.dtype)
@@ -131,17 +115,17 @@ def estimator_fn(estimator: str | kernel.AdvantageOptions) -> Callable[..., tupl
     """A function with verl's advantage-estimator signature that runs ``estimator`` grouped by ``index``.
 
     Args:
-      estimator: a preset name of :data:`kernel.ADVANTAGE_PRESETS` or an :class:`kernel.AdvantageOptions`.
+      estimator: a preset spec (``NAME`` or ``NAME,key=value,…``, as ``score --estimator``) or :class:`kernel.AdvantageOptions`.
 
     Returns:
       ``fn(token_level_rewards, response_mask, index, config=None, **unused) -> (advantages, returns)``,
       both ``[B, L]`` tensors.
 
     Raises:
-      ValueError: an unknown preset name. (Called: mismatched shapes or index length.)
+      ValueError: an unknown preset or option. (Called: mismatched shapes or index length.)
       TypeError: ``estimator`` of another type.
     """
-    options = _options(estimator)
+    options = estimator_options(estimator)
 
     def debate_kernel_estimator(
         token_level_rewards: Any, response_mask: Any, index: Any = None, config: Any = None, **_unused: Any
@@ -150,7 +134,7 @@ def estimator_fn(estimator: str | kernel.AdvantageOptions) -> Callable[..., tupl
             raise ValueError("a debate_kernel estimator needs index (the uid column) to group rows")
         return _advantage_tensors(token_level_rewards, response_mask, [list(index)], options)
 
-    debate_kernel_estimator.__doc__ = f"debate-kernel grouped advantages with {options!r}, grouped by uid."
+    debate_kernel_estimator.__doc__ = f"debate-kernel grouped advantages ({estimator!r}), grouped by uid."
     return debate_kernel_estimator
 
 
@@ -170,12 +154,12 @@ def register_estimators(presets: Sequence[str] | None = None) -> tuple[str, ...]
       The registered names.
 
     Raises:
-      ValueError: an unknown preset name.
+      ValueError: an unknown preset or option.
     """
     core_algos = _require("verl.trainer.ppo.core_algos")
     names = []
     for preset in kernel.ADVANTAGE_PRESETS if presets is None else presets:
-        _options(preset)
+        estimator_options(preset)
         name = ESTIMATOR_PREFIX + preset
         fn = _REGISTERED.setdefault(name, estimator_fn(preset))
         core_algos.register_adv_est(name)(fn)
@@ -202,7 +186,7 @@ def compute_advantages(
     Args:
       data: a ``verl.DataProto`` with ``token_level_rewards`` (and ``response_mask``, or what verl
         derives it from) in ``batch`` and the key columns in ``non_tensor_batch``.
-      estimator: a preset name or :class:`kernel.AdvantageOptions`.
+      estimator: a preset spec (``NAME[,key=value…]``) or :class:`kernel.AdvantageOptions`.
       group_by_agent_id: as above.
       uid_key, agent_key, trajectory_key: column names.
 
@@ -213,7 +197,7 @@ def compute_advantages(
       KeyError: a column the chosen grouping needs is missing (the message names it).
       ValueError: an unknown preset; shapes that disagree.
     """
-    options = _options(estimator)
+    options = estimator_options(estimator)
     if "response_mask" not in data.batch.keys():
         data.batch["response_mask"] = _require("verl.trainer.ppo.ray_trainer").compute_response_mask(data)
     columns = data.non_tensor_batch
