@@ -115,7 +115,8 @@ def estimator_fn(estimator: str | kernel.AdvantageOptions) -> Callable[..., tupl
     """A function with verl's advantage-estimator signature that runs ``estimator`` grouped by ``index``.
 
     Args:
-      estimator: a preset spec (``NAME`` or ``NAME,key=value,…``, as ``score --estimator``) or :class:`kernel.AdvantageOptions`.
+      estimator: a preset spec (``NAME`` or ``NAME,key=value,…``, as ``score --estimator``) or
+        :class:`kernel.AdvantageOptions`.
 
     Returns:
       ``fn(token_level_rewards, response_mask, index, config=None, **unused) -> (advantages, returns)``,
