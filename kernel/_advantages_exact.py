@@ -141,6 +141,7 @@ def exact_core(
         constant &= live
     elif _tiny(std, constant, live):
         return None
+    final = dtype if scale in ("none", "group") and not options.positive_only else np.float64  # A's
     few = n <= ddof  # no degree of freedom left: σ = 0
     np.maximum(np.subtract(nf, ddof, out=scratch_p), 1.0, out=scratch_p)
     std /= scratch_p
@@ -172,8 +173,8 @@ def exact_core(
             factor.fill(1.0)
         if ones is not None:
             factor[ones] = 1.0 / (1.0 + eps) if scale == "group" else 1.0
-        a = seg.times(c, factor, work)
-    a = seg.store(a, dtype if scale in ("none", "group") and not options.positive_only else np.float64)
+        a = seg.times(c, factor, work, final)
+    a = seg.store(a, final)
     if scale == "batch":
         moments = _batch_moments(x.astype(np.float64, copy=False), valid, ddof)
         if moments is None:
@@ -348,9 +349,8 @@ class Scatter:
         return x if x.dtype == np.bool_ else x.astype(np.float64, copy=False)
 
     def store(self, a: FloatArray, dtype: Any) -> FloatArray:
-        """The rows of ``a`` (a layout array); float64 here (the caller rounds to ``dtype``)."""
-        del dtype
-        return a
+        """The rows of ``a`` (a layout array), rounded to ``dtype``."""
+        return a.astype(dtype, copy=False)
 
     def count(self, where: BoolArray | None) -> IntArray:
         if where is None:
@@ -372,9 +372,10 @@ class Scatter:
         c = np.take(per_group, self.h)
         return np.subtract(x, c, out=c)
 
-    def times(self, c: FloatArray, per_group: FloatArray, buffer: FloatArray) -> FloatArray:
-        """c ← c·v_g in place (``buffer``: a scratch array of c's shape)."""
-        return np.multiply(c, np.take(per_group, self.h, out=buffer, mode="clip"), out=c)
+    def times(self, c: FloatArray, per_group: FloatArray, buffer: FloatArray, dtype: Any) -> FloatArray:
+        """c·v_g rounded to ``dtype``: in place for float64 (``buffer``: a scratch array of c's shape)."""
+        out = c if dtype == np.float64 else np.empty(c.shape, dtype)
+        return np.multiply(c, np.take(per_group, self.h, out=buffer, mode="clip"), out=out)
 
 
 _CHUNK = 1 << 15  # samples per chunk of a blocks transposition: it stays in the L2 cache
@@ -431,8 +432,9 @@ class Blocks:
     def minus(self, x: FloatArray, per_group: FloatArray) -> FloatArray:
         return np.subtract(x, per_group[: self.p])
 
-    def times(self, c: FloatArray, per_group: FloatArray, buffer: FloatArray) -> FloatArray:
-        del buffer
+    def times(self, c: FloatArray, per_group: FloatArray, buffer: FloatArray, dtype: Any) -> FloatArray:
+        """c ← c·v_g in place, float64 (:meth:`store` rounds to ``dtype``)."""
+        del buffer, dtype
         return np.multiply(c, per_group[: self.p], out=c)
 
 
