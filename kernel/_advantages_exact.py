@@ -53,6 +53,7 @@ class CoreResult(NamedTuple):
 _HUGE_M2 = 2.0**960  # Σc² up to this: |c| ≤ 2^480, and every product below stays finite in float64
 _HUGE_M2_F32 = 2.0**250  # float32 output: |c| ≤ 2^125, so n/(n − 1)·c fits float32
 _ZERO_EXPONENT = -1100  # the exponent of a group whose samples are all 0: below every float64's
+_EPS_NO_MASK = 2.0**-1000  # eps at least this: 1/(σ + eps) and n/(n − 1)/(σ + eps) are finite
 _TINY_M2 = 2.0**-960  # a non-constant group's Σc² below this may have lost bits to underflow
 
 
@@ -159,12 +160,17 @@ def exact_core(
             np.divide(nf, factor, out=factor)
         if scale == "group":
             denom = np.add(std, eps, out=nf)
-            skip = denom <= 0  # not divided; nor is a constant group, so that its factor stays finite
-            skip |= few
-            skip |= constant
-            if min_std is not None:
-                skip |= std <= min_std
-            _assign(denom, skip, 1.0)
+            if not (eps >= _EPS_NO_MASK and min_std is None and ddof <= 1):
+                # Not divided: n ≤ ddof, σ ≤ min_std, σ + eps = 0; nor is a constant group, so that
+                # its factor stays finite. (Otherwise every group left undivided has n ≤ 1 or is
+                # constant, so c = 0 on its rows, or it is a raw singleton whose factor is set below;
+                # and 1/(σ + eps) is finite on every group.)
+                skip = denom <= 0
+                skip |= few
+                skip |= constant
+                if min_std is not None:
+                    skip |= std <= min_std
+                _assign(denom, skip, 1.0)
             if baseline == "leave_one_out":
                 factor /= denom
             else:
