@@ -64,3 +64,56 @@ def _fmt(x: Any) -> str:
 def emit_json(figures: dict[str, Any]) -> None:
     """Prints the single closing JSON line of a benchmark."""
     print(json.dumps(figures, sort_keys=True))
+
+
+def single_thread() -> dict[str, int | None]:
+    """Pins every contender to one thread where it can be told; returns the thread counts set.
+
+    torch gets ``set_num_threads(1)``; BLAS / OpenMP pools through ``threadpoolctl`` when it is
+    installed (numpy's own ufuncs, ``bincount`` and ``take`` are single-threaded anyway). CPU time
+    (:func:`time_cpu_rounds`) counts every thread of the process, so a contender that still runs
+    several threads gains nothing from them in the ratios.
+    """
+    counts: dict[str, int | None] = {"torch": None, "blas": None}
+    try:
+        import torch
+    except ImportError:
+        pass
+    else:
+        torch.set_num_threads(1)
+        counts["torch"] = torch.get_num_threads()
+    try:
+        import threadpoolctl
+    except ImportError:
+        pass
+    else:
+        threadpoolctl.threadpool_limits(1)
+        counts["blas"] = 1
+    return counts
+
+
+def time_cpu_rounds(
+    contenders: dict[str, Callable[[], Any]], *, rounds: int = 15, warmup: int = 1, min_time: float = 0.0
+) -> dict[str, float]:
+    """Best-of-``rounds`` CPU seconds (``time.process_time``) per call of each contender.
+
+    The contenders run in interleaved rounds (each once per round, in turn, results blocked), so a
+    change of load on a shared machine hits them alike; each contender's best round counts. A round
+    repeats a call until ``min_time`` CPU seconds have passed and divides by the calls made.
+    """
+    for fn in contenders.values():
+        for _ in range(warmup):
+            block(fn())
+    best = dict.fromkeys(contenders, float("inf"))
+    for _ in range(max(rounds, 1)):
+        for name, fn in contenders.items():
+            start = time.process_time()
+            n = 0
+            while True:
+                block(fn())
+                n += 1
+                elapsed = time.process_time() - start
+                if elapsed >= min_time:
+                    break
+            best[name] = min(best[name], elapsed / n)
+    return best

@@ -1,63 +1,65 @@
-"""Grouped advantages (GRPO, σ-normalised): numpy and jitted JAX against verl's two algorithms.
+"""Grouped advantages (GRPO, σ-normalised): ours against verl's vectorized GRPO, CPU time, 1 thread.
 
-``python -m benchmarks advantages [--quick]``. Workloads, rows group-major as the reward step emits
-them, float32 rewards, int32 group ids:
+``python -m benchmarks advantages [--quick] [--heap steady|cold|both]``. Workloads, rows group-major
+as the reward step emits them, float32 rewards, int32 group ids:
 
 - ``ragged``: 1,000,000 rows in 250,000 groups of 1 to 8 rows (mean 4);
 - ``blocks``: 65,536 groups of 16 rows (1,048,576 rows).
 
-Every contender computes verl's estimator, A = (r − μ_g)/(σ_g + 1e-6) with Bessel σ and a group of one
-giving r/(1 + 1e-6); ours and the vectorized form floor σ² at 1e-6 as verl's vectorized form does (the
-loop does not; its output is checked against ours without the floor):
+Every contender computes verl's estimator, A = (r − μ_g)/(σ_g + 1e-6), σ_g = √max(var_g, 1e-6) with
+Bessel's var_g, and a group of one giving r/(1 + 1e-6) (the loop has no variance floor):
 
-- ``numpy``: :func:`kernel.grouped_advantages` (``scale="group", singleton="raw", var_floor=1e-6``;
-  float64 inside, exact zeros on constant groups, NaN / mask handling);
-- ``jax (jit)``: :func:`kernel.jax.grouped_advantages`, same options, float32, compile time reported
-  apart;
-- ``torch vectorized``: verl's vectorized form re-written here in torch (``index_add_`` counts, sums
-  and sums of squares, variance floored at 1e-6, ``group_mean_std`` semantics), 1 thread; its int64
-  index is built outside the timer (verl's ``as_torch_index`` and group count, a cast and a max,
-  would add about 0.35 ms), while ours converts and validates its int32 ids inside;
-- ``python loop``: verl / DrMAS ``compute_grpo_outcome_advantage`` re-written here: a dict of lists per
-  index, ``torch.mean`` / ``torch.std`` per group, then a per-row update (timed on a subset of rows
-  with ``--quick``; rows/s are reported either way).
+- ``numpy``: :func:`kernel.grouped_advantages` (``scale="group", singleton="raw", var_floor=1e-6``,
+  exact arithmetic: float64 inside, exact zeros on constant groups, ids validated, NaN / mask
+  handling);
+- ``numpy preset verl_grpo_vectorized.norm`` / ``verl_grpo.norm``: our bit-exact reproductions of
+  verl's vectorized form and of its loop (:func:`kernel.advantages_from_preset`);
+- ``jax (jit)``: :func:`kernel.jax.grouped_advantages`, same options, float32, compile time apart;
+- ``torch vectorized`` (the peer, ratio 1): verl's ``compute_grpo_vectorized_outcome_advantage``
+  with its ``as_torch_index`` and ``group_mean_std``, transcribed formula for formula for 1-D scores
+  (verl is not installed here; nothing of it is imported): the int64 index built from the ids
+  (verl's integer path: a cast), the group count from ``torch.max``, counts, sums and sums of
+  squares by ``index_add_``, the floored variance, singletons set to μ = 0, σ = 1 by a mask, then
+  (s − μ[g])/(σ[g] + ε). All of it is inside the timer, as all of ours is;
+- ``python loop``: verl / DrMAS ``compute_grpo_outcome_advantage`` transcribed (a dict of lists
+  per index, ``torch.mean`` / ``torch.std`` per group, a per-row update), on a subset with
+  ``--quick``.
 
-Outputs are checked against numpy before timing (the vectorized form on groups with σ² ≥ 1e-3: below
-that its float32 Σr² − (Σr)²/n is off by percents, a documented quirk of the reference). Ratios are
-against the torch vectorized form measured in the same run. Without torch only numpy and JAX are timed.
+Outputs are checked against numpy before timing (the vectorized form on groups with σ² ≥ 1e-3:
+below that its float32 Σr² − (Σr)²/n is off by percents, a quirk of the reference; our
+``verl_grpo_vectorized.norm`` preset reproduces it, and its largest difference from the peer is
+printed).
 
-Heap state. glibc returns the top of its heap to the kernel whenever more than twice its mmap
-threshold is free, and raises that threshold to the largest mmapped block freed so far (at most
-32 MiB). A call whose temporaries exceed twice the threshold therefore page-faults all of them in
-again on every call: on the development VM about 2 µs per 4 KiB page, 12-15 ms for the 40 MB of
-float64 temporaries of a 1 M-row numpy call, more than its arithmetic. Which state a process is in
-depends on what it freed before (it used to make the first workload here run at half the speed of
-the second). A training process has long since freed large blocks, so before timing this benchmark
-allocates and frees one untouched 32 MiB block, which puts every contender in that steady state
-(torch's float32 temporaries stay under the threshold either way). ``--cold-heap`` skips this.
+Timing: CPU time of this process (``time.process_time``), so every thread a contender runs counts;
+torch is set to 1 thread. Contenders run in interleaved rounds, best round each, and ratios are
+against the peer measured in the same rounds.
 
-On the 2-core development machine (shared, so ±30 %), steady heap: numpy 85-92 M rows/s on ragged
-groups (1.0-1.05× the torch form, which runs float32 where we run float64 plus validation and NaN /
-mask / constant-group handling; three row-order bincounts bound it) and 125-139 M rows/s on blocks
-(1.55-1.75×: equal contiguous groups are reduced column by column, without gathers); JAX 93-137 M
-rows/s (1.15-1.6×); verl's loop 0.05-0.09 M rows/s. Cold heap, numpy: 40 M rows/s on ragged groups
-(0.47×), 77 M on blocks (0.96×).
+Heap state. glibc returns the top of its heap to the kernel whenever more than its trim threshold is
+free, and raises that threshold (and the mmap threshold) as large mmapped blocks are freed. In a
+fresh process the row-sized temporaries of a 1 M-row call are therefore mapped and page-faulted on
+every call; in a process that has already freed a large block (a training process) they are reused.
+``--heap steady`` (one untouched 32 MiB block allocated and freed first) measures the second state,
+``--heap cold`` the first; the default, ``both``, runs each in its own child process and prints both.
 """
 
 from __future__ import annotations
 
 import argparse
+import subprocess
+import sys
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from benchmarks._common import emit_json, print_table, time_call, time_compile
-from kernel import grouped_advantages
+from benchmarks._common import emit_json, print_table, single_thread, time_compile, time_cpu_rounds
+from kernel import advantages_from_preset, grouped_advantages
 
 EPS = 1e-6
 _STEADY_HEAP_BLOCK = (32 << 20) - (64 << 10)  # just under glibc's 32 MiB cap on its mmap threshold
+PEER = "torch vectorized (verl)"
 
 
 class Workload(NamedTuple):
@@ -100,6 +102,10 @@ def _numpy(w: Workload, var_floor: float = EPS) -> np.ndarray:
     return out.advantages
 
 
+def _preset(name: str, w: Workload) -> Callable[[], np.ndarray]:
+    return lambda: advantages_from_preset(name, w.rewards, w.group_ids, w.num_groups).advantages
+
+
 def _jax_fn(w: Workload) -> tuple[Any, tuple[Any, Any]] | None:
     try:
         import jax
@@ -116,29 +122,36 @@ def _jax_fn(w: Workload) -> tuple[Any, tuple[Any, Any]] | None:
     return jax.jit(fn), (jnp.asarray(w.rewards), jnp.asarray(w.group_ids))
 
 
-def _torch_vectorized(scores: Any, index: Any, num_groups: int) -> Any:
-    """verl's vectorized GRPO (scatter form), written for this benchmark."""
+def verl_vectorized(rewards: np.ndarray, uid: np.ndarray) -> Any:
+    """verl's vectorized GRPO on 1-D scores, transcribed for this benchmark (module docstring)."""
     import torch
 
-    ones = torch.ones_like(scores)
-    count = torch.zeros(num_groups).index_add_(0, index, ones)
-    total = torch.zeros(num_groups).index_add_(0, index, scores)
-    squares = torch.zeros(num_groups).index_add_(0, index, scores * scores)
-    safe = count.clamp_min(1.0)
-    mean = total / safe
-    var = (squares - total * total / safe) / (count - 1.0).clamp_min(1.0)
+    scores = torch.from_numpy(rewards)
+    # as_torch_index, integer labels: a cast to int64.
+    index = torch.from_numpy(np.asarray(uid).reshape(-1).astype(np.int64, copy=False))
+    # group_mean_std
+    num_groups = int(torch.max(index).item()) + 1
+    ones = torch.ones_like(scores, dtype=torch.float32)
+    count = torch.zeros(num_groups, dtype=torch.float32).index_add_(0, index, ones)
+    s1 = torch.zeros(num_groups, dtype=torch.float32).index_add_(0, index, scores)
+    s2 = torch.zeros(num_groups, dtype=torch.float32).index_add_(0, index, scores * scores)
+    mean = s1 / count.clamp_min(1.0)
+    var = (s2 - (s1 * s1) / count.clamp_min(1.0)) / (count - 1.0).clamp_min(1.0)
     std = torch.sqrt(torch.clamp(var, min=EPS))
     single = count <= 1.0
-    mean = torch.where(single, torch.zeros_like(mean), mean)
-    std = torch.where(single, torch.ones_like(std), std)
+    if torch.any(single):
+        mean = mean.clone()
+        std = std.clone()
+        mean[single] = 0.0
+        std[single] = 1.0
     return (scores - mean[index]) / (std[index] + EPS)
 
 
-def _python_loop(scores: Any, index: np.ndarray) -> Any:
+def verl_loop(rewards: np.ndarray, index: np.ndarray) -> Any:
     """verl / DrMAS per-row loop: dict of lists per index, torch.mean / torch.std per group."""
     import torch
 
-    scores = scores.clone()
+    scores = torch.from_numpy(rewards).clone()
     by_index: dict[Any, list[Any]] = defaultdict(list)
     means: dict[Any, Any] = {}
     stds: dict[Any, Any] = {}
@@ -161,12 +174,16 @@ def _subset(w: Workload, rows: int) -> Workload:
     return Workload(w.name, w.rewards[:cut], w.group_ids[:cut], int(w.group_ids[cut - 1]) + 1)
 
 
-def _check(name: str, got: Any, want: np.ndarray, tol: float, rows: np.ndarray | None = None) -> float:
-    """Max |Δ| against numpy over ``rows`` (default all); raises above ``tol``."""
+def _max_diff(got: Any, want: np.ndarray, rows: np.ndarray | None = None) -> float:
     delta = np.abs(np.asarray(got, dtype=np.float64) - want)
     if rows is not None:
         delta = delta[rows]
-    diff = float(delta.max()) if delta.size else 0.0
+    return float(delta.max()) if delta.size else 0.0
+
+
+def _check(name: str, got: Any, want: np.ndarray, tol: float, rows: np.ndarray | None = None) -> float:
+    """Max |Δ| against ``want`` over ``rows`` (default all); raises above ``tol``."""
+    diff = _max_diff(got, want, rows)
     if not diff <= tol:
         raise AssertionError(f"{name} disagrees with numpy: max |Δ| = {diff:.3g}")
     return diff
@@ -184,63 +201,64 @@ def _well_conditioned(w: Workload) -> np.ndarray:
 
 def run(w: Workload, quick: bool) -> dict[str, Any]:
     n = w.rewards.shape[0]
-    repeat = 7 if quick else 21
     want = _numpy(w).astype(np.float64)
     out: dict[str, Any] = {"rows": n, "groups": w.num_groups}
-    rows: list[list[Any]] = []
-
-    t_np = time_call(lambda: _numpy(w), repeat=repeat)
-    out["numpy_rows_per_s"] = n / t_np
-    rows.append(["numpy", n, t_np * 1e3, n / t_np / 1e6, "", ""])
-
+    contenders: dict[str, Callable[[], Any]] = {"numpy": lambda: _numpy(w)}
+    notes: dict[str, str] = {}
+    for preset in ("verl_grpo_vectorized.norm", "verl_grpo.norm"):
+        fn = _preset(preset, w)
+        _check(preset, fn(), want, 2e-3, _well_conditioned(w))
+        contenders[f"numpy preset {preset}"] = fn
     jax_fn = _jax_fn(w)
     if jax_fn is not None:
-        fn, args = jax_fn
-        out["jax_compile_s"] = time_compile(lambda: fn(*args))
-        out["jax_max_abs_diff"] = _check("jax", fn(*args), want, 1e-3)
-        t_jax = time_call(lambda: fn(*args), repeat=repeat)
-        out["jax_rows_per_s"] = n / t_jax
-        rows.append(
-            ["jax (jit)", n, t_jax * 1e3, n / t_jax / 1e6, "", f"compile {out['jax_compile_s']:.2f} s"]
+        jitted, args = jax_fn
+        out["jax_compile_s"] = time_compile(lambda: jitted(*args))
+        out["jax_max_abs_diff"] = _check("jax", jitted(*args), want, 1e-3)
+        contenders["jax (jit)"] = lambda: jitted(*args)
+        notes["jax (jit)"] = f"compile {out['jax_compile_s']:.2f} s"
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        has_torch = False
+    else:
+        has_torch = True
+    if has_torch:
+        peer = verl_vectorized(w.rewards, w.group_ids)
+        out["peer_max_abs_diff"] = _check("torch", peer, want, 2e-3, _well_conditioned(w))
+        vec_preset = contenders["numpy preset verl_grpo_vectorized.norm"]()
+        out["preset_vectorized_vs_peer_max_abs_diff"] = _max_diff(vec_preset, peer.numpy().astype(np.float64))
+        contenders[PEER] = lambda: verl_vectorized(w.rewards, w.group_ids)
+        notes[PEER] = "1 thread; ratio 1"
+        notes["numpy preset verl_grpo_vectorized.norm"] = (
+            f"max |Δ| vs peer {out['preset_vectorized_vs_peer_max_abs_diff']:.1e}"
         )
 
-    try:
-        import torch
-    except ImportError:
-        torch = None  # type: ignore[assignment]
-    if torch is not None:
-        torch.set_num_threads(1)
-        scores = torch.from_numpy(w.rewards)
-        index = torch.from_numpy(w.group_ids.astype(np.int64))
-        vec = _torch_vectorized(scores, index, w.num_groups)
-        out["torch_vectorized_max_abs_diff"] = _check("torch", vec, want, 2e-3, _well_conditioned(w))
-        t_vec = time_call(lambda: _torch_vectorized(scores, index, w.num_groups), repeat=repeat)
-        out["torch_vectorized_rows_per_s"] = n / t_vec
+    seconds = time_cpu_rounds(contenders, rounds=7 if quick else 21)
+    rows: list[list[Any]] = []
+    for name, s in seconds.items():
+        ratio = seconds[PEER] / s if PEER in seconds else float("nan")
+        rows.append([name, n, s * 1e3, n / s / 1e6, f"{ratio:.2f}", notes.get(name, "")])
+        key = name.replace(" ", "_").replace("(", "").replace(")", "")
+        out[f"{key}_rows_per_s"] = n / s
+        if PEER in seconds:
+            out[f"{key}_vs_peer"] = ratio
 
+    if has_torch:
         loop_w = _subset(w, 20_000) if quick else w
-        loop_scores = torch.from_numpy(loop_w.rewards)
-        start = time.perf_counter()
-        loop_out = _python_loop(loop_scores, loop_w.group_ids)
-        t_loop = time.perf_counter() - start
+        start = time.process_time()  # one run: it takes seconds
+        loop_out = verl_loop(loop_w.rewards, loop_w.group_ids)
+        loop_s = time.process_time() - start
         _check("python loop", loop_out, _numpy(loop_w, var_floor=0.0), 2e-3)
-        out["python_loop_rows"] = int(loop_w.rewards.shape[0])
-        out["python_loop_rows_per_s"] = loop_w.rewards.shape[0] / t_loop
-
-        rows.append(["torch vectorized", n, t_vec * 1e3, n / t_vec / 1e6, "1.00", "1 thread"])
-        loop_rate = out["python_loop_rows_per_s"]
-        note = f"on {out['python_loop_rows']:,} rows" if quick else ""
-        rows.append(["python loop", loop_w.rewards.shape[0], t_loop * 1e3, loop_rate / 1e6, "", note])
-        for row in rows:
-            rate = row[3] * 1e6
-            row[4] = f"{rate / out['torch_vectorized_rows_per_s']:.2f}"
-        out["numpy_vs_torch_vectorized"] = out["numpy_rows_per_s"] / out["torch_vectorized_rows_per_s"]
-        out["numpy_vs_python_loop"] = out["numpy_rows_per_s"] / loop_rate
-        if "jax_rows_per_s" in out:
-            out["jax_vs_torch_vectorized"] = out["jax_rows_per_s"] / out["torch_vectorized_rows_per_s"]
-            out["jax_vs_python_loop"] = out["jax_rows_per_s"] / loop_rate
+        loop_rows = loop_w.rewards.shape[0]
+        rate = loop_rows / loop_s
+        out["python_loop_rows"] = loop_rows
+        out["python_loop_rows_per_s"] = rate
+        note = f"on {loop_rows:,} rows" if quick else ""
+        ratio = rate * seconds[PEER] / n
+        rows.append(["verl python loop", loop_rows, loop_s * 1e3, rate / 1e6, f"{ratio:.3f}", note])
     print_table(
-        f"{w.name}: {n:,} rows in {w.num_groups:,} groups",
-        ["contender", "rows", "ms", "M rows/s", "× torch vec", "note"],
+        f"{w.name}: {n:,} rows in {w.num_groups:,} groups (CPU ms per call, best of interleaved rounds)",
+        ["contender", "rows", "CPU ms", "M rows/s", "× peer", "note"],
         rows,
     )
     return out
@@ -254,19 +272,35 @@ def _steady_heap() -> None:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks advantages")
-    parser.add_argument("--quick", action="store_true", help="fewer repeats; the Python loop on 20 k rows")
+    parser.add_argument("--quick", action="store_true", help="fewer rounds; the Python loop on 20 k rows")
     parser.add_argument(
-        "--cold-heap", action="store_true", help="leave the allocator as this process found it (docstring)"
+        "--heap",
+        choices=("steady", "cold", "both"),
+        default="both",
+        help="allocator state (module docstring); both: each in a child process",
     )
+    parser.add_argument("--cold-heap", action="store_true", help="same as --heap cold")
     args = parser.parse_args(argv)
-    if not args.cold_heap:
+    heap = "cold" if args.cold_heap else args.heap
+    if heap == "both":
+        for state in ("steady", "cold"):
+            print(f"\n=== heap: {state} ===", flush=True)
+            command = [sys.executable, "-m", "benchmarks", "advantages", "--heap", state]
+            rc = subprocess.run([*command, *(["--quick"] if args.quick else [])], check=False).returncode
+            if rc:
+                return rc
+        return 0
+    if heap == "steady":
         _steady_heap()
+    threads = single_thread()
     rng = np.random.default_rng(0)
     workloads = [_ragged(rng, 1_000_000, 250_000), _blocks(rng, 65_536, 16)]
     figures: dict[str, Any] = {
         "benchmark": "advantages",
         "quick": args.quick,
-        "steady_heap": not args.cold_heap,
+        "heap": heap,
+        "timer": "process_time",
+        "threads": threads,
     }
     for w in workloads:
         for key, value in run(w, args.quick).items():

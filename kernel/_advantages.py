@@ -92,7 +92,7 @@ from typing import Any, Literal, NamedTuple, TypeAlias, get_args
 import numpy as np
 import numpy.typing as npt
 
-from kernel._advantages_exact import Scatter, Segments, exact_core, rescaled_core, segments
+from kernel._advantages_exact import Blocks, Scatter, Segments, exact_core, rescaled_core, segments
 from kernel._advantages_reference import reference_core
 from kernel._checks import as_bool_array, as_float_array, as_int_array, check_group_ids, check_same_length
 from kernel._groups import check_nonnegative, check_num_groups, dense_group_ids
@@ -383,9 +383,10 @@ def _estimate(
     """:func:`grouped_advantages` with its options as one validated value."""
     num_groups = check_num_groups(num_groups)
     r = as_float_array(rewards_PG, "rewards_PG")
-    g = as_int_array(group_ids_PG, "group_ids_PG")
+    g = group_ids_PG
+    if not (isinstance(g, np.ndarray) and g.dtype == np.int32 and g.ndim == 1):  # int32: kept, below
+        g = as_int_array(group_ids_PG, "group_ids_PG")
     check_same_length(rewards_PG=r, group_ids_PG=g)
-    check_group_ids(g, num_groups, "group_ids_PG")
     w = None if where is None else as_bool_array(where, "where")
     if w is not None:
         check_same_length(rewards_PG=r, where=w)
@@ -398,9 +399,13 @@ def _estimate(
     # arithmetic picks its group reductions first: their row counts tell whether padding is present.
     valid: BoolArray | None = None
     num_excluded = num_nonfinite = 0
-    seg: Segments | None = None
-    if exact and t is None:
-        seg = segments(g, num_groups)
+    seg: Segments | None = segments(g, num_groups) if exact and t is None else None
+    if not isinstance(seg, Blocks):  # blocks hold every id in [0, num_groups) by construction
+        check_group_ids(g, num_groups, "group_ids_PG")
+        if g.dtype != np.int64:  # one cast, not one per np.bincount / np.take
+            g = g.astype(np.int64)
+            seg = None if seg is None else Scatter(g, num_groups + 1)
+    if seg is not None:
         all_live = seg.padding_rows() == 0
     else:
         all_live = g.size == 0 or int(g.max()) < num_groups
@@ -417,15 +422,19 @@ def _estimate(
         dtype = np.float64 if options.arithmetic == "python" else np.float32
     work = np.float64 if exact else dtype
 
-    def samples() -> tuple[FloatArray, IntArray, BoolArray | None, IntArray | None]:
-        values: FloatArray = (r if valid is None else np.where(valid, r, 0.0)).astype(work, copy=False)
+    def samples(
+        convert: bool = True,
+    ) -> tuple[FloatArray, IntArray, BoolArray | None, IntArray | None]:
+        values: FloatArray = r if valid is None else np.where(valid, r, 0.0)
+        if convert or t is not None:  # else exact_core converts (or transposes) them itself
+            values = values.astype(work, copy=False)
         if t is None:
             return values, g, valid, None
         every = np.ones(r.shape[0], bool) if valid is None else valid
         sample_of_row, values, h = _trajectory_samples(values, g, t, every, num_groups, options.arithmetic)
         return values, h, h < num_groups, sample_of_row
 
-    values, h, sample_valid, sample_of_row = samples()
+    values, h, sample_valid, sample_of_row = samples(convert=not exact)
     if not exact:
         core = reference_core(values, sample_valid, h, num_groups, options)
     else:

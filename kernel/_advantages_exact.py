@@ -5,8 +5,8 @@ output dtype. A constant group's mean is its value exactly, so its deviations, �
 exactly 0. Two implementations of the same formulas, equal bit for bit wherever both apply
 (``tests/test_advantages.py`` compares them at every size):
 
-* :func:`exact_core`, the fast path: in-place buffers, a blocks layout without gathers, constant
-  groups found from Σc² = 0 for float32 samples. It declines (returns None) when a group's squared
+* :func:`exact_core`, the fast path: in-place buffers, a transposed blocks layout without gathers,
+  constant groups found from Σc² = 0 for float32 samples. It declines (returns None) when a group's squared
   deviations could overflow or underflow float64, or its advantages the output dtype.
 * :func:`rescaled_core`, the path for extreme magnitudes: every group is first scaled by a power of
   two, 2^−e_g with e_g the exponent of its largest |r|, so that its samples lie in (−1, 1); the
@@ -53,6 +53,7 @@ class CoreResult(NamedTuple):
 _HUGE_M2 = 2.0**960  # Σc² up to this: |c| ≤ 2^480, and every product below stays finite in float64
 _HUGE_M2_F32 = 2.0**250  # float32 output: |c| ≤ 2^125, so n/(n − 1)·c fits float32
 _ZERO_EXPONENT = -1100  # the exponent of a group whose samples are all 0: below every float64's
+_EPS_NO_MASK = 2.0**-1000  # eps at least this: 1/(σ + eps) and n/(n − 1)/(σ + eps) are finite
 _TINY_M2 = 2.0**-960  # a non-constant group's Σc² below this may have lost bits to underflow
 
 
@@ -91,22 +92,32 @@ def exact_core(
     not underflow. So Σ(x − μ_g)² = 0 exactly when the group is constant. Other samples (float64
     rewards, trajectory means) compare the group's max and min, and take the max as μ_g.
 
-    Memory: each new buffer costs page faults, so there are two row-sized float64 buffers (x, reused
-    for c² and factor_g when it is ours, and c, which becomes A) and a few group-sized ones, each
-    reused in place.
+    ``x`` may be float32 or float64: ``seg.load`` brings it to float64 in the layout of the
+    reductions (rows for :class:`Scatter`, transposed ``[k, p]`` for :class:`Blocks`), and
+    ``seg.store`` brings the advantages back to rows (rounded to ``dtype`` where nothing follows).
+
+    Memory: each new buffer costs page faults, so there are two sample-sized float64 buffers (the
+    loaded samples, reused for c² and factor_g when they are ours, and c, which becomes A) and a
+    few group-sized ones, each reused in place.
     """
     baseline, scale, ddof, eps = options.baseline, options.scale, options.ddof, options.eps
     var_floor, min_std = options.var_floor, options.min_std
     limit = _HUGE_M2_F32 if dtype == np.float32 else _HUGE_M2
-    n = seg.count(valid)  # no padding sample is valid, so n[p] = 0
+    float32_samples = x.shape[0] < 2**29 and (narrow or _all_float32(x))
+    y = seg.load(x)  # float64 samples in the layout of the reductions
+    reuse = (scratch or y is not x) and not (scale == "batch" and y is x)  # y may be overwritten
+    where = None if valid is None else seg.load(valid)
+    n = seg.count(where)  # no padding sample is valid, so n[p] = 0
+    live = n > 0
     nf = n.astype(np.float64)  # float counts: mixed int/float ufuncs go through a slow casting loop
     scratch_p = np.maximum(nf, 1.0)
-    mean = seg.sum(x)  # excluded x are 0; an empty group's mean stays 0
+    mean = seg.sum(y)  # excluded samples are 0; an empty group's mean stays 0
     mean /= scratch_p
     constant: BoolArray | None = None
-    if not (x.shape[0] < 2**29 and (narrow or _all_float32(x))):
-        hi, lo = seg.extremes(x, valid)
-        constant = (hi == lo) & (n > 0)
+    if not float32_samples:
+        hi, lo = seg.extremes(y, where)
+        constant = hi == lo
+        constant &= live
         _assign(mean, constant, hi)  # a constant group's mean is its value, exactly
         del hi, lo
     check_singletons(options.singleton, n[:p])
@@ -114,23 +125,24 @@ def exact_core(
     if ones is not None:  # verl: μ := 0 for a group of one (the reported mean stays its value)
         kept = mean[ones]
         mean[ones] = 0.0
-        c = seg.minus(x, mean)
+        c = seg.minus(y, mean)
         mean[ones] = kept
     else:
-        c = seg.minus(x, mean)
-    if valid is not None:
-        np.copyto(c, 0.0, where=~valid)
-    work = np.multiply(c, c, out=x if scratch and scale != "batch" else None)
+        c = seg.minus(y, mean)
+    if where is not None:
+        np.copyto(c, 0.0, where=~where)
+    work = np.multiply(c, c, out=y if reuse else None)
     std = seg.sum(work)  # Σc², σ below
-    if constant is None:
-        constant = std == 0
-        constant &= n > 0
-        if ones is not None:
-            constant[ones] = True
-    if not _moderate(std, constant, n, limit):
+    if not float(std.max(initial=0.0)) <= limit:  # also false for NaN
         return None
     if ones is not None:
-        std[ones] = 0.0  # the other constant groups have Σc² = 0 exactly already
+        std[ones] = 0.0  # a group of one is constant; the others have Σc² = 0 exactly already
+    if constant is None:
+        constant = std == 0
+        constant &= live
+    elif _tiny(std, constant, live):
+        return None
+    final = dtype if scale in ("none", "group") and not options.positive_only else np.float64  # A's
     few = n <= ddof  # no degree of freedom left: σ = 0
     np.maximum(np.subtract(nf, ddof, out=scratch_p), 1.0, out=scratch_p)
     std /= scratch_p
@@ -148,12 +160,17 @@ def exact_core(
             np.divide(nf, factor, out=factor)
         if scale == "group":
             denom = np.add(std, eps, out=nf)
-            skip = denom <= 0  # not divided; nor is a constant group, so that its factor stays finite
-            skip |= few
-            skip |= constant
-            if min_std is not None:
-                skip |= std <= min_std
-            _assign(denom, skip, 1.0)
+            if not (eps >= _EPS_NO_MASK and min_std is None and ddof <= 1):
+                # Not divided: n ≤ ddof, σ ≤ min_std, σ + eps = 0; nor is a constant group, so that
+                # its factor stays finite. (Otherwise every group left undivided has n ≤ 1 or is
+                # constant, so c = 0 on its rows, or it is a raw singleton whose factor is set below;
+                # and 1/(σ + eps) is finite on every group.)
+                skip = denom <= 0
+                skip |= few
+                skip |= constant
+                if min_std is not None:
+                    skip |= std <= min_std
+                _assign(denom, skip, 1.0)
             if baseline == "leave_one_out":
                 factor /= denom
             else:
@@ -162,9 +179,10 @@ def exact_core(
             factor.fill(1.0)
         if ones is not None:
             factor[ones] = 1.0 / (1.0 + eps) if scale == "group" else 1.0
-        a = seg.times(c, factor, work)
+        a = seg.times(c, factor, work, final)
+    a = seg.store(a, final)
     if scale == "batch":
-        moments = _batch_moments(x, valid, ddof)
+        moments = _batch_moments(x.astype(np.float64, copy=False), valid, ddof)
         if moments is None:
             return None
         sd = moments[1]
@@ -316,10 +334,11 @@ def _all_float32(x: FloatArray) -> bool:
 
 
 class Scatter:
-    """Group reductions for any layout of the group ids ``h`` (in ``[0, size)``): ``np.bincount``
-    sums, which add each group's samples in row order starting from 0.0, and ``np.take`` gathers."""
+    """Group reductions for any layout of the group ids ``h`` (in ``[0, size)``): samples stay in
+    row order, ``np.bincount`` sums (each group's samples added in row order from 0.0) and
+    ``np.take`` gathers."""
 
-    def __init__(self, h: IntArray, size: int) -> None:
+    def __init__(self, h: npt.NDArray[np.integer[Any]], size: int) -> None:
         self.h, self.size = h, size
         self._counts: IntArray | None = None
 
@@ -330,6 +349,14 @@ class Scatter:
         if self._counts is None:
             self._counts = np.bincount(self.h, minlength=self.size)
         return self._counts
+
+    def load(self, x: npt.NDArray[Any]) -> npt.NDArray[Any]:
+        """Rows ``x`` in this layout: float64 values (a copy only for float32), masks as they are."""
+        return x if x.dtype == np.bool_ else x.astype(np.float64, copy=False)
+
+    def store(self, a: FloatArray, dtype: Any) -> FloatArray:
+        """The rows of ``a`` (a layout array), rounded to ``dtype``."""
+        return a.astype(dtype, copy=False)
 
     def count(self, where: BoolArray | None) -> IntArray:
         if where is None:
@@ -351,89 +378,102 @@ class Scatter:
         c = np.take(per_group, self.h)
         return np.subtract(x, c, out=c)
 
-    def times(self, c: FloatArray, per_group: FloatArray, buffer: FloatArray) -> FloatArray:
-        """c ← c·v_g in place (``buffer``: a row-sized scratch array)."""
-        return np.multiply(c, np.take(per_group, self.h, out=buffer, mode="clip"), out=c)
+    def times(self, c: FloatArray, per_group: FloatArray, buffer: FloatArray, dtype: Any) -> FloatArray:
+        """c·v_g rounded to ``dtype``: in place for float64 (``buffer``: a scratch array of c's shape)."""
+        out = c if dtype == np.float64 else np.empty(c.shape, dtype)
+        return np.multiply(c, np.take(per_group, self.h, out=buffer, mode="clip"), out=out)
+
+
+_CHUNK = 1 << 15  # samples per chunk of a blocks transposition: it stays in the L2 cache
 
 
 class Blocks:
     """The same reductions when group g is rows g·k … g·k + k − 1 for every g < p (equal contiguous
-    blocks, the usual GRPO layout): sums added column by column (the same row order, from 0.0, so
-    bit for bit those of :class:`Scatter`), and broadcasting instead of gathers."""
+    blocks, the usual GRPO layout). Samples are held transposed, ``[k, p]``: member j of every
+    group in one contiguous row, so a group sum is k whole-row additions (the same row order from
+    0.0, bit for bit those of :class:`Scatter`) and a per-group value broadcasts without gathers.
+    The transpositions in and out run chunk by chunk."""
 
     def __init__(self, p: int, k: int) -> None:
         self.p, self.k = p, k
-
-    def _rows(self, x: npt.NDArray[Any]) -> npt.NDArray[Any]:
-        return x.reshape(self.p, self.k)
+        self._step = max(1, _CHUNK // k)
 
     def padding_rows(self) -> int:
         return 0
 
+    def load(self, x: npt.NDArray[Any]) -> npt.NDArray[Any]:
+        """Rows ``x`` transposed to ``[k, p]``: float64 values, or a mask."""
+        out: npt.NDArray[Any] = np.empty((self.k, self.p), np.bool_ if x.dtype == np.bool_ else np.float64)
+        rows = x.reshape(self.p, self.k)
+        for i in range(0, self.p, self._step):
+            out[:, i : i + self._step] = rows[i : i + self._step].T
+        return out
+
+    def store(self, a: FloatArray, dtype: Any) -> FloatArray:
+        """The rows of ``a`` (``[k, p]``), rounded to ``dtype``."""
+        out = np.empty((self.p, self.k), dtype)
+        for i in range(0, self.p, self._step):
+            out[i : i + self._step] = a[:, i : i + self._step].T
+        return out.reshape(-1)
+
     def count(self, where: BoolArray | None) -> IntArray:
         n = np.zeros(self.p + 1, np.int64)
-        n[: self.p] = self.k if where is None else np.count_nonzero(self._rows(where), axis=1)
+        n[: self.p] = self.k if where is None else np.count_nonzero(where, axis=0)
         return n
 
     def sum(self, x: FloatArray) -> FloatArray:
         out = np.zeros(self.p + 1, np.float64)
         total = out[: self.p]
-        for column in self._rows(x).T:
-            total += column
+        for member in x:
+            total += member
         return out
 
     def extremes(self, x: FloatArray, where: BoolArray | None) -> tuple[FloatArray, FloatArray]:
-        rows, mask = self._rows(x), None if where is None else self._rows(where)
         hi = np.full(self.p + 1, -np.inf, np.float64)
         lo = np.full(self.p + 1, np.inf, np.float64)
-        np.max(rows, axis=1, initial=-np.inf, where=True if mask is None else mask, out=hi[: self.p])
-        np.min(rows, axis=1, initial=np.inf, where=True if mask is None else mask, out=lo[: self.p])
+        np.max(x, axis=0, initial=-np.inf, where=True if where is None else where, out=hi[: self.p])
+        np.min(x, axis=0, initial=np.inf, where=True if where is None else where, out=lo[: self.p])
         return hi, lo
 
     def minus(self, x: FloatArray, per_group: FloatArray) -> FloatArray:
-        c = np.repeat(per_group[: self.p], self.k)  # faster than broadcasting over rows of k
-        return np.subtract(x, c, out=c)
+        return np.subtract(x, per_group[: self.p])
 
-    def times(self, c: FloatArray, per_group: FloatArray, buffer: FloatArray) -> FloatArray:
-        del buffer
-        return np.multiply(c, np.repeat(per_group[: self.p], self.k), out=c)
+    def times(self, c: FloatArray, per_group: FloatArray, buffer: FloatArray, dtype: Any) -> FloatArray:
+        """c ← c·v_g in place, float64 (:meth:`store` rounds to ``dtype``)."""
+        del buffer, dtype
+        return np.multiply(c, per_group[: self.p], out=c)
 
 
 Segments: TypeAlias = Scatter | Blocks
-_MAX_BLOCK = 64  # longer blocks: a Python loop over columns would cost more than np.bincount
+_MAX_BLOCK = 64  # longer blocks (fewer groups): k whole-row additions cost more than np.bincount
 
 
-def segments(h: IntArray, p: int) -> Segments:
+def segments(h: npt.NDArray[np.integer[Any]], p: int) -> Segments:
     """:class:`Blocks` when the ids ``h`` are 0 … 0, 1 … 1, …, p − 1 … p − 1 in runs of an equal
-    length k ≤ 64, else :class:`Scatter`. (Non-decreasing ids whose block i starts and ends with i
-    are i throughout block i.)"""
+    length k ≤ 64, else :class:`Scatter` (for ids checked to lie in ``[0, p]``; int64 ids spare
+    ``np.bincount`` and ``np.take`` a cast per call)."""
     n = h.shape[0]
     k = n // p if p else 0
-    if 1 <= k <= _MAX_BLOCK and n == k * p and h[k * (p // 2)] == p // 2 and h[-1] == p - 1:
-        ids = np.arange(p)
-        if (
-            np.array_equal(h[::k], ids)
-            and np.array_equal(h[k - 1 :: k], ids)
-            and bool(np.all(h[1:] >= h[:-1]))
-        ):
+    if 1 <= k <= _MAX_BLOCK and n == k * p and h[0] == 0 and h[-1] == p - 1 and h[k * (p // 2)] == p // 2:
+        if bool((h.reshape(p, k) == np.arange(p, dtype=h.dtype)[:, None]).all()):
             return Blocks(p, k)
     return Scatter(h, p + 1)
 
 
-def _moderate(m2: FloatArray, constant: BoolArray, n: IntArray, limit: float) -> bool:
-    """Whether every group's Σc² is in the range where the fast path cannot over- or underflow."""
-    if not float(m2.max(initial=0.0)) <= limit:  # also false for NaN
-        return False
+def _tiny(m2: FloatArray, constant: BoolArray, live: BoolArray) -> bool:
+    """Whether a non-constant group's Σc² is so small that squares may have underflowed (float64
+    samples only: a non-constant group of float32 values has a deviation of at least 2⁻¹⁵⁰, and
+    every nonzero deviation is at least 2⁻²⁰¹, so no square of theirs underflows)."""
     tiny = m2 < _TINY_M2
     tiny &= ~constant
-    tiny &= n > 0
-    return not bool(tiny.any())
+    tiny &= live
+    return bool(tiny.any())
 
 
 def _batch_moments(x: FloatArray, included: BoolArray | None, ddof: int) -> tuple[float, float] | None:
     """Two-pass mean and σ (ddof) of the included samples (None: all); σ = 0 when they are all equal.
 
-    None when Σc² is outside the range where it is exact to rounding (see :func:`_moderate`)."""
+    None when Σc² is outside the range where it is exact to rounding (the limits of :func:`exact_core`)."""
     moments = _moments(x if included is None else x[included], ddof)
     return (
         None

@@ -633,6 +633,59 @@ def test_blocks_layout_is_detected_and_matches_the_scatter_path() -> None:
         assert np.all(blocks.advantages[4:8] == 0.0)
 
 
+@st.composite
+def _blocks_case(draw: st.DrawFn) -> Any:
+    """Equal contiguous blocks (the blocks path), masks and non-finite values on ignored rows
+    included, float32 or float64 rewards, int32 or int64 ids."""
+    size = draw(st.integers(1, 9))
+    dtype = draw(st.sampled_from([np.float32, np.float64]))
+    case = draw(
+        grouped_rewards(
+            min_size=size, max_size=size, masks=None, nan=True, shuffled=False, dtype=dtype, max_groups=7
+        )
+    )
+    if draw(st.booleans()):
+        case = case._replace(group_ids=case.group_ids.astype(np.int64))
+    return case
+
+
+@given(
+    case=_blocks_case(),
+    name=st.sampled_from([*sorted(_FAST_PATH_OPTIONS), "batch", "whiten"]),
+    chunk=st.sampled_from([1, 2, 5, 1 << 15]),
+)
+def test_blocks_path_in_any_chunks_equals_the_plain_and_scatter_paths(
+    case: Any, name: str, chunk: int
+) -> None:
+    """The blocks layout transposed in chunks of any size (down to one group per chunk) gives the
+    plain formulation's values, and the scatter path's bits for the batch statistics too."""
+    options = {"batch": {"scale": "batch"}, "whiten": {"scale": "whiten"}}.get(name) or _FAST_PATH_OPTIONS[
+        name
+    ]
+    r, ids, p, w = case.rewards, case.group_ids, case.num_groups, case.where
+    assert isinstance(segments(ids, p), Blocks)
+    with mock.patch.object(kernel._advantages_exact, "_CHUNK", chunk):
+        out = grouped_advantages(r, ids, p, where=w, **options)
+    # One padding row sends the same problem down the scatter path.
+    padded = grouped_advantages(
+        np.append(r, r.dtype.type(7.0)),
+        np.append(ids, p),
+        p,
+        where=None if w is None else np.append(w, True),
+        **options,
+    )
+    fields = ("advantages", "group_mean", "group_std", "group_count", "group_constant")
+    for field in fields:
+        got, want = getattr(out, field), getattr(padded, field)
+        want = want[:-1] if field == "advantages" else want
+        assert got.dtype == want.dtype, field
+        np.testing.assert_array_equal(got, want, err_msg=field)
+    if name in _FAST_PATH_OPTIONS:
+        plain = _plain_exact(r, ids, p, w, **options)
+        for field, expected in zip(fields, plain, strict=True):
+            np.testing.assert_array_equal(getattr(out, field), expected, err_msg=field)
+
+
 def test_constant_detection_without_float32_values() -> None:
     # Float64 values that are not float32 take max = min: a sum of 1/3s is inexact, and squared
     # deviations of 1e-170 underflow to 0 although the group is not constant.
