@@ -298,12 +298,12 @@ def _public_datum(model_input: tinker.ModelInput, inputs: dict[str, npt.NDArray[
 _WIRE_DTYPES = {np.dtype(np.int64): "int64", np.dtype(np.float32): "float32"}
 
 
-_SHARED_INT_BITS = 18  # token ids below 2**18 (every current vocabulary) share one int object per value
+_SHARED_INT_BITS = 18  # ids below 2**18 = 262 144 share one int object per value (tables: ≤ 2**19 ints)
 
 
 @functools.cache
 def _shared_ints(bits: int) -> npt.NDArray[np.object_]:
-    """The Python ints ``0 … 2**bits - 1`` as an object array, made once."""
+    """The Python ints ``0 … 2**bits - 1`` as an object array, made once per ``bits``."""
     return np.arange(2**bits).astype(object)
 
 
