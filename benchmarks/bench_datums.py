@@ -5,30 +5,40 @@
 - ``debate``: 144 trajectories (one agent of one debate each), 3 turns, every turn re-rendered from
   scratch (a shared system + question prefix, then a growing transcript): ~3 k observation + ~2 k action
   tokens per trajectory, one datum per turn (432 datums, ~0.7 M positions).
-- ``large``: 640 trajectories × 4 re-rendered turns, ~8 k tokens each (~5 M positions).
+- ``large``: 640 trajectories × 4 re-rendered turns, ~4 k observation + ~4 k action tokens each.
 - ``chat``: 144 trajectories × 8 turns where every observation extends the previous turn (one datum per
   trajectory): the prefix-merge path.
 
 Rows: the copy floor (``np.copyto`` of output-sized arrays: two int64, two float32, one bool per
 position); ``build_datums`` alone (packed arrays in, packed datums out); ``+ tinker.Datum`` (the same
-then :func:`adapters.tinker.convert.datums_to_tinker`); ``from SDK samples`` (ModelInput prompts and
+then :func:`adapters.tinker.convert.datums_to_tinker` with ``copy=False``, the batch being ours alone);
+``from SDK samples`` (:func:`adapters.tinker.convert.build_tinker_datums`: ModelInput prompts and
 SampledSequences in, ``tinker.Datum`` out, as the peer); and the peer, tinker-cookbook's
-``trajectory_to_data`` over every trajectory, measured in the same run. Without tinker-cookbook a
-pure-Python re-implementation of the same algorithm stands in (labelled so). Outputs are checked equal
-to the peer's before timing.
+``trajectory_to_data`` over every trajectory, measured in the same run. The peer's own input type,
+tinker-cookbook ``Trajectory`` objects over the same ModelInput prompts and sampled tokens, is built
+outside its timer, as the packed ``Trajectories`` are for the kernel rows; the ``from SDK samples`` row
+starts from the same SDK objects as the peer. Without tinker-cookbook a pure-Python re-implementation of
+the same algorithm stands in (labelled so). Outputs are checked equal to the peer's before timing.
+
+Peak memory (``peak MiB``) is tracemalloc's peak while one call runs, its result included, measured
+apart from the timed calls, plus the result's buffers that torch owns (tracemalloc does not see torch's
+allocator). The table of shared token ints that the conversion makes once per process is made by the
+checks before, so it is not counted.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import tracemalloc
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
 import tinker
 from tinker import types
 
-from adapters.tinker.convert import datums_to_tinker, trajectories_from_samples
+from adapters.tinker.convert import build_tinker_datums, datums_to_tinker
 from benchmarks._common import emit_json, print_table, time_call
 from kernel import DatumBatch, Trajectories, build_datums
 
@@ -201,6 +211,35 @@ def copy_floor(batch: DatumBatch) -> Any:
     return run
 
 
+def _foreign_bytes(data: list[tinker.Datum]) -> int:
+    """Bytes of the loss-input buffers that no numpy array owns (torch's), each buffer once."""
+    seen: dict[int, int] = {}
+    for datum in data:
+        for tensor in datum.loss_fn_inputs.values():
+            array: Any = tensor.to_numpy()
+            while isinstance(array.base, np.ndarray):
+                array = array.base
+            if array.base is not None:  # a numpy view of a foreign buffer
+                seen[id(array.base)] = array.nbytes
+    return sum(seen.values())
+
+
+def peak_bytes(fn: Callable[[], list[tinker.Datum]]) -> int:
+    """Peak heap while ``fn`` runs once, its result included; measured apart from the timed calls.
+
+    tracemalloc sees Python objects and numpy buffers but not torch's allocator, so the buffers of the
+    result that torch owns are added (the torch temporaries the peer frees along the way are not).
+    """
+    gc.collect()
+    tracemalloc.start()
+    try:
+        out = fn()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    return peak + _foreign_bytes(out)
+
+
 def bench(w: Workload, peer_name: str, peer: Any, repeat: int) -> tuple[list[list[Any]], dict[str, float]]:
     t = w.trajectories
     batch = build_datums(t).datums
@@ -211,8 +250,10 @@ def bench(w: Workload, peer_name: str, peer: Any, repeat: int) -> tuple[list[lis
     check_equal(datums_to_tinker(batch), peer_out)
 
     def from_samples() -> list[tinker.Datum]:
-        chunked = trajectories_from_samples(w.samples_B, t.advantages_B)
-        return datums_to_tinker(build_datums(chunked.trajectories).datums, chunks=chunked.chunks)
+        return build_tinker_datums(w.samples_B, t.advantages_B)[0]
+
+    def kernel_tinker() -> list[tinker.Datum]:
+        return datums_to_tinker(build_datums(t).datums, copy=False)  # the batch is ours alone
 
     check_equal(from_samples(), peer_out)
     # Keep the cyclic GC from traversing the benchmark's own inputs (millions of list items) during
@@ -222,9 +263,7 @@ def bench(w: Workload, peer_name: str, peer: Any, repeat: int) -> tuple[list[lis
     times = {
         "copy": time_call(copy_floor(batch), repeat=repeat, min_time=0.05),
         "kernel": time_call(lambda: build_datums(t), repeat=repeat, min_time=0.05),
-        "kernel+tinker": time_call(
-            lambda: datums_to_tinker(build_datums(t).datums), repeat=repeat, min_time=0.05
-        ),
+        "kernel+tinker": time_call(kernel_tinker, repeat=repeat, min_time=0.05),
         "samples->tinker": time_call(from_samples, repeat=repeat, min_time=0.05),
         "peer": time_call(lambda: run_peer(prepared), repeat=max(1, repeat // 2), warmup=0),
     }
@@ -251,6 +290,20 @@ def bench(w: Workload, peer_name: str, peer: Any, repeat: int) -> tuple[list[lis
         figures[f"{w.name}.{k}.vs_peer"] = round(times["peer"] / times[k], 1)
         figures[f"{w.name}.{k}.vs_copy"] = round(times[k] / times["copy"], 2)
     gc.unfreeze()
+    calls: dict[str, Callable[[], Any]] = {
+        "kernel+tinker": kernel_tinker,
+        "samples->tinker": from_samples,
+        "peer": lambda: run_peer(prepared),
+    }
+    peaks = {k: peak_bytes(fn) for k, fn in calls.items()}
+    for row, key in zip(rows, times, strict=True):
+        peak, peer_peak = peaks.get(key), peaks["peer"]
+        if peak is None:
+            row += ["", ""]
+            continue
+        row += [f"{peak / 2**20:.0f}", f"{peak / peer_peak:.2f}x"]
+        figures[f"{w.name}.{key}.peak_mib"] = round(peak / 2**20, 1)
+        figures[f"{w.name}.{key}.peak_vs_peer"] = round(peak / peer_peak, 2)
     figures[f"{w.name}.tokens"] = tokens
     figures[f"{w.name}.datums"] = batch.num_datums
     return rows, figures
@@ -264,7 +317,7 @@ def main(argv: list[str]) -> int:
     workloads = [
         make_workload("debate", 144, 3, [600, 1000, 1400], 667, merge=False, seed=0),
         make_workload(
-            "large", 64 if args.quick else 640, 4, [800, 1100, 1400, 1700], 750, merge=False, seed=1
+            "large", 64 if args.quick else 640, 4, [700, 900, 1100, 1300], 1000, merge=False, seed=1
         ),
         make_workload("chat", 144, 8, [500, *[100] * 7], 200, merge=True, seed=2),
     ]
@@ -278,7 +331,9 @@ def main(argv: list[str]) -> int:
             f"{figs[f'{w.name}.datums']} datums, {figs[f'{w.name}.tokens']:,} positions "
             "(outputs checked equal to the peer's)"
         )
-        print_table(title, ["implementation", "ms", "M tok/s", "vs peer", "vs copy"], rows)
+        print_table(
+            title, ["implementation", "ms", "M tok/s", "vs peer", "vs copy", "peak MiB", "peak vs peer"], rows
+        )
         figures.update(figs)
     emit_json(figures)
     return 0

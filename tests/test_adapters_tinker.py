@@ -433,3 +433,52 @@ def test_read_only_batches_use_the_public_constructors() -> None:
     (d,) = datums_to_tinker(frozen)
     assert d.loss_fn_inputs["logprobs"].to_numpy().flags.writeable  # the SDK copied it, as it always does
     assert d.loss_fn_inputs["logprobs"].tolist() == [0.0, -1.0]
+
+
+# --- shared token ints and lent loss inputs -----------------------------------------------------------------
+
+
+def test_token_lists_share_one_int_object_per_token_id() -> None:
+    ob = [1000, 2000, 1000]
+    r = build_datums(trajectories_from_lists([[(ob, [3000], [-1.0])], [(ob, [3000], [-2.0])]], [1.0, 2.0]))
+    for data in (datums_to_tinker(r.datums), sdk_free_public_path(r.datums)):
+        a, b = (d.model_input.chunks[0].tokens for d in data)
+        assert a == b == [1000, 2000, 1000] and all(type(t) is int for t in a)
+        assert a[0] is a[2] is b[0] and a[1] is b[1]  # one object per id, not one per position
+
+
+def sdk_free_public_path(batch: Any) -> list[tinker.Datum]:
+    """``datums_to_tinker`` through the SDK's public constructors (the direct path switched off)."""
+    from adapters.tinker import convert as tc
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(tc, "_direct_matches_sdk", lambda: False)
+        return datums_to_tinker(batch)
+
+
+@pytest.mark.parametrize("big", [2**18 - 1, 2**18, 2**31 - 1])
+def test_token_ids_beyond_the_shared_table_are_exact(big: int) -> None:
+    r = build_datums(trajectories_from_lists([[([big, 0, big - 1], [big, 7], [-1.0, -1.0])]], [1.0]))
+    for data in (datums_to_tinker(r.datums), sdk_free_public_path(r.datums)):
+        ints = data[0].model_input.to_ints()
+        assert ints == [big, 0, big - 1, big] and all(type(t) is int for t in ints)
+        assert data[0].model_input == tinker.ModelInput.from_ints([big, 0, big - 1, big])
+
+
+def test_copy_false_lends_writeable_wire_dtype_arrays_and_copies_the_rest() -> None:
+    r = build_datums(
+        trajectories_from_lists([[([1, 2], [3, 4], [-1.0, -2.0])], [([5], [6], [0.5])]], [1.0, 2.0])
+    )
+    batch = r.datums
+    lent = datums_to_tinker(batch, copy=False, include_mask=True)
+    copied = datums_to_tinker(batch, include_mask=True)
+    assert wire(lent) == wire(copied)
+    for key in ("target_tokens", "logprobs", "advantages"):
+        assert np.shares_memory(lent[0].loss_fn_inputs[key].to_numpy(), getattr(batch, key))
+        assert not np.shares_memory(copied[0].loss_fn_inputs[key].to_numpy(), getattr(batch, key))
+    assert not np.shares_memory(lent[0].loss_fn_inputs["mask"].to_numpy(), batch.mask)  # bool → float32
+    frozen = batch._replace(logprobs=batch.logprobs.copy())
+    frozen.logprobs.setflags(write=False)
+    (d, _) = datums_to_tinker(frozen, copy=False)
+    assert d.loss_fn_inputs["logprobs"].to_numpy().flags.writeable
+    assert not np.shares_memory(d.loss_fn_inputs["logprobs"].to_numpy(), frozen.logprobs)

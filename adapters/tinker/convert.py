@@ -11,8 +11,10 @@ lists, exactly what ``ModelInput.from_ints`` builds, so they can be sent to a sa
 ``compute_logprobs``), dumped, compared and appended to. The loss inputs are ``target_tokens`` int64 and
 ``logprobs`` / ``advantages`` float32 (the wire dtypes) in a private copy of the packed batch made at
 conversion: the SDK reads them on its own thread after ``forward_backward()`` returns, and a later write
-to the batch cannot reach the wire. ``mask`` stays on the client unless asked for (observation
-positions already carry advantage exactly 0). Nothing here touches the network.
+to the batch cannot reach the wire (``copy=False`` lends a batch that nothing writes to afterwards
+instead). Token lists share one Python int object per token id, so they cost a pointer per position.
+``mask`` stays on the client unless asked for (observation positions already carry advantage exactly
+0). Nothing here touches the network.
 """
 
 from __future__ import annotations
@@ -123,15 +125,15 @@ def trajectories_from_samples(
 
 
 def datums_to_tinker(
-    batch: DatumBatch, *, chunks: Sequence[Any] = (), include_mask: bool = False
+    batch: DatumBatch, *, chunks: Sequence[Any] = (), include_mask: bool = False, copy: bool = True
 ) -> list[tinker.Datum]:
     """``tinker.Datum`` per kernel datum: model input, and target_tokens / logprobs / advantages.
 
     Model inputs hold Python ``int`` lists, as ``ModelInput.from_ints`` builds them, so each datum's
     ``model_input`` can go to any SDK call (a sampler's ``sample`` / ``compute_logprobs`` included, as
     tinker-cookbook's KL helpers do). The loss inputs are views of one private copy of the batch in the
-    wire dtypes (int64, float32), made here: later writes to ``batch`` do not reach them, so nothing
-    races with the SDK's sender thread.
+    wire dtypes (int64, float32), made here unless ``copy=False``: later writes to ``batch`` do not
+    reach them, so nothing races with the SDK's sender thread.
 
     Args:
         batch: kernel datums; negative tokens are placeholders of ``chunks``.
@@ -141,6 +143,10 @@ def datums_to_tinker(
             ``compute_post_kl``) read it. The mask is client-side data: the SDK does not strip it (its
             request encoder sends every ``loss_fn_inputs`` key), and tinker-cookbook removes it before
             ``forward_backward``; do the same with :func:`without_mask`.
+        copy: copy the loss inputs (the default). ``False`` lends the batch's own arrays where they are
+            writeable and already in the wire dtype, saving a copy of the batch: only for a batch that
+            nothing writes to afterwards, such as one ``build_datums`` just returned
+            (:func:`build_tinker_datums` does this).
 
     Returns:
         One ``tinker.Datum`` per datum, in order.
@@ -167,7 +173,7 @@ def datums_to_tinker(
     if low < -len(chunks):
         raise ValueError(f"negative token ids are chunk placeholders; only {len(chunks)} chunks were given")
     bounds = batch.offsets_D1.tolist()
-    inputs = _loss_inputs(batch, include_mask=include_mask, placeholders=low < 0)
+    inputs = _loss_inputs(batch, include_mask=include_mask, placeholders=low < 0, copy=copy)
     if low >= 0 and _direct_matches_sdk():
         return _direct_text_datums(batch.input_tokens, inputs, bounds)
     out: list[tinker.Datum] = []
@@ -179,7 +185,7 @@ def datums_to_tinker(
                 raise ValueError(f"datum {d} ends with a non-text chunk; the reference requires text last")
             model_input = _chunked_input(tokens, chunks)
         else:
-            model_input = tinker.ModelInput.from_ints(tokens.tolist())
+            model_input = tinker.ModelInput.from_ints(_token_list(tokens, _shared_table(tokens)))
         out.append(_public_datum(model_input, {k: v[s:e] for k, v in inputs.items()}))
     return out
 
@@ -211,7 +217,8 @@ def build_tinker_datums(
 ) -> tuple[list[tinker.Datum], DatumResult]:
     """Samples to ``tinker.Datum`` in one call: :func:`trajectories_from_samples`, ``build_datums``, then
     :func:`datums_to_tinker` (``include_mask`` goes there). ``options`` go to ``kernel.build_datums``
-    (mode, where, parse_failed_N, drop_zero_advantage).
+    (mode, where, parse_failed_N, drop_zero_advantage). The loss inputs share their arrays with
+    ``result.datums`` (no second copy): write to neither after ``forward_backward``.
 
     Examples:
         >>> seq = types.SampledSequence(
@@ -223,7 +230,8 @@ def build_tinker_datums(
     """
     chunked = trajectories_from_samples(samples_B, advantages_B)
     result = build_datums(chunked.trajectories, **options)
-    return datums_to_tinker(result.datums, chunks=chunked.chunks, include_mask=include_mask), result
+    data = datums_to_tinker(result.datums, chunks=chunked.chunks, include_mask=include_mask, copy=False)
+    return data, result
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -261,16 +269,24 @@ def _offsets(parts: list[npt.NDArray[Any]]) -> npt.NDArray[np.int64]:
     return out
 
 
-def _loss_inputs(batch: DatumBatch, *, include_mask: bool, placeholders: bool) -> dict[str, npt.NDArray[Any]]:
-    """Private copies of the loss inputs in the wire dtypes (a chunk placeholder's target becomes 0)."""
+def _loss_inputs(
+    batch: DatumBatch, *, include_mask: bool, placeholders: bool, copy: bool
+) -> dict[str, npt.NDArray[Any]]:
+    """The loss inputs in the wire dtypes, writeable (a chunk placeholder's target becomes 0).
+
+    Copies unless ``copy`` is False and an array is writeable and in its wire dtype already.
+    """
     target = np.maximum(batch.target_tokens, 0) if placeholders else batch.target_tokens
-    inputs: dict[str, npt.NDArray[Any]] = {
-        "target_tokens": np.array(target, dtype=np.int64),
-        "logprobs": np.array(batch.logprobs, dtype=np.float32),
-        "advantages": np.array(batch.advantages, dtype=np.float32),
-    }
+    columns = [("target_tokens", target, np.int64), ("logprobs", batch.logprobs, np.float32)]
+    columns.append(("advantages", batch.advantages, np.float32))
     if include_mask:
-        inputs["mask"] = np.array(batch.mask, dtype=np.float32)
+        columns.append(("mask", batch.mask, np.float32))
+    inputs: dict[str, npt.NDArray[Any]] = {}
+    for key, values, dtype in columns:
+        lent = np.asarray(values)
+        if copy or lent.dtype != dtype or not lent.flags.writeable or lent.ndim != 1:
+            lent = np.array(values, dtype=dtype)
+        inputs[key] = lent
     return inputs
 
 
@@ -282,8 +298,34 @@ def _public_datum(model_input: tinker.ModelInput, inputs: dict[str, npt.NDArray[
 _WIRE_DTYPES = {np.dtype(np.int64): "int64", np.dtype(np.float32): "float32"}
 
 
+_SHARED_INT_BITS = 18  # ids below 2**18 = 262 144 share one int object per value (tables: ≤ 2**19 ints)
+
+
+@functools.cache
+def _shared_ints(bits: int) -> npt.NDArray[np.object_]:
+    """The Python ints ``0 … 2**bits - 1`` as an object array, made once per ``bits``."""
+    return np.arange(2**bits).astype(object)
+
+
+def _shared_table(tokens: npt.NDArray[Any]) -> npt.NDArray[np.object_] | None:
+    """A table of shared Python ints covering ``tokens``, or None when an id falls outside it."""
+    if tokens.size == 0 or int(tokens.min()) < 0 or int(tokens.max()) >= 2**_SHARED_INT_BITS:
+        return None
+    return _shared_ints(max(8, int(tokens.max()).bit_length()))
+
+
+def _token_list(tokens: npt.NDArray[Any], table: npt.NDArray[np.object_] | None) -> list[int]:
+    """``tokens.tolist()``, each value one shared int object when a table is given.
+
+    ``tolist()`` of an int64 array makes a new int object per position (most token ids exceed the
+    interpreter's small-int cache); taking them from a table of shared ints leaves only the list's own
+    pointers to allocate.
+    """
+    return (tokens if table is None else table.take(tokens)).tolist()  # type: ignore[no-any-return]
+
+
 def _direct_text_datums(
-    tokens: npt.NDArray[np.int64], inputs: dict[str, npt.NDArray[Any]], bounds: list[int]
+    tokens: npt.NDArray[Any], inputs: dict[str, npt.NDArray[Any]], bounds: list[int]
 ) -> list[tinker.Datum]:
     """Text-only datums whose objects are set up directly, attribute by attribute.
 
@@ -301,10 +343,11 @@ def _direct_text_datums(
         tinker.Datum,
     )
     columns = [(key, _WIRE_DTYPES[values.dtype], values) for key, values in inputs.items()]
+    table = _shared_table(tokens)
     out: list[tinker.Datum] = []
     for s, e in itertools.pairwise(bounds):
         chunk = chunk_cls.__new__(chunk_cls)
-        set_slot(chunk, "__dict__", {"tokens": tokens[s:e].tolist(), "type": "encoded_text"})
+        set_slot(chunk, "__dict__", {"tokens": _token_list(tokens[s:e], table), "type": "encoded_text"})
         set_slot(chunk, "__pydantic_fields_set__", {"tokens"})
         set_slot(chunk, "__pydantic_extra__", None)
         set_slot(chunk, "__pydantic_private__", None)
