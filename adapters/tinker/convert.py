@@ -365,21 +365,20 @@ def _direct_text_datums(
         loss_inputs = {}
         for key, dtype, values in columns:
             tensor = new(tensor_cls)
-            tensor.__dict__.update(
-                dtype=dtype,
-                shape=[e - s],
-                sparse_crow_indices=None,
-                sparse_col_indices=None,
-                _numpy=values[s:e],
-            )
+            set_slot(
+                tensor,
+                "__dict__",
+                {"dtype": dtype, "shape": [e - s], "sparse_crow_indices": None, "sparse_col_indices": None,
+                 "_numpy": values[s:e]},
+            )  # fmt: skip
             loss_inputs[key] = tensor
         datum = new(datum_cls)
-        datum.__dict__.update(
-            model_input=model_input,
-            loss_fn_inputs=loss_inputs,
-            model_input_spans=None,
-            loss_fn_input_spans=None,
-        )
+        set_slot(
+            datum,
+            "__dict__",
+            {"model_input": model_input, "loss_fn_inputs": loss_inputs, "model_input_spans": None,
+             "loss_fn_input_spans": None},
+        )  # fmt: skip
         out.append(datum)
     return out
 
