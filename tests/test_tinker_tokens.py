@@ -120,3 +120,11 @@ def test_later_writes_to_the_batch_do_not_reach_the_tokens() -> None:
     assert lent.model_input.to_ints() == [99, 99, 99]
     with pytest.raises(ValueError, match="read-only"):
         np.asarray(lent.model_input.chunks[0].tokens)[0] = 1
+
+
+@pytest.mark.parametrize("field", ["input_tokens", "target_tokens"])
+def test_token_ids_beyond_int32_are_refused(field: str) -> None:
+    batch = build_datums(trajectories_from_lists([[([1, 2, 3], [4], [-1.0])]], [1.0])).datums
+    getattr(batch, field)[1] = 2**31  # Tinker sends model-input tokens as int32
+    with pytest.raises(ValueError, match="token ids must fit int32"):
+        datums_to_tinker(batch)
