@@ -20,6 +20,7 @@ from adapters.tinker.convert import (
     transitions_from_response,
     without_mask,
 )
+from adapters.tinker.tokens import TokenArray
 from kernel import DATUM_STATUS, build_datums, trajectories_from_lists
 from kernel.testing.strategies import token_trajectories
 
@@ -402,12 +403,18 @@ def test_direct_datums_are_used_and_equal_the_sdk_constructors(monkeypatch: pyte
     d = build_datums(
         trajectories_from_lists([[([1, 2, 3], [4, 5], [-1.0, -2.0])], [([6], [7], [0.0])]], [0.5, 1])
     ).datums
+    lazy = datums_to_tinker(d)
+    assert all(isinstance(x.model_input.chunks[0].tokens, TokenArray) for x in lazy)
+    monkeypatch.setattr(tc, "tokens_supported", lambda: False)
     direct = datums_to_tinker(d)
     monkeypatch.setattr(tc, "_direct_matches_sdk", lambda: False)
     public = datums_to_tinker(d)
-    assert len(direct) == len(public) == 2
+    assert len(direct) == len(public) == len(lazy) == 2
     assert all(tc._same_state(x, y) for x, y in zip(direct, public, strict=True))
-    assert wire(direct) == wire(public)
+    inputs = [x.model_input for x in public]
+    assert [x.model_input for x in lazy] == inputs  # pydantic equality, token arrays against int lists
+    assert inputs == [x.model_input for x in lazy]
+    assert wire(lazy) == wire(direct) == wire(public)
 
 
 def test_direct_construction_is_refused_when_the_sdk_builds_something_else(
@@ -438,7 +445,10 @@ def test_read_only_batches_use_the_public_constructors() -> None:
 # --- shared token ints and lent loss inputs -----------------------------------------------------------------
 
 
-def test_token_lists_share_one_int_object_per_token_id() -> None:
+def test_token_lists_share_one_int_object_per_token_id(monkeypatch: pytest.MonkeyPatch) -> None:
+    from adapters.tinker import convert as tc
+
+    monkeypatch.setattr(tc, "tokens_supported", lambda: False)  # the int-list fallback
     ob = [1000, 2000, 1000]
     r = build_datums(trajectories_from_lists([[(ob, [3000], [-1.0])], [(ob, [3000], [-2.0])]], [1.0, 2.0]))
     for data in (datums_to_tinker(r.datums), sdk_free_public_path(r.datums)):

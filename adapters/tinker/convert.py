@@ -6,15 +6,17 @@ does: a chunk is opaque, compared by value, and occupies ``chunk.length`` positi
 kernel compares images by value; on the way back a run of placeholders becomes the chunk again in the
 model input and its target positions become token 0.
 
-Every object handed to the SDK works in every SDK call that takes it: model inputs hold Python ``int``
-lists, exactly what ``ModelInput.from_ints`` builds, so they can be sent to a sampler (``sample``,
-``compute_logprobs``), dumped, compared and appended to. The loss inputs are ``target_tokens`` int64 and
-``logprobs`` / ``advantages`` float32 (the wire dtypes) in a private copy of the packed batch made at
-conversion: the SDK reads them on its own thread after ``forward_backward()`` returns, and a later write
-to the batch cannot reach the wire (``copy=False`` lends a batch that nothing writes to afterwards
-instead). Token lists share one Python int object per token id, so they cost a pointer per position.
-``mask`` stays on the client unless asked for (observation positions already carry advantage exactly
-0). Nothing here touches the network.
+Every object handed to the SDK works in every SDK call that takes it: a model input's tokens are a
+read-only :class:`~adapters.tinker.tokens.TokenArray` (an int64 array that reads as a sequence of Python
+ints) that the SDK sends, dumps, compares and appends to exactly as it does the ``int`` list of
+``ModelInput.from_ints``; where the installed pydantic cannot serialise it so (checked once per process
+on a probe, :func:`~adapters.tinker.tokens.tokens_supported`), they are ``int`` lists, sharing one Python
+int object per token id. Tokens and loss inputs (``target_tokens`` int64, ``logprobs`` / ``advantages``
+float32: the wire dtypes) are views of a private copy of the packed batch made at conversion: the SDK
+reads them on its own thread after ``forward_backward()`` returns, and a later write to the batch cannot
+reach the wire (``copy=False`` lends a batch that nothing writes to afterwards instead). ``mask`` stays
+on the client unless asked for (observation positions already carry advantage exactly 0). Nothing here
+touches the network.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import numpy.typing as npt
 import tinker
 from tinker import types
 
+from adapters.tinker.tokens import TokenArray, tokens_supported
 from kernel import DatumBatch, DatumResult, Trajectories, build_datums
 
 __all__ = [
@@ -129,11 +132,11 @@ def datums_to_tinker(
 ) -> list[tinker.Datum]:
     """``tinker.Datum`` per kernel datum: model input, and target_tokens / logprobs / advantages.
 
-    Model inputs hold Python ``int`` lists, as ``ModelInput.from_ints`` builds them, so each datum's
-    ``model_input`` can go to any SDK call (a sampler's ``sample`` / ``compute_logprobs`` included, as
-    tinker-cookbook's KL helpers do). The loss inputs are views of one private copy of the batch in the
-    wire dtypes (int64, float32), made here unless ``copy=False``: later writes to ``batch`` do not
-    reach them, so nothing races with the SDK's sender thread.
+    Each datum's ``model_input`` equals ``ModelInput.from_ints(tokens)`` and can go to any SDK call (a
+    sampler's ``sample`` / ``compute_logprobs`` included, as tinker-cookbook's KL helpers do); its
+    tokens are a read-only ``TokenArray`` (see the module docstring). Tokens and loss inputs are views of
+    one private copy of the batch in the wire dtypes (int64, float32), made here unless ``copy=False``:
+    later writes to ``batch`` do not reach them, so nothing races with the SDK's sender thread.
 
     Args:
         batch: kernel datums; negative tokens are placeholders of ``chunks``.
@@ -175,7 +178,8 @@ def datums_to_tinker(
     bounds = batch.offsets_D1.tolist()
     inputs = _loss_inputs(batch, include_mask=include_mask, placeholders=low < 0, copy=copy)
     if low >= 0 and _direct_matches_sdk():
-        return _direct_text_datums(batch.input_tokens, inputs, bounds)
+        ids = np.array(batch.input_tokens, dtype=np.int64) if copy else np.asarray(batch.input_tokens)
+        return _direct_text_datums(ids, inputs, bounds, lazy=tokens_supported())
     out: list[tinker.Datum] = []
     for d in range(len(bounds) - 1):
         s, e = bounds[d], bounds[d + 1]
@@ -325,7 +329,7 @@ def _token_list(tokens: npt.NDArray[Any], table: npt.NDArray[np.object_] | None)
 
 
 def _direct_text_datums(
-    tokens: npt.NDArray[Any], inputs: dict[str, npt.NDArray[Any]], bounds: list[int]
+    tokens: npt.NDArray[Any], inputs: dict[str, npt.NDArray[Any]], bounds: list[int], *, lazy: bool
 ) -> list[tinker.Datum]:
     """Text-only datums whose objects are set up directly, attribute by attribute.
 
@@ -333,6 +337,7 @@ def _direct_text_datums(
     on a token list and on writeable int64 / float32 arrays (pydantic keeps field values in ``__dict__``
     plus three slots); :func:`_direct_matches_sdk` checks that this still holds for the installed SDK
     before this path is used. Skipped: pydantic's per-token validation of lists that are ints already.
+    ``lazy``: tokens as ``TokenArray`` views of ``tokens`` instead of int lists.
     """
     set_slot = object.__setattr__
     new = object.__new__
@@ -343,11 +348,12 @@ def _direct_text_datums(
         tinker.Datum,
     )
     columns = [(key, _WIRE_DTYPES[values.dtype], values) for key, values in inputs.items()]
-    table = _shared_table(tokens)
+    table = None if lazy else _shared_table(tokens)
     out: list[tinker.Datum] = []
     for s, e in itertools.pairwise(bounds):
+        run = TokenArray(tokens[s:e]) if lazy else _token_list(tokens[s:e], table)
         chunk = chunk_cls.__new__(chunk_cls)
-        set_slot(chunk, "__dict__", {"tokens": _token_list(tokens[s:e], table), "type": "encoded_text"})
+        set_slot(chunk, "__dict__", {"tokens": run, "type": "encoded_text"})
         set_slot(chunk, "__pydantic_fields_set__", {"tokens"})
         set_slot(chunk, "__pydantic_extra__", None)
         set_slot(chunk, "__pydantic_private__", None)
@@ -359,21 +365,20 @@ def _direct_text_datums(
         loss_inputs = {}
         for key, dtype, values in columns:
             tensor = new(tensor_cls)
-            tensor.__dict__.update(
-                dtype=dtype,
-                shape=[e - s],
-                sparse_crow_indices=None,
-                sparse_col_indices=None,
-                _numpy=values[s:e],
-            )
+            set_slot(
+                tensor,
+                "__dict__",
+                {"dtype": dtype, "shape": [e - s], "sparse_crow_indices": None, "sparse_col_indices": None,
+                 "_numpy": values[s:e]},
+            )  # fmt: skip
             loss_inputs[key] = tensor
         datum = new(datum_cls)
-        datum.__dict__.update(
-            model_input=model_input,
-            loss_fn_inputs=loss_inputs,
-            model_input_spans=None,
-            loss_fn_input_spans=None,
-        )
+        set_slot(
+            datum,
+            "__dict__",
+            {"model_input": model_input, "loss_fn_inputs": loss_inputs, "model_input_spans": None,
+             "loss_fn_input_spans": None},
+        )  # fmt: skip
         out.append(datum)
     return out
 
@@ -389,7 +394,7 @@ def _direct_matches_sdk() -> bool:
         "advantages": values,
         "mask": values,
     }
-    (direct,) = _direct_text_datums(tokens, inputs, [0, 3])
+    (direct,) = _direct_text_datums(tokens, inputs, [0, 3], lazy=False)
     public = _public_datum(tinker.ModelInput.from_ints(tokens.tolist()), inputs)
     return _same_state(direct, public)
 

@@ -1,0 +1,158 @@
+"""Token ids for the SDK's ``EncodedTextChunk.tokens``, held as a read-only numpy array.
+
+``ModelInput.from_ints`` holds a Python ``list`` of ``int``; building one costs an object per position,
+which dominates converting a large batch of datums. :class:`TokenArray` is an immutable
+``Sequence[int]`` over an int64 array instead: the SDK's training encoder reads it through
+``np.asarray`` (no Python ints at all), while everything that reads it as a sequence sees Python ints:
+iteration, indexing, ``to_ints()``, ``==`` with a list, ``len``, ``in``, pickling and copying.
+
+pydantic serialises a ``Sequence[int]`` field through a table of the sequence types it knows
+(``pydantic._internal._serializers.SEQUENCE_ORIGIN_MAP``) and returns unknown types unchanged, which a
+JSON dump then cannot encode. :func:`tokens_supported` adds :class:`TokenArray` to that table as a
+``list`` and then checks, on a probe, that every SDK operation that takes a model input gives exactly
+what it gives for ``ModelInput.from_ints``: ``model_dump`` (Python and JSON modes), ``model_dump_json``,
+the sampler's request body (``SampleRequest``, as ``sample`` and ``compute_logprobs`` send it), the
+training request's token bytes, ``==``, ``to_ints``, ``append_int``, pickling and deep copies. Where
+that does not hold (another pydantic), callers fall back to int lists.
+
+Examples:
+    >>> import numpy as np
+    >>> t = TokenArray(np.array([5, 6, 7]))
+    >>> t, len(t), t[1], t[1:].tolist(), t == [5, 6, 7], type(list(t)[0]).__name__
+    (TokenArray([5, 6, 7]), 3, 6, [6, 7], True, 'int')
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import pickle
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, overload
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["TokenArray", "tokens_supported"]
+
+
+class TokenArray(Sequence[int]):
+    """An immutable sequence of token ids over a one-dimensional integer array (kept read-only).
+
+    Args:
+        ids: a 1-D integer array; it is viewed read-only, not copied (copy it first if its owner may
+            write to it later).
+
+    Raises:
+        TypeError: ``ids`` is not a 1-D integer array.
+    """
+
+    __slots__ = ("_ids",)
+    _ids: npt.NDArray[np.integer[Any]]
+
+    def __init__(self, ids: npt.NDArray[np.integer[Any]]) -> None:
+        if not isinstance(ids, np.ndarray) or ids.ndim != 1 or ids.dtype.kind not in "iu":
+            raise TypeError(f"ids must be a 1-D integer numpy array, got {type(ids).__name__}")
+        view = ids.view()
+        view.flags.writeable = False
+        self._ids = view
+
+    def __len__(self) -> int:
+        return int(self._ids.shape[0])
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> TokenArray: ...
+
+    def __getitem__(self, index: int | slice) -> int | TokenArray:
+        if isinstance(index, slice):
+            return TokenArray(self._ids[index])
+        return int(self._ids[index])
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._ids.tolist())
+
+    def __contains__(self, value: object) -> bool:
+        return isinstance(value, int | np.integer) and bool((self._ids == value).any())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, TokenArray):
+            return bool(np.array_equal(self._ids, other._ids))
+        if isinstance(other, list):
+            return bool(self._ids.tolist() == other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # unhashable, like the list it stands for
+
+    def __repr__(self) -> str:
+        return f"TokenArray({self._ids.tolist()})"
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> npt.NDArray[Any]:
+        if dtype is None or np.dtype(dtype) == self._ids.dtype:
+            return self._ids.copy() if copy else self._ids
+        return self._ids.astype(dtype)
+
+    def __reduce__(self) -> tuple[type[TokenArray], tuple[npt.NDArray[np.integer[Any]]]]:
+        return TokenArray, (np.array(self._ids),)
+
+    def tolist(self) -> list[int]:
+        """The ids as a list of Python ints."""
+        return self._ids.tolist()  # type: ignore[no-any-return]
+
+
+def _probe_equal(make: Any) -> bool:
+    """Every SDK operation on a model input built by ``make(tokens)`` equals ``ModelInput.from_ints``."""
+    import tinker
+    from tinker import types
+
+    ids = [3, 70_000, 3, 2**31 - 1]
+    ours, theirs = make(np.array(ids, dtype=np.int64)), tinker.ModelInput.from_ints(list(ids))
+    params = types.SamplingParams(max_tokens=4)
+
+    def request(prompt: Any) -> Any:
+        return types.SampleRequest(
+            num_samples=1, prompt=prompt, sampling_params=params, sampling_session_id="s"
+        )
+
+    checks: list[Callable[[Any], Any]] = [
+        (lambda m: m.model_dump()),
+        (lambda m: m.model_dump(mode="json")),
+        (lambda m: m.model_dump_json()),
+        (lambda m: request(m).model_dump(exclude_none=True, mode="json")),
+        (lambda m: request(m).model_dump(exclude_none=True)),
+        (lambda m: request(m).model_dump_json()),
+        (lambda m: [type(t) for t in m.to_ints()] + m.to_ints()),
+        (lambda m: m.append_int(9).model_dump(mode="json")),
+        (lambda m: np.asarray(m.chunks[0].tokens, dtype=np.int32).tobytes()),
+        (lambda m: pickle.loads(pickle.dumps(m)).model_dump(mode="json")),
+        (lambda m: copy.deepcopy(m).model_dump(mode="json")),
+        (lambda m: m.length),
+    ]
+    try:
+        return ours == theirs and theirs == ours and all(check(ours) == check(theirs) for check in checks)
+    except Exception:
+        return False
+
+
+@functools.cache
+def tokens_supported() -> bool:
+    """Registers :class:`TokenArray` with pydantic's sequence serialiser; True if the SDK then treats a
+    model input holding one exactly as it treats ``ModelInput.from_ints`` (see the module docstring)."""
+    from tinker import types
+
+    try:
+        from pydantic._internal import _serializers
+    except ImportError:  # pragma: no cover - another pydantic
+        return False
+    table = getattr(_serializers, "SEQUENCE_ORIGIN_MAP", None)
+    if not isinstance(table, dict):  # pragma: no cover - another pydantic
+        return False
+    table.setdefault(TokenArray, list)
+
+    def make(ids: npt.NDArray[np.int64]) -> Any:
+        chunk = types.EncodedTextChunk.model_construct(tokens=TokenArray(ids))
+        return types.ModelInput.model_construct(chunks=[chunk])
+
+    return _probe_equal(make)

@@ -1,0 +1,130 @@
+"""TokenArray: model-input tokens as a read-only int64 array that the SDK treats as ``from_ints``' list."""
+
+from __future__ import annotations
+
+import copy
+import json
+import pickle
+from typing import Any
+
+import numpy as np
+import pytest
+import tinker
+from hypothesis import given
+from hypothesis import strategies as st
+from tinker import types
+from tinker._compat import model_dump
+from tinker.proto.request_conv import forward_backward_request_to_proto
+
+from adapters.tinker import tokens as tk
+from adapters.tinker.convert import datums_to_tinker
+from adapters.tinker.tokens import TokenArray, tokens_supported
+from kernel import build_datums, trajectories_from_lists
+
+
+def test_sequence_behaviour_by_hand() -> None:
+    t = TokenArray(np.array([5, 6, 7, 6], dtype=np.int64))
+    assert len(t) == 4 and t[0] == 5 and t[-1] == 6 and type(t[1]) is int
+    assert t[1:3] == [6, 7] and isinstance(t[1:3], TokenArray)
+    assert list(t) == [5, 6, 7, 6] and all(type(x) is int for x in t)
+    assert 7 in t and 8 not in t and "7" not in t
+    assert t.index(6) == 1 and t.count(6) == 2
+    assert t == [5, 6, 7, 6] and [5, 6, 7, 6] == t and t != [5, 6, 7]
+    assert t == TokenArray(np.array([5, 6, 7, 6], dtype=np.int32))
+    assert t != (5, 6, 7, 6)  # as a list is not equal to a tuple
+    assert repr(t) == "TokenArray([5, 6, 7, 6])"
+    with pytest.raises(TypeError, match="unhashable"):
+        hash(t)
+    assert np.asarray(t, dtype=np.int32).tobytes() == np.array([5, 6, 7, 6], np.int32).tobytes()
+    assert pickle.loads(pickle.dumps(t)) == t and copy.deepcopy(t) == t
+
+
+def test_tokens_are_read_only_views() -> None:
+    ids = np.array([1, 2, 3])
+    t = TokenArray(ids)
+    with pytest.raises(ValueError, match="read-only"):
+        np.asarray(t)[0] = 9
+    assert ids.flags.writeable  # the owner's array is not changed
+    with pytest.raises(TypeError, match="1-D integer numpy array"):
+        TokenArray(np.array([1.0, 2.0]))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="1-D integer numpy array"):
+        TokenArray([1, 2])  # type: ignore[arg-type]
+
+
+def test_supported_here_and_the_probe_can_fail() -> None:
+    assert tokens_supported()
+    from pydantic._internal import _serializers
+
+    def make(ids: np.ndarray) -> Any:
+        chunk = types.EncodedTextChunk.model_construct(tokens=TokenArray(ids))
+        return types.ModelInput.model_construct(chunks=[chunk])
+
+    saved = _serializers.SEQUENCE_ORIGIN_MAP.pop(TokenArray)
+    try:  # without the registration pydantic cannot dump the tokens to JSON: the probe says no
+        assert not tk._probe_equal(make)
+    finally:
+        _serializers.SEQUENCE_ORIGIN_MAP[TokenArray] = saved
+    assert tk._probe_equal(make)
+
+
+def _sampler_body(prompt: tinker.ModelInput) -> Any:
+    request = types.SampleRequest(
+        num_samples=2,
+        prompt=prompt,
+        sampling_params=types.SamplingParams(max_tokens=3),
+        sampling_session_id="x",
+    )
+    return model_dump(request, exclude_unset=False, exclude_none=True, mode="json")  # as sample() sends it
+
+
+def _wire(data: list[tinker.Datum]) -> bytes:
+    request = types.ForwardBackwardRequest(
+        forward_backward_input=types.ForwardBackwardInput(data=data, loss_fn="importance_sampling"),
+        model_id="m",
+        seq_id=1,
+    )
+    return forward_backward_request_to_proto(request).SerializeToString()
+
+
+@given(
+    obs=st.lists(st.lists(st.integers(0, 2**31 - 1), min_size=1, max_size=6), min_size=1, max_size=3),
+    action=st.lists(st.integers(0, 2**31 - 1), min_size=1, max_size=4),
+)
+def test_every_sdk_operation_equals_from_ints(obs: list[list[int]], action: list[int]) -> None:
+    traj = [[(ob, action, [-0.5] * len(action))] for ob in obs]
+    data = datums_to_tinker(build_datums(trajectories_from_lists(traj, [1.0] * len(obs))).datums)
+    for d in data:
+        ours = d.model_input
+        assert isinstance(ours.chunks[0].tokens, TokenArray)
+        ref = tinker.ModelInput.from_ints(ours.to_ints())
+        assert ours == ref and ref == ours
+        assert [type(t) for t in ours.to_ints()] == [int] * ours.length
+        assert ours.model_dump() == ref.model_dump()
+        assert ours.model_dump(mode="json") == ref.model_dump(mode="json")
+        assert ours.model_dump_json() == ref.model_dump_json()
+        assert json.dumps(_sampler_body(ours)) == json.dumps(_sampler_body(ref))  # sample / compute_logprobs
+        assert ours.append_int(7) == ref.append_int(7)
+        assert tinker.ModelInput.model_validate_json(ours.model_dump_json()) == ref
+        assert pickle.loads(pickle.dumps(ours)) == ref and copy.deepcopy(ours) == ref
+    public = [tinker.Datum(model_input=tinker.ModelInput.from_ints(d.model_input.to_ints()),
+                           loss_fn_inputs=d.loss_fn_inputs) for d in data]  # fmt: skip
+    assert _wire(data) == _wire(public)  # training bytes identical
+
+
+def test_later_writes_to_the_batch_do_not_reach_the_tokens() -> None:
+    batch = build_datums(trajectories_from_lists([[([1, 2, 3], [4], [-1.0])]], [1.0])).datums
+    (d,) = datums_to_tinker(batch)
+    batch.input_tokens[:] = 99
+    assert d.model_input.to_ints() == [1, 2, 3]  # input = the sequence less its last token
+    (lent,) = datums_to_tinker(batch, copy=False)  # lent: a view of the batch, read-only through the SDK
+    assert lent.model_input.to_ints() == [99, 99, 99]
+    with pytest.raises(ValueError, match="read-only"):
+        np.asarray(lent.model_input.chunks[0].tokens)[0] = 1
+
+
+@pytest.mark.parametrize("field", ["input_tokens", "target_tokens"])
+def test_token_ids_beyond_int32_are_refused(field: str) -> None:
+    batch = build_datums(trajectories_from_lists([[([1, 2, 3], [4], [-1.0])]], [1.0])).datums
+    getattr(batch, field)[1] = 2**31  # Tinker sends model-input tokens as int32
+    with pytest.raises(ValueError, match="token ids must fit int32"):
+        datums_to_tinker(batch)
