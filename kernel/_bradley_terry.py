@@ -1,0 +1,324 @@
+"""Rewards from a preference model: Bradley–Terry / Davidson strengths and Copeland scores per debate.
+
+Debate p has N_p agents; every valid vote (see :func:`kernel.validate_votes`) is one weighted pairwise
+comparison: ``a > b`` a win of a over b, ``a = b`` a tie. Per debate, the Davidson (1970) model with tie
+parameter ν ≥ 0 gives
+
+  P(i ≻ j) = π_i / D_ij,   P(i = j) = ν·√(π_i·π_j) / D_ij,   D_ij = π_i + π_j + ν·√(π_i·π_j),
+
+which is Bradley–Terry for ν = 0 (a tie then counts as half a win and half a loss). Strengths are fitted
+by maximum likelihood with a prior of ``prior`` pseudo-wins for every ordered pair of agents (a
+symmetric pseudo-count, so every strength stays finite however one-sided the votes), normalised to
+Σ_i log π_i = 0 (geometric mean 1). The reward is the expected score (win 1, tie ½) against an agent of
+strength 1, the debate's geometric-mean agent:
+
+  r_i = (π_i + ½·ν·√π_i) / (π_i + 1 + ν·√π_i)  ∈ (0, 1),  = σ(log π_i) for ν = 0,
+
+on the scale of ``pairwise_rewards(mode="win_rate")``: 0.5 is average, and in a balanced round robin
+(every pair compared equally often) the BT ranking is the win-rate ranking. Leave-one-out (the default)
+fits agent i's strength without the votes authored by i, as one more pseudo-debate per (debate, agent):
+all fits of a batch run as one vectorised MM iteration over a dense [B, N, N] count tensor
+(N = max N_p; memory O(P·N³) with leave-one-out).
+
+The Copeland score counts pairwise majorities instead: c_i = Σ_{j≠i} sign(m_ij − m_ji) / (N_p − 1) ∈
+[−1, 1] with m_ij the weight of votes for i over j (ties add ½ to both).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+
+from kernel._checks import as_float_array, check_int, check_real
+from kernel._votes import VoteArrays, _checked, _valid_mask
+
+__all__ = ["BradleyTerryRewards", "CopelandRewards", "bradley_terry_rewards", "copeland_rewards"]
+
+FloatArray = npt.NDArray[np.float64]
+
+
+class BradleyTerryRewards(NamedTuple):
+    """Result of :func:`bradley_terry_rewards`.
+
+    Attributes:
+      rewards_PG: float [R], R = Σ_p N_p: expected score of each agent against strength 1, in (0, 1).
+      log_strengths_PG: float [R]: fitted log π_i (Σ log π = 0 over the agents of each fit).
+      group_ids_PG: int32 [R], the debate of each row.
+      converged_PG: bool [R], the fit behind each row moved by at most ``tol`` in its last step.
+      num_iters: MM iterations run (the same for every fit of the batch).
+    """
+
+    rewards_PG: Any
+    log_strengths_PG: Any
+    group_ids_PG: Any
+    converged_PG: Any
+    num_iters: Any
+
+
+class CopelandRewards(NamedTuple):
+    """Result of :func:`copeland_rewards`.
+
+    Attributes:
+      rewards_PG: float [R]: (majority wins − majority losses) / max(N_p − 1, 1), in [−1, 1].
+      group_ids_PG: int32 [R], the debate of each row.
+    """
+
+    rewards_PG: Any
+    group_ids_PG: Any
+
+
+# --- the shared algorithm, written against the array namespace xp ---------------------------------
+
+
+def _fit_tensors(xp: Any, counts: Any, present: Any, prior: Any) -> tuple[Any, Any, Any]:
+    """Pseudo-win matrix, comparison counts and scores of B fits from counts [B, N, N, 2].
+
+    counts[..., a, b, 0] is the weight of ``a > b``, counts[..., a, b, 1] of ``a = b``. Returns
+    ``(n [B,N,N], score [B,N], pair [B,N,N])`` with n_ij = w_ij + w_ji + t_ij (including 2·prior per
+    pair of present agents) and score_i = Σ_j w_ij + ½·Σ_j t_ij.
+    """
+    size = present.shape[-1]
+    eye = xp.eye(size, dtype=bool)
+    pair = present[:, :, None] & present[:, None, :] & ~eye
+    wins = counts[..., 0] + xp.where(pair, prior, 0.0)
+    ties = counts[..., 1] + xp.swapaxes(counts[..., 1], -1, -2)
+    n = wins + xp.swapaxes(wins, -1, -2) + ties
+    score = xp.sum(wins, axis=-1) + 0.5 * xp.sum(ties, axis=-1)
+    return n, score, pair
+
+
+def _mm_step(xp: Any, log_pi: Any, n: Any, score: Any, pair: Any, nu: Any) -> Any:
+    """One MM update of log-strengths [B, N], renormalised to Σ log π = 0 over present agents.
+
+    π_i ← (W_i + ½T_i) / Σ_j n_ij·(1 + ½ν·√(π_j/π_i)) / D_ij, D_ij = π_i + π_j + ν·√(π_iπ_j).
+    """
+    present = xp.any(pair, axis=-1) | (score > 0)
+    pi = xp.exp(log_pi)
+    half = 0.5 * (log_pi[:, None, :] - log_pi[:, :, None])  # ½·log(π_j / π_i)
+    ratio = xp.exp(half)
+    d = pi[:, :, None] + pi[:, None, :] + nu * pi[:, :, None] * ratio
+    terms = xp.where(pair, n * (1.0 + 0.5 * nu * ratio) / d, 0.0)
+    denom = xp.sum(terms, axis=-1)
+    ok = present & (denom > 0) & (score > 0)
+    new = xp.where(ok, xp.log(xp.where(ok, score, 1.0)) - xp.log(xp.where(ok, denom, 1.0)), 0.0)
+    count = xp.maximum(xp.sum(ok, axis=-1, keepdims=True), 1)
+    return xp.where(ok, new - xp.sum(new, axis=-1, keepdims=True) / count, 0.0)
+
+
+def _reward(xp: Any, log_pi: Any, nu: Any) -> Any:
+    """r = (π + ½ν√π) / (π + 1 + ν√π), the expected score against strength 1."""
+    pi = xp.exp(log_pi)
+    root = xp.exp(0.5 * log_pi)
+    return (pi + 0.5 * nu * root) / (pi + 1.0 + nu * root)
+
+
+def _copeland(xp: Any, counts: Any, agents_per_fit: Any) -> Any:
+    """Σ_j sign(m_ij − m_ji) / max(N − 1, 1) with m_ij = w_ij + ½·t_ij (ties cancel): [B, N]."""
+    margin = counts[..., 0] - xp.swapaxes(counts[..., 0], -1, -2)
+    return xp.sum(xp.sign(margin), axis=-1) / xp.maximum(agents_per_fit - 1, 1)[:, None]
+
+
+# --- numpy --------------------------------------------------------------------------------------------
+
+
+def _check_options(
+    prior: object, tie_strength: object, max_iters: object, tol: object
+) -> tuple[float, float, int, float]:
+    p = check_real(prior, "prior", finite=True, positive=True)
+    nu = check_real(tie_strength, "tie_strength", finite=True)
+    if nu < 0:
+        raise ValueError(f"tie_strength must be >= 0, got {tie_strength!r}")
+    iters = check_int(max_iters, "max_iters", low=1)
+    t = check_real(tol, "tol", finite=True)
+    if t < 0:
+        raise ValueError(f"tol must be >= 0, got {tol!r}")
+    return p, nu, iters, t
+
+
+def _check_leave_one_out(leave_one_out: object) -> bool:
+    if not isinstance(leave_one_out, (bool, np.bool_)):
+        raise TypeError(f"leave_one_out must be a bool, got {type(leave_one_out).__name__}")
+    return bool(leave_one_out)
+
+
+def _weights(weight_V: npt.ArrayLike | None, num_votes: int) -> FloatArray:
+    if weight_V is None:
+        return np.ones(num_votes)
+    w = as_float_array(weight_V, "weight_V").astype(np.float64)
+    if w.shape[0] != num_votes:
+        raise ValueError(f"weight_V must have length {num_votes} (one weight per vote), got {w.shape[0]}")
+    if not np.all(np.isfinite(w)) or (w.size and float(w.min()) < 0):
+        bad = int(np.flatnonzero(~(np.isfinite(w) & (w >= 0)))[0])
+        raise ValueError(f"weight_V must be finite and >= 0, got {w[bad]!r} at vote {bad}")
+    return w
+
+
+def _counts(
+    votes: VoteArrays, num_agents_P: npt.ArrayLike, weight_V: npt.ArrayLike | None, leave_one_out: bool
+) -> tuple[FloatArray, npt.NDArray[np.bool_], npt.NDArray[np.int64], npt.NDArray[np.int64], int]:
+    """Dense counts [B, N, N, 2] of B fits, their present agents [B, N], the rows they fill, N_p, N.
+
+    Without leave-one-out B = P; with it B = P·N and fit (p, i) excludes the votes authored by i. An
+    author outside ``[0, N_p)`` excludes nobody.
+    """
+    g, u, a, op, b, n = _checked(votes, num_agents_P)
+    w = _weights(weight_V, int(g.shape[0]))
+    num_groups = int(n.shape[0])
+    size = int(n.max()) if n.size else 0
+    valid = _valid_mask(g, a, op, b, n)
+    n_v = np.append(n, 0)[g]
+    author = np.where((u >= 0) & (u < n_v), u, size).astype(np.int64)  # size = "no agent of this debate"
+    key = (((g.astype(np.int64) * (size + 1) + author) * size + a) * size + b) * 2 + op
+    cells = num_groups * (size + 1) * size * size * 2
+    key = np.where(valid, key, cells)
+    by_author = np.bincount(key, weights=w, minlength=cells + 1)[:cells]
+    by_author = by_author.reshape(num_groups, size + 1, size, size, 2)
+    agents = np.arange(size)
+    present_P_G = agents[None, :] < n[:, None]
+    if not leave_one_out:
+        return by_author.sum(axis=1), present_P_G, n, np.flatnonzero(present_P_G.ravel()), size
+    # fit (p, i): every author except i, summed in one fixed order (adding i's votes changes nothing)
+    keep = agents[:, None] != np.arange(size + 1)[None, :]  # [i, author]
+    counts = np.einsum("pu...,iu->pi...", by_author, keep.astype(np.float64))
+    counts = counts.reshape(num_groups * size, size, size, 2)
+    present = np.repeat(present_P_G, size, axis=0)
+    rows = np.flatnonzero(present_P_G.ravel()) * size + np.flatnonzero(present_P_G.ravel()) % max(size, 1)
+    return counts, present, n, rows, size
+
+
+def _fit_numpy(
+    counts: FloatArray, present: npt.NDArray[np.bool_], prior: float, nu: float, max_iters: int, tol: float
+) -> tuple[FloatArray, npt.NDArray[np.bool_], int]:
+    n, score, pair = _fit_tensors(np, counts, present, prior)
+    log_pi = np.zeros(present.shape)
+    change = np.full(present.shape[0], np.inf)
+    it = 0
+    while it < max_iters:
+        new = _mm_step(np, log_pi, n, score, pair, nu)
+        change = np.max(np.abs(new - log_pi), axis=-1, initial=0.0)
+        log_pi = new
+        it += 1
+        if tol > 0 and float(change.max(initial=0.0)) <= tol:
+            break
+    return log_pi, change <= tol, it
+
+
+def bradley_terry_rewards(
+    votes: VoteArrays,
+    num_agents_P: npt.ArrayLike,
+    *,
+    weight_V: npt.ArrayLike | None = None,
+    prior: float = 1.0,
+    tie_strength: float = 0.0,
+    leave_one_out: bool = True,
+    max_iters: int = 1000,
+    tol: float = 1e-10,
+) -> BradleyTerryRewards:
+    """Bradley–Terry / Davidson strengths fitted per debate by MM, and the rewards they imply.
+
+    Per fit, with w_ij the weight of votes ``i > j`` plus ``prior``, t_ij the weight of ties, n_ij =
+    w_ij + w_ji + t_ij, the log-likelihood is
+
+      ℓ(π) = Σ_{i≠j} w_ij·log(π_i/D_ij) + ½·Σ_{i≠j} t_ij·log(ν·√(π_iπ_j)/D_ij),
+      D_ij = π_i + π_j + ν·√(π_iπ_j)
+
+    and the minorise–maximise update (tangent line of −log D, AM–GM on √(π_iπ_j)) is
+
+      π_i ← (Σ_j w_ij + ½·Σ_j t_ij) / Σ_j n_ij·(1 + ½ν·√(π_j/π_i)) / D_ij,
+
+    then Σ log π = 0. For ν = 0 this is Hunter's (2004) MM for Bradley–Terry with a tie as half a win
+    and half a loss. It stops after ``max_iters`` steps or when no log π moved by more than ``tol``.
+    Reward r_i = (π_i + ½ν√π_i) / (π_i + 1 + ν√π_i) ∈ (0, 1), the expected score against the
+    geometric-mean agent. A debate of one agent (or an agent nobody compared) gets log π = 0, r = ½.
+
+    Args:
+      votes: ``VoteArrays`` of length V; invalid and padding votes are ignored.
+      num_agents_P: int [P], agent count N_p of each debate.
+      weight_V: keyword-only; float [V] weight of each vote (finite, ≥ 0); None weighs each vote 1.
+      prior: keyword-only; pseudo-wins of every agent over every other agent of its debate (> 0).
+      tie_strength: keyword-only; Davidson's ν ≥ 0 (0: Bradley–Terry, ties count half).
+      leave_one_out: keyword-only; fit agent i's strength without the votes authored by i.
+      max_iters: keyword-only; at most this many MM steps (≥ 1).
+      tol: keyword-only; stop once max |Δ log π| ≤ tol over the batch (0: run ``max_iters`` steps).
+
+    Returns:
+      ``BradleyTerryRewards`` with float64 ``rewards_PG`` and ``log_strengths_PG`` of shape [Σ N_p].
+
+    Raises:
+      ValueError: ``prior`` ≤ 0, ``tie_strength`` < 0, ``max_iters`` < 1, ``tol`` < 0 or not finite; a
+        negative or NaN weight; mismatched lengths; a group id outside ``[0, P]``.
+      TypeError: non-integer vote fields, non-real options, a non-bool ``leave_one_out``.
+
+    References:
+      Bradley & Terry (1952), Biometrika 39; Davidson (1970), JASA 65(329), "On extending the
+      Bradley–Terry model to accommodate ties in paired comparison experiments"; Hunter (2004), Annals
+      of Statistics 32(1), "MM algorithms for generalized Bradley–Terry models".
+
+    Examples:
+      >>> from kernel import vote_arrays
+      >>> v = vote_arrays([0, 0, 0], [-1, -1, -1], [0, 0, 1], [">", ">", ">"], [1, 1, 0])
+      >>> fit = bradley_terry_rewards(v, [2], leave_one_out=False)
+      >>> float(np.exp(fit.log_strengths_PG[0] - fit.log_strengths_PG[1]))  # (2 + 1) / (1 + 1)
+      1.5
+      >>> fit.rewards_PG.round(4), fit.converged_PG
+      (array([0.5505, 0.4495]), array([ True,  True]))
+    """
+    p, nu, iters, t = _check_options(prior, tie_strength, max_iters, tol)
+    loo = _check_leave_one_out(leave_one_out)
+    counts, present, n, rows, _ = _counts(votes, num_agents_P, weight_V, loo)
+    log_pi, converged, it = _fit_numpy(counts, present, p, nu, iters, t)
+    if loo:
+        log_rows = log_pi.reshape(-1)[rows] if rows.size else np.zeros(0)
+        conv_rows = np.repeat(converged, present.shape[1])[rows] if rows.size else np.zeros(0, bool)
+    else:
+        log_rows = log_pi[present]
+        conv_rows = np.repeat(converged, n)
+    group_ids = np.repeat(np.arange(n.shape[0], dtype=np.int32), n)
+    return BradleyTerryRewards(_reward(np, log_rows, nu), log_rows, group_ids, conv_rows, it)
+
+
+def copeland_rewards(
+    votes: VoteArrays,
+    num_agents_P: npt.ArrayLike,
+    *,
+    weight_V: npt.ArrayLike | None = None,
+    leave_one_out: bool = True,
+) -> CopelandRewards:
+    """Copeland score: pairwise majority wins minus losses of each agent, over N_p − 1.
+
+    c_i = Σ_{j≠i} sign(w_ij − w_ji) / max(N_p − 1, 1) ∈ [−1, 1], w_ij the weight of votes ``i > j``
+    (ties add ½ to both sides and cancel; a pair nobody compared counts 0). With ``leave_one_out``
+    agent i's score ignores the votes authored by i.
+
+    Args:
+      votes: ``VoteArrays`` of length V; invalid and padding votes are ignored.
+      num_agents_P: int [P], agent count of each debate.
+      weight_V: keyword-only; float [V] weight of each vote (finite, ≥ 0); None weighs each vote 1.
+      leave_one_out: keyword-only; ignore agent i's own votes for agent i's score.
+
+    Returns:
+      ``CopelandRewards`` with float64 ``rewards_PG`` [Σ N_p] and int32 ``group_ids_PG``.
+
+    Raises:
+      ValueError: a negative or NaN weight; mismatched lengths; a group id outside ``[0, P]``.
+      TypeError: non-integer vote fields; a non-bool ``leave_one_out``.
+
+    References:
+      Copeland (1951), "A reasonable social welfare function", University of Michigan seminar.
+
+    Examples:
+      >>> from kernel import vote_arrays
+      >>> v = vote_arrays([0, 0, 0], [-1, -1, -1], [0, 1, 2], [">", ">", "="], [1, 2, 0])
+      >>> copeland_rewards(v, [3]).rewards_PG
+      array([ 0.5,  0. , -0.5])
+    """
+    loo = _check_leave_one_out(leave_one_out)
+    counts, present, n, rows, size = _counts(votes, num_agents_P, weight_V, loo)
+    if loo:
+        agents_per_fit = np.repeat(n, size)
+        scores = _copeland(np, counts, agents_per_fit).reshape(-1)[rows] if rows.size else np.zeros(0)
+    else:
+        scores = _copeland(np, counts, n)[present]
+    return CopelandRewards(scores, np.repeat(np.arange(n.shape[0], dtype=np.int32), n))
