@@ -94,9 +94,7 @@ def _rows(n: jax.Array, rows: int) -> tuple[jax.Array, jax.Array]:
     return group_ids, agent
 
 
-def _gather(
-    values: jax.Array, n: jax.Array, rows: int, size: int, leave_one_out: bool
-) -> tuple[Any, Any]:
+def _gather(values: jax.Array, n: jax.Array, rows: int, size: int, leave_one_out: bool) -> tuple[Any, Any]:
     group_ids, agent = _rows(n, rows)
     live = group_ids < n.shape[0]
     p = jnp.where(live, group_ids, 0)
