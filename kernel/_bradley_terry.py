@@ -47,7 +47,7 @@ class BradleyTerryRewards(NamedTuple):
       log_strengths_PG: float [R]: fitted log π_i (Σ log π = 0 over the agents of each fit).
       group_ids_PG: int32 [R], the debate of each row.
       converged_PG: bool [R], the fit behind each row moved by at most ``tol`` in its last step.
-      num_iters: MM iterations run (the same for every fit of the batch).
+      num_iters: MM iterations of the slowest fit of the batch.
     """
 
     rewards_PG: Any
@@ -72,39 +72,55 @@ class CopelandRewards(NamedTuple):
 # --- the shared algorithm, written against the array namespace xp ---------------------------------
 
 
-def _fit_tensors(xp: Any, counts: Any, present: Any, prior: Any) -> tuple[Any, Any, Any]:
-    """Pseudo-win matrix, comparison counts and scores of B fits from counts [B, N, N, 2].
+class _Fit(NamedTuple):
+    """What the MM step reads for a batch of B fits, batch axis last (see :func:`_fit_tensors`)."""
 
-    counts[..., a, b, 0] is the weight of ``a > b``, counts[..., a, b, 1] of ``a = b``. Returns
-    ``(n [B,N,N], score [B,N], pair [B,N,N])`` with n_ij = w_ij + w_ji + t_ij (including 2·prior per
-    pair of present agents) and score_i = Σ_j w_ij + ½·Σ_j t_ij.
+    n: Any  # [N, N, B] comparisons n_ij (zero on the diagonal and for absent agents)
+    score: Any  # [N, B] W_i + ½T_i where fitted, else 1
+    pad: Any  # [N, B] 0 where fitted, else 1 (so an unfitted agent's update is 1 / (0 + 1) = 1)
+    fitted: Any  # [N, B] float 1.0 for a fitted agent (present, in a fit with two or more agents)
+    count: Any  # [B] number of fitted agents, at least 1
+
+
+def _fit_tensors(xp: Any, counts: Any, present: Any, prior: Any) -> _Fit:
+    """The tensors of B fits from counts [N, N, 2, B] and present agents [N, B].
+
+    counts[a, b, 0] is the weight of ``a > b``, counts[a, b, 1] of ``a = b``. With w_ij the wins plus
+    ``prior`` for each pair of present agents and t_ij the ties either way round: n_ij = w_ij + w_ji +
+    t_ij and score_i = Σ_j w_ij + ½·Σ_j t_ij; agent i is fitted iff score_i > 0. The batch axis is
+    last so that every broadcast of the MM step runs over contiguous memory.
     """
-    size = present.shape[-1]
-    eye = xp.eye(size, dtype=bool)
-    pair = present[:, :, None] & present[:, None, :] & ~eye
-    wins = counts[..., 0] + xp.where(pair, prior, 0.0)
-    ties = counts[..., 1] + xp.swapaxes(counts[..., 1], -1, -2)
-    n = wins + xp.swapaxes(wins, -1, -2) + ties
-    score = xp.sum(wins, axis=-1) + 0.5 * xp.sum(ties, axis=-1)
-    return n, score, pair
+    size = present.shape[0]
+    eye = xp.eye(size, dtype=bool)[:, :, None]
+    pair = present[:, None, :] & present[None, :, :] & ~eye
+    wins = counts[:, :, 0] + xp.where(pair, prior, 0.0)
+    ties = counts[:, :, 1] + xp.swapaxes(counts[:, :, 1], 0, 1)
+    n = wins + xp.swapaxes(wins, 0, 1) + ties
+    score = xp.sum(wins, axis=1) + 0.5 * xp.sum(ties, axis=1)
+    fitted = score > 0
+    count = xp.maximum(xp.sum(fitted, axis=0), 1).astype(n.dtype)
+    one = xp.ones_like(score)
+    return _Fit(n, xp.where(fitted, score, one), xp.where(fitted, 0.0, one), fitted.astype(n.dtype), count)
 
 
-def _mm_step(xp: Any, log_pi: Any, n: Any, score: Any, pair: Any, nu: Any) -> Any:
-    """One MM update of log-strengths [B, N], renormalised to Σ log π = 0 over present agents.
+def _mm_step(xp: Any, log_pi: Any, fit: _Fit, nu: float) -> Any:
+    """One MM update of log-strengths [N, B], renormalised to Σ log π = 0 over the fitted agents.
 
     π_i ← (W_i + ½T_i) / Σ_j n_ij·(1 + ½ν·√(π_j/π_i)) / D_ij, D_ij = π_i + π_j + ν·√(π_iπ_j).
+    D_ij > 0 everywhere (π > 0) and n_ij = 0 off the pairs of present agents, so no mask is needed
+    inside the sum; ν is a Python float, and ν = 0 takes the cheaper Bradley–Terry form. An unfitted
+    agent keeps log π = 0.
     """
-    present = xp.any(pair, axis=-1) | (score > 0)
     pi = xp.exp(log_pi)
-    half = 0.5 * (log_pi[:, None, :] - log_pi[:, :, None])  # ½·log(π_j / π_i)
-    ratio = xp.exp(half)
-    d = pi[:, :, None] + pi[:, None, :] + nu * pi[:, :, None] * ratio
-    terms = xp.where(pair, n * (1.0 + 0.5 * nu * ratio) / d, 0.0)
-    denom = xp.sum(terms, axis=-1)
-    ok = present & (denom > 0) & (score > 0)
-    new = xp.where(ok, xp.log(xp.where(ok, score, 1.0)) - xp.log(xp.where(ok, denom, 1.0)), 0.0)
-    count = xp.maximum(xp.sum(ok, axis=-1, keepdims=True), 1)
-    return xp.where(ok, new - xp.sum(new, axis=-1, keepdims=True) / count, 0.0)
+    if nu == 0:
+        denom = xp.sum(fit.n / (pi[:, None, :] + pi[None, :, :]), axis=1)
+    else:
+        root = xp.exp(0.5 * log_pi)
+        r_i, r_j = root[:, None, :], root[None, :, :]
+        d = pi[:, None, :] + pi[None, :, :] + nu * r_i * r_j
+        denom = xp.sum(fit.n * (r_i + 0.5 * nu * r_j) / d, axis=1) / root
+    new = xp.log(fit.score / (denom + fit.pad))  # 0 for an unfitted agent
+    return (new - xp.sum(new, axis=0) / fit.count) * fit.fitted
 
 
 def _reward(xp: Any, log_pi: Any, nu: Any) -> Any:
@@ -115,9 +131,9 @@ def _reward(xp: Any, log_pi: Any, nu: Any) -> Any:
 
 
 def _copeland(xp: Any, counts: Any, agents_per_fit: Any) -> Any:
-    """Σ_j sign(m_ij − m_ji) / max(N − 1, 1) with m_ij = w_ij + ½·t_ij (ties cancel): [B, N]."""
-    margin = counts[..., 0] - xp.swapaxes(counts[..., 0], -1, -2)
-    return xp.sum(xp.sign(margin), axis=-1) / xp.maximum(agents_per_fit - 1, 1)[:, None]
+    """Σ_j sign(m_ij − m_ji) / max(N − 1, 1) with m_ij = w_ij + ½·t_ij (ties cancel): [N, B]."""
+    margin = counts[:, :, 0] - xp.swapaxes(counts[:, :, 0], 0, 1)
+    return xp.sum(xp.sign(margin), axis=1) / xp.maximum(agents_per_fit - 1, 1)
 
 
 # --- numpy --------------------------------------------------------------------------------------------
@@ -157,11 +173,11 @@ def _weights(weight_V: npt.ArrayLike | None, num_votes: int) -> FloatArray:
 
 def _counts(
     votes: VoteArrays, num_agents_P: npt.ArrayLike, weight_V: npt.ArrayLike | None, leave_one_out: bool
-) -> tuple[FloatArray, npt.NDArray[np.bool_], npt.NDArray[np.int64], npt.NDArray[np.int64], int]:
-    """Dense counts [B, N, N, 2] of B fits, their present agents [B, N], the rows they fill, N_p, N.
+) -> tuple[FloatArray, npt.NDArray[np.bool_], npt.NDArray[np.int64]]:
+    """Dense counts [N, N, 2, B] of B fits (batch axis last), their present agents [N, B], and N_p.
 
-    Without leave-one-out B = P; with it B = P·N and fit (p, i) excludes the votes authored by i. An
-    author outside ``[0, N_p)`` excludes nobody.
+    Without leave-one-out B = P (fit p); with it B = N·P, fit i·P + p excludes the votes authored by
+    agent i of debate p. An author outside ``[0, N_p)`` excludes nobody. N = max N_p.
     """
     g, u, a, op, b, n = _checked(votes, num_agents_P)
     w = _weights(weight_V, int(g.shape[0]))
@@ -169,40 +185,52 @@ def _counts(
     size = int(n.max()) if n.size else 0
     valid = _valid_mask(g, a, op, b, n)
     n_v = np.append(n, 0)[g]
-    author = np.where((u >= 0) & (u < n_v), u, size).astype(np.int64)  # size = "no agent of this debate"
-    key = (((g.astype(np.int64) * (size + 1) + author) * size + a) * size + b) * 2 + op
-    cells = num_groups * (size + 1) * size * size * 2
+    author = np.where((u >= 0) & (u < n_v), u, size)  # size = "no agent of this debate"
+    cells = (size + 1) * size * size * 2 * num_groups
+    idx = np.int32 if cells < np.iinfo(np.int32).max else np.int64
+    key = (((author.astype(idx) * size + a) * size + b) * 2 + op) * num_groups + g
     key = np.where(valid, key, cells)
     by_author = np.bincount(key, weights=w, minlength=cells + 1)[:cells]
-    by_author = by_author.reshape(num_groups, size + 1, size, size, 2)
-    agents = np.arange(size)
-    present_P_G = agents[None, :] < n[:, None]
+    by_author = by_author.reshape(size + 1, size, size, 2, num_groups)
+    present = np.arange(size)[:, None] < n[None, :]  # [N, P]
     if not leave_one_out:
-        return by_author.sum(axis=1), present_P_G, n, np.flatnonzero(present_P_G.ravel()), size
-    # fit (p, i): every author except i, summed in one fixed order (adding i's votes changes nothing)
-    keep = agents[:, None] != np.arange(size + 1)[None, :]  # [i, author]
-    counts = np.einsum("pu...,iu->pi...", by_author, keep.astype(np.float64))
-    counts = counts.reshape(num_groups * size, size, size, 2)
-    present = np.repeat(present_P_G, size, axis=0)
-    rows = np.flatnonzero(present_P_G.ravel()) * size + np.flatnonzero(present_P_G.ravel()) % max(size, 1)
-    return counts, present, n, rows, size
+        return by_author.sum(axis=0), present, n
+    # fit (i, p): every author but i, summed in one fixed order (adding i's votes changes nothing)
+    keep = (np.arange(size)[:, None] != np.arange(size + 1)[None, :]).astype(np.float64)  # [i, author]
+    counts = np.einsum("uabcp,iu->abcip", by_author, keep).reshape(size, size, 2, size * num_groups)
+    return counts, np.tile(present, (1, size)), n
 
 
 def _fit_numpy(
     counts: FloatArray, present: npt.NDArray[np.bool_], prior: float, nu: float, max_iters: int, tol: float
 ) -> tuple[FloatArray, npt.NDArray[np.bool_], int]:
-    n, score, pair = _fit_tensors(np, counts, present, prior)
-    log_pi = np.zeros(present.shape)
-    change = np.full(present.shape[0], np.inf)
+    """MM until each fit's own step moves no log π by more than ``tol`` (a fit that did is frozen).
+
+    Frozen fits leave the working set, which is compacted whenever half of it has converged, so the
+    work follows the sum of the fits' iteration counts rather than B times the largest one.
+    """
+    fit = _fit_tensors(np, counts, present, prior)
+    log_pi = np.zeros(present.shape)  # [N, B]
+    converged = np.zeros(present.shape[1], dtype=bool)
+    idx = np.arange(present.shape[1])  # the working set: fits by index, some possibly frozen
+    alive = np.ones(idx.size, dtype=bool)
+    cur = log_pi
     it = 0
-    while it < max_iters:
-        new = _mm_step(np, log_pi, n, score, pair, nu)
-        change = np.max(np.abs(new - log_pi), axis=-1, initial=0.0)
-        log_pi = new
+    while it < max_iters and alive.any():
+        new = _mm_step(np, cur, fit, nu)
         it += 1
-        if tol > 0 and float(change.max(initial=0.0)) <= tol:
-            break
-    return log_pi, change <= tol, it
+        done = alive & (np.max(np.abs(new - cur), axis=0, initial=0.0) <= tol)
+        if done.any():
+            log_pi[:, idx[done]] = new[:, done]
+            converged[idx[done]] = True
+            alive &= ~done
+        cur = new
+        if 2 * int(alive.sum()) <= alive.size:
+            idx, cur = idx[alive], cur[:, alive]
+            fit = _Fit(*(x[..., alive] for x in fit))
+            alive = np.ones(idx.size, dtype=bool)
+    log_pi[:, idx[alive]] = cur[:, alive]
+    return log_pi, converged, it
 
 
 def bradley_terry_rewards(
@@ -229,7 +257,8 @@ def bradley_terry_rewards(
       π_i ← (Σ_j w_ij + ½·Σ_j t_ij) / Σ_j n_ij·(1 + ½ν·√(π_j/π_i)) / D_ij,
 
     then Σ log π = 0. For ν = 0 this is Hunter's (2004) MM for Bradley–Terry with a tie as half a win
-    and half a loss. It stops after ``max_iters`` steps or when no log π moved by more than ``tol``.
+    and half a loss. Each fit stops after its first step that moved no log π by more than ``tol``, or
+    after ``max_iters`` steps (then ``converged_PG`` is False for its rows).
     Reward r_i = (π_i + ½ν√π_i) / (π_i + 1 + ν√π_i) ∈ (0, 1), the expected score against the
     geometric-mean agent. A debate of one agent (or an agent nobody compared) gets log π = 0, r = ½.
 
@@ -241,7 +270,7 @@ def bradley_terry_rewards(
       tie_strength: keyword-only; Davidson's ν ≥ 0 (0: Bradley–Terry, ties count half).
       leave_one_out: keyword-only; fit agent i's strength without the votes authored by i.
       max_iters: keyword-only; at most this many MM steps (≥ 1).
-      tol: keyword-only; stop once max |Δ log π| ≤ tol over the batch (0: run ``max_iters`` steps).
+      tol: keyword-only; a fit stops after its first step that moves no log π by more than ``tol``.
 
     Returns:
       ``BradleyTerryRewards`` with float64 ``rewards_PG`` and ``log_strengths_PG`` of shape [Σ N_p].
@@ -267,16 +296,22 @@ def bradley_terry_rewards(
     """
     p, nu, iters, t = _check_options(prior, tie_strength, max_iters, tol)
     loo = _check_leave_one_out(leave_one_out)
-    counts, present, n, rows, _ = _counts(votes, num_agents_P, weight_V, loo)
+    counts, present, n = _counts(votes, num_agents_P, weight_V, loo)
     log_pi, converged, it = _fit_numpy(counts, present, p, nu, iters, t)
-    if loo:
-        log_rows = log_pi.reshape(-1)[rows] if rows.size else np.zeros(0)
-        conv_rows = np.repeat(converged, present.shape[1])[rows] if rows.size else np.zeros(0, bool)
-    else:
-        log_rows = log_pi[present]
-        conv_rows = np.repeat(converged, n)
+    log_rows = _rows(log_pi, n, loo)
+    conv_rows = _rows(np.broadcast_to(converged, log_pi.shape), n, loo)
     group_ids = np.repeat(np.arange(n.shape[0], dtype=np.int32), n)
     return BradleyTerryRewards(_reward(np, log_rows, nu), log_rows, group_ids, conv_rows, it)
+
+
+def _rows(values: npt.NDArray[Any], n: npt.NDArray[np.int64], leave_one_out: bool) -> npt.NDArray[Any]:
+    """Packed rows [Σ N_p] (group-major) from values [N, B]: agent i of debate p is values[i, p], or
+    values[i, i·P + p] with leave-one-out."""
+    size, num_groups = values.shape[0], n.shape[0]
+    group_ids = np.repeat(np.arange(num_groups), n)
+    agent = np.arange(group_ids.size) - np.repeat(np.cumsum(n) - n, n)
+    fit = agent * num_groups + group_ids if leave_one_out else group_ids
+    return values[agent, fit] if size else values.reshape(0)
 
 
 def copeland_rewards(
@@ -315,10 +350,7 @@ def copeland_rewards(
       array([ 0.5,  0. , -0.5])
     """
     loo = _check_leave_one_out(leave_one_out)
-    counts, present, n, rows, size = _counts(votes, num_agents_P, weight_V, loo)
-    if loo:
-        agents_per_fit = np.repeat(n, size)
-        scores = _copeland(np, counts, agents_per_fit).reshape(-1)[rows] if rows.size else np.zeros(0)
-    else:
-        scores = _copeland(np, counts, n)[present]
+    counts, _, n = _counts(votes, num_agents_P, weight_V, loo)
+    agents_per_fit = np.tile(n, counts.shape[0]) if loo else n
+    scores = _rows(_copeland(np, counts, agents_per_fit), n, loo)
     return CopelandRewards(scores, np.repeat(np.arange(n.shape[0], dtype=np.int32), n))

@@ -65,7 +65,7 @@ def _counts(
     leave_one_out: bool,
     size: int,
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """Dense counts [B, N, N, 2], present agents [B, N] and N_p [P] (B = P, or P·N with leave-one-out)."""
+    """Dense counts [N, N, 2, B], present agents [N, B] and N_p [P]; fits as in numpy's ``_counts``."""
     g, u, a, op, b = _fields(votes)
     n, _ = _agents(num_agents_P)
     w = _weights(weight_V, g.shape[0])
@@ -73,17 +73,17 @@ def _counts(
     valid, _, debate = _valid(g, a, op, b, n)
     n_v = jnp.append(n, 0)[debate]
     author = jnp.where((u >= 0) & (u < n_v), u, size)
-    cells = num_groups * (size + 1) * size * size * 2
-    key = (((debate * (size + 1) + author) * size + a) * size + b) * 2 + op
+    cells = (size + 1) * size * size * 2 * num_groups
+    key = (((author * size + a) * size + b) * 2 + op) * num_groups + debate
     key = jnp.where(valid & (a < size) & (b < size), key, cells)
     by_author = jax.ops.segment_sum(w, key, num_segments=cells + 1)[:cells]
-    by_author = by_author.reshape(num_groups, size + 1, size, size, 2)
-    present = jnp.arange(size)[None, :] < n[:, None]
+    by_author = by_author.reshape(size + 1, size, size, 2, num_groups)
+    present = jnp.arange(size)[:, None] < n[None, :]
     if not leave_one_out:
-        return by_author.sum(axis=1), present, n
+        return by_author.sum(axis=0), present, n
     keep = (jnp.arange(size)[:, None] != jnp.arange(size + 1)[None, :]).astype(by_author.dtype)
-    counts = jnp.einsum("pu...,iu->pi...", by_author, keep).reshape(num_groups * size, size, size, 2)
-    return counts, jnp.repeat(present, size, axis=0), n
+    counts = jnp.einsum("uabcp,iu->abcip", by_author, keep).reshape(size, size, 2, size * num_groups)
+    return counts, jnp.tile(present, (1, size)), n
 
 
 def _rows(n: jax.Array, rows: int) -> tuple[jax.Array, jax.Array]:
@@ -99,8 +99,8 @@ def _gather(values: jax.Array, n: jax.Array, rows: int, size: int, leave_one_out
     live = group_ids < n.shape[0]
     p = jnp.where(live, group_ids, 0)
     i = jnp.clip(agent, 0, size - 1)
-    fit = p * size + i if leave_one_out else p
-    return jnp.where(live, values[fit, i], 0), group_ids
+    fit = i * n.shape[0] + p if leave_one_out else p
+    return jnp.where(live, values[i, fit], 0), group_ids
 
 
 def bradley_terry_rewards(
@@ -119,8 +119,9 @@ def bradley_terry_rewards(
     """JAX twin of :func:`kernel.bradley_terry_rewards`: Davidson / Bradley–Terry fits by MM.
 
     π_i ← (Σ_j w_ij + ½·Σ_j t_ij) / Σ_j n_ij·(1 + ½ν·√(π_j/π_i)) / D_ij, D_ij = π_i + π_j + ν·√(π_iπ_j),
-    renormalised to Σ log π = 0, in a ``lax.while_loop`` of at most ``max_iters`` steps that stops when
-    max |Δ log π| ≤ ``tol``; r_i = (π_i + ½ν√π_i) / (π_i + 1 + ν√π_i).
+    renormalised to Σ log π = 0, in a ``lax.while_loop`` of at most ``max_iters`` steps; each fit is frozen
+    after its first step that moved no log π by more than ``tol`` (as numpy);
+    r_i = (π_i + ½ν√π_i) / (π_i + 1 + ν√π_i).
 
     Args:
       votes: ``VoteArrays`` of int arrays [V]; padding votes carry a group id outside ``[0, P)``.
@@ -130,7 +131,7 @@ def bradley_terry_rewards(
       tie_strength: keyword-only, static; Davidson's ν ≥ 0.
       leave_one_out: keyword-only, static; fit agent i without the votes authored by i.
       max_iters: keyword-only, static; MM step limit (≥ 1).
-      tol: keyword-only, static; stopping tolerance on log-strengths (0: run ``max_iters`` steps).
+      tol: keyword-only, static; a fit stops after a step that moved no log π by more than ``tol``.
       max_agents: keyword-only, static; N ≥ max N_p (optional when ``num_agents_P`` is concrete).
       num_rows: keyword-only, static; R ≥ Σ N_p (optional when ``num_agents_P`` is concrete). Rows past
         Σ N_p have group id P and reward 0.
@@ -154,21 +155,22 @@ def bradley_terry_rewards(
     size = _static_agents(num_agents_P, max_agents)
     counts, present, n = _counts(votes, num_agents_P, weight_V, loo, size)
     rows = _static_rows(_agents(num_agents_P)[1], num_rows)
-    n_pairs, score, pair = _fit_tensors(jnp, counts, present, p)
+    fit = _fit_tensors(jnp, counts, present, p)
 
     def cond(state: tuple[Any, Any, Any]) -> Any:
-        it, _, change = state
-        return (it < iters) & (jnp.max(change, initial=0.0) > t)
+        it, _, alive = state
+        return (it < iters) & jnp.any(alive)
 
     def body(state: tuple[Any, Any, Any]) -> tuple[Any, Any, Any]:
-        it, log_pi, _ = state
-        new = _mm_step(jnp, log_pi, n_pairs, score, pair, nu)
-        return it + 1, new, jnp.max(jnp.abs(new - log_pi), axis=-1, initial=0.0)
+        it, log_pi, alive = state
+        new = _mm_step(jnp, log_pi, fit, nu)
+        moved = jnp.max(jnp.abs(new - log_pi), axis=0, initial=0.0) > t
+        return it + 1, jnp.where(alive[None, :], new, log_pi), alive & moved
 
-    start = (jnp.int32(0), jnp.zeros(present.shape, counts.dtype), jnp.full(present.shape[0], jnp.inf))
-    it, log_pi, change = jax.lax.while_loop(cond, body, start)
+    start = (jnp.int32(0), jnp.zeros(present.shape, counts.dtype), jnp.ones(present.shape[1], bool))
+    it, log_pi, alive = jax.lax.while_loop(cond, body, start)
     log_rows, group_ids = _gather(log_pi, n, rows, size, loo)
-    conv_rows, _ = _gather(jnp.broadcast_to((change <= t)[:, None], present.shape), n, rows, size, loo)
+    conv_rows, _ = _gather(jnp.broadcast_to(~alive[None, :], present.shape), n, rows, size, loo)
     live = group_ids < n.shape[0]
     rewards = jnp.where(live, _reward(jnp, log_rows, nu), 0.0)
     return BradleyTerryRewards(rewards, log_rows, group_ids, conv_rows & live, it)
@@ -211,6 +213,6 @@ def copeland_rewards(
     size = _static_agents(num_agents_P, max_agents)
     counts, _, n = _counts(votes, num_agents_P, weight_V, loo, size)
     rows = _static_rows(_agents(num_agents_P)[1], num_rows)
-    agents_per_fit = jnp.repeat(n, size) if loo else n
+    agents_per_fit = jnp.tile(n, size) if loo else n
     scores, group_ids = _gather(_copeland(jnp, counts, agents_per_fit), n, rows, size, loo)
     return CopelandRewards(scores, group_ids)
