@@ -187,10 +187,12 @@ def _counts(
     n_v = np.append(n, 0)[g]
     author = np.where((u >= 0) & (u < n_v), u, size)  # size = "no agent of this debate"
     cells = (size + 1) * size * size * 2 * num_groups
-    idx = np.int32 if cells < np.iinfo(np.int32).max else np.int64
-    key = (((author.astype(idx) * size + a) * size + b) * 2 + op) * num_groups + g
+    key: npt.NDArray[np.int64] = (((author.astype(np.int64) * size + a) * size + b) * 2 + op) * num_groups + g
     key = np.where(valid, key, cells)
-    by_author = np.bincount(key, weights=w, minlength=cells + 1)[:cells]
+    if weight_V is None:  # an integer bincount is faster than a weighted one
+        by_author: FloatArray = np.bincount(key, minlength=cells + 1)[:cells].astype(np.float64)
+    else:
+        by_author = np.asarray(np.bincount(key, weights=w, minlength=cells + 1)[:cells], dtype=np.float64)
     by_author = by_author.reshape(size + 1, size, size, 2, num_groups)
     present = np.arange(size)[:, None] < n[None, :]  # [N, P]
     if not leave_one_out:
