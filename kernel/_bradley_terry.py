@@ -185,18 +185,32 @@ def _counts(
     size = int(n.max()) if n.size else 0
     valid = _valid_mask(g, a, op, b, n)
     n_v = np.append(n, 0)[g]
-    author = np.where((u >= 0) & (u < n_v), u, size)  # size = "no agent of this debate"
-    cells = (size + 1) * size * size * 2 * num_groups
-    key: npt.NDArray[np.int64] = (((author.astype(np.int64) * size + a) * size + b) * 2 + op) * num_groups + g
+    authors = size + 1 if leave_one_out else 1  # author slot `size` = "no agent of this debate"
+    cells = authors * size * size * 2 * num_groups
+    idx = np.int32 if cells < np.iinfo(np.int32).max else np.int64
+    # key = (((author·N + a)·N + b)·2 + op)·P + g, in place on one buffer (this part is memory-bound)
+    key: npt.NDArray[Any]
+    if leave_one_out:
+        key = np.where((u >= 0) & (u < n_v), u, size).astype(idx)
+        key *= size
+        key += a
+    else:
+        key = a.astype(idx)
+    key *= size
+    key += b
+    key *= 2
+    key += op
+    key *= num_groups
+    key += g
     key = np.where(valid, key, cells)
     if weight_V is None:  # an integer bincount is faster than a weighted one
         by_author: FloatArray = np.bincount(key, minlength=cells + 1)[:cells].astype(np.float64)
     else:
         by_author = np.asarray(np.bincount(key, weights=w, minlength=cells + 1)[:cells], dtype=np.float64)
-    by_author = by_author.reshape(size + 1, size, size, 2, num_groups)
+    by_author = by_author.reshape(authors, size, size, 2, num_groups)
     present = np.arange(size)[:, None] < n[None, :]  # [N, P]
     if not leave_one_out:
-        return by_author.sum(axis=0), present, n
+        return by_author[0], present, n
     # fit (i, p): every author but i, summed in one fixed order (adding i's votes changes nothing)
     keep = (np.arange(size)[:, None] != np.arange(size + 1)[None, :]).astype(np.float64)  # [i, author]
     counts = np.einsum("uabcp,iu->abcip", by_author, keep).reshape(size, size, 2, size * num_groups)

@@ -72,15 +72,16 @@ def _counts(
     num_groups = n.shape[0]
     valid, _, debate = _valid(g, a, op, b, n)
     n_v = jnp.append(n, 0)[debate]
-    author = jnp.where((u >= 0) & (u < n_v), u, size)
-    cells = (size + 1) * size * size * 2 * num_groups
+    authors = size + 1 if leave_one_out else 1
+    author = jnp.where((u >= 0) & (u < n_v), u, size) if leave_one_out else jnp.zeros_like(u)
+    cells = authors * size * size * 2 * num_groups
     key = (((author * size + a) * size + b) * 2 + op) * num_groups + debate
     key = jnp.where(valid & (a < size) & (b < size), key, cells)
     by_author = jax.ops.segment_sum(w, key, num_segments=cells + 1)[:cells]
-    by_author = by_author.reshape(size + 1, size, size, 2, num_groups)
+    by_author = by_author.reshape(authors, size, size, 2, num_groups)
     present = jnp.arange(size)[:, None] < n[None, :]
     if not leave_one_out:
-        return by_author.sum(axis=0), present, n
+        return by_author[0], present, n
     keep = (jnp.arange(size)[:, None] != jnp.arange(size + 1)[None, :]).astype(by_author.dtype)
     counts = jnp.einsum("uabcp,iu->abcip", by_author, keep).reshape(size, size, 2, size * num_groups)
     return counts, jnp.tile(present, (1, size)), n
