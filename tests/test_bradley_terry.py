@@ -313,6 +313,17 @@ def test_balanced_round_robin_ranks_as_win_rate(n: int, repeats: int, data: st.D
                 assert abs(bt[i] - bt[j]) <= 1e-9
 
 
+@given(_debate(max_votes=10), st.booleans())
+def test_weights_are_vote_multiplicities(debate: Any, loo: bool) -> None:
+    """Weight 0 removes a vote, weight 2 counts it twice (for both fits and Copeland scores)."""
+    n, rows, _ = debate
+    weights = [float(k % 3) for k in range(len(rows))]
+    repeated = [row for row, w in zip(rows, weights, strict=True) for _ in range(int(w))]
+    for fn in (functools.partial(bradley_terry_rewards, tol=1e-13), copeland_rewards):
+        got = fn(_votes(rows), [n], weight_V=weights, leave_one_out=loo).rewards_PG
+        np.testing.assert_allclose(got, fn(_votes(repeated), [n], leave_one_out=loo).rewards_PG, atol=1e-10)
+
+
 def test_reward_suite() -> None:
     """kernel.testing's reward invariants; matches_reference is win_rate's own loop, so it is skipped."""
     for fn, mode in (
@@ -357,17 +368,21 @@ _JIT_COPELAND = jax.jit(kj.copeland_rewards, static_argnames=("leave_one_out", "
 
 
 @settings(max_examples=20)
-@given(vote_batches(max_groups=4, max_agents=5, max_votes=20, padding=True), st.booleans())
-def test_jax_matches_numpy_under_jit(batch: VoteBatch, loo: bool) -> None:
+@given(
+    vote_batches(max_groups=4, max_agents=5, max_votes=20, padding=True),
+    st.booleans(),
+    st.sampled_from([0.0, 0.5]),
+)
+def test_jax_matches_numpy_under_jit(batch: VoteBatch, loo: bool, nu: float) -> None:
     votes, n = _padded(batch)
     weights = (np.arange(len(votes.a_V)) % 3).astype(np.float64) * 0.5
-    want = bradley_terry_rewards(votes, n, weight_V=weights, tie_strength=0.5, leave_one_out=loo, tol=1e-13)
+    want = bradley_terry_rewards(votes, n, weight_V=weights, tie_strength=nu, leave_one_out=loo, tol=1e-13)
     with jax.enable_x64(True):
         got = _JIT_BT(
             votes,
             n,
             weight_V=weights,
-            tie_strength=0.5,
+            tie_strength=nu,
             leave_one_out=loo,
             tol=1e-13,
             max_agents=5,
@@ -378,6 +393,8 @@ def test_jax_matches_numpy_under_jit(batch: VoteBatch, loo: bool) -> None:
     np.testing.assert_allclose(np.asarray(got.rewards_PG)[:rows], want.rewards_PG, atol=1e-9)
     np.testing.assert_allclose(np.asarray(got.log_strengths_PG)[:rows], want.log_strengths_PG, atol=1e-9)
     np.testing.assert_array_equal(np.asarray(got.group_ids_PG)[:rows], want.group_ids_PG)
+    np.testing.assert_array_equal(np.asarray(got.converged_PG)[:rows], want.converged_PG)
+    assert int(got.num_iters) == max(want.num_iters, 1)  # JAX's padded fits take one step
     np.testing.assert_array_equal(np.asarray(got.rewards_PG)[rows:], 0.0)
     np.testing.assert_array_equal(np.asarray(got.group_ids_PG)[rows:], 4)
     want_c = copeland_rewards(votes, n, weight_V=weights, leave_one_out=loo).rewards_PG
