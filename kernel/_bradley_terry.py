@@ -18,7 +18,7 @@ on the scale of ``pairwise_rewards(mode="win_rate")``: 0.5 is average, and in a 
 (every pair compared equally often) the BT ranking is the win-rate ranking. Leave-one-out (the default)
 fits agent i's strength without the votes authored by i, as one more pseudo-debate per (debate, agent):
 all fits of a batch run as one vectorised MM iteration over a dense [N, N, B] count tensor (batch
-axis last; N = max N_p; memory O(P·N⁴) for the per-author counts with leave-one-out, O(P·N²) without).
+axis last; N = max N_p; memory O(P·N³) with leave-one-out (per-author counts), O(P·N²) without).
 Each fit stops on its own tolerance; numpy drops converged fits from its working set as it goes.
 
 The Copeland score counts pairwise majorities instead: c_i = Σ_{j≠i} sign(m_ij − m_ji) / (N_p − 1) ∈
