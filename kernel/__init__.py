@@ -6,6 +6,7 @@ numpy is the canonical path; JAX twins with the same signatures live in :mod:`ke
 
 from kernel import (
     _advantages,
+    _bradley_terry,
     _datums,
     _episode,
     _groups,
@@ -20,6 +21,7 @@ from kernel import (
     _votes,
 )
 from kernel._advantages import *  # noqa: F403
+from kernel._bradley_terry import *  # noqa: F403
 from kernel._datums import *  # noqa: F403
 from kernel._episode import *  # noqa: F403
 from kernel._groups import *  # noqa: F403
@@ -38,6 +40,7 @@ __version__ = "0.1.0"
 __all__ = sorted(
     {
         *_advantages.__all__,
+        *_bradley_terry.__all__,
         *_datums.__all__,
         *_episode.__all__,
         *_groups.__all__,

@@ -1,0 +1,219 @@
+"""JAX twins of the preference-model rewards (jit-compatible, static shapes).
+
+The MM step, the reward scale and the Copeland score are :mod:`kernel._bradley_terry`'s own functions,
+run with ``jax.numpy``; only the counting (``segment_sum`` over static bins) and the loop
+(``lax.while_loop``) differ. Static sizes: ``max_agents`` (N ≥ max N_p) and ``num_rows`` (R ≥ Σ N_p),
+both optional when ``num_agents_P`` is concrete. Votes with a group id outside ``[0, P)`` are padding.
+Computed in JAX's default float dtype (float32 unless x64 is enabled).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from jax.typing import ArrayLike
+
+from kernel._bradley_terry import (
+    BradleyTerryRewards,
+    CopelandRewards,
+    _check_leave_one_out,
+    _check_options,
+    _copeland,
+    _fit_tensors,
+    _mm_step,
+    _reward,
+)
+from kernel._checks import check_int
+from kernel._votes import VoteArrays
+from kernel.jax._checks import as_float
+from kernel.jax._rewards import _agents, _fields, _static_rows, _valid
+
+__all__ = ["bradley_terry_rewards", "copeland_rewards"]
+
+
+def _static_agents(num_agents_P: ArrayLike, max_agents: int | None) -> int:
+    if isinstance(num_agents_P, jax.core.Tracer) or max_agents is not None:
+        if max_agents is None:
+            raise ValueError("max_agents is required when num_agents_P is traced (e.g. under jit)")
+        size = check_int(max_agents, "max_agents", low=1)
+        if not isinstance(num_agents_P, jax.core.Tracer):
+            n = _agents(num_agents_P)[0]
+            if n.size and int(n.max()) > size:
+                raise ValueError(f"max_agents must be >= max(num_agents_P) = {int(n.max())}, got {size}")
+        return size
+    n = _agents(num_agents_P)[0]
+    return max(int(n.max()) if n.size else 0, 1)
+
+
+def _weights(weight_V: ArrayLike | None, num_votes: int) -> jax.Array:
+    if weight_V is None:
+        return jnp.ones(num_votes, dtype=jnp.result_type(float))
+    w = as_float(weight_V, "weight_V")
+    if w.ndim != 1 or w.shape[0] != num_votes:
+        raise ValueError(f"weight_V must have shape ({num_votes},) (one weight per vote), got {w.shape}")
+    if not isinstance(w, jax.core.Tracer) and not bool(jnp.all(jnp.isfinite(w) & (w >= 0))):
+        raise ValueError("weight_V must be finite and >= 0, got a negative or non-finite weight")
+    return w
+
+
+def _counts(
+    votes: VoteArrays,
+    num_agents_P: ArrayLike,
+    weight_V: ArrayLike | None,
+    leave_one_out: bool,
+    size: int,
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Dense counts [N, N, 2, B], present agents [N, B] and N_p [P]; fits as in numpy's ``_counts``."""
+    g, u, a, op, b = _fields(votes)
+    n, _ = _agents(num_agents_P)
+    w = _weights(weight_V, g.shape[0])
+    num_groups = n.shape[0]
+    valid, _, debate = _valid(g, a, op, b, n)
+    n_v = jnp.append(n, 0)[debate]
+    authors = size + 1 if leave_one_out else 1
+    author = jnp.where((u >= 0) & (u < n_v), u, size) if leave_one_out else jnp.zeros_like(u)
+    cells = authors * size * size * 2 * num_groups
+    key = (((author * size + a) * size + b) * 2 + op) * num_groups + debate
+    key = jnp.where(valid & (a < size) & (b < size), key, cells)
+    by_author = jax.ops.segment_sum(w, key, num_segments=cells + 1)[:cells]
+    by_author = by_author.reshape(authors, size, size, 2, num_groups)
+    present = jnp.arange(size)[:, None] < n[None, :]
+    if not leave_one_out:
+        return by_author[0], present, n
+    keep = (jnp.arange(size)[:, None] != jnp.arange(size + 1)[None, :]).astype(by_author.dtype)
+    counts = jnp.einsum("uabcp,iu->abcip", by_author, keep).reshape(size, size, 2, size * num_groups)
+    return counts, jnp.tile(present, (1, size)), n
+
+
+def _rows(n: jax.Array, rows: int) -> tuple[jax.Array, jax.Array]:
+    """Group id [R] (P for padding rows) and agent index within the debate [R] of each packed row."""
+    ends = jnp.cumsum(n)
+    group_ids = jnp.searchsorted(ends, jnp.arange(rows, dtype=jnp.int32), side="right").astype(jnp.int32)
+    agent = jnp.arange(rows, dtype=jnp.int32) - jnp.append(ends - n, 0)[group_ids]
+    return group_ids, agent
+
+
+def _gather(values: jax.Array, n: jax.Array, rows: int, size: int, leave_one_out: bool) -> tuple[Any, Any]:
+    group_ids, agent = _rows(n, rows)
+    live = group_ids < n.shape[0]
+    p = jnp.where(live, group_ids, 0)
+    i = jnp.clip(agent, 0, size - 1)
+    fit = i * n.shape[0] + p if leave_one_out else p
+    return jnp.where(live, values[i, fit], 0), group_ids
+
+
+def bradley_terry_rewards(
+    votes: VoteArrays,
+    num_agents_P: ArrayLike,
+    *,
+    weight_V: ArrayLike | None = None,
+    prior: float = 1.0,
+    tie_strength: float = 0.0,
+    leave_one_out: bool = True,
+    max_iters: int = 1000,
+    tol: float = 1e-10,
+    max_agents: int | None = None,
+    num_rows: int | None = None,
+) -> BradleyTerryRewards:
+    """JAX twin of :func:`kernel.bradley_terry_rewards`: Davidson / Bradley–Terry fits by MM.
+
+    π_i ← (Σ_j w_ij + ½·Σ_j t_ij) / Σ_j n_ij·(1 + ½ν·√(π_j/π_i)) / D_ij, D_ij = π_i + π_j + ν·√(π_iπ_j),
+    renormalised to Σ log π = 0, in a ``lax.while_loop`` of at most ``max_iters`` steps; each fit is frozen
+    after its first step that moved no log π by more than ``tol`` (as numpy);
+    r_i = (π_i + ½ν√π_i) / (π_i + 1 + ν√π_i).
+
+    Args:
+      votes: ``VoteArrays`` of int arrays [V]; padding votes carry a group id outside ``[0, P)``.
+      num_agents_P: int [P], agent count of each debate.
+      weight_V: keyword-only; float [V] weights (finite, ≥ 0; checked when concrete); None: all 1.
+      prior: keyword-only, static; pseudo-wins per ordered pair of agents (> 0).
+      tie_strength: keyword-only, static; Davidson's ν ≥ 0.
+      leave_one_out: keyword-only, static; fit agent i without the votes authored by i.
+      max_iters: keyword-only, static; MM step limit (≥ 1).
+      tol: keyword-only, static; a fit stops after a step that moved no log π by more than ``tol``.
+      max_agents: keyword-only, static; N ≥ max N_p (optional when ``num_agents_P`` is concrete).
+      num_rows: keyword-only, static; R ≥ Σ N_p (optional when ``num_agents_P`` is concrete). Rows past
+        Σ N_p have group id P and reward 0.
+
+    Returns:
+      ``BradleyTerryRewards`` with ``rewards_PG``, ``log_strengths_PG`` [R] and int32 ``num_iters``.
+
+    Raises:
+      ValueError: bad options (as numpy); ``max_agents`` or ``num_rows`` missing under jit or too small
+        when known; a negative or non-finite concrete weight.
+      TypeError: non-integer vote fields, non-real options.
+
+    Examples:
+      >>> from kernel import vote_arrays
+      >>> v = vote_arrays([0, 0, 0], [-1, -1, -1], [0, 0, 1], [">", ">", ">"], [1, 1, 0])
+      >>> bradley_terry_rewards(v, [2], leave_one_out=False).rewards_PG.round(4)
+      Array([0.5505, 0.4495], dtype=float32)
+    """
+    p, nu, iters, t = _check_options(prior, tie_strength, max_iters, tol)
+    loo = _check_leave_one_out(leave_one_out)
+    size = _static_agents(num_agents_P, max_agents)
+    counts, present, n = _counts(votes, num_agents_P, weight_V, loo, size)
+    rows = _static_rows(_agents(num_agents_P)[1], num_rows)
+    fit = _fit_tensors(jnp, counts, present, p)
+
+    def cond(state: tuple[Any, Any, Any]) -> Any:
+        it, _, alive = state
+        return (it < iters) & jnp.any(alive)
+
+    def body(state: tuple[Any, Any, Any]) -> tuple[Any, Any, Any]:
+        it, log_pi, alive = state
+        new = _mm_step(jnp, log_pi, fit, nu)
+        moved = jnp.max(jnp.abs(new - log_pi), axis=0, initial=0.0) > t
+        return it + 1, jnp.where(alive[None, :], new, log_pi), alive & moved
+
+    start = (jnp.int32(0), jnp.zeros(present.shape, counts.dtype), jnp.ones(present.shape[1], bool))
+    it, log_pi, alive = jax.lax.while_loop(cond, body, start)
+    log_rows, group_ids = _gather(log_pi, n, rows, size, loo)
+    conv_rows, _ = _gather(jnp.broadcast_to(~alive[None, :], present.shape), n, rows, size, loo)
+    live = group_ids < n.shape[0]
+    rewards = jnp.where(live, _reward(jnp, log_rows, nu), 0.0)
+    return BradleyTerryRewards(rewards, log_rows, group_ids, conv_rows & live, it)
+
+
+def copeland_rewards(
+    votes: VoteArrays,
+    num_agents_P: ArrayLike,
+    *,
+    weight_V: ArrayLike | None = None,
+    leave_one_out: bool = True,
+    max_agents: int | None = None,
+    num_rows: int | None = None,
+) -> CopelandRewards:
+    """JAX twin of :func:`kernel.copeland_rewards`: c_i = Σ_{j≠i} sign(w_ij − w_ji) / max(N_p − 1, 1).
+
+    Args:
+      votes: ``VoteArrays`` of int arrays [V]; padding votes carry a group id outside ``[0, P)``.
+      num_agents_P: int [P], agent count of each debate.
+      weight_V: keyword-only; float [V] weights (finite, ≥ 0); None: all 1.
+      leave_one_out: keyword-only, static; ignore agent i's own votes for agent i's score.
+      max_agents: keyword-only, static; N ≥ max N_p (optional when ``num_agents_P`` is concrete).
+      num_rows: keyword-only, static; R ≥ Σ N_p (optional when ``num_agents_P`` is concrete).
+
+    Returns:
+      ``CopelandRewards`` with ``rewards_PG`` [R] in [−1, 1] and int32 ``group_ids_PG`` [R].
+
+    Raises:
+      ValueError: ``max_agents`` or ``num_rows`` missing under jit or too small when known; a negative
+        or non-finite concrete weight.
+      TypeError: non-integer vote fields; a non-bool ``leave_one_out``.
+
+    Examples:
+      >>> from kernel import vote_arrays
+      >>> v = vote_arrays([0, 0, 0], [-1, -1, -1], [0, 1, 2], [">", ">", "="], [1, 2, 0])
+      >>> copeland_rewards(v, [3]).rewards_PG
+      Array([ 0.5,  0. , -0.5], dtype=float32)
+    """
+    loo = _check_leave_one_out(leave_one_out)
+    size = _static_agents(num_agents_P, max_agents)
+    counts, _, n = _counts(votes, num_agents_P, weight_V, loo, size)
+    rows = _static_rows(_agents(num_agents_P)[1], num_rows)
+    agents_per_fit = jnp.tile(n, size) if loo else n
+    scores, group_ids = _gather(_copeland(jnp, counts, agents_per_fit), n, rows, size, loo)
+    return CopelandRewards(scores, group_ids)
