@@ -14,12 +14,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tinker import types
 from tinker._compat import model_dump
-from tinker.proto.request_conv import forward_backward_request_to_proto
 
 from adapters.tinker import tokens as tk
 from adapters.tinker.convert import datums_to_tinker
 from adapters.tinker.tokens import TokenArray, tokens_supported
 from kernel import build_datums, trajectories_from_lists
+from tests.test_adapters_tinker import wire
 
 
 def test_sequence_behaviour_by_hand() -> None:
@@ -77,15 +77,6 @@ def _sampler_body(prompt: tinker.ModelInput) -> Any:
     return model_dump(request, exclude_unset=False, exclude_none=True, mode="json")  # as sample() sends it
 
 
-def _wire(data: list[tinker.Datum]) -> bytes:
-    request = types.ForwardBackwardRequest(
-        forward_backward_input=types.ForwardBackwardInput(data=data, loss_fn="importance_sampling"),
-        model_id="m",
-        seq_id=1,
-    )
-    return forward_backward_request_to_proto(request).SerializeToString()
-
-
 @given(
     obs=st.lists(st.lists(st.integers(0, 2**31 - 1), min_size=1, max_size=6), min_size=1, max_size=3),
     action=st.lists(st.integers(0, 2**31 - 1), min_size=1, max_size=4),
@@ -108,7 +99,7 @@ def test_every_sdk_operation_equals_from_ints(obs: list[list[int]], action: list
         assert pickle.loads(pickle.dumps(ours)) == ref and copy.deepcopy(ours) == ref
     public = [tinker.Datum(model_input=tinker.ModelInput.from_ints(d.model_input.to_ints()),
                            loss_fn_inputs=d.loss_fn_inputs) for d in data]  # fmt: skip
-    assert _wire(data) == _wire(public)  # training bytes identical
+    assert wire(data) == wire(public)  # training bytes identical
 
 
 def test_later_writes_to_the_batch_do_not_reach_the_tokens() -> None:
