@@ -136,7 +136,7 @@ def _batch(data: Sequence[types.Datum], needed: tuple[str, ...], cfg: m.ModelCon
             if ids.size and (ids.min() < 0 or ids.max() >= cfg.vocab_size):
                 raise ValueError(f"data[{i}].{name} holds token ids outside [0, {cfg.vocab_size})")
         rows.append((tokens, arrays))
-    b, t = m.bucket(len(rows)), m.bucket(max(len(r[0]) for r in rows), minimum=16)
+    b, t = m.bucket(len(rows)), m.bucket_fine(max(len(r[0]) for r in rows), minimum=16)
     out = _Batch(
         np.zeros((b, t), np.int32),
         np.zeros((b, t), np.int32),
@@ -351,7 +351,7 @@ _PREFILL_BUDGET = 1 << 26
 
 def _rows_per_call(cfg: m.ModelConfig, prompt_len: int) -> int:
     """Rows per sampling call: a power of two ≤ ``_MAX_ROWS`` whose prefill fits the budget (≥ 1)."""
-    p = m.bucket(prompt_len, minimum=16)
+    p = m.bucket_fine(prompt_len, minimum=16)
     fit = max(1, min(_MAX_ROWS, _PREFILL_BUDGET // (cfg.num_heads * p * p)))
     return 1 << (fit.bit_length() - 1)
 

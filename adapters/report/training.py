@@ -26,10 +26,12 @@ CURVES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Parse failures", ("env/all/parse_error",)),
     ("Consensus reached", ("env/all/consensus_reached",)),
     ("Step time (s)", ("time/step", "time/sample", "time/train")),
-    ("Evaluation vs fixed opponents", ("eval/correct", "eval/parse_ok", "eval/pairwise_reward")),
+    ("Evaluation vs fixed opponents: correct, parse-success", ("eval/correct", "eval/parse_ok")),
+    ("Evaluation vs fixed opponents: pairwise reward", ("eval/pairwise_reward",)),
     ("Dropped stale batches (cumulative)", ("async/dropped_stale",)),
 )
-"""Charts: a title and the metric names drawn in it."""
+"""Charts: a title and the metric names drawn in it. Series measured only on some steps (``eval/*``,
+every ``eval_every`` steps) are drawn as lines through their points."""
 
 _COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd")
 
@@ -47,8 +49,12 @@ def svg_line_chart(
     *,
     width: int = 460,
     height: int = 200,
+    connect: bool = False,
 ) -> str:
     """One inline SVG line chart: ``series`` name → values per step (None: no point).
+
+    A None breaks the line, unless ``connect``: then the line joins the points on either side (for a
+    series measured every k steps).
 
     Examples:
         >>> svg = svg_line_chart("r", [0, 1], {"a": [0.0, 1.0]})
@@ -86,6 +92,8 @@ def svg_line_chart(
         runs: list[list[str]] = []
         for step, v in zip(steps, vs, strict=True):
             if v is None:
+                if connect:
+                    continue
                 if run:
                     runs.append(run)
                 run = []
@@ -125,7 +133,8 @@ def render_training_html(run_dir: str | Path, *, title: str | None = None) -> st
     for chart_title, keys in CURVES:
         series = {k: [_value(r.get(k)) for r in records] for k in keys}
         series = {k: v for k, v in series.items() if any(x is not None for x in v)}
-        charts.append(f"<figure>{svg_line_chart(chart_title, steps, series)}</figure>")
+        sparse = all(k.startswith("eval/") for k in keys)
+        charts.append(f"<figure>{svg_line_chart(chart_title, steps, series, connect=sparse)}</figure>")
     last = records[-1]
     rows = "".join(
         f"<tr><td>{html.escape(k)}</td><td>{html.escape(str(v))}</td></tr>" for k, v in sorted(last.items())
