@@ -90,13 +90,11 @@ def test_report_draws_training_curves_of_a_run_dir(
     assert "no metrics.jsonl" in capsys.readouterr().err
 
 
-@pytest.mark.slow  # ≈40 s, nearly all of it compilation; the fast tests below check the same pieces
 def test_local_tiny_run_through_the_cli_evaluates_and_reports(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The default local run, shrunk: warm start, evaluation where RL starts, RL, final evaluation."""
-    if "slow" not in (request.config.getoption("-m") or ""):
-        pytest.skip("slow: opt in with -m slow")
+    """The default local run, shrunk (its time is nearly all compilation): warm start, evaluation where RL
+    starts, RL, final evaluation, and the report's eval curves."""
     pytest.importorskip("jax")
     monkeypatch.setenv("DEBATE_KERNEL_JAX_CACHE", "")  # no cache outside tmp_path
     monkeypatch.delenv("TINKER_API_KEY", raising=False)
