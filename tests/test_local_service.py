@@ -360,3 +360,60 @@ def test_row_chunks_give_the_same_gradients_and_logprobs(monkeypatch: pytest.Mon
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-5)
     for a, b in zip(whole[1], chunked[1], strict=True):
         np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+def test_concurrent_samples_are_batched_and_equal_one_by_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    real = m.generate_rows
+
+    def counting(cfg: Any, params: Any, rows: list[Any], **kw: Any) -> Any:
+        calls.append(len(rows))
+        return real(cfg, params, rows, **kw)
+
+    monkeypatch.setattr(m, "generate_rows", counting)
+    hot = types.SamplingParams(max_tokens=12, temperature=1.0)
+    requests = [
+        (PROMPT, 2, hot),
+        (types.ModelInput.from_ints(list(b"7*6=")), 1, hot.model_copy(update={"max_tokens": 5})),
+        (types.ModelInput.from_ints(list(b"A much longer prompt, 1+1=")), 3, GREEDY),
+        (PROMPT, 1, hot.model_copy(update={"stop": ["e"], "top_k": 5})),
+        (PROMPT, 1, hot.model_copy(update={"seed": 7})),
+    ]
+
+    async def sampled(concurrently: bool) -> list[list[tuple[list[int], list[float], str]]]:
+        sampler = await (await _trainer()).save_weights_and_get_sampling_client()
+        if concurrently:
+            responses = await asyncio.gather(*(sampler.sample(*r) for r in requests))
+        else:
+            responses = [await sampler.sample(*r) for r in requests]
+        return [
+            [(s.tokens, list(s.logprobs or []), s.stop_reason) for s in resp.sequences] for resp in responses
+        ]
+
+    one_by_one = run(sampled(False))
+    assert calls == [2, 1, 3, 1, 1]
+    calls.clear()
+    batched = run(sampled(True))
+    assert calls == [8]  # one batched call for all five requests
+    assert [len(r) for r in batched] == [2, 1, 3, 1, 1]
+    for mine, theirs in zip(batched, one_by_one, strict=True):
+        for (tok_a, lp_a, why_a), (tok_b, lp_b, why_b) in zip(mine, theirs, strict=True):
+            assert tok_a == tok_b and why_a == why_b
+            np.testing.assert_allclose(lp_a, lp_b, atol=1e-5)
+    assert batched[0][0][0] != batched[0][1][0]  # the two samples of one request differ
+    assert len(batched[1][0][0]) == 5 and batched[3][0][2] in ("stop", "length")
+
+
+def test_a_bad_request_in_a_batch_fails_alone() -> None:
+    async def main() -> None:
+        sampler = await (await _trainer()).save_weights_and_get_sampling_client()
+        too_long = types.ModelInput.from_ints([1] * m.SIZES["tiny"].max_seq_len)
+        good, bad = sampler.sample(PROMPT, 1, GREEDY), sampler.sample(too_long, 1, GREEDY)
+        other = sampler.sample(PROMPT, 1, GREEDY.model_copy(update={"top_p": 0.0}))
+        assert len((await good).sequences[0].tokens) == 12
+        with pytest.raises(ValueError, match="context"):
+            await bad
+        with pytest.raises(ValueError, match="top_p"):
+            await other
+
+    run(main())

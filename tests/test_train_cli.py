@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -9,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -86,3 +88,70 @@ def test_report_draws_training_curves_of_a_run_dir(
     assert "http" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")  # self-contained
     assert main(["report", str(tmp_path), "-o", str(out)]) == 2  # a directory without metrics
     assert "no metrics.jsonl" in capsys.readouterr().err
+
+
+def test_local_tiny_run_through_the_cli_evaluates_and_reports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The default local run, shrunk (its time is nearly all compilation): warm start, evaluation where RL
+    starts, RL, final evaluation, and the report's eval curves."""
+    pytest.importorskip("jax")
+    monkeypatch.setenv("DEBATE_KERNEL_JAX_CACHE", "")  # no cache outside tmp_path
+    monkeypatch.delenv("TINKER_API_KEY", raising=False)
+    run = tmp_path / "run"
+    quick = ["--model", "tiny", "--warm-start-steps", "1", "--steps", "1", "--batch-size", "1"]
+    quick += ["--num-agents", "2", "--eval-questions", "1", "--max-tokens", "8", "--out", str(run)]
+    assert main(["train", *quick]) == 0
+    lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [(x["step"], x["phase"]) for x in lines] == [(0, "warm_start"), (1, "rl")]
+    saved = json.loads((run / "run.json").read_text())["config"]
+    assert saved["dataset"] == "arithmetic" and saved["correctness_weight"] == 1.0  # the local preset
+    for line in lines:  # evaluated where RL starts and at the end
+        for name in ("eval/correct", "eval/parse_ok", "eval/pairwise_reward"):
+            assert isinstance(line[name], float), (line["step"], name)
+    assert abs(lines[1]["optim/kl_sample_train_v1"]) < 1e-3  # same weights, same logprobs
+    out = tmp_path / "curves.html"
+    assert main(["report", str(run), "-o", str(out)]) == 0
+    page = out.read_text()
+    assert "eval/correct" in page and "eval/parse_ok" in page and "eval/pairwise_reward" in page
+    assert "correct, parse-success" in page
+
+
+def test_local_runs_get_the_local_preset_under_file_and_flags(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from adapters.cli import train as cli_train
+
+    monkeypatch.delenv("TINKER_API_KEY", raising=False)
+    parser = argparse.ArgumentParser()
+    cli_train.add_parser(parser.add_subparsers())
+
+    def config(*argv: str) -> Any:
+        return cli_train._config(parser.parse_args(["train", *argv]))
+
+    plain = config("--out", str(tmp_path / "a"))
+    assert {k: getattr(plain, k) for k in cli_train.LOCAL_PRESET} == cli_train.LOCAL_PRESET
+    assert config("--steps", "3").steps == 3 and config("--steps", "3").dataset == "arithmetic"
+    toml = tmp_path / "c.toml"
+    toml.write_text("batch_size = 5\n")
+    from_file = config("--config", str(toml), "--max-tokens", "7")
+    assert (from_file.batch_size, from_file.max_tokens, from_file.dataset) == (5, 7, "arithmetic")
+    fake = config("--service", "fake")
+    assert fake.dataset == "sample" and fake.warm_start_steps == 0  # the plain defaults
+    monkeypatch.setenv("TINKER_API_KEY", "k")
+    assert config("--model", "some/tinker-model").dataset == "sample"
+    assert config("--model", "tiny").dataset == "arithmetic"
+
+
+def test_fake_run_evaluates_where_rl_starts_and_the_report_draws_eval_curves(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    argv = [*ARGS, "--out", str(run), "--warm-start-steps", "2", "--steps", "4", "--eval-every", "2"]
+    assert main(["train", *argv]) == 0
+    lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    evaluated = [x["step"] for x in lines if isinstance(x.get("eval/correct"), float)]
+    assert evaluated == [1, 3, 5]  # the end of the warm start, then every 2 steps and the last
+    out = tmp_path / "curves.html"
+    assert main(["report", str(run), "-o", str(out)]) == 0
+    page = out.read_text()
+    chart = page[page.index("correct, parse-success") :].split("</svg>")[0]
+    assert chart.count("<polyline") == 2  # eval/correct and eval/parse_ok joined across steps

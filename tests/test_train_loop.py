@@ -108,9 +108,10 @@ def test_metric_names_and_eval_lines(tmp_path: Path) -> None:
     assert [m["step"] for m in result.metrics] == [0, 1, 2]
     for m in result.metrics:
         assert set(METRIC_NAMES) <= set(m)
-    assert result.metrics[0]["phase"] == "warm_start" and "eval/correct" not in result.metrics[0]
+    assert result.metrics[0]["phase"] == "warm_start"  # its last step evaluates where RL starts
     for m in result.metrics[1:]:
         assert m["phase"] == "rl"
+    for m in result.metrics:
         for name in ("eval/correct", "eval/parse_ok", "eval/pairwise_reward"):
             assert name in m
     assert ck.read_metrics(result.run_dir) == result.metrics

@@ -5,6 +5,13 @@ Config: ``--config FILE`` (TOML, keys of :class:`adapters.tinker.config.TrainCon
 ``--model`` not a local model name → ``tinker.ServiceClient()``; otherwise the local JAX service
 (:mod:`adapters.local`). ``--service fake`` (hidden, for tests) uses the in-repo fake, persisted under
 ``RUN_DIR/service``. One progress line per step on stderr (a bar on a terminal).
+
+On the local service the keys of :data:`LOCAL_PRESET` replace the config defaults (a config file and
+flags still override them): with no flags at all, ``train`` runs warm start, evaluation, RL on self-play
+debates and a final evaluation on the shipped arithmetic set, sized for a few minutes on 2 CPU cores.
+JAX's persistent compilation cache (``$XDG_CACHE_HOME/debate-kernel/jax``, or ``~/.cache/…``; set
+``DEBATE_KERNEL_JAX_CACHE`` to another folder, or to an empty string to turn it off) lets later runs
+skip compilation.
 """
 
 from __future__ import annotations
@@ -27,6 +34,25 @@ __all__ = ["LOCAL_MODELS", "add_parser", "run"]
 LOCAL_MODELS = ("tiny", "small", "base")
 """Model names served by the local service (anything else with TINKER_API_KEY goes to Tinker)."""
 
+LOCAL_PRESET: dict[str, Any] = {
+    "model": "tiny",
+    "dataset": "arithmetic",
+    "warm_start_steps": 50,
+    "steps": 10,
+    "batch_size": 2,
+    "num_agents": 3,
+    "max_rounds": 1,
+    "learning_rate": 2e-2,
+    "correctness_weight": 1.0,
+    "eval_every": 5,
+    "eval_questions": 4,
+    "save_every": 0,
+    "max_tokens": 192,
+}
+"""The defaults of a run on the local service (``train`` with no flags): the small model, the shipped
+arithmetic questions, a warm start on well-formed turns, then RL with a correctness reward; evaluated
+every ``eval_every`` steps. ``max_tokens``: a well-formed turn of two agents is about 130 bytes."""
+
 _FLAGS = {
     "steps": int,
     "save_every": int,
@@ -46,6 +72,7 @@ _FLAGS = {
     "max_tokens": int,
     "correctness_weight": float,
     "kl_penalty_coef": float,
+    "eval_questions": int,
 }
 
 
@@ -71,6 +98,20 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _config(args: argparse.Namespace) -> TrainConfig:
+    config = _plain_config(args)
+    if args.resume or not _is_local(args.service, config):
+        return config
+    # the local preset sits under the config file and the flags: rebuild over it
+    return _plain_config(args, base=TrainConfig.from_mapping(LOCAL_PRESET))
+
+
+def _is_local(kind: str, config: TrainConfig) -> bool:
+    if kind in ("fake", "tinker"):
+        return False
+    return kind == "local" or not os.environ.get("TINKER_API_KEY") or config.model in LOCAL_MODELS
+
+
+def _plain_config(args: argparse.Namespace, *, base: TrainConfig | None = None) -> TrainConfig:
     overrides: dict[str, Any] = {k: getattr(args, k) for k in _FLAGS if getattr(args, k) is not None}
     if args.resume:
         if args.out and Path(args.out) != Path(args.resume):
@@ -79,7 +120,7 @@ def _config(args: argparse.Namespace) -> TrainConfig:
     elif args.out:
         overrides["out"] = args.out
     if args.config is not None:
-        return load_config(args.config, overrides=overrides)
+        return load_config(args.config, overrides=overrides, base=base)
     if args.resume:
         run_file = Path(args.resume) / RUN_FILE
         try:
@@ -87,7 +128,26 @@ def _config(args: argparse.Namespace) -> TrainConfig:
         except (OSError, ValueError, KeyError) as e:
             raise CheckpointError(f"{args.resume} is not a run directory ({run_file}: {e})") from None
         return TrainConfig.from_mapping({**saved, **overrides})
-    return TrainConfig.from_mapping(overrides)
+    return TrainConfig.from_mapping(overrides, base=base)
+
+
+def _compilation_cache() -> None:
+    """Turns on JAX's persistent compilation cache (see the module docstring); never fails a run."""
+    folder = os.environ.get("DEBATE_KERNEL_JAX_CACHE")
+    if folder is None:
+        root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        folder = os.path.join(root, "debate-kernel", "jax")
+    if not folder:
+        return
+    try:
+        import jax
+
+        os.makedirs(folder, exist_ok=True)
+        jax.config.update("jax_compilation_cache_dir", folder)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    except (ImportError, OSError, AttributeError, ValueError):
+        return
 
 
 def _service(kind: str, config: TrainConfig) -> Any:
@@ -108,6 +168,7 @@ def _service(kind: str, config: TrainConfig) -> Any:
             "the local service (adapters.local) is not available in this build; set TINKER_API_KEY and "
             "pass --model NAME of a Tinker base model to train on Tinker"
         ) from None
+    _compilation_cache()
     return local.LocalServiceClient(seed=config.seed, root=Path(config.out) / "service")
 
 

@@ -12,10 +12,11 @@ LoRA: each projection W ∈ {wq, wk, wv, wo, w_gate, w_up, w_down} gets W + (α/
 (seeded normal, std 1/√d_in) and B [r, d_out] (zeros), so a fresh adapter leaves the model unchanged.
 The base weights stay frozen; only A and B are trained.
 
-Sampling (:func:`generate`) runs prefill and the whole decode loop under one ``jax.jit`` with a KV
-cache; prompt length, batch, cache and stop-sequence shapes are bucketed to powers of two, so repeated
-calls do not retrace. Sampled-token logprobs are the model's own (temperature 1, before top-k / top-p),
-so they equal :func:`token_logprobs` over the same tokens.
+Sampling (:func:`generate_rows`, :func:`generate`) runs a batched prefill of many prompts and the
+whole decode loop under one ``jax.jit`` with a KV cache, each row at its own position with its own key
+and options; prompt length, batch, cache and stop-sequence shapes are bucketed to powers of two, so
+repeated calls do not retrace. Sampled-token logprobs are the model's own (temperature 1, before
+top-k / top-p), so they equal :func:`token_logprobs` over the same tokens.
 """
 
 from __future__ import annotations
@@ -38,9 +39,13 @@ __all__ = [
     "SIZES",
     "GenerateResult",
     "ModelConfig",
+    "SampleRow",
     "bucket",
+    "bucket_fine",
+    "check_row",
     "forward",
     "generate",
+    "generate_rows",
     "init_lora",
     "init_params",
     "load_weights",
@@ -316,111 +321,254 @@ class GenerateResult(NamedTuple):
     stopped_B: jax.Array
 
 
+def bucket_fine(n: int, *, minimum: int = 1) -> int:
+    """The smallest of 2ᵏ and 3·2ᵏ⁻¹ that is ≥ max(n, minimum): a padded length wasting at most a third.
+
+    Sequence lengths are bucketed with it (attention costs T², so halving the padding matters);
+    twice as many shapes as :func:`bucket`, still few.
+
+    Examples:
+        >>> [bucket_fine(n) for n in (1, 3, 5, 7, 13, 1300)]
+        [1, 3, 6, 8, 16, 1536]
+    """
+    n = max(int(n), int(minimum), 1)
+    power = bucket(n)
+    return power * 3 // 4 if power >= 4 and power * 3 // 4 >= n else power
+
+
+class SampleRow(NamedTuple):
+    """One row of a batched sampling call: a prompt, its own PRNG key and its own sampling options.
+
+    A row's tokens depend only on its own fields (and the weights): the key drawing token ``i`` is
+    ``fold_in(key, i)``, whatever other rows share the batch.
+    """
+
+    prompt: list[int]
+    key: jax.Array
+    max_tokens: int
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = -1
+    stop_sequences: tuple[tuple[int, ...], ...] = ()
+
+
+def _rope_rows(x: jax.Array, positions_B: jax.Array, base: float) -> jax.Array:
+    """:func:`_rope` for one new token per row, x [B, 1, H, dh], each row at its own position."""
+    half = x.shape[-1] // 2
+    freqs = base ** (-jnp.arange(half, dtype=x.dtype) / half)
+    angles = positions_B.astype(x.dtype)[:, None] * freqs[None, :]  # [B, half]
+    cos, sin = jnp.cos(angles)[:, None, None, :], jnp.sin(angles)[:, None, None, :]
+    x1, x2 = x[..., :half], x[..., half:]
+    return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+
+
 def _choose(
-    key: jax.Array, logits_B_V: jax.Array, temperature: jax.Array, top_p: jax.Array, top_k: jax.Array
+    keys_B: jax.Array,
+    logits_B_V: jax.Array,
+    temperature_B: jax.Array,
+    top_p_B: jax.Array,
+    top_k_B: jax.Array,
 ) -> tuple[jax.Array, jax.Array]:
+    """One token per row (each row its own key and options) and its logprob at temperature 1."""
     logp = jax.nn.log_softmax(logits_B_V, axis=-1)
     v = logits_B_V.shape[-1]
-    scaled = logits_B_V / jnp.maximum(temperature, 1e-6)
+    scaled = logits_B_V / jnp.maximum(temperature_B, 1e-6)[:, None]
     desc = -jnp.sort(-scaled, axis=-1)
-    kth = jnp.take_along_axis(desc, jnp.clip(top_k - 1, 0, v - 1)[None, None].repeat(desc.shape[0], 0), -1)
-    scaled = jnp.where((top_k > 0) & (scaled < kth), -jnp.inf, scaled)
+    kth = jnp.take_along_axis(desc, jnp.clip(top_k_B - 1, 0, v - 1)[:, None], -1)
+    scaled = jnp.where((top_k_B[:, None] > 0) & (scaled < kth), -jnp.inf, scaled)
     # top-p: keep the smallest prefix of the sorted distribution whose mass reaches top_p.
     desc = -jnp.sort(-scaled, axis=-1)
     probs = jax.nn.softmax(desc, axis=-1)
     before = jnp.cumsum(probs, axis=-1) - probs
-    keep = before < top_p
+    keep = before < top_p_B[:, None]
     cutoff = jnp.min(jnp.where(keep, desc, jnp.inf), axis=-1, keepdims=True)
     scaled = jnp.where(scaled < cutoff, -jnp.inf, scaled)
-    sampled = jax.random.categorical(key, scaled, axis=-1)
-    token = jnp.where(temperature <= 0, jnp.argmax(logits_B_V, axis=-1), sampled).astype(jnp.int32)
+    sampled = jax.vmap(jax.random.categorical)(keys_B, scaled)
+    token = jnp.where(temperature_B <= 0, jnp.argmax(logits_B_V, axis=-1), sampled).astype(jnp.int32)
     return token, jnp.take_along_axis(logp, token[:, None], axis=-1)[:, 0]
 
 
-@partial(jax.jit, static_argnames=("cfg", "batch", "max_new"))
-def _generate(
-    params: Params,
-    prompt_P: jax.Array,
-    prompt_len: jax.Array,
-    key: jax.Array,
-    max_tokens: jax.Array,
-    temperature: jax.Array,
-    top_p: jax.Array,
-    top_k: jax.Array,
-    stops_S_L: jax.Array,
-    stop_valid_S_L: jax.Array,
-    stop_len_S: jax.Array,
-    *,
-    cfg: ModelConfig,
-    batch: int,
-    max_new: int,
-) -> GenerateResult:
-    p_b = prompt_P.shape[0]
+class _RowArrays(NamedTuple):
+    prompts_B_P: jax.Array  # int32, right-padded
+    lengths_B: jax.Array  # int32 prompt lengths
+    keys_B: jax.Array  # PRNG keys
+    max_tokens_B: jax.Array  # int32; 0 for padding rows
+    temperature_B: jax.Array
+    top_p_B: jax.Array
+    top_k_B: jax.Array
+    stops_B_S_L: jax.Array  # int32, right-aligned, -1 padded
+    stop_valid_B_S_L: jax.Array
+    stop_len_B_S: jax.Array
+
+
+@partial(jax.jit, static_argnames=("cfg", "max_new"))
+def _generate(params: Params, rows: _RowArrays, *, cfg: ModelConfig, max_new: int) -> GenerateResult:
+    """Prefill of every row's prompt, then a decode loop with a per-row KV cache position."""
+    batch, p_b = rows.prompts_B_P.shape
     cache_len = p_b + max_new
-    logits, (k_pre, v_pre) = _run_layers(cfg, params, prompt_P[None])
+    logits, (k_pre, v_pre) = _run_layers(cfg, params, rows.prompts_B_P)  # k_pre [L, B, P, H, dh]
     shape = (cfg.num_layers, batch, cache_len, cfg.num_heads, cfg.head_dim)
-    k_cache = (
-        jnp.zeros(shape, k_pre.dtype).at[:, :, :p_b].set(jnp.broadcast_to(k_pre, shape[:2] + k_pre.shape[2:]))
-    )
-    v_cache = (
-        jnp.zeros(shape, v_pre.dtype).at[:, :, :p_b].set(jnp.broadcast_to(v_pre, shape[:2] + v_pre.shape[2:]))
-    )
-    first = jnp.broadcast_to(logits[0, prompt_len - 1], (batch, cfg.vocab_size))
-    n_stop_tokens = stops_S_L.shape[1]
+    k_cache = jnp.zeros(shape, k_pre.dtype).at[:, :, :p_b].set(k_pre)
+    v_cache = jnp.zeros(shape, v_pre.dtype).at[:, :, :p_b].set(v_pre)
+    row = jnp.arange(batch)
+    first = logits[row, rows.lengths_B - 1]
+    n_stop_tokens = rows.stops_B_S_L.shape[-1]
+    layers = params["layers"]
 
-    def decode(token_B: jax.Array, pos: jax.Array, kc: jax.Array, vc: jax.Array) -> tuple[jax.Array, ...]:
-        allowed = (jnp.arange(cache_len) <= pos)[None, :]
-
-        def layer(
-            x: jax.Array, inputs: tuple[Params, jax.Array, jax.Array]
-        ) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
-            lp, kl, vl = inputs
-            q, k, v = _qkv(cfg, x, lp, pos[None])
-            kl = jax.lax.dynamic_update_slice_in_dim(kl, k, pos, axis=1)
-            vl = jax.lax.dynamic_update_slice_in_dim(vl, v, pos, axis=1)
-            x = x + _attend(q, kl, vl, allowed) @ lp["wo"]
-            return _mlp(cfg, x, lp), (kl, vl)
-
+    def decode(token_B: jax.Array, pos_B: jax.Array, kc: jax.Array, vc: jax.Array) -> tuple[jax.Array, ...]:
+        allowed = jnp.arange(cache_len)[None, :] <= pos_B[:, None]  # [B, S]
         x = params["embed"][token_B][:, None]
-        x, (kc, vc) = jax.lax.scan(layer, x, (params["layers"], kc, vc))
+        for layer in range(cfg.num_layers):  # unrolled: the cache is updated in place, row by row
+            lp = {name: w[layer] for name, w in layers.items()}
+            h = _rms_norm(x, lp["attn_norm"], cfg.norm_eps)
+            heads = (batch, 1, cfg.num_heads, cfg.head_dim)
+            q = _rope_rows((h @ lp["wq"]).reshape(heads), pos_B, cfg.rope_base)
+            k = _rope_rows((h @ lp["wk"]).reshape(heads), pos_B, cfg.rope_base)
+            v = (h @ lp["wv"]).reshape(heads)
+            kc = kc.at[layer, row, pos_B].set(k[:, 0])
+            vc = vc.at[layer, row, pos_B].set(v[:, 0])
+            scores = jnp.einsum("bthd,bshd->bhts", q, kc[layer]) * (cfg.head_dim**-0.5)
+            scores = jnp.where(allowed[:, None, None, :], scores, -1e30)
+            out = jnp.einsum("bhts,bshd->bthd", jax.nn.softmax(scores, axis=-1), vc[layer])
+            x = x + out.reshape(batch, 1, -1) @ lp["wo"]
+            x = _mlp(cfg, x, lp)
         logits = _rms_norm(x, params["final_norm"], cfg.norm_eps) @ params["lm_head"]
         return logits[:, 0], kc, vc
 
     def cond(state: tuple[Any, ...]) -> jax.Array:
-        i, done = state[0], state[6]
-        going: jax.Array = (i < max_tokens) & ~jnp.all(done)
+        i, done = state[0], state[5]
+        going: jax.Array = (i < max_new) & ~jnp.all(done)
         return going
 
     def body(state: tuple[Any, ...]) -> tuple[Any, ...]:
-        i, key, logits, kc, vc, out, done, lengths, stopped, recent, out_lp = state
-        key, sub = jax.random.split(key)
-        token, lp = _choose(sub, logits, temperature, top_p, top_k)
+        i, logits, kc, vc, out, done, lengths, stopped, recent, out_lp = state
+        keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(rows.keys_B, i)
+        token, lp = _choose(keys, logits, rows.temperature_B, rows.top_p_B, rows.top_k_B)
         out = out.at[:, i].set(token)
         out_lp = out_lp.at[:, i].set(lp)
         recent = jnp.concatenate([recent[:, 1:], token[:, None]], axis=1)
-        match = (recent[:, None, :] == stops_S_L[None]) | ~stop_valid_S_L[None]
-        hit = jnp.any(jnp.all(match, axis=-1) & (stop_len_S[None] > 0) & (stop_len_S[None] <= i + 1), axis=-1)
+        match = (recent[:, None, :] == rows.stops_B_S_L) | ~rows.stop_valid_B_S_L
+        hit = jnp.any(jnp.all(match, axis=-1) & (rows.stop_len_B_S > 0) & (rows.stop_len_B_S <= i + 1), -1)
         lengths = jnp.where(done, lengths, i + 1)
         stopped = stopped | (~done & hit)
-        done = done | hit
-        logits, kc, vc = decode(token, prompt_len + i, kc, vc)
-        return i + 1, key, logits, kc, vc, out, done, lengths, stopped, recent, out_lp
+        done = done | hit | (i + 1 >= rows.max_tokens_B)
+        pos = jnp.minimum(rows.lengths_B + i, cache_len - 1)  # finished rows write harmlessly
+        logits, kc, vc = decode(token, pos, kc, vc)
+        return i + 1, logits, kc, vc, out, done, lengths, stopped, recent, out_lp
 
     state = (
         jnp.int32(0),
-        key,
         first,
         k_cache,
         v_cache,
         jnp.zeros((batch, max_new), jnp.int32),
-        jnp.zeros((batch,), bool),
+        rows.max_tokens_B <= 0,
         jnp.zeros((batch,), jnp.int32),
         jnp.zeros((batch,), bool),
         jnp.full((batch, n_stop_tokens), -1, jnp.int32),
         jnp.zeros((batch, max_new), logits.dtype),
     )
     final = jax.lax.while_loop(cond, body, state)
-    return GenerateResult(final[5], final[10], final[7], final[8])
+    return GenerateResult(final[4], final[9], final[6], final[7])
+
+
+def check_row(cfg: ModelConfig, row: SampleRow, *, where: str = "row") -> None:
+    """Raises ValueError naming ``where`` if ``row`` cannot be sampled by a model of shape ``cfg``.
+
+    Examples:
+        >>> check_row(SIZES["tiny"], SampleRow([], jax.random.key(0), 4))
+        Traceback (most recent call last):
+        ValueError: row.prompt must hold at least one token
+    """
+    n = len(row.prompt)
+    if n < 1:
+        raise ValueError(f"{where}.prompt must hold at least one token")
+    if n >= cfg.max_seq_len:
+        raise ValueError(
+            f"{where}.prompt has {n} tokens; the model's context is {cfg.max_seq_len} "
+            "(prompt must be shorter)"
+        )
+    if row.max_tokens < 1:
+        raise ValueError(f"{where}.max_tokens must be >= 1, got {row.max_tokens}")
+    if not 0.0 < row.top_p <= 1.0:
+        raise ValueError(f"{where}.top_p must be in (0, 1], got {row.top_p}")
+    if not math.isfinite(row.temperature):
+        raise ValueError(f"{where}.temperature must be finite, got {row.temperature}")
+    if any(not 0 <= t < cfg.vocab_size for t in row.prompt):
+        raise ValueError(f"{where}.prompt token ids must be in [0, {cfg.vocab_size})")
+
+
+def generate_rows(
+    cfg: ModelConfig, params: Params, rows: list[SampleRow], *, min_batch: int = 1
+) -> GenerateResult:
+    """Samples every row of ``rows`` in one batched prefill and decode loop (one ``jax.jit`` call).
+
+    Rows may differ in prompt, key, length and options. Shapes are bucketed to powers of two (rows
+    ≥ ``min_batch``, prompt ≥ 16, new tokens ≥ 8, stop sequences), so calls do not retrace. Row b is
+    the same as sampling it alone: token i is drawn with ``fold_in(rows[b].key, i)``, and no value of
+    another row enters its computation (up to float rounding of differently shaped matmuls).
+
+    Args:
+        cfg: the model shape.
+        params: a params pytree (LoRA merged).
+        rows: ≥ 1 rows (see :class:`SampleRow`); ``max_tokens`` is clipped to the context left.
+        min_batch: pad the batch to at least this many rows (fewer distinct shapes).
+
+    Returns:
+        :class:`GenerateResult` with ``len(rows)`` rows.
+
+    Raises:
+        ValueError: no rows, or a row :func:`check_row` rejects.
+
+    Examples:
+        >>> cfg = SIZES["tiny"]
+        >>> params = init_params(cfg, jax.random.key(0))
+        >>> rows = [SampleRow([1, 2, 3], jax.random.key(1), 5), SampleRow([7], jax.random.key(2), 2)]
+        >>> generate_rows(cfg, params, rows).lengths_B.tolist()
+        [5, 2]
+    """
+    if not rows:
+        raise ValueError("rows must hold at least one SampleRow")
+    for i, r in enumerate(rows):
+        check_row(cfg, r, where=f"rows[{i}]")
+    stops = [[list(s) for s in r.stop_sequences if len(s) > 0] for r in rows]
+    width = bucket(max((len(s) for ss in stops for s in ss), default=1))
+    n_stops = bucket(max((len(ss) for ss in stops), default=1))
+    batch = bucket(len(rows), minimum=min_batch)
+    p_b = bucket_fine(max(len(r.prompt) for r in rows), minimum=16)
+    max_tokens = [min(r.max_tokens, cfg.max_seq_len - len(r.prompt)) for r in rows]
+    prompts = np.zeros((batch, p_b), np.int32)
+    lengths = np.ones((batch,), np.int32)
+    budget = np.zeros((batch,), np.int32)
+    temperature = np.ones((batch,), np.float32)
+    top_p = np.ones((batch,), np.float32)
+    top_k = np.full((batch,), -1, np.int32)
+    stop_arr = np.full((batch, n_stops, width), -1, np.int32)
+    valid = np.zeros((batch, n_stops, width), bool)
+    lens = np.zeros((batch, n_stops), np.int32)
+    for b, r in enumerate(rows):
+        prompts[b, : len(r.prompt)] = r.prompt
+        lengths[b], budget[b] = len(r.prompt), max_tokens[b]
+        temperature[b], top_p[b], top_k[b] = r.temperature, r.top_p, r.top_k
+        for j, s in enumerate(stops[b]):
+            stop_arr[b, j, width - len(s) :] = s
+            valid[b, j, width - len(s) :] = True
+            lens[b, j] = len(s)
+    keys = jnp.stack([r.key for r in rows] + [rows[0].key] * (batch - len(rows)))
+    arrays = _RowArrays(
+        jnp.asarray(prompts),
+        jnp.asarray(lengths),
+        keys,
+        jnp.asarray(budget),
+        jnp.asarray(temperature),
+        jnp.asarray(top_p),
+        jnp.asarray(top_k),
+        jnp.asarray(stop_arr),
+        jnp.asarray(valid),
+        jnp.asarray(lens),
+    )
+    result = _generate(params, arrays, cfg=cfg, max_new=bucket(max(max_tokens), minimum=8))
+    return GenerateResult(*(x[: len(rows)] for x in result))
 
 
 def generate(
@@ -440,6 +588,7 @@ def generate(
 
     A row stops after a stop sequence (its tokens are included) or after ``max_tokens`` tokens.
     ``temperature ≤ 0`` is greedy. Logprobs are the model's (temperature 1, before top-k / top-p).
+    Sample j is row j of :func:`generate_rows` with key ``fold_in(key, j)``.
 
     Args:
         cfg: the model shape.
@@ -466,51 +615,14 @@ def generate(
         >>> r.tokens_B_M.shape, r.lengths_B.tolist()
         ((2, 8), [5, 5])
     """
-    n = len(prompt)
-    if n < 1:
-        raise ValueError("prompt must hold at least one token")
-    if n >= cfg.max_seq_len:
-        raise ValueError(
-            f"prompt has {n} tokens; the model's context is {cfg.max_seq_len} (prompt must be shorter)"
-        )
-    if num_samples < 1 or max_tokens < 1:
-        raise ValueError(f"num_samples and max_tokens must be >= 1, got {num_samples} and {max_tokens}")
-    if not 0.0 < top_p <= 1.0:
-        raise ValueError(f"top_p must be in (0, 1], got {top_p}")
-    if any(not 0 <= t < cfg.vocab_size for t in prompt):
-        raise ValueError(f"prompt token ids must be in [0, {cfg.vocab_size})")
-    max_tokens = min(max_tokens, cfg.max_seq_len - n)
-    stops = [list(s) for s in stop_sequences or [] if len(s) > 0]
-    width = bucket(max((len(s) for s in stops), default=1))
-    rows = bucket(max(len(stops), 1))
-    stop_arr = np.full((rows, width), -1, np.int32)
-    valid = np.zeros((rows, width), bool)
-    lens = np.zeros((rows,), np.int32)
-    for i, s in enumerate(stops):
-        stop_arr[i, width - len(s) :] = s
-        valid[i, width - len(s) :] = True
-        lens[i] = len(s)
-    p_b = bucket(n, minimum=16)
-    prompt_arr = np.zeros((p_b,), np.int32)
-    prompt_arr[:n] = prompt
-    batch = bucket(num_samples)
-    result = _generate(
-        params,
-        jnp.asarray(prompt_arr),
-        jnp.int32(n),
-        key,
-        jnp.int32(max_tokens),
-        jnp.float32(temperature),
-        jnp.float32(top_p),
-        jnp.int32(top_k),
-        jnp.asarray(stop_arr),
-        jnp.asarray(valid),
-        jnp.asarray(lens),
-        cfg=cfg,
-        batch=batch,
-        max_new=bucket(max_tokens, minimum=8),
-    )
-    return GenerateResult(*(x[:num_samples] for x in result))
+    if num_samples < 1:
+        raise ValueError(f"num_samples must be >= 1, got {num_samples}")
+    stops = tuple(tuple(s) for s in stop_sequences or ())
+    rows = [
+        SampleRow(list(prompt), jax.random.fold_in(key, j), max_tokens, temperature, top_p, top_k, stops)
+        for j in range(num_samples)
+    ]
+    return generate_rows(cfg, params, rows)
 
 
 def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:

@@ -26,6 +26,7 @@ on them; metrics may be returned as JAX scalars (they are converted to floats af
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import tempfile
@@ -42,7 +43,7 @@ import optax  # type: ignore[import-untyped]
 from tinker import types
 
 from adapters.local import model as m
-from adapters.tinker.futures import CompletedFuture, completed, failed
+from adapters.tinker.futures import AwaitableFuture, CompletedFuture, completed, failed
 from adapters.tinker.tokenizers import ByteTokenizer
 from kernel.jax import cispo_loss, cross_entropy_loss, dro_loss, importance_sampling_loss, ppo_loss
 
@@ -135,7 +136,7 @@ def _batch(data: Sequence[types.Datum], needed: tuple[str, ...], cfg: m.ModelCon
             if ids.size and (ids.min() < 0 or ids.max() >= cfg.vocab_size):
                 raise ValueError(f"data[{i}].{name} holds token ids outside [0, {cfg.vocab_size})")
         rows.append((tokens, arrays))
-    b, t = m.bucket(len(rows)), m.bucket(max(len(r[0]) for r in rows), minimum=16)
+    b, t = m.bucket(len(rows)), m.bucket_fine(max(len(r[0]) for r in rows), minimum=16)
     out = _Batch(
         np.zeros((b, t), np.int32),
         np.zeros((b, t), np.int32),
@@ -340,6 +341,27 @@ def _read_state(path: str | Path) -> _State:
     return _State(cfg, frozen, trainable, opt_state, grads, step, rank, base_model)
 
 
+_MAX_ROWS = 64
+"""Most rows in one batched sampling call."""
+_MIN_ROWS = 4
+"""Batched sampling calls are padded to at least this many rows (fewer compiled shapes)."""
+_PREFILL_BUDGET = 1 << 26
+"""Most attention scores (rows × heads × P²) one sampling call's prefill holds per layer."""
+
+
+def _rows_per_call(cfg: m.ModelConfig, prompt_len: int) -> int:
+    """Rows per sampling call: a power of two ≤ ``_MAX_ROWS`` whose prefill fits the budget (≥ 1)."""
+    p = m.bucket_fine(prompt_len, minimum=16)
+    fit = max(1, min(_MAX_ROWS, _PREFILL_BUDGET // (cfg.num_heads * p * p)))
+    return 1 << (fit.bit_length() - 1)
+
+
+class _Queued(NamedTuple):
+    call: int
+    rows: list[m.SampleRow]
+    future: asyncio.Future[types.SampleResponse]
+
+
 class LocalSamplingClient:
     """Samples from one frozen set of weights (satisfies ``protocol.SamplingClient``)."""
 
@@ -347,6 +369,8 @@ class LocalSamplingClient:
         self._cfg, self._params, self._seed, self._name = cfg, params, seed, name
         self._calls = itertools.count()
         self._tokenizer = ByteTokenizer()
+        self._queue: list[_Queued] = []
+        self._flush_pending = False
 
     def get_tokenizer(self) -> ByteTokenizer:
         """The byte tokenizer every local model uses."""
@@ -367,16 +391,18 @@ class LocalSamplingClient:
                 raise TypeError(f"sampling_params.stop entries must be str or int, got {type(s).__name__}")
         return out
 
-    def _sample(
-        self, prompt: types.ModelInput, num_samples: int, params: types.SamplingParams
-    ) -> types.SampleResponse:
-        call = next(self._calls)
+    def _rows(
+        self, call: int, prompt: types.ModelInput, num_samples: int, params: types.SamplingParams
+    ) -> list[m.SampleRow]:
+        """The request's rows, validated in full; row j's key is ``fold_in(request key, j)``."""
         tokens = prompt.to_ints()
         if len(tokens) >= self._cfg.max_seq_len:
             raise ValueError(
                 f"prompt has {len(tokens)} tokens; the model's context is {self._cfg.max_seq_len} "
                 "(the prompt must be shorter to leave room for one sampled token)"
             )
+        if not isinstance(num_samples, int) or isinstance(num_samples, bool) or num_samples < 1:
+            raise ValueError(f"num_samples must be an int >= 1, got {num_samples!r}")
         if params.seed is not None:
             key = jax.random.key(params.seed)
         else:
@@ -384,40 +410,104 @@ class LocalSamplingClient:
                 jax.random.key(self._seed), zlib.crc32(self._name.encode()) & 0x7FFFFFFF
             )
             key = jax.random.fold_in(named, call)
-        result = m.generate(
-            self._cfg,
-            self._params,
-            tokens,
-            num_samples=num_samples,
-            max_tokens=params.max_tokens if params.max_tokens is not None else self._cfg.max_seq_len,
-            key=key,
-            temperature=params.temperature,
-            top_p=params.top_p,
-            top_k=params.top_k,
-            stop_sequences=self._stops(params.stop),
-        )
+        max_tokens = params.max_tokens if params.max_tokens is not None else self._cfg.max_seq_len
+        stops = tuple(tuple(s) for s in self._stops(params.stop))
+        rows = [
+            m.SampleRow(
+                list(tokens),
+                jax.random.fold_in(key, j),
+                max_tokens,
+                params.temperature,
+                params.top_p,
+                params.top_k,
+                stops,
+            )
+            for j in range(num_samples)
+        ]
+        m.check_row(self._cfg, rows[0], where="request")
+        return rows
+
+    def _response(self, call: int, result: m.GenerateResult, start: int, count: int) -> types.SampleResponse:
         toks, lps = np.asarray(result.tokens_B_M), np.asarray(result.logprobs_B_M, dtype=np.float32)
         lengths, stopped = np.asarray(result.lengths_B), np.asarray(result.stopped_B)
         sequences = [
             types.SampledSequence(
-                stop_reason="stop" if stopped[i] else "length",
-                sequence_id=f"{self._name}-{call}-{i}",
-                tokens_np=toks[i, : lengths[i]].astype(np.int32),
-                logprobs_np=lps[i, : lengths[i]],
+                stop_reason="stop" if stopped[b] else "length",
+                sequence_id=f"{self._name}-{call}-{b - start}",
+                tokens_np=toks[b, : lengths[b]].astype(np.int32),
+                logprobs_np=lps[b, : lengths[b]].copy(),
             )
-            for i in range(num_samples)
+            for b in range(start, start + count)
         ]
         return types.SampleResponse(sequences=sequences)
 
+    def _flush(self) -> None:
+        """Samples every queued request in batched calls; resolves their futures in request order.
+
+        Rows are grouped by prompt length (fewer padded positions) into calls of at most
+        :func:`_rows_per_call` rows; a failing call fails the requests it held, and only those.
+        """
+        queue, self._queue, self._flush_pending = self._queue, [], False
+        live = [q for q in queue if not q.future.done()]  # a cancelled request is skipped
+        flat = [(i, j) for i, q in enumerate(live) for j in range(len(q.rows))]
+        flat.sort(key=lambda ij: len(live[ij[0]].rows[ij[1]].prompt))
+        outcome: dict[int, list[Any]] = {i: [None] * len(q.rows) for i, q in enumerate(live)}
+        errors: dict[int, BaseException] = {}
+        start = 0
+        while start < len(flat):
+            longest = len(live[flat[min(start + _MAX_ROWS, len(flat)) - 1][0]].rows[0].prompt)
+            size = min(_rows_per_call(self._cfg, longest), len(flat) - start)
+            group = flat[start : start + size]
+            start += size
+            try:
+                result = m.generate_rows(
+                    self._cfg, self._params, [live[i].rows[j] for i, j in group], min_batch=_MIN_ROWS
+                )
+                for b, (i, j) in enumerate(group):
+                    outcome[i][j] = self._response(live[i].call, result, b, 1).sequences[0]
+            except Exception as exc:
+                for i, _ in group:
+                    errors.setdefault(i, exc)
+        for i, q in enumerate(live):
+            if i in errors:
+                q.future.set_exception(errors[i])
+            else:
+                q.future.set_result(types.SampleResponse(sequences=outcome[i]))
+
     def sample(
         self, prompt: types.ModelInput, num_samples: int, sampling_params: types.SamplingParams
-    ) -> CompletedFuture[types.SampleResponse]:
+    ) -> CompletedFuture[types.SampleResponse] | AwaitableFuture[types.SampleResponse]:
         """Samples ``num_samples`` continuations of ``prompt``.
 
         Stop sequences (strings are encoded with the byte tokenizer) are included in the returned
         tokens. Logprobs are the model's at temperature 1, the same numbers training computes.
+
+        Batching: inside a running event loop the request is queued, and every request submitted on
+        this client before the loop's next turn is sampled in one batched call (concurrent debates
+        share a prefill and decode loop); futures resolve in submission order. Outside a loop the
+        request runs at once. Either way the result is the same: request n of this client (counting
+        every call) draws with key ``fold_in(fold_in(key(seed), crc32(name)), n)`` (or
+        ``key(sampling_params.seed)``), row j with ``fold_in(that, j)``, token i with
+        ``fold_in(row key, i)``, so batching never changes what is sampled. A request that is invalid
+        fails on its own, at once.
         """
-        return _run(lambda: self._sample(prompt, num_samples, sampling_params))
+        call = next(self._calls)
+        try:
+            rows = self._rows(call, prompt, num_samples, sampling_params)
+        except Exception as exc:
+            return failed(exc)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return _run(
+                lambda: self._response(call, m.generate_rows(self._cfg, self._params, rows), 0, len(rows))
+            )
+        future: asyncio.Future[types.SampleResponse] = loop.create_future()
+        self._queue.append(_Queued(call, rows, future))
+        if not self._flush_pending:
+            self._flush_pending = True
+            loop.call_soon(self._flush)
+        return AwaitableFuture(future)
 
     def compute_logprobs(self, prompt: types.ModelInput) -> CompletedFuture[list[float | None]]:
         """log p(token_t | tokens_<t) for every prompt token (None for the first), as in the SDK."""

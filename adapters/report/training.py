@@ -26,11 +26,14 @@ CURVES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Parse failures", ("env/all/parse_error",)),
     ("Consensus reached", ("env/all/consensus_reached",)),
     ("Step time (s)", ("time/step", "time/sample", "time/train")),
-    ("Evaluation vs fixed opponents", ("eval/correct", "eval/parse_ok", "eval/pairwise_reward")),
+    ("Evaluation vs fixed opponents: correct, parse-success", ("eval/correct", "eval/parse_ok")),
+    ("Evaluation vs fixed opponents: pairwise reward", ("eval/pairwise_reward",)),
     ("Dropped stale batches (cumulative)", ("async/dropped_stale",)),
 )
-"""Charts: a title and the metric names drawn in it."""
+"""Charts: a title and the metric names drawn in it. Series measured only on some steps (``eval/*``,
+every ``eval_every`` steps) are drawn as lines through their points."""
 
+_RATES = {"eval/correct", "eval/parse_ok", "env/all/correct", "env/all/parse_error"}
 _COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd")
 
 
@@ -47,8 +50,13 @@ def svg_line_chart(
     *,
     width: int = 460,
     height: int = 200,
+    connect: bool = False,
+    bounds: tuple[float, float] | None = None,
 ) -> str:
     """One inline SVG line chart: ``series`` name → values per step (None: no point).
+
+    A None breaks the line, unless ``connect``: then the line joins the points on either side (for a
+    series measured every k steps). ``bounds``: the y range to show at least (e.g. (0, 1) for rates).
 
     Examples:
         >>> svg = svg_line_chart("r", [0, 1], {"a": [0.0, 1.0]})
@@ -63,6 +71,8 @@ def svg_line_chart(
         parts.append(f'<text x="{pad_l}" y="{height // 2}" font-size="12">no data</text></svg>')
         return "".join(parts)
     lo, hi = min(values), max(values)
+    if bounds is not None:
+        lo, hi = min(lo, bounds[0]), max(hi, bounds[1])
     if hi == lo:
         lo, hi = lo - 0.5, hi + 0.5
     s0, s1 = min(steps), max(steps)
@@ -86,6 +96,8 @@ def svg_line_chart(
         runs: list[list[str]] = []
         for step, v in zip(steps, vs, strict=True):
             if v is None:
+                if connect:
+                    continue
                 if run:
                     runs.append(run)
                 run = []
@@ -125,7 +137,10 @@ def render_training_html(run_dir: str | Path, *, title: str | None = None) -> st
     for chart_title, keys in CURVES:
         series = {k: [_value(r.get(k)) for r in records] for k in keys}
         series = {k: v for k, v in series.items() if any(x is not None for x in v)}
-        charts.append(f"<figure>{svg_line_chart(chart_title, steps, series)}</figure>")
+        sparse = all(k.startswith("eval/") for k in keys)
+        rates = (0.0, 1.0) if set(keys) <= _RATES else None
+        chart = svg_line_chart(chart_title, steps, series, connect=sparse, bounds=rates)
+        charts.append(f"<figure>{chart}</figure>")
     last = records[-1]
     rows = "".join(
         f"<tr><td>{html.escape(k)}</td><td>{html.escape(str(v))}</td></tr>" for k, v in sorted(last.items())

@@ -198,8 +198,11 @@ class TrainConfig:
         }
 
 
-def load_config(path: str | Path, *, overrides: Mapping[str, Any] | None = None) -> TrainConfig:
-    """Reads a TOML file of config keys (top level or a ``[train]`` table), then applies ``overrides``.
+def load_config(
+    path: str | Path, *, overrides: Mapping[str, Any] | None = None, base: TrainConfig | None = None
+) -> TrainConfig:
+    """Reads a TOML file of config keys (top level or a ``[train]`` table) over ``base`` (default: the
+    defaults), then applies ``overrides``.
 
     Raises:
       ValueError: the file is not valid TOML (with its message), or a key is unknown or a value is bad.
@@ -212,7 +215,7 @@ def load_config(path: str | Path, *, overrides: Mapping[str, Any] | None = None)
         raise ValueError(f"{path}: not valid TOML: {e}") from None
     if set(data) == {"train"} and isinstance(data["train"], dict):
         data = data["train"]
-    config = TrainConfig.from_mapping(data)
+    config = TrainConfig.from_mapping(data, base=base)
     return TrainConfig.from_mapping(overrides or {}, base=config)
 
 

@@ -32,6 +32,7 @@ from adapters import data
 
 __all__ = [
     "SAMPLE_QUESTIONS",
+    "SHIPPED",
     "Cursor",
     "DatasetError",
     "Question",
@@ -46,6 +47,9 @@ __all__ = [
 
 SAMPLE_QUESTIONS = "questions.jsonl"
 """The shipped question set (arithmetic with exact answers) in :mod:`adapters.data`."""
+SHIPPED: dict[str, str] = {"sample": SAMPLE_QUESTIONS, "arithmetic": "arithmetic.jsonl"}
+"""Dataset names that read a shipped file of :mod:`adapters.data`: ``sample`` (64 word problems) and
+``arithmetic`` (700 short checked questions of seven kinds, the local model's default)."""
 
 
 class DatasetError(ValueError):
@@ -103,13 +107,15 @@ def parse_questions(text: str, *, source: str = "<questions>") -> tuple[Question
 
 
 def load_questions(path: str | Path) -> tuple[Question, ...]:
-    """Questions from a JSON Lines file, or the shipped set when ``path`` is ``"sample"``.
+    """Questions from a JSON Lines file, or a shipped set by name (:data:`SHIPPED`: ``"sample"``,
+    ``"arithmetic"``).
 
     Raises:
       DatasetError: as :func:`parse_questions`, or the file cannot be read.
     """
-    if str(path) == "sample":
-        return parse_questions(data.read_text(SAMPLE_QUESTIONS), source=SAMPLE_QUESTIONS)
+    if str(path) in SHIPPED:
+        name = SHIPPED[str(path)]
+        return parse_questions(data.read_text(name), source=name)
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:

@@ -79,7 +79,8 @@ class PlanConfig:
       warm_start_steps: the first steps, trained on rendered turns (no sampling).
       num_substeps: optimizer steps per batch.
       save_every: save after step s when ``(s + 1) % save_every == 0``; the last step always saves.
-      eval_every: evaluate after step s when ``(s + 1) % eval_every == 0`` (RL steps); also after the last.
+      eval_every: evaluate after step s when ``(s + 1) % eval_every == 0`` (RL steps); also after the last,
+        and after the last warm-start step (the policy RL starts from).
       max_steps_off_policy: k (0: on-policy).
     """
 
@@ -322,7 +323,7 @@ def step(config: PlanConfig, state: LoopState, event: Event) -> tuple[LoopState,
             if s.phase != "refreshing" or version != s.step + 1:
                 _unexpected(event, s)
             s = replace(s, version=version)
-            if _due(config.eval_every, s.step, config) and s.step + 1 > config.warm_start_steps:
+            if _eval_due(s.step, config):
                 s = replace(s, phase="evaluating")
                 out.append(Evaluate(s.step))
             else:
@@ -352,6 +353,12 @@ def step(config: PlanConfig, state: LoopState, event: Event) -> tuple[LoopState,
 
 def _due(every: int, step_: int, config: PlanConfig) -> bool:
     return step_ + 1 == config.total_steps or (every > 0 and (step_ + 1) % every == 0)
+
+
+def _eval_due(step_: int, config: PlanConfig) -> bool:
+    if step_ + 1 == config.warm_start_steps:  # the warm-started policy: where RL starts
+        return True
+    return _due(config.eval_every, step_, config) and step_ + 1 > config.warm_start_steps
 
 
 def _step_done(s: LoopState) -> LoopState:
