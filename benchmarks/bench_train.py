@@ -9,6 +9,8 @@
    bound of those waits, ``max over debates(turns) × 50 ms + 200 ms`` (debates run concurrently, the turns of
    one debate in sequence; one substep); client overhead = (step − bound − fake CPU) / step.
    Goal: within 10 % of the bound, client overhead < 5 % of a step.
+   The step is also split into its phases (``time/sample``, ``time/prepare``, ``time/train``, the rest),
+   each against its share of the bound (``longest × 50 ms`` for sampling, 200 ms for training, 0 otherwise).
 
 ``python -m benchmarks train [--quick]``.
 """
