@@ -9,6 +9,8 @@
    bound of those waits, ``max over debates(turns) × 50 ms + 200 ms`` (debates run concurrently, the turns of
    one debate in sequence; one substep); client overhead = (step − bound − fake CPU) / step.
    Goal: within 10 % of the bound, client overhead < 5 % of a step.
+   The step is also split into its phases (``time/sample``, ``time/prepare``, ``time/train``, the rest),
+   each against its share of the bound (``longest × 50 ms`` for sampling, 200 ms for training, 0 otherwise).
 
 ``python -m benchmarks train [--quick]``.
 """
@@ -116,6 +118,13 @@ def _with_latency(debates: int, steps: int, sample_s: float, fb_s: float) -> dic
         fake_cpu = box[0] / len(result.metrics)
         ratios = []
         overheads = []
+        parts = {
+            "sample_s": 0.0,
+            "sample_bound_s": 0.0,
+            "prepare_s": 0.0,
+            "train_s": 0.0,
+            "rest_s": 0.0,
+        }
         for m in result.metrics:
             lines = (run / "transcripts" / f"step-{m['step']:06d}.jsonl").read_text().splitlines()
             longest = max(len(json.loads(line)["turns"]) for line in lines)
@@ -123,6 +132,12 @@ def _with_latency(debates: int, steps: int, sample_s: float, fb_s: float) -> dic
             step = m["time/sample"] + m["time/step"]  # sampling happens before Prepare in on-policy mode
             ratios.append(step / bound)
             overheads.append((step - bound - fake_cpu) / step)
+            n = len(result.metrics)
+            parts["sample_s"] += m["time/sample"] / n
+            parts["sample_bound_s"] += longest * sample_s / n
+            parts["prepare_s"] += m["time/prepare"] / n
+            parts["train_s"] += m["time/train"] / n
+            parts["rest_s"] += (m["time/step"] - m["time/prepare"] - m["time/train"]) / n
     return {
         "ratio": sum(ratios) / len(ratios),
         "overhead": sum(overheads) / len(overheads),
@@ -130,6 +145,8 @@ def _with_latency(debates: int, steps: int, sample_s: float, fb_s: float) -> dic
         "step_s": step,
         "fake_cpu_s": fake_cpu,
         "kernel_s": float(m["time/prepare"]),
+        **parts,
+        "train_bound_s": fb_s,
     }
 
 
@@ -148,7 +165,10 @@ def _async_wall(debates: int, steps: int, sample_s: float, fb_s: float) -> dict[
         t0 = time.perf_counter()
         result = asyncio.run(run_training(config, service))
         wall = (time.perf_counter() - t0) / steps
-    return {"wall_per_step_s": wall, "dropped": float(result.metrics[-1]["async/dropped_stale"])}
+    return {
+        "wall_per_step_s": wall,
+        "dropped": float(result.metrics[-1]["async/dropped_stale"]),
+    }
 
 
 def main(argv: list[str]) -> int:
@@ -161,21 +181,71 @@ def main(argv: list[str]) -> int:
         [
             ["step (client + fake)", zero["step_s"], 1.0],
             ["fake service calls", zero["server_s"], zero["server_s"] / zero["step_s"]],
-            ["kernel stages (prepare)", zero["kernel_s"], zero["kernel_s"] / zero["step_s"]],
-            ["asyncio driver + rest", zero["driver_s"], zero["driver_s"] / zero["step_s"]],
+            [
+                "kernel stages (prepare)",
+                zero["kernel_s"],
+                zero["kernel_s"] / zero["step_s"],
+            ],
+            [
+                "asyncio driver + rest",
+                zero["driver_s"],
+                zero["driver_s"] / zero["step_s"],
+            ],
         ],
     )
     lat = _with_latency(debates, 2 if quick else 3, 0.05, 0.2)
     print_table(
         "train: 50 ms per sample, 200 ms per forward_backward",
-        ["step s", "critical-path bound s", "step / bound", "fake CPU s", "kernel s", "client overhead"],
-        [[lat["step_s"], lat["bound_s"], lat["ratio"], lat["fake_cpu_s"], lat["kernel_s"], lat["overhead"]]],
+        [
+            "step s",
+            "critical-path bound s",
+            "step / bound",
+            "fake CPU s",
+            "kernel s",
+            "client overhead",
+        ],
+        [
+            [
+                lat["step_s"],
+                lat["bound_s"],
+                lat["ratio"],
+                lat["fake_cpu_s"],
+                lat["kernel_s"],
+                lat["overhead"],
+            ]
+        ],
+    )
+    print_table(
+        "train: where the synchronous step goes (mean over steps), against its share of the bound",
+        ["phase", "seconds", "bound s", "over bound s"],
+        [
+            [
+                "sample (rollouts)",
+                lat["sample_s"],
+                lat["sample_bound_s"],
+                lat["sample_s"] - lat["sample_bound_s"],
+            ],
+            ["prepare (kernel stages)", lat["prepare_s"], 0.0, lat["prepare_s"]],
+            [
+                "train (forward_backward + optim)",
+                lat["train_s"],
+                lat["train_bound_s"],
+                lat["train_s"] - lat["train_bound_s"],
+            ],
+            ["rest (refresh, metrics)", lat["rest_s"], 0.0, lat["rest_s"]],
+        ],
     )
     asy = _async_wall(debates, 2 if quick else 4, 0.05, 0.2)
     print_table(
         "train: same latencies, async (max_steps_off_policy = 1)",
         ["wall s per step", "sync step / async step", "dropped stale batches"],
-        [[asy["wall_per_step_s"], lat["step_s"] / asy["wall_per_step_s"], asy["dropped"]]],
+        [
+            [
+                asy["wall_per_step_s"],
+                lat["step_s"] / asy["wall_per_step_s"],
+                asy["dropped"],
+            ]
+        ],
     )
     print(
         json.dumps(

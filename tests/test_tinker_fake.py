@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import subprocess
 import sys
 from collections.abc import Coroutine
@@ -307,5 +308,52 @@ def test_lineage_follows_a_simple_model_through_saves_and_restores(ops: list[tup
                 lineage, pending = list(saved[1]), []
             assert tc.state.trained_batches() == lineage and list(tc.state.pending) == pending
         assert service.trained_batches() == [batch_fingerprint(batches[k]) for op, k in ops if op == "fb"]
+
+    run(main())
+
+
+@given(
+    st.lists(st.lists(st.integers(0, 300), min_size=1, max_size=12), min_size=1, max_size=5),
+    st.integers(1, 3),
+)
+def test_batched_logprobs_and_fingerprints_equal_the_per_datum_reference(
+    seqs: list[list[int]], chunks: int
+) -> None:
+    """The one-pass batch hash and the chunk-wise token reading equal token_logprobs / to_ints per datum."""
+    from adapters.tinker.fake import _batch_logprobs, datum_fingerprint
+
+    data = []
+    for seq in seqs:
+        cut = [seq[i::chunks] for i in range(chunks)]  # several chunks, concatenated in order below
+        pieces = [c for c in cut if c]
+        model_input = tinker.ModelInput(chunks=[types.EncodedTextChunk(tokens=c) for c in pieces])
+        flat = [t for c in pieces for t in c]
+        targets = np.asarray([*flat[1:], 7], np.int64)
+        data.append(types.Datum(model_input=model_input, loss_fn_inputs={"target_tokens": targets}))
+    lps, _ = _batch_logprobs("0123456789abcdef", data)
+    for datum, lp in zip(data, lps, strict=True):
+        ints = datum.model_input.to_ints()
+        ref = token_logprobs("0123456789abcdef", [*ints, 7], 1)
+        assert np.array_equal(lp, ref)
+        h = hashlib.sha256(np.asarray(ints, np.int64).tobytes())
+        for name in sorted(datum.loss_fn_inputs):
+            arr = np.ascontiguousarray(datum.loss_fn_inputs[name].to_numpy())
+            h.update(f"|{name}|{arr.dtype.str}|{arr.shape}|".encode())
+            h.update(arr.tobytes())
+        assert datum_fingerprint(datum) == h.hexdigest()[:32]
+
+
+def test_sampled_logprobs_equal_token_logprobs_over_prompt_and_answer() -> None:
+    async def main() -> None:
+        service = FakeServiceClient(seed=3)
+        tc = await service.create_lora_training_client("m", rank=1)
+        sampler = await tc.save_weights_and_get_sampling_client()
+        prompt = _prompt()
+        out = await sampler.sample(prompt, 2, PARAMS)
+        for seq in out.sequences:
+            full = [*prompt.to_ints(), *seq.tokens]
+            assert np.array_equal(
+                seq.logprobs_np, token_logprobs(sampler.state.params, full, len(prompt.to_ints()))
+            )
 
     run(main())

@@ -93,8 +93,12 @@ def datum_fingerprint(datum: types.Datum) -> str:
         >>> datum_fingerprint(d) == datum_fingerprint(d), datum_fingerprint(d) == datum_fingerprint(e)
         (True, False)
     """
+    return _fingerprint(_ints(datum.model_input), datum)
+
+
+def _fingerprint(inputs: npt.NDArray[np.int64], datum: types.Datum) -> str:
     h = hashlib.sha256()
-    h.update(np.asarray(datum.model_input.to_ints(), np.int64).tobytes())
+    h.update(inputs.tobytes())
     for name in sorted(datum.loss_fn_inputs):
         arr = np.ascontiguousarray(datum.loss_fn_inputs[name].to_numpy())
         h.update(f"|{name}|{arr.dtype.str}|{arr.shape}|".encode())
@@ -213,14 +217,50 @@ def token_logprobs(
         >>> lp.shape, bool((lp < 0).all()), bool((token_logprobs("abc", [5, 6, 7], 2) == lp[1:]).all())
         ((2,), True, True)
     """
-    tokens = np.asarray(tokens_T, np.int64).astype(np.uint64)
+    tokens = np.asarray(tokens_T, np.int64)
+    pos = np.arange(start, tokens.shape[0], dtype=np.int64)
+    return _logprobs_at(params, pos, tokens[start - 1 : -1], tokens[start:])
+
+
+def _logprobs_at(
+    params: str, pos_N: npt.NDArray[np.int64], prev_N: npt.NDArray[np.int64], token_N: npt.NDArray[np.int64]
+) -> npt.NDArray[np.float32]:
+    """:func:`token_logprobs` at ``N`` arbitrary (position, previous token, token) triples, in one pass."""
     salt = np.uint64(int(params[:16] or "0", 16))
-    pos = np.arange(start, tokens.shape[0], dtype=np.uint64)
+    pos, prev, tok = (np.asarray(a, np.int64).view(np.uint64) for a in (pos_N, prev_N, token_N))
     with np.errstate(over="ignore"):
-        key = salt ^ _mix(pos * np.uint64(0x9E3779B97F4A7C15) + tokens[start - 1 : -1] * np.uint64(1000003))
-        key = _mix(key ^ _mix(tokens[start:] + np.uint64(0x632BE59BD9B4E019)))
-    u = (key >> np.uint64(11)).astype(np.float64) / float(2**53)
-    return (-(0.05 + 2.95 * u)).astype(np.float32)
+        key = pos * np.uint64(0x9E3779B97F4A7C15)
+        key += prev * np.uint64(1000003)
+        key = _mix_inplace(key)
+        key ^= salt
+        key ^= _mix_inplace(tok + np.uint64(0x632BE59BD9B4E019))
+        key = _mix_inplace(key)
+    key >>= np.uint64(11)
+    u = key.astype(np.float64)
+    u *= 2.95 / float(2**53)
+    u += 0.05
+    return (-u).astype(np.float32)
+
+
+def _mix_inplace(x: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """:func:`_mix` overwriting ``x`` (a temporary of the caller), without the temporaries in between."""
+    with np.errstate(over="ignore"):
+        x ^= x >> np.uint64(30)
+        x *= np.uint64(0xBF58476D1CE4E5B9)
+        x ^= x >> np.uint64(27)
+        x *= np.uint64(0x94D049BB133111EB)
+        x ^= x >> np.uint64(31)
+    return x
+
+
+def _ints(model_input: tinker.ModelInput) -> npt.NDArray[np.int64]:
+    """``model_input.to_ints()`` as an int64 array, without the per-token Python list in between."""
+    chunks = model_input.chunks
+    if not all(isinstance(c, types.EncodedTextChunk) for c in chunks):
+        return np.asarray(model_input.to_ints(), np.int64)  # to_ints raises its own error
+    if len(chunks) == 1:
+        return np.asarray(chunks[0].tokens, np.int64)
+    return np.concatenate([np.asarray(c.tokens, np.int64) for c in chunks] or [np.zeros(0, np.int64)])
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,8 +366,7 @@ def sample(
     """
     if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
         raise ValueError(f"num_samples must be an int >= 1, got {num_samples!r}")
-    prompt_ids = prompt.to_ints()
-    ids = np.asarray(prompt_ids, np.int64)
+    ids = _ints(prompt)
     prompt_text = ids[(ids >= 0) & (ids < 256)].astype(np.uint8).tobytes().decode("utf-8", errors="replace")
     key = _digest(state.params, hashlib.sha256(ids.tobytes()).hexdigest(), str(sampling_params.seed))
     sequences = []
@@ -339,30 +378,50 @@ def sample(
         reason: Literal["length", "stop"] = "stop"  # the answer ends with <|end|>: a natural stop
         if limit is not None and len(tokens) > limit:
             tokens, reason = tokens[:limit], "length"
-        full = np.asarray([*prompt_ids, *tokens], np.int64)
-        lps = token_logprobs(state.params, full, len(prompt_ids)) if tokens else np.zeros(0, np.float32)
+        tokens_T = np.asarray(tokens, np.int64)
+        if tokens and ids.shape[0]:  # token_logprobs over prompt + tokens from len(prompt), without the copy
+            pos = np.arange(ids.shape[0], ids.shape[0] + tokens_T.shape[0], dtype=np.int64)
+            prev = np.concatenate([ids[-1:], tokens_T[:-1]])
+            lps = _logprobs_at(state.params, pos, prev, tokens_T)
+        elif tokens:
+            lps = token_logprobs(state.params, tokens_T, 0)
+        else:
+            lps = np.zeros(0, np.float32)
         sequences.append(
             types.SampledSequence(
                 stop_reason=reason,
                 sequence_id=f"{key[:12]}-{k}",
-                tokens_np=np.asarray(tokens, np.int32),
+                tokens_np=tokens_T.astype(np.int32),
                 logprobs_np=lps,
             )
         )
     return types.SampleResponse(sequences=sequences)
 
 
-def _datum_logprobs(params: str, datum: types.Datum) -> npt.NDArray[np.float32]:
-    inputs = datum.model_input.to_ints()
-    if "target_tokens" not in datum.loss_fn_inputs:
-        raise ValueError("data: every datum needs loss_fn_inputs['target_tokens']")
-    targets = datum.loss_fn_inputs["target_tokens"].to_numpy().astype(np.int64).ravel()
-    if targets.shape[0] != len(inputs) or not inputs:
-        raise ValueError(
-            f"data: target_tokens must have the model input's length {len(inputs)}, got {targets.shape[0]}"
-        )
-    seq = np.asarray([*inputs, int(targets[-1])], np.int64)
-    return token_logprobs(params, seq, 1)
+def _batch_logprobs(
+    params: str, data: Sequence[types.Datum]
+) -> tuple[list[npt.NDArray[np.float32]], list[npt.NDArray[np.int64]]]:
+    """Each datum's target logprobs (one hash pass over the whole batch) and its input tokens."""
+    inputs_D, cur_D = [], []
+    for datum in data:
+        inputs = _ints(datum.model_input)
+        if "target_tokens" not in datum.loss_fn_inputs:
+            raise ValueError("data: every datum needs loss_fn_inputs['target_tokens']")
+        targets = datum.loss_fn_inputs["target_tokens"].to_numpy().astype(np.int64).ravel()
+        if targets.shape[0] != inputs.shape[0] or not inputs.shape[0]:
+            raise ValueError(
+                f"data: target_tokens must have the model input's length {inputs.shape[0]}, "
+                f"got {targets.shape[0]}"
+            )
+        inputs_D.append(inputs)
+        cur_D.append(np.concatenate([inputs[1:], targets[-1:]]))
+    if not inputs_D:
+        return [], []
+    lengths_D = np.asarray([a.shape[0] for a in inputs_D], np.int64)
+    ends_D = np.cumsum(lengths_D)
+    pos_N = np.arange(int(ends_D[-1]), dtype=np.int64) - np.repeat(ends_D - lengths_D, lengths_D) + 1
+    lp_N = _logprobs_at(params, pos_N, np.concatenate(inputs_D), np.concatenate(cur_D))
+    return list(np.split(lp_N, ends_D[:-1])), inputs_D
 
 
 def _input(datum: types.Datum, name: str, length: int, default: float) -> npt.NDArray[np.float64]:
@@ -396,8 +455,8 @@ def forward_backward(
         raise ValueError("data must hold at least one datum")
     outputs: list[dict[str, types.TensorData]] = []
     total = 0.0
-    for datum in data:
-        lp = _datum_logprobs(state.params, datum)
+    lp_D, inputs_D = _batch_logprobs(state.params, data)
+    for datum, lp in zip(data, lp_D, strict=True):
         n = lp.shape[0]
         if loss_fn == "cross_entropy":
             total -= float(np.sum(_input(datum, "weights", n, 1.0) * lp))
@@ -405,7 +464,8 @@ def forward_backward(
             q = _input(datum, "logprobs", n, 0.0)
             total -= float(np.sum(np.exp(lp - q) * _input(datum, "advantages", n, 0.0)))
         outputs.append({"logprobs": types.TensorData.from_numpy(lp)})
-    new = dataclasses.replace(state, pending=(*state.pending, batch_fingerprint(data)))
+    batch = _digest("batch", *(_fingerprint(x, d) for x, d in zip(inputs_D, data, strict=True)))
+    new = dataclasses.replace(state, pending=(*state.pending, batch))
     return new, types.ForwardBackwardOutput(
         loss_fn_output_type=loss_fn, loss_fn_outputs=outputs, metrics={"loss:sum": total}
     )
@@ -592,7 +652,7 @@ class FakeTrainingClient:
     ) -> CompletedFuture[types.ForwardBackwardOutput]:
         """Calls ``loss_fn(data, logprobs)`` with numpy logprobs (no autograd here) and records the batch."""
         try:
-            logprobs = [_datum_logprobs(self.state.params, d) for d in data]
+            logprobs = _batch_logprobs(self.state.params, data)[0]
             if not data:
                 raise ValueError("data must hold at least one datum")
             loss, metrics = loss_fn(data, logprobs)

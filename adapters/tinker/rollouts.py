@@ -273,17 +273,17 @@ class DebateResult:
 
 def _transcript_turn(turn: RolloutTurn) -> TranscriptTurn:
     """A transcript turn, with tokens only when the sampler gave one logprob per token (all three or none)."""
-    tokens = [int(x) for x in turn.sequence.tokens]
+    tokens = tuple(map(int, turn.sequence.tokens))
     logprobs = turn.sequence.logprobs
-    if logprobs is None or len(logprobs) != len(tokens) or any(x is None for x in logprobs):
+    if logprobs is None or len(logprobs) != len(tokens) or None in logprobs:
         return TranscriptTurn(agent=turn.agent_id, text=turn.text, round=turn.round)
     return TranscriptTurn(
         agent=turn.agent_id,
         text=turn.text,
         round=turn.round,
         observation_tokens=tuple(turn.prompt.to_ints()),
-        action_tokens=tuple(tokens),
-        logprobs=tuple(float(x) for x in logprobs),
+        action_tokens=tokens,
+        logprobs=tuple(map(float, logprobs)),
     )
 
 
