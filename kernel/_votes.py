@@ -197,23 +197,46 @@ def votes_from_responses(
       >>> votes_from_responses([[r], [], [r, r]]).group_ids_V
       array([0, 2, 2], dtype=int32)
     """
-    g: list[int] = []
-    u: list[int] = []
-    a: list[int] = []
-    op: list[int] = []
-    b: list[int] = []
+    counts: list[int] = []
+    groups: list[int] = []
+    authors: list[int] = []
+    flat: list[tuple[int, str, int]] = []
     for p, responses in enumerate(responses_P):
         for response in responses:
-            if not (response.ok or include_failed):
-                continue
-            author = _clamp(response.author_id)
-            for vote in response.votes:
-                g.append(p)
-                u.append(author)
-                a.append(_clamp(vote.a))
-                op.append(_OP_BY_STRING.get(vote.op, OP_OTHER))
-                b.append(_clamp(vote.b))
-    return VoteArrays(*(np.array(x, dtype=np.int32) for x in (g, u, a, op, b)))
+            votes = response.votes
+            if votes and (response.ok or include_failed):
+                flat.extend(votes)
+                counts.append(len(votes))
+                groups.append(p)
+                authors.append(response.author_id)
+    if not flat:
+        return VoteArrays(*(np.zeros(0, dtype=np.int32) for _ in range(5)))
+    # One C-level transpose instead of a Python step per vote; the rows of a response share its debate
+    # and author, so those two columns are repeats.
+    a_col, op_col, b_col = zip(*flat, strict=True)
+    reps = np.asarray(counts, dtype=np.int64)
+    g = np.repeat(np.asarray(groups, dtype=np.int64), reps).astype(np.int32)
+    u = np.repeat(_id_column(authors), reps)
+    return VoteArrays(g, u, _id_column(a_col), _op_column(op_col), _id_column(b_col))
+
+
+def _id_column(ids: Sequence[int]) -> Int32Array:
+    """Agent ids as int32, clamped at the int32 bounds (as :func:`_clamp` does one at a time)."""
+    arr = np.asarray(ids)
+    if arr.dtype.kind in "iu" and arr.ndim == 1:
+        return as_int32_saturated(arr, "ids")
+    return np.fromiter((_clamp(x) for x in ids), np.int32, len(ids))  # huge or non-int ids
+
+
+def _op_column(ops: Sequence[str]) -> Int32Array:
+    """Operator codes: OP_GT for ``>``, OP_EQ for ``=``, OP_OTHER for anything else."""
+    arr = np.asarray(ops)
+    if arr.dtype.kind != "U" or arr.ndim != 1:
+        return np.fromiter((_OP_BY_STRING.get(x, OP_OTHER) for x in ops), np.int32, len(ops))
+    codes = np.full(arr.shape, OP_OTHER, dtype=np.int32)
+    codes[arr == ">"] = OP_GT
+    codes[arr == "="] = OP_EQ
+    return codes
 
 
 def _num_agents(num_agents_P: npt.ArrayLike) -> npt.NDArray[np.int64]:
