@@ -139,3 +139,25 @@ def test_cli_out_is_the_whole_file_run(
     with np.load(tmp_path / "o.datums.npz") as z:
         for name, x in want_datums.arrays.items():
             np.testing.assert_array_equal(z[name], x, err_msg=name)
+
+
+_leaf = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(),  # NaN and ±inf included
+    st.text(max_size=5),
+    st.integers(-5, 5).map(np.int64),
+    st.floats(width=32).map(np.float32),
+    st.floats().map(np.float64),
+)
+_values = st.recursive(
+    _leaf, lambda x: st.lists(x, max_size=3) | st.dictionaries(st.text(max_size=3), x, max_size=3)
+)
+
+
+@given(st.dictionaries(st.text(max_size=4), _values, max_size=4))
+def test_record_lines_are_the_strict_encoders_text(rec: dict[str, Any]) -> None:
+    from adapters.cli.score import _record_line
+
+    assert _record_line(rec) == _json.dumps(rec, ensure_ascii=False) + "\n"
