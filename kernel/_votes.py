@@ -13,6 +13,7 @@ as ``malformed`` and each carries a reason code. The author plays no part in val
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import Final, NamedTuple
 
@@ -211,9 +212,12 @@ def votes_from_responses(
                 authors.append(response.author_id)
     if not flat:
         return VoteArrays(*(np.zeros(0, dtype=np.int32) for _ in range(5)))
-    # One C-level transpose instead of a Python step per vote; the rows of a response share its debate
-    # and author, so those two columns are repeats.
-    a_col, op_col, b_col = zip(*flat, strict=True)
+    # Every vote is an (a, op, b) triple: flatten them in C and slice the columns, instead of a Python
+    # step per vote; the rows of a response share its debate and author, so those columns are repeats.
+    items = list(itertools.chain.from_iterable(flat))
+    if len(items) != 3 * len(flat):
+        raise ValueError("every vote must be an (a, op, b) triple")
+    a_col, op_col, b_col = items[0::3], items[1::3], items[2::3]
     reps = np.asarray(counts, dtype=np.int64)
     g = np.repeat(np.asarray(groups, dtype=np.int64), reps).astype(np.int32)
     u = np.repeat(_id_column(authors), reps)
@@ -222,21 +226,26 @@ def votes_from_responses(
 
 def _id_column(ids: Sequence[int]) -> Int32Array:
     """Agent ids as int32, clamped at the int32 bounds (as :func:`_clamp` does one at a time)."""
-    arr = np.asarray(ids)
-    if arr.dtype.kind in "iu" and arr.ndim == 1:
-        return as_int32_saturated(arr, "ids")
-    return np.fromiter((_clamp(x) for x in ids), np.int32, len(ids))  # huge or non-int ids
+    if set(map(type, ids)) <= {int}:  # exactly int (bool and other int types go below), checked in C
+        try:
+            return as_int32_saturated(np.fromiter(ids, np.int64, len(ids)), "ids")
+        except OverflowError:  # beyond int64
+            pass
+    return np.fromiter((_clamp(x) for x in ids), np.int32, len(ids))
+
+
+_OP_BYTES: Final = np.full(256, OP_OTHER, dtype=np.int32)
+_OP_BYTES[ord(">")] = OP_GT
+_OP_BYTES[ord("=")] = OP_EQ
 
 
 def _op_column(ops: Sequence[str]) -> Int32Array:
     """Operator codes: OP_GT for ``>``, OP_EQ for ``=``, OP_OTHER for anything else."""
-    arr = np.asarray(ops)
-    if arr.dtype.kind != "U" or arr.ndim != 1:
-        return np.fromiter((_OP_BY_STRING.get(x, OP_OTHER) for x in ops), np.int32, len(ops))
-    codes = np.full(arr.shape, OP_OTHER, dtype=np.int32)
-    codes[arr == ">"] = OP_GT
-    codes[arr == "="] = OP_EQ
-    return codes
+    if set(map(type, ops)) <= {str} and set(map(len, ops)) == {1}:  # C-level checks
+        joined = "".join(ops)
+        if joined.isascii():  # one byte per operator: a table lookup
+            return _OP_BYTES[np.frombuffer(joined.encode("ascii"), dtype=np.uint8)]
+    return np.fromiter((_OP_BY_STRING.get(x, OP_OTHER) for x in ops), np.int32, len(ops))
 
 
 def _num_agents(num_agents_P: npt.ArrayLike) -> npt.NDArray[np.int64]:
