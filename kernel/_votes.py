@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -224,7 +224,7 @@ def votes_from_responses(
     return VoteArrays(g, u, _id_column(a_col), _op_column(op_col), _id_column(b_col))
 
 
-def _id_column(ids: Sequence[int]) -> Int32Array:
+def _id_column(ids: Sequence[Any]) -> Int32Array:
     """Agent ids as int32, clamped at the int32 bounds (as :func:`_clamp` does one at a time)."""
     if set(map(type, ids)) <= {int}:  # exactly int (bool and other int types go below), checked in C
         try:
@@ -239,7 +239,7 @@ _OP_BYTES[ord(">")] = OP_GT
 _OP_BYTES[ord("=")] = OP_EQ
 
 
-def _op_column(ops: Sequence[str]) -> Int32Array:
+def _op_column(ops: Sequence[Any]) -> Int32Array:
     """Operator codes: OP_GT for ``>``, OP_EQ for ``=``, OP_OTHER for anything else."""
     if set(map(type, ops)) <= {str} and set(map(len, ops)) == {1}:  # C-level checks
         joined = "".join(ops)
