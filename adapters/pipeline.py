@@ -515,17 +515,45 @@ def build_datums(
     counts = {"datums": int(rep.datums), "tokens": int(rep.tokens), "trajectories": int(rep.trajectories)}
     for name in _DATUM_REASONS:
         counts[name] = int(getattr(rep, name))
-    stats = _datum_stats(arrays, counts, mode)
+    stats = _datum_stats(counts, _logprob_sums(arrays), mode)
     return DatumOutput(arrays, stats)
 
 
 _DATUM_REASONS: Final = ("short_segment", "logprob_count_mismatch", "missing_logprobs", "segments_dropped")
 
 
-def _datum_stats(arrays: dict[str, npt.NDArray[Any]], counts: dict[str, int], mode: str) -> dict[str, Any]:
+def _logprob_sums(arrays: dict[str, npt.NDArray[Any]]) -> tuple[int, int, float]:
+    """(action positions, exact Σ of their logprobs ×2¹⁷², Σ of the non-finite ones): partial sums that
+    merge exactly across chunks, so the mean does not depend on how the datums were split."""
     mask = np.asarray(arrays["mask"], dtype=bool)
-    n_action = int(mask.sum())
-    mean_lp = float(np.asarray(arrays["logprobs"], dtype=np.float64)[mask].mean()) if n_action else 0.0
+    lp = np.asarray(arrays["logprobs"], dtype=np.float64)[mask]
+    finite = np.isfinite(lp)
+    nonfinite = float(np.sum(lp[~finite])) if not finite.all() else 0.0
+    return int(mask.sum()), _exact_sum(lp[finite]), nonfinite
+
+
+def _exact_sum(x: npt.NDArray[np.float64]) -> int:
+    """Σ x exactly, as an integer multiple of 2⁻¹⁷², for finite values that float32 holds exactly
+    (the datums' logprobs): x = m·2^(e−24) with an integer m < 2²⁴, summed per exponent in int64."""
+    if x.size == 0:
+        return 0
+    m, e = np.frexp(x)
+    mant = np.round(m * 2.0**24).astype(np.int64)
+    order = np.argsort(e, kind="stable")
+    e_sorted = e[order]
+    starts = np.flatnonzero(np.r_[True, e_sorted[1:] != e_sorted[:-1]])
+    sums = np.add.reduceat(mant[order], starts)
+    return sum(int(v) << (int(k) + 148) for v, k in zip(sums, e_sorted[starts], strict=True))
+
+
+def _datum_stats(counts: dict[str, int], sums: tuple[int, int, float], mode: str) -> dict[str, Any]:
+    n_action, exact, nonfinite = sums
+    if not n_action:
+        mean_lp = 0.0
+    elif nonfinite != 0.0 or math.isnan(nonfinite):
+        mean_lp = nonfinite  # ±inf or NaN, as a float mean would give
+    else:
+        mean_lp = exact / (n_action << 172)  # one correctly rounded division
     stats: dict[str, Any] = {
         "datums": counts["datums"],
         "tokens": counts["tokens"],
@@ -828,8 +856,15 @@ class ScoreAccumulator:
       (0, True)
     """
 
-    def __init__(self, options: ScoreOptions) -> None:
+    def __init__(
+        self,
+        options: ScoreOptions,
+        *,
+        datum_sink: Callable[[dict[str, npt.NDArray[Any]]], None] | None = None,
+    ) -> None:
         self.options = options
+        self._sink = datum_sink
+        self._datum_sums: list[Any] = [0, 0, 0.0]
         self.estimator: tuple[str, dict[str, Any]] = resolve_estimator(options.estimator)
         self.num_lines = 0
         self.num_blank = 0
@@ -882,18 +917,33 @@ class ScoreAccumulator:
         arrays["traj_ids_D"] = np.asarray(arrays["traj_ids_D"]) + trajectories_before
         arrays["debate_D"] = np.asarray(arrays["debate_D"]) + debates_before
         self._positions += int(offsets[-1])
-        for name, x in arrays.items():
-            self._datums.setdefault(name, []).append(x)
         for name in ("datums", "tokens", "trajectories", *_DATUM_REASONS):
             self._datum_counts[name] += int(datums.stats[name])
         self._datum_mode = str(datums.stats["mode"])
+        n_action, exact, nonfinite = _logprob_sums(arrays)
+        self._datum_sums[0] += n_action
+        self._datum_sums[1] += exact
+        self._datum_sums[2] += nonfinite
+        if self._sink is not None:
+            self._sink(arrays)
+            self._datums.setdefault("offsets_D1", [])  # marks that datums exist
+            return
+        for name, x in arrays.items():
+            self._datums.setdefault(name, []).append(x)
 
     def datums(self) -> DatumOutput | None:
-        """The datums of every chunk as one :class:`DatumOutput`, as a whole-file run builds them."""
+        """The datums of every chunk as one :class:`DatumOutput`, as a whole-file run builds them
+        (with a ``datum_sink``, the arrays went there: ``arrays`` is empty, ``stats`` complete)."""
         if not self._datums:
             return None
-        arrays = {name: np.concatenate(parts) for name, parts in self._datums.items()}
-        return DatumOutput(arrays, _datum_stats(arrays, dict(self._datum_counts), self._datum_mode))
+        stats = _datum_stats(dict(self._datum_counts), self._sums(), self._datum_mode)
+        if self._sink is not None:
+            return DatumOutput({}, stats)
+        return DatumOutput({name: np.concatenate(parts) for name, parts in self._datums.items()}, stats)
+
+    def _sums(self) -> tuple[int, int, float]:
+        n_action, exact, nonfinite = self._datum_sums
+        return int(n_action), int(exact), float(nonfinite)
 
     def sorted_errors(self) -> list[TranscriptError]:
         """Every skipped line's error, by line."""

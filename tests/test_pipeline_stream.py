@@ -161,3 +161,13 @@ def test_record_lines_are_the_strict_encoders_text(rec: dict[str, Any]) -> None:
     from adapters.cli.score import _record_line
 
     assert _record_line(rec) == _json.dumps(rec, ensure_ascii=False) + "\n"
+
+
+@given(st.lists(st.floats(width=32, allow_nan=False, allow_infinity=False), max_size=40))
+def test_exact_logprob_sum_is_the_correctly_rounded_sum(xs: list[float]) -> None:
+    import math
+
+    exact = pipeline._exact_sum(np.asarray(xs, dtype=np.float64))
+    assert exact / (1 << 172) == math.fsum(xs)
+    halves = pipeline._exact_sum(np.asarray(xs[::2])) + pipeline._exact_sum(np.asarray(xs[1::2]))
+    assert halves == exact  # partial sums merge exactly

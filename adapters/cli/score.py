@@ -13,10 +13,13 @@ import argparse
 import contextlib
 import dataclasses
 import json
+import shutil
 import sys
+import tempfile
+import zipfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -249,7 +252,8 @@ def run(args: argparse.Namespace) -> int:
             _err(f"cannot read {args.file}: {e.strerror or e}")
             return EXIT_UNUSABLE
         options = options_from_args(args)
-        acc = pipeline.ScoreAccumulator(options)
+        spool = _NpzSpool() if datums_path is not None else None
+        acc = pipeline.ScoreAccumulator(options, datum_sink=None if spool is None else spool.add)
         table: list[list[str]] = []
         keep_rows = 0 if args.quiet or args.json else args.limit
         records = None
@@ -294,15 +298,54 @@ def run(args: argparse.Namespace) -> int:
         if datums is None:
             _err("no turn carries tokens: no datums to write")
         else:
+            assert spool is not None
             try:
                 with atomic_write(datums_path, "wb") as f:
-                    np.savez(f, **datums.arrays)  # type: ignore[arg-type]
+                    spool.write_npz(f)
             except OSError as e:
                 _err(f"cannot write {datums_path}: {e.strerror or e}")
                 return EXIT_UNUSABLE
+            finally:
+                spool.close()
             if not args.json:
-                print(f"wrote {len(datums.arrays['offsets_D1']) - 1} datums to {datums_path}", file=out)
+                print(f"wrote {datums.stats['datums']} datums to {datums_path}", file=out)
     return 0
+
+
+class _NpzSpool:
+    """Datum arrays of each chunk appended to one temporary file per array, then written as one ``.npz``
+    (each member an ``.npy`` whose header carries the total length): memory stays one chunk's."""
+
+    def __init__(self) -> None:
+        self._files: dict[str, IO[bytes]] = {}  # anonymous: removed when closed or collected
+        self._dtypes: dict[str, np.dtype[Any]] = {}
+        self._lengths: dict[str, int] = {}
+
+    def add(self, arrays: Mapping[str, np.ndarray[Any, Any]]) -> None:
+        for name, x in arrays.items():
+            if name not in self._files:
+                self._files[name] = tempfile.TemporaryFile()  # closed by close()
+                self._dtypes[name] = x.dtype
+                self._lengths[name] = 0
+            self._files[name].write(np.ascontiguousarray(x, dtype=self._dtypes[name]).tobytes())
+            self._lengths[name] += int(x.shape[0])
+
+    def write_npz(self, f: IO[bytes]) -> None:
+        with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED, allowZip64=True) as z:
+            for name, tmp in self._files.items():
+                header = {
+                    "descr": np.lib.format.dtype_to_descr(self._dtypes[name]),
+                    "fortran_order": False,
+                    "shape": (self._lengths[name],),
+                }
+                with z.open(name + ".npy", "w", force_zip64=True) as member:
+                    np.lib.format.write_array_header_2_0(member, header)  # type: ignore[no-untyped-call]
+                    tmp.seek(0)
+                    shutil.copyfileobj(tmp, member, 1 << 20)
+
+    def close(self) -> None:
+        for tmp in self._files.values():
+            tmp.close()
 
 
 def _record_line(rec: dict[str, Any]) -> str:
