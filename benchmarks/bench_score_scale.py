@@ -74,7 +74,12 @@ def run_size(num_debates: int, rounds: int, tmp: Path, *, peer: bool = True) -> 
     with open(tmp / "ours.jsonl", "rb") as f:
         assert sum(1 for _ in f) == num_debates
     if not peer:
-        best["peer"] = (float("nan"), 0)
+        return {
+            "debates": num_debates,
+            "file_bytes": size,
+            "ours_s": best["ours"][0],
+            "ours_rss": best["ours"][1],
+        }
     else:
         with open(tmp / "peer.jsonl", "rb") as f:
             assert sum(1 for _ in f) == num_debates
@@ -114,10 +119,10 @@ def main(argv: list[str]) -> int:
                 f"{n:,}",
                 f"{res['file_bytes'] / mb:,.0f}",
                 n / res["ours_s"],
-                n / res["peer_s"],
-                res["ratio"],
+                n / res["peer_s"] if "peer_s" in res else "-",
+                res.get("ratio", "-"),
                 f"{res['ours_rss'] / mb:,.0f}",
-                f"{res['peer_rss'] / mb:,.0f}",
+                f"{res['peer_rss'] / mb:,.0f}" if "peer_rss" in res else "-",
             ]
         )
         figures["sizes"][str(n)] = res
