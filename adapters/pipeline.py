@@ -17,7 +17,7 @@ import math
 import time
 import typing
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, NamedTuple
 
@@ -25,11 +25,12 @@ import numpy as np
 import numpy.typing as npt
 
 import kernel
-from adapters.transcripts import Debate, TranscriptError
+from adapters.transcripts import Debate, LineReader, TranscriptError
 from kernel import DebateState, PairwiseRewards, ParsedResponse, ReplayResult, VoteArrays, VoteValidation
 
 __all__ = [
     "AFTER_END_POLICIES",
+    "DEFAULT_CHUNK_SIZE",
     "END_REASONS",
     "ROUND1_VOTE_POLICIES",
     "AfterEnd",
@@ -38,6 +39,7 @@ __all__ = [
     "NumericResult",
     "ReplayedDebate",
     "Round1Votes",
+    "ScoreAccumulator",
     "ScoreOptions",
     "build_datums",
     "check_estimator",
@@ -47,6 +49,8 @@ __all__ = [
     "replay_debates",
     "resolve_estimator",
     "score",
+    "score_chunks",
+    "skipped_records",
     "summary",
 ]
 
@@ -507,22 +511,61 @@ def build_datums(
     arrays: dict[str, npt.NDArray[Any]] = {name: np.asarray(getattr(d, name)) for name in d._fields}
     arrays["debate_D"] = where[d.traj_ids_D, 0]
     arrays["agent_D"] = where[d.traj_ids_D, 1]
-    mask = np.asarray(d.mask, dtype=bool)
-    n_action = int(mask.sum())
-    mean_lp = float(np.asarray(d.logprobs, dtype=np.float64)[mask].mean()) if n_action else 0.0
     rep = built.report
+    counts = {"datums": int(rep.datums), "tokens": int(rep.tokens), "trajectories": int(rep.trajectories)}
+    for name in _DATUM_REASONS:
+        counts[name] = int(getattr(rep, name))
+    stats = _datum_stats(counts, _logprob_sums(arrays), mode)
+    return DatumOutput(arrays, stats)
+
+
+_DATUM_REASONS: Final = ("short_segment", "logprob_count_mismatch", "missing_logprobs", "segments_dropped")
+
+
+def _logprob_sums(arrays: dict[str, npt.NDArray[Any]]) -> tuple[int, int, float]:
+    """(action positions, exact Σ of their logprobs ×2¹⁷², Σ of the non-finite ones): partial sums that
+    merge exactly across chunks, so the mean does not depend on how the datums were split."""
+    mask = np.asarray(arrays["mask"], dtype=bool)
+    lp = np.asarray(arrays["logprobs"], dtype=np.float64)[mask]
+    finite = np.isfinite(lp)
+    nonfinite = float(np.sum(lp[~finite])) if not finite.all() else 0.0
+    return int(mask.sum()), _exact_sum(lp[finite]), nonfinite
+
+
+def _exact_sum(x: npt.NDArray[np.float64]) -> int:
+    """Σ x exactly, as an integer multiple of 2⁻¹⁷², for finite values that float32 holds exactly
+    (the datums' logprobs): x = m·2^(e−24) with an integer m < 2²⁴, summed per exponent in int64."""
+    if x.size == 0:
+        return 0
+    m, e = np.frexp(x)
+    mant = np.round(m * 2.0**24).astype(np.int64)
+    order = np.argsort(e, kind="stable")
+    e_sorted = e[order]
+    starts = np.flatnonzero(np.r_[True, e_sorted[1:] != e_sorted[:-1]])
+    sums = np.add.reduceat(mant[order], starts)
+    return sum(int(v) << (int(k) + 148) for v, k in zip(sums, e_sorted[starts], strict=True))
+
+
+def _datum_stats(counts: dict[str, int], sums: tuple[int, int, float], mode: str) -> dict[str, Any]:
+    n_action, exact, nonfinite = sums
+    if not n_action:
+        mean_lp = 0.0
+    elif nonfinite != 0.0 or math.isnan(nonfinite):
+        mean_lp = nonfinite  # ±inf or NaN, as a float mean would give
+    else:
+        mean_lp = exact / (n_action << 172)  # one correctly rounded division
     stats: dict[str, Any] = {
-        "datums": int(rep.datums),
-        "tokens": int(rep.tokens),
+        "datums": counts["datums"],
+        "tokens": counts["tokens"],
         "action_tokens": n_action,
         "mean_logprob": _r(mean_lp),
         "entropy": _r(-mean_lp),
-        "trajectories": int(rep.trajectories),
+        "trajectories": counts["trajectories"],
         "mode": mode,
     }
-    for name in ("short_segment", "logprob_count_mismatch", "missing_logprobs", "segments_dropped"):
-        stats[name] = int(getattr(rep, name))
-    return DatumOutput(arrays, stats)
+    for name in _DATUM_REASONS:
+        stats[name] = counts[name]
+    return stats
 
 
 # ------------------------------------------------------------------------------------------------
@@ -593,6 +636,80 @@ def score(
     errors = sorted([*read_errors, *replay_errors], key=lambda e: e.line)
     return BatchResult(
         options, tuple(replayed), numeric, datums, tuple(errors), num_lines, num_blank, timings
+    )
+
+
+DEFAULT_CHUNK_SIZE: Final = 2048
+"""Debates per chunk of :func:`score_chunks`: large enough that the numeric stages run as batches, small
+enough that a chunk's Python objects stay a few tens of MB."""
+
+
+def score_chunks(
+    lines: Iterable[str | bytes],
+    *,
+    options: ScoreOptions = ScoreOptions(),
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    clock: Callable[[], float] = time.perf_counter,
+) -> Iterator[BatchResult]:
+    """Reads and scores a transcript chunk by chunk: one :func:`score` per ``chunk_size`` debates.
+
+    Every figure of a debate depends only on that debate (votes, rewards and advantages are per debate
+    group), so the chunks' records, in order, are a whole-file run's, whatever ``chunk_size``. The
+    exception is an estimator with batch-wide statistics (``scale="batch"`` or ``"whiten"``): its
+    advantages depend on every debate, so the whole input is one chunk. Each chunk carries the errors
+    of the lines it read and the running line counts; feed the chunks to a :class:`ScoreAccumulator`
+    for the summary and the datums.
+
+    Args:
+      lines: the transcript's lines (an open binary file, a list of str), read once, lazily.
+      options: the scoring options.
+      chunk_size: debates per chunk (≥ 1).
+      clock: timer for the stage timings.
+
+    Yields:
+      One :class:`BatchResult` per chunk; at least one (empty when the input has no debate).
+
+    Raises:
+      ValueError: ``chunk_size`` < 1.
+
+    Examples:
+      >>> line = '{"id": "%s", "question": "q", "num_agents": 2, "turns": [{"agent": 0, "text": "x"}]}'
+      >>> chunks = list(score_chunks([line % "a", line % "b", "", line % "c"], chunk_size=2))
+      >>> [[r.debate.id for r in c.replayed] for c in chunks], chunks[-1].num_lines
+      ([['a', 'b'], ['c']], 4)
+    """
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+        raise ValueError(f"chunk_size must be an integer >= 1, got {chunk_size!r}")
+    if resolve_estimator(options.estimator)[1]["scale"] in ("batch", "whiten"):
+        chunk_size = 2**62  # batch-wide statistics: one chunk
+    reader = LineReader()
+    debates: list[Debate] = []
+    errors: list[TranscriptError] = []
+    for raw in lines:
+        got = reader.feed(raw)
+        if got is None:
+            continue
+        if isinstance(got, TranscriptError):
+            errors.append(got)
+            continue
+        debates.append(got)
+        if len(debates) >= chunk_size:
+            yield score(
+                debates,
+                options=options,
+                read_errors=errors,
+                num_lines=reader.num_lines,
+                num_blank=reader.num_blank,
+                clock=clock,
+            )
+            debates, errors = [], []
+    yield score(
+        debates,
+        options=options,
+        read_errors=errors,
+        num_lines=reader.num_lines,
+        num_blank=reader.num_blank,
+        clock=clock,
     )
 
 
@@ -679,9 +796,13 @@ def debate_records(result: BatchResult) -> list[dict[str, Any]]:
         if p in datum_counts:
             rec["datums"] = datum_counts[p]
         out.append(rec)
-    for e in result.errors:
-        out.append({"id": e.debate_id, "line": e.line, "status": "skipped", "error": e.to_record()})
+    out.extend(skipped_records(result.errors))
     return out
+
+
+def skipped_records(errors: Iterable[TranscriptError]) -> list[dict[str, Any]]:
+    """One JSON-ready record per skipped line: id (None when unread), line, status, and the error."""
+    return [{"id": e.debate_id, "line": e.line, "status": "skipped", "error": e.to_record()} for e in errors]
 
 
 def _datum_counts(result: BatchResult) -> dict[int, dict[str, int]]:
@@ -706,59 +827,164 @@ def summary(result: BatchResult) -> dict[str, Any]:
     reason), consensus rate, votes, reward and advantage statistics, datum statistics.
 
     JSON-ready and strict: a figure that is not finite is None (JSON null), never NaN or Infinity.
+    The same as :meth:`ScoreAccumulator.summary` after adding ``result`` alone.
     """
-    num = result.numeric
-    replayed = result.replayed
-    skipped = Counter(e.reason for e in result.errors)
-    ends = Counter(r.end for r in replayed)
-    failures = Counter(why for r in replayed for _, _, why in r.parse_failures)
-    turns = sum(len(r.replay.accepted) for r in replayed)
-    ignored = sum(len(r.ignored_turns) for r in replayed)
-    scored = len(replayed)
+    acc = ScoreAccumulator(result.options)
+    acc.add(result)
+    return acc.summary()
 
-    def stats(x: npt.NDArray[Any]) -> dict[str, float | None]:
-        if x.size == 0:
-            return {"mean": 0.0, "std": 0.0, "min": 0.0, "max": 0.0}
-        return {
-            "mean": _r(np.mean(x)),
-            "std": _r(np.std(x)),
-            "min": _r(np.min(x)),
-            "max": _r(np.max(x)),
+
+def _stats(x: npt.NDArray[Any]) -> dict[str, float | None]:
+    if x.size == 0:
+        return {"mean": 0.0, "std": 0.0, "min": 0.0, "max": 0.0}
+    return {"mean": _r(np.mean(x)), "std": _r(np.std(x)), "min": _r(np.min(x)), "max": _r(np.max(x))}
+
+
+class ScoreAccumulator:
+    """What the summary and the datum file of a streamed run need, gathered chunk by chunk.
+
+    Counts and sums are merged exactly. The reward, return and advantage statistics (mean, std, min,
+    max) are taken over the concatenated per-agent arrays at the end (one float per agent and figure,
+    not a Python object per debate), so they equal a whole-file run's to the last bit. Skipped lines
+    (their errors) and the datum arrays are kept whole: the first are few, the second are the output.
+
+    Examples:
+      >>> acc = ScoreAccumulator(ScoreOptions())
+      >>> for chunk in score_chunks([], options=ScoreOptions()):
+      ...     acc.add(chunk)
+      >>> acc.summary()["debates_scored"], acc.datums() is None
+      (0, True)
+    """
+
+    def __init__(
+        self,
+        options: ScoreOptions,
+        *,
+        datum_sink: Callable[[dict[str, npt.NDArray[Any]]], None] | None = None,
+    ) -> None:
+        self.options = options
+        self._sink = datum_sink
+        self._datum_sums: list[Any] = [0, 0, 0.0]
+        self.estimator: tuple[str, dict[str, Any]] = resolve_estimator(options.estimator)
+        self.num_lines = 0
+        self.num_blank = 0
+        self.scored = 0
+        self.errors: list[TranscriptError] = []
+        self.counts: Counter[str] = Counter()
+        self.ends: Counter[str] = Counter()
+        self.failures: Counter[str] = Counter()
+        self._values: dict[str, list[npt.NDArray[Any]]] = {"rewards": [], "returns": [], "advantages": []}
+        self._datums: dict[str, list[npt.NDArray[Any]]] = {}
+        self._datum_counts: Counter[str] = Counter()
+        self._positions = 0
+
+    def add(self, result: BatchResult) -> None:
+        """Adds one chunk (its line counts are the running totals of the stream)."""
+        num = result.numeric
+        replayed = result.replayed
+        self.estimator = num.estimator
+        self.num_lines = max(self.num_lines, result.num_lines)
+        self.num_blank = max(self.num_blank, result.num_blank)
+        self.errors.extend(result.errors)
+        c = self.counts
+        for r in replayed:
+            accepted = r.replay.accepted
+            c["turns"] += len(accepted)
+            c["ignored"] += len(r.ignored_turns)
+            self.ends[r.end] += 1
+            for k in accepted:
+                pr = r.parsed[k]
+                c["self_dropped"] += pr.self_votes_dropped
+                c["unreadable"] += len(pr.malformed_votes)
+                if not pr.ok:
+                    self.failures[pr.reason] += 1
+        c["votes_total"] += int(np.sum(num.pairwise.total_votes_P))
+        c["votes_malformed"] += int(np.sum(num.pairwise.malformed_P))
+        c["votes_round1_dropped"] += int(np.sum(num.round1_dropped_V))
+        self._values["rewards"].append(np.asarray(num.pairwise.rewards_PG))
+        self._values["returns"].append(np.asarray(num.returns_PG))
+        self._values["advantages"].append(np.asarray(num.advantages_PG))
+        if result.datums is not None:
+            self._add_datums(result.datums, self.scored)
+        self.scored += len(replayed)
+
+    def _add_datums(self, datums: DatumOutput, debates_before: int) -> None:
+        arrays = dict(datums.arrays)
+        first = not self._datums
+        trajectories_before = self._datum_counts["trajectories"]
+        offsets = np.asarray(arrays["offsets_D1"], dtype=np.int64)
+        arrays["offsets_D1"] = offsets + self._positions if first else offsets[1:] + self._positions
+        arrays["traj_ids_D"] = np.asarray(arrays["traj_ids_D"]) + trajectories_before
+        arrays["debate_D"] = np.asarray(arrays["debate_D"]) + debates_before
+        self._positions += int(offsets[-1])
+        for name in ("datums", "tokens", "trajectories", *_DATUM_REASONS):
+            self._datum_counts[name] += int(datums.stats[name])
+        self._datum_mode = str(datums.stats["mode"])
+        n_action, exact, nonfinite = _logprob_sums(arrays)
+        self._datum_sums[0] += n_action
+        self._datum_sums[1] += exact
+        self._datum_sums[2] += nonfinite
+        if self._sink is not None:
+            self._sink(arrays)
+            self._datums.setdefault("offsets_D1", [])  # marks that datums exist
+            return
+        for name, x in arrays.items():
+            self._datums.setdefault(name, []).append(x)
+
+    def datums(self) -> DatumOutput | None:
+        """The datums of every chunk as one :class:`DatumOutput`, as a whole-file run builds them
+        (with a ``datum_sink``, the arrays went there: ``arrays`` is empty, ``stats`` complete)."""
+        if not self._datums:
+            return None
+        stats = _datum_stats(dict(self._datum_counts), self._sums(), self._datum_mode)
+        if self._sink is not None:
+            return DatumOutput({}, stats)
+        return DatumOutput({name: np.concatenate(parts) for name, parts in self._datums.items()}, stats)
+
+    def _sums(self) -> tuple[int, int, float]:
+        n_action, exact, nonfinite = self._datum_sums
+        return int(n_action), int(exact), float(nonfinite)
+
+    def sorted_errors(self) -> list[TranscriptError]:
+        """Every skipped line's error, by line."""
+        return sorted(self.errors, key=lambda e: e.line)
+
+    def summary(self) -> dict[str, Any]:
+        """The figures of :func:`summary` for everything added."""
+        c = self.counts
+        skipped = Counter(e.reason for e in self.errors)
+        failures = sum(self.failures.values())
+        values = {k: np.concatenate(v) if v else np.zeros(0) for k, v in self._values.items()}
+        out: dict[str, Any] = {
+            "policy": self.options.policy,
+            "reward": self.options.reward,
+            "estimator": self.estimator[0],
+            "estimator_options": {k: v for k, v in self.estimator[1].items() if _jsonable(v)},
+            "lines": self.num_lines,
+            "blank_lines": self.num_blank,
+            "debates_scored": self.scored,
+            "debates_skipped": len(self.errors),
+            "skipped_by_reason": dict(sorted(skipped.items())),
+            "turns_scored": c["turns"],
+            "turns_ignored_after_end": c["ignored"],
+            "ends": {k: self.ends.get(k, 0) for k in END_REASONS},
+            "parse_failures": failures,
+            "parse_failures_by_reason": dict(sorted(self.failures.items())),
+            "parse_failure_rate": _r(failures / max(c["turns"], 1)),
+            "consensus_rate": _r(self.ends.get("consensus", 0) / max(self.scored, 1)),
+            "votes_total": c["votes_total"],
+            "votes_malformed": c["votes_malformed"],
+            "votes_round1_dropped": c["votes_round1_dropped"],
+            "votes_self_dropped": c["self_dropped"],
+            "comparison_lines_unreadable": c["unreadable"],
+            "rewards": _stats(values["rewards"]),
+            "returns": _stats(values["returns"]),
+            "advantages": _stats(values["advantages"]),
         }
-
-    out: dict[str, Any] = {
-        "policy": result.options.policy,
-        "reward": result.options.reward,
-        "estimator": num.estimator[0],
-        "estimator_options": {k: v for k, v in num.estimator[1].items() if _jsonable(v)},
-        "lines": result.num_lines,
-        "blank_lines": result.num_blank,
-        "debates_scored": scored,
-        "debates_skipped": len(result.errors),
-        "skipped_by_reason": dict(sorted(skipped.items())),
-        "turns_scored": turns,
-        "turns_ignored_after_end": ignored,
-        "ends": {k: ends.get(k, 0) for k in END_REASONS},
-        "parse_failures": sum(failures.values()),
-        "parse_failures_by_reason": dict(sorted(failures.items())),
-        "parse_failure_rate": _r(sum(failures.values()) / max(turns, 1)),
-        "consensus_rate": _r(ends.get("consensus", 0) / max(scored, 1)),
-        "votes_total": int(np.sum(num.pairwise.total_votes_P)),
-        "votes_malformed": int(np.sum(num.pairwise.malformed_P)),
-        "votes_round1_dropped": int(np.sum(num.round1_dropped_V)),
-        "votes_self_dropped": sum(
-            r.parsed[k].self_votes_dropped for r in replayed for k in r.replay.accepted
-        ),
-        "comparison_lines_unreadable": sum(
-            len(r.parsed[k].malformed_votes) for r in replayed for k in r.replay.accepted
-        ),
-        "rewards": stats(np.asarray(num.pairwise.rewards_PG)),
-        "returns": stats(np.asarray(num.returns_PG)),
-        "advantages": stats(np.asarray(num.advantages_PG)),
-    }
-    if result.datums is not None:
-        out["datums"] = dict(result.datums.stats)
-    return out
+        datums = self.datums()
+        if datums is not None:
+            out["datums"] = dict(datums.stats)
+        return out
 
 
 def _jsonable(v: Any) -> bool:

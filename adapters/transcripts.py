@@ -31,6 +31,7 @@ __all__ = [
     "FORMAT",
     "MAX_AGENTS",
     "Debate",
+    "LineReader",
     "ReadResult",
     "TranscriptError",
     "Turn",
@@ -517,32 +518,59 @@ def read_transcripts(source: str | bytes | Iterable[str | bytes]) -> ReadResult:
     """
     debates: list[Debate] = []
     errors: list[TranscriptError] = []
-    seen: dict[str, int] = {}
-    num_lines = num_blank = 0
-    for num_lines, raw in enumerate(_split_lines(source), start=1):
-        if num_lines == 1:
+    reader = LineReader()
+    for raw in _split_lines(source):
+        got = reader.feed(raw)
+        if isinstance(got, TranscriptError):
+            errors.append(got)
+        elif got is not None:
+            debates.append(got)
+    return ReadResult(tuple(debates), tuple(errors), reader.num_lines, reader.num_blank)
+
+
+class LineReader:
+    """Reads a transcript one line at a time, as :func:`read_transcripts` does for a whole source.
+
+    The reader remembers each id it has read (to report a repeated one) and counts lines and blank
+    lines; nothing else is kept, so a file can be streamed through it in bounded memory apart from the
+    ids.
+
+    Examples:
+      >>> reader = LineReader()
+      >>> line = '{"id": "a", "question": "q", "num_agents": 2, "turns": [{"agent": 0, "text": "x"}]}'
+      >>> reader.feed(line).id, reader.feed("  "), reader.feed(line).reason, reader.num_lines
+      ('a', None, 'duplicate_id', 3)
+    """
+
+    __slots__ = ("_seen", "num_blank", "num_lines")
+
+    def __init__(self) -> None:
+        self._seen: dict[str, int] = {}
+        self.num_lines = 0
+        self.num_blank = 0
+
+    def feed(self, raw: str | bytes) -> Debate | TranscriptError | None:
+        """Reads the next line: its debate, its error, or None for a blank line (counted)."""
+        self.num_lines += 1
+        if self.num_lines == 1:
             raw = _strip_bom(raw)
         stripped = raw.strip()
         if not stripped:
-            num_blank += 1
-            continue
-        got = parse_line(stripped, num_lines)
+            self.num_blank += 1
+            return None
+        got = parse_line(stripped, self.num_lines)
         if isinstance(got, TranscriptError):
-            errors.append(got)
-        elif got.id in seen:
-            errors.append(
-                TranscriptError(
-                    num_lines,
-                    "duplicate_id",
-                    f"id {got.id!r} was already used on line {seen[got.id]}",
-                    None,
-                    got.id,
-                )
+            return got
+        first = self._seen.setdefault(got.id, self.num_lines)
+        if first != self.num_lines:
+            return TranscriptError(
+                self.num_lines,
+                "duplicate_id",
+                f"id {got.id!r} was already used on line {first}",
+                None,
+                got.id,
             )
-        else:
-            seen[got.id] = num_lines
-            debates.append(got)
-    return ReadResult(tuple(debates), tuple(errors), num_lines, num_blank)
+        return got
 
 
 def read_transcript_file(path: str | os.PathLike[str]) -> ReadResult:

@@ -1,5 +1,11 @@
 """Leave-one-out pairwise rewards: numpy and jitted JAX against the per-debate reference loop.
 
+A second table times parsed responses → rewards: our ``votes_from_responses`` + ``pairwise_rewards``
+against the reference's own reward computation on the same parsed responses (collect each debate's
+votes from its responses, then the per-agent loop), 4,096 debates × 5 agents × 120 votes (15
+responses of 8 votes each). tinker-cookbook 0.5.8 does not ship the debate recipe, so the peer is a
+transcription of REFERENCE.md §1–2 as straightforward Python; everything it does is in its timer.
+
 ``python -m benchmarks rewards [--quick]``. Workload: D debates × N agents × V votes per debate
 (default 4,096 × 5 × 120 ≈ 491 k votes, ~3% malformed), plus a ragged batch with N ∈ [3, 8].
 The peer is the reference algorithm, measured in the same run: per debate, for each agent, a loop
@@ -14,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks._common import emit_json, print_table, time_call, time_compile
-from kernel import VoteArrays, pairwise_rewards, vote_arrays
+from kernel import ParsedResponse, Vote, VoteArrays, pairwise_rewards, vote_arrays, votes_from_responses
 
 _OPS = (">", "=", "<", ">=")
 _OP_P = (0.62, 0.35, 0.02, 0.01)
@@ -127,6 +133,77 @@ def _run_case(name: str, num_agents_P: np.ndarray, votes_per_debate: int, quick:
     }
 
 
+def make_responses(
+    num_debates: int, num_agents: int, responses_per_agent: int, votes_per_response: int, seed: int
+) -> tuple[list[list[dict[str, Any]]], list[list[ParsedResponse]]]:
+    """Parsed responses in the reference's form (dicts with the author and ``(a, op, b)`` tuples) and as
+    ``ParsedResponse`` (ours); the parser has already dropped self-comparisons."""
+    rng = np.random.default_rng(seed)
+    ref: list[list[dict[str, Any]]] = []
+    ours: list[list[ParsedResponse]] = []
+    for _ in range(num_debates):
+        ref_d, ours_d = [], []
+        for k in range(num_agents * responses_per_agent):
+            author = k % num_agents
+            others = [i for i in range(num_agents) if i != author]
+            a = rng.choice(others, votes_per_response).tolist()
+            b = rng.choice(others, votes_per_response).tolist()
+            ops = rng.choice(np.array([">", "="]), votes_per_response, p=[0.7, 0.3]).tolist()
+            votes = list(zip(a, ops, b, strict=True))
+            ref_d.append({"author": author, "votes": votes})
+            ours_d.append(ParsedResponse.make(author, votes=tuple(Vote(*v) for v in votes)))
+        ref.append(ref_d)
+        ours.append(ours_d)
+    return ref, ours
+
+
+def reference_from_responses(debates: list[list[dict[str, Any]]], num_agents: int) -> list[float]:
+    """The reference's reward computation from parsed responses: gather each debate's votes, then
+    :func:`reference_rewards`."""
+    gathered = [
+        (num_agents, [(r["author"], a, op, b) for r in responses for a, op, b in r["votes"]])
+        for responses in debates
+    ]
+    return reference_rewards(gathered)
+
+
+def _run_parsed(quick: bool) -> dict[str, Any]:
+    num_debates, num_agents = (512 if quick else 4096), 5
+    ref, ours = make_responses(num_debates, num_agents, 3, 8, seed=2)
+    n_P = np.full(num_debates, num_agents, dtype=np.int64)
+    num_votes = num_debates * num_agents * 3 * 8
+
+    def run_ours() -> Any:
+        return pairwise_rewards(votes_from_responses(ours), n_P)
+
+    expected = reference_from_responses(ref, num_agents)
+    assert run_ours().rewards_PG.tolist() == expected, "ours differs from the reference"
+    repeat = 3 if quick else 5
+    t_ref = time_call(lambda: reference_from_responses(ref, num_agents), repeat=repeat, warmup=0)
+    t_ours = time_call(run_ours, repeat=repeat)
+    t_votes = time_call(lambda: votes_from_responses(ours), repeat=repeat)
+    table = [
+        ("reference (gather + loop)", t_ref * 1e3, num_votes / t_ref / 1e6, 1.0),
+        (
+            "ours (votes_from_responses + pairwise_rewards)",
+            t_ours * 1e3,
+            num_votes / t_ours / 1e6,
+            t_ref / t_ours,
+        ),
+        ("  of which votes_from_responses", t_votes * 1e3, num_votes / t_votes / 1e6, t_ref / t_votes),
+    ]
+    title = (
+        f"parsed responses → rewards: {num_debates:,} debates × {num_agents} agents × 120 votes "
+        f"= {num_votes:,} votes"
+    )
+    print_table(title, ["implementation", "ms", "M votes/s", "× reference"], table)
+    return {
+        "parsed.votes": num_votes,
+        "parsed.x_ref": t_ref / t_ours,
+        "parsed.votes_from_responses_x_ref": t_ref / t_votes,
+    }
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks rewards", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="smaller sizes (well under a minute)")
@@ -138,5 +215,6 @@ def main(argv: list[str]) -> int:
     figures: dict[str, Any] = {"benchmark": "rewards", "quick": args.quick}
     figures.update(_run_case("uniform", uniform, votes_per_debate, args.quick))
     figures.update(_run_case("ragged", ragged, votes_per_debate, args.quick))
+    figures.update(_run_parsed(args.quick))
     emit_json(figures)
     return 0

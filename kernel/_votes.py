@@ -13,8 +13,9 @@ as ``malformed`` and each carries a reason code. The author plays no part in val
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -197,23 +198,54 @@ def votes_from_responses(
       >>> votes_from_responses([[r], [], [r, r]]).group_ids_V
       array([0, 2, 2], dtype=int32)
     """
-    g: list[int] = []
-    u: list[int] = []
-    a: list[int] = []
-    op: list[int] = []
-    b: list[int] = []
+    counts: list[int] = []
+    groups: list[int] = []
+    authors: list[int] = []
+    flat: list[tuple[int, str, int]] = []
     for p, responses in enumerate(responses_P):
         for response in responses:
-            if not (response.ok or include_failed):
-                continue
-            author = _clamp(response.author_id)
-            for vote in response.votes:
-                g.append(p)
-                u.append(author)
-                a.append(_clamp(vote.a))
-                op.append(_OP_BY_STRING.get(vote.op, OP_OTHER))
-                b.append(_clamp(vote.b))
-    return VoteArrays(*(np.array(x, dtype=np.int32) for x in (g, u, a, op, b)))
+            votes = response.votes
+            if votes and (response.ok or include_failed):
+                flat.extend(votes)
+                counts.append(len(votes))
+                groups.append(p)
+                authors.append(response.author_id)
+    if not flat:
+        return VoteArrays(*(np.zeros(0, dtype=np.int32) for _ in range(5)))
+    # Every vote is an (a, op, b) triple: flatten them in C and slice the columns, instead of a Python
+    # step per vote; the rows of a response share its debate and author, so those columns are repeats.
+    items = list(itertools.chain.from_iterable(flat))
+    if len(items) != 3 * len(flat):
+        raise ValueError("every vote must be an (a, op, b) triple")
+    a_col, op_col, b_col = items[0::3], items[1::3], items[2::3]
+    reps = np.asarray(counts, dtype=np.int64)
+    g = np.repeat(np.asarray(groups, dtype=np.int64), reps).astype(np.int32)
+    u = np.repeat(_id_column(authors), reps)
+    return VoteArrays(g, u, _id_column(a_col), _op_column(op_col), _id_column(b_col))
+
+
+def _id_column(ids: Sequence[Any]) -> Int32Array:
+    """Agent ids as int32, clamped at the int32 bounds (as :func:`_clamp` does one at a time)."""
+    if set(map(type, ids)) <= {int}:  # exactly int (bool and other int types go below), checked in C
+        try:
+            return as_int32_saturated(np.fromiter(ids, np.int64, len(ids)), "ids")
+        except OverflowError:  # beyond int64
+            pass
+    return np.fromiter((_clamp(x) for x in ids), np.int32, len(ids))
+
+
+_OP_BYTES: Final = np.full(256, OP_OTHER, dtype=np.int32)
+_OP_BYTES[ord(">")] = OP_GT
+_OP_BYTES[ord("=")] = OP_EQ
+
+
+def _op_column(ops: Sequence[Any]) -> Int32Array:
+    """Operator codes: OP_GT for ``>``, OP_EQ for ``=``, OP_OTHER for anything else."""
+    if set(map(type, ops)) <= {str} and set(map(len, ops)) == {1}:  # C-level checks
+        joined = "".join(ops)
+        if joined.isascii():  # one byte per operator: a table lookup
+            return _OP_BYTES[np.frombuffer(joined.encode("ascii"), dtype=np.uint8)]
+    return np.fromiter((_OP_BY_STRING.get(x, OP_OTHER) for x in ops), np.int32, len(ops))
 
 
 def _num_agents(num_agents_P: npt.ArrayLike) -> npt.NDArray[np.int64]:

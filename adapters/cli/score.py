@@ -10,10 +10,16 @@ are scored. Exit status 0 when the input was processed (even with bad lines), 2 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
+import json
+import shutil
 import sys
-from collections.abc import Mapping
+import tempfile
+import zipfile
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -216,53 +222,152 @@ def prepare(
 
 
 def run(args: argparse.Namespace) -> int:
-    """Runs ``score``; returns the exit status."""
+    """Runs ``score``; returns the exit status.
+
+    The input is read and scored in chunks of ``pipeline.DEFAULT_CHUNK_SIZE`` debates
+    (:func:`pipeline.score_chunks`); records go to ``--out`` as each chunk is scored (the file appears
+    only once the run succeeds), so memory stays flat as the file grows. The output is the same as one
+    whole-file :func:`pipeline.score`.
+    """
     datums_path = args.datums_out
     if datums_path is None and args.out is not None:
         datums_path = args.out.with_name(args.out.stem + ".datums.npz")  # written only when tokens exist
-    got = prepare(args, {"--out": args.out, "--datums-out": datums_path})
-    if isinstance(got, int):
-        return got
-    source, result = got
+    if args.estimator.strip() == "list":
+        for name in sorted(kernel.ADVANTAGE_PRESETS):
+            print(name)
+        return 0
+    try:
+        pipeline.check_estimator(args.estimator)
+    except (ValueError, TypeError) as e:
+        _err(f"--estimator: {e}")
+        return EXIT_UNUSABLE
+    refused = check_outputs(args.file, {"--out": args.out, "--datums-out": datums_path})
+    if refused is not None:
+        _err(refused)
+        return EXIT_UNUSABLE
+    with contextlib.ExitStack() as stack:
+        try:
+            source, lines = _open_lines(args.file, stack)
+        except OSError as e:
+            _err(f"cannot read {args.file}: {e.strerror or e}")
+            return EXIT_UNUSABLE
+        options = options_from_args(args)
+        spool = _NpzSpool() if datums_path is not None else None
+        acc = pipeline.ScoreAccumulator(options, datum_sink=None if spool is None else spool.add)
+        table: list[list[str]] = []
+        keep_rows = 0 if args.quiet or args.json else args.limit
+        records = None
+        try:
+            records = None if args.out is None else stack.enter_context(atomic_write(args.out))
+            for chunk in pipeline.score_chunks(
+                lines, options=options, chunk_size=pipeline.DEFAULT_CHUNK_SIZE
+            ):
+                acc.add(chunk)
+                if keep_rows is None or len(table) < keep_rows:
+                    table.extend(_table_rows(chunk, None if keep_rows is None else keep_rows - len(table)))
+                if records is not None:
+                    for rec in pipeline.debate_records(dataclasses.replace(chunk, errors=())):
+                        records.write(_record_line(rec))
+            errors = acc.sorted_errors()
+            if records is not None:
+                for rec in pipeline.skipped_records(errors):
+                    records.write(_record_line(rec))
+                stack.pop_all().close()  # commits --out (os.replace) before anything is printed
+        except OSError as e:
+            if records is None or getattr(e, "filename", None) == args.file:
+                _err(f"cannot read {args.file}: {e.strerror or e}")
+            else:
+                _err(f"cannot write {args.out}: {e.strerror or e}")
+            return EXIT_UNUSABLE
+    for error in errors:
+        _err(f"{source}: {error}")
     out = sys.stdout
-    summ = pipeline.summary(result)
+    summ = acc.summary()
     summ["source"] = source
     if args.json:
         print(_json.dumps(summ, sort_keys=True), file=out)
     else:
         if not args.quiet:
-            print(format_table(result, limit=args.limit), file=out)
+            print(_render_table(table, acc.scored), file=out)
             print(file=out)
         print(format_summary(summ), file=out)
-    if args.out is not None:
-        try:
-            _write_results(result, args.out)
-        except OSError as e:
-            _err(f"cannot write {args.out}: {e.strerror or e}")
-            return EXIT_UNUSABLE
-        if not args.json:
-            print(f"wrote {len(result.replayed) + len(result.errors)} records to {args.out}", file=out)
-    if datums_path is not None and (args.datums_out is not None or result.datums is not None):
-        if result.datums is None:
+    if args.out is not None and not args.json:
+        print(f"wrote {acc.scored + len(errors)} records to {args.out}", file=out)
+    datums = acc.datums()
+    if datums_path is not None and (args.datums_out is not None or datums is not None):
+        if datums is None:
             _err("no turn carries tokens: no datums to write")
         else:
+            assert spool is not None
             try:
                 with atomic_write(datums_path, "wb") as f:
-                    np.savez(f, **result.datums.arrays)  # type: ignore[arg-type]
+                    spool.write_npz(f)
             except OSError as e:
                 _err(f"cannot write {datums_path}: {e.strerror or e}")
                 return EXIT_UNUSABLE
+            finally:
+                spool.close()
             if not args.json:
-                print(
-                    f"wrote {len(result.datums.arrays['offsets_D1']) - 1} datums to {datums_path}", file=out
-                )
+                print(f"wrote {datums.stats['datums']} datums to {datums_path}", file=out)
     return 0
 
 
-def _write_results(result: pipeline.BatchResult, path: Path) -> None:
-    with atomic_write(path) as f:
-        for rec in pipeline.debate_records(result):
-            f.write(_json.dumps(rec, ensure_ascii=False) + "\n")
+class _NpzSpool:
+    """Datum arrays of each chunk appended to one temporary file per array, then written as one ``.npz``
+    (each member an ``.npy`` whose header carries the total length): memory stays one chunk's."""
+
+    def __init__(self) -> None:
+        self._files: dict[str, IO[bytes]] = {}  # anonymous: removed when closed or collected
+        self._dtypes: dict[str, np.dtype[Any]] = {}
+        self._lengths: dict[str, int] = {}
+
+    def add(self, arrays: Mapping[str, np.ndarray[Any, Any]]) -> None:
+        for name, x in arrays.items():
+            if name not in self._files:
+                self._files[name] = tempfile.TemporaryFile()  # closed by close()
+                self._dtypes[name] = x.dtype
+                self._lengths[name] = 0
+            self._files[name].write(np.ascontiguousarray(x, dtype=self._dtypes[name]).tobytes())
+            self._lengths[name] += int(x.shape[0])
+
+    def write_npz(self, f: IO[bytes]) -> None:
+        with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED, allowZip64=True) as z:
+            for name, tmp in self._files.items():
+                header = {
+                    "descr": np.lib.format.dtype_to_descr(self._dtypes[name]),
+                    "fortran_order": False,
+                    "shape": (self._lengths[name],),
+                }
+                with z.open(name + ".npy", "w", force_zip64=True) as member:
+                    np.lib.format.write_array_header_2_0(member, header)  # type: ignore[no-untyped-call]
+                    tmp.seek(0)
+                    shutil.copyfileobj(tmp, member, 1 << 20)
+
+    def close(self) -> None:
+        for tmp in self._files.values():
+            tmp.close()
+
+
+def _record_line(rec: dict[str, Any]) -> str:
+    """One ``--out`` line: ``_json.dumps`` of the record, without its walk over every value when the
+    record holds only plain finite JSON values (then the two texts are the same)."""
+    try:
+        return json.dumps(rec, ensure_ascii=False, allow_nan=False) + "\n"
+    except (TypeError, ValueError):  # a numpy scalar or a non-finite float: the strict encoder's walk
+        return _json.dumps(rec, ensure_ascii=False) + "\n"
+
+
+def _open_lines(file: str | None, stack: contextlib.ExitStack) -> tuple[str, Iterable[str | bytes]]:
+    """The source name and its lines, read lazily (the samples when FILE is omitted, ``-`` stdin)."""
+    if file is None:
+        lines = data.read_text(data.SAMPLE_DEBATES).split("\n")
+        if not lines[-1]:
+            lines.pop()  # the text ends with a newline: no line after it
+        return data.SAMPLE_DEBATES, lines
+    if file == "-":
+        return "<stdin>", sys.stdin.buffer
+    name = file.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    return name, stack.enter_context(open(file, "rb"))  # closed by the stack
 
 
 # ------------------------------------------------------------------------------------------------
@@ -277,8 +382,11 @@ def _nums(xs: Any, signed: bool = False) -> str:
 def format_table(result: pipeline.BatchResult, *, limit: int | None = None) -> str:
     """The per-debate table: id, agents, rounds, end, parse failures, consensus, votes, malformed,
     rewards per agent, advantages per agent."""
+    return _render_table(_table_rows(result, limit), len(result.replayed))
+
+
+def _table_rows(result: pipeline.BatchResult, limit: int | None) -> list[list[str]]:
     num = result.numeric
-    header = ["id", "agents", "rounds", "end", "fail", "cons", "votes", "bad", "rewards", "advantages"]
     rows: list[list[str]] = []
     shown = result.replayed if limit is None else result.replayed[: max(limit, 0)]
     for p, r in enumerate(shown):
@@ -298,6 +406,11 @@ def format_table(result: pipeline.BatchResult, *, limit: int | None = None) -> s
                 _nums(num.advantages_PG[lo:hi], signed=True),
             ]
         )
+    return rows
+
+
+def _render_table(rows: list[list[str]], total: int) -> str:
+    header = ["id", "agents", "rounds", "end", "fail", "cons", "votes", "bad", "rewards", "advantages"]
     widths = [max([len(h)] + [len(row[i]) for row in rows]) for i, h in enumerate(header)]
     right = {1, 2, 4, 6, 7}
 
@@ -309,8 +422,8 @@ def format_table(result: pipeline.BatchResult, *, limit: int | None = None) -> s
 
     lines = [line(header), "  ".join("-" * w for w in widths)]
     lines += [line(row) for row in rows]
-    if len(shown) < len(result.replayed):
-        lines.append(f"… {len(result.replayed) - len(shown)} more debates (use --limit or --out)")
+    if len(rows) < total:
+        lines.append(f"… {total - len(rows)} more debates (use --limit or --out)")
     return "\n".join(lines)
 
 

@@ -1,0 +1,173 @@
+"""Streaming ``score``: any chunk size gives the records, summary and datums of one whole-file run."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from adapters import _json, pipeline
+from adapters.cli import main
+from adapters.transcripts import read_transcripts
+from tools import samples
+
+_RESP = (
+    "<solution>4</solution><evaluation>ok</evaluation><comparison>{c}</comparison>"
+    "<consensus>{y}</consensus><consensus_reason>r</consensus_reason>"
+)
+
+
+def _lines() -> list[str]:
+    """Generated debates (some with tokens) mixed with every kind of skipped line."""
+    recs = samples.generate_debates(14, seed=3, token_every=4)
+    lines = [json.dumps(r) for r in recs]
+    one = {"id": "solo", "question": "q", "num_agents": 1, "turns": [{"agent": 0, "text": "x"}]}
+    over = {
+        "id": "over",
+        "question": "q",
+        "num_agents": 2,
+        "max_rounds": 1,
+        "turns": [{"agent": k % 2, "text": _RESP.format(c="Agent 0 > Agent 1", y="NO")} for k in range(3)],
+    }
+    lines[2:2] = ["", "{not json", json.dumps(one), "   "]
+    lines[9:9] = [json.dumps(over), lines[0]]  # the second is a repeated id
+    lines.append("")
+    return lines
+
+
+LINES = _lines()
+assert sum('"action_tokens"' in line for line in LINES) >= 3  # datums are part of what is compared
+OPTIONS = [
+    pipeline.ScoreOptions(),
+    pipeline.ScoreOptions(
+        policy="reference", reward="win_minus_loss", estimator="tinker", datum_mode="reference"
+    ),
+    pipeline.ScoreOptions(after_end="truncate", round1_votes="drop", estimator="verl_grpo.norm"),
+    pipeline.ScoreOptions(estimator="default,singleton=zero"),
+    pipeline.ScoreOptions(estimator="trl_grpo.batch"),  # batch-wide statistics: one chunk
+]
+
+
+def _whole(lines: list[str], options: pipeline.ScoreOptions) -> tuple[str, dict[str, Any], Any]:
+    read = read_transcripts("".join(line + "\n" for line in lines))
+    result = pipeline.score(
+        read.debates,
+        options=options,
+        read_errors=read.errors,
+        num_lines=read.num_lines,
+        num_blank=read.num_blank,
+    )
+    records = "".join(_json.dumps(r, ensure_ascii=False) + "\n" for r in pipeline.debate_records(result))
+    return records, pipeline.summary(result), result.datums
+
+
+def _streamed(
+    lines: list[str], options: pipeline.ScoreOptions, chunk_size: int
+) -> tuple[str, dict[str, Any], Any, int]:
+    acc = pipeline.ScoreAccumulator(options)
+    parts: list[str] = []
+    chunks = 0
+    for chunk in pipeline.score_chunks(iter(lines), options=options, chunk_size=chunk_size):
+        chunks += 1
+        acc.add(chunk)
+        for rec in pipeline.debate_records(dataclasses.replace(chunk, errors=())):
+            parts.append(_json.dumps(rec, ensure_ascii=False) + "\n")
+    for rec in pipeline.skipped_records(acc.sorted_errors()):
+        parts.append(_json.dumps(rec, ensure_ascii=False) + "\n")
+    return "".join(parts), acc.summary(), acc.datums(), chunks
+
+
+def _same_datums(got: Any, want: Any) -> None:
+    assert (got is None) == (want is None)
+    if want is not None:
+        assert got.stats == want.stats
+        assert sorted(got.arrays) == sorted(want.arrays)
+        for name, x in want.arrays.items():
+            assert got.arrays[name].dtype == x.dtype, name
+            np.testing.assert_array_equal(got.arrays[name], x, err_msg=name)
+
+
+@given(
+    chunk_size=st.integers(1, 20),
+    which=st.integers(0, len(OPTIONS) - 1),
+    cut=st.integers(0, len(LINES)),
+)
+def test_any_chunk_size_gives_the_whole_file_results(chunk_size: int, which: int, cut: int) -> None:
+    options = OPTIONS[which]
+    lines = LINES[cut:] + LINES[:cut]  # rotations move the skipped lines and the repeated id around
+    want_records, want_summary, want_datums = _whole(lines, options)
+    got_records, got_summary, got_datums, chunks = _streamed(lines, options, chunk_size)
+    assert got_records == want_records
+    assert got_summary == want_summary
+    _same_datums(got_datums, want_datums)
+    if options.estimator != "trl_grpo.batch" and chunk_size < 10:
+        assert chunks > 1  # the test really splits the input
+
+
+def test_empty_input_is_one_empty_chunk() -> None:
+    for lines in ([], ["", "  "]):
+        got = _streamed(lines, pipeline.ScoreOptions(), 3)
+        want = _whole(lines, pipeline.ScoreOptions())
+        assert got[:3] == want and got[3] == 1
+
+
+def test_chunk_size_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="chunk_size"):
+        next(pipeline.score_chunks([], chunk_size=0))
+
+
+@pytest.mark.parametrize("chunk_size", [1, 4, 10_000])
+def test_cli_out_is_the_whole_file_run(
+    chunk_size: int, tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "in.jsonl"
+    path.write_text("\n".join(LINES) + "\n", "utf-8")
+    out_file = tmp_path / "o.jsonl"
+    monkeypatch.setattr(pipeline, "DEFAULT_CHUNK_SIZE", chunk_size)
+    assert main(["score", str(path), "--out", str(out_file), "--json"]) == 0
+    want_records, want_summary, want_datums = _whole(LINES, pipeline.ScoreOptions())
+    assert out_file.read_text("utf-8") == want_records
+    summ = json.loads(capsys.readouterr().out)
+    assert summ.pop("source") == str(path)
+    assert summ == json.loads(_json.dumps(want_summary))
+    with np.load(tmp_path / "o.datums.npz") as z:
+        for name, x in want_datums.arrays.items():
+            np.testing.assert_array_equal(z[name], x, err_msg=name)
+
+
+_leaf = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(),  # NaN and ±inf included
+    st.text(max_size=5),
+    st.integers(-5, 5).map(np.int64),
+    st.floats(width=32).map(np.float32),
+    st.floats().map(np.float64),
+)
+_values = st.recursive(
+    _leaf, lambda x: st.lists(x, max_size=3) | st.dictionaries(st.text(max_size=3), x, max_size=3)
+)
+
+
+@given(st.dictionaries(st.text(max_size=4), _values, max_size=4))
+def test_record_lines_are_the_strict_encoders_text(rec: dict[str, Any]) -> None:
+    from adapters.cli.score import _record_line
+
+    assert _record_line(rec) == _json.dumps(rec, ensure_ascii=False) + "\n"
+
+
+@given(st.lists(st.floats(width=32, allow_nan=False, allow_infinity=False), max_size=40))
+def test_exact_logprob_sum_is_the_correctly_rounded_sum(xs: list[float]) -> None:
+    import math
+
+    exact = pipeline._exact_sum(np.asarray(xs, dtype=np.float64))
+    assert exact / (1 << 172) == math.fsum(xs)
+    halves = pipeline._exact_sum(np.asarray(xs[::2])) + pipeline._exact_sum(np.asarray(xs[1::2]))
+    assert halves == exact  # partial sums merge exactly
