@@ -349,9 +349,12 @@ def _direct_text_datums(
     )
     columns = [(key, _WIRE_DTYPES[values.dtype], values) for key, values in inputs.items()]
     table = None if lazy else _shared_table(tokens)
+    read_only = tokens.view()  # one read-only view; its slices are read-only too
+    read_only.flags.writeable = False
+    wrap = TokenArray._of_read_only
     out: list[tinker.Datum] = []
     for s, e in itertools.pairwise(bounds):
-        run = TokenArray(tokens[s:e]) if lazy else _token_list(tokens[s:e], table)
+        run = wrap(read_only[s:e]) if lazy else _token_list(tokens[s:e], table)
         chunk = chunk_cls.__new__(chunk_cls)
         set_slot(chunk, "__dict__", {"tokens": run, "type": "encoded_text"})
         set_slot(chunk, "__pydantic_fields_set__", {"tokens"})

@@ -57,6 +57,13 @@ class TokenArray(Sequence[int]):
         view.flags.writeable = False
         self._ids = view
 
+    @classmethod
+    def _of_read_only(cls, view: npt.NDArray[np.integer[Any]]) -> TokenArray:
+        """Wraps a 1-D integer view that is read-only already, without checks or a new view."""
+        out = object.__new__(cls)
+        out._ids = view
+        return out
+
     def __len__(self) -> int:
         return int(self._ids.shape[0])
 
