@@ -685,6 +685,17 @@ def score_chunks(
     reader = LineReader()
     debates: list[Debate] = []
     errors: list[TranscriptError] = []
+
+    def scored() -> BatchResult:
+        return score(
+            debates,
+            options=options,
+            read_errors=errors,
+            num_lines=reader.num_lines,
+            num_blank=reader.num_blank,
+            clock=clock,
+        )
+
     for raw in lines:
         got = reader.feed(raw)
         if got is None:
@@ -694,23 +705,9 @@ def score_chunks(
             continue
         debates.append(got)
         if len(debates) >= chunk_size:
-            yield score(
-                debates,
-                options=options,
-                read_errors=errors,
-                num_lines=reader.num_lines,
-                num_blank=reader.num_blank,
-                clock=clock,
-            )
+            yield scored()
             debates, errors = [], []
-    yield score(
-        debates,
-        options=options,
-        read_errors=errors,
-        num_lines=reader.num_lines,
-        num_blank=reader.num_blank,
-        clock=clock,
-    )
+    yield scored()
 
 
 # ------------------------------------------------------------------------------------------------

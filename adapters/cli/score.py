@@ -182,15 +182,9 @@ def check_outputs(file: str | None, outputs: Mapping[str, Path | None]) -> str |
     return None
 
 
-def prepare(
-    args: argparse.Namespace, outputs: Mapping[str, Path | None] | None = None
-) -> tuple[str, pipeline.BatchResult] | int:
-    """Shared front half of ``score`` and ``report``: check the options and output paths, read, score,
-    report bad lines.
-
-    Returns the source name and the result, or an exit status when the input, an option or an output
-    path is unusable.
-    """
+def _check_options(args: argparse.Namespace, outputs: Mapping[str, Path | None]) -> int | None:
+    """``--estimator list`` (prints the presets: exit 0), a bad ``--estimator`` or an unusable output path
+    (exit 2); None when the run can go on."""
     if args.estimator.strip() == "list":
         for name in sorted(kernel.ADVANTAGE_PRESETS):
             print(name)
@@ -200,10 +194,25 @@ def prepare(
     except (ValueError, TypeError) as e:
         _err(f"--estimator: {e}")
         return EXIT_UNUSABLE
-    refused = check_outputs(args.file, outputs or {})
+    refused = check_outputs(args.file, outputs)
     if refused is not None:
         _err(refused)
         return EXIT_UNUSABLE
+    return None
+
+
+def prepare(
+    args: argparse.Namespace, outputs: Mapping[str, Path | None] | None = None
+) -> tuple[str, pipeline.BatchResult] | int:
+    """Shared front half of ``score`` and ``report``: check the options and output paths, read, score,
+    report bad lines.
+
+    Returns the source name and the result, or an exit status when the input, an option or an output
+    path is unusable.
+    """
+    early = _check_options(args, outputs or {})
+    if early is not None:
+        return early
     try:
         source, read = load_input(args.file)
     except OSError as e:
@@ -232,19 +241,9 @@ def run(args: argparse.Namespace) -> int:
     datums_path = args.datums_out
     if datums_path is None and args.out is not None:
         datums_path = args.out.with_name(args.out.stem + ".datums.npz")  # written only when tokens exist
-    if args.estimator.strip() == "list":
-        for name in sorted(kernel.ADVANTAGE_PRESETS):
-            print(name)
-        return 0
-    try:
-        pipeline.check_estimator(args.estimator)
-    except (ValueError, TypeError) as e:
-        _err(f"--estimator: {e}")
-        return EXIT_UNUSABLE
-    refused = check_outputs(args.file, {"--out": args.out, "--datums-out": datums_path})
-    if refused is not None:
-        _err(refused)
-        return EXIT_UNUSABLE
+    early = _check_options(args, {"--out": args.out, "--datums-out": datums_path})
+    if early is not None:
+        return early
     with contextlib.ExitStack() as stack:
         try:
             source, lines = _open_lines(args.file, stack)
