@@ -64,7 +64,8 @@ class Turn:
       agent: the speaking agent's id, in ``[0, num_agents)``.
       text: the raw model output (what the parser reads).
       round: the 0-based round when the file states it (checked against the turn index), else None.
-      observation_tokens: prompt token ids the policy saw, or None.
+      observation_tokens: prompt token ids the policy saw, or None (a tuple when read from a file; any
+        sequence of ints, e.g. the read-only array view rollouts give).
       action_tokens: sampled token ids (the tokenised ``text``), or None.
       logprobs: sampler log-probabilities, one per action token, or None.
       meta: free-form JSON value carried through unchanged (None when absent).
@@ -73,7 +74,7 @@ class Turn:
     agent: int
     text: str
     round: int | None = None
-    observation_tokens: tuple[int, ...] | None = None
+    observation_tokens: Sequence[int] | None = None
     action_tokens: tuple[int, ...] | None = None
     logprobs: tuple[float, ...] | None = None
     meta: Any = None
@@ -597,7 +598,8 @@ def _turn_to_record(turn: Turn) -> dict[str, Any]:
         rec["round"] = turn.round
     rec["text"] = turn.text
     if turn.action_tokens is not None:
-        rec["observation_tokens"] = list(turn.observation_tokens or ())
+        obs = turn.observation_tokens or ()
+        rec["observation_tokens"] = obs.tolist() if hasattr(obs, "tolist") else list(obs)
         rec["action_tokens"] = list(turn.action_tokens)
         rec["logprobs"] = list(turn.logprobs or ())
     if turn.meta is not None:

@@ -264,9 +264,9 @@ def trajectories_from_lists(
     acs = [tr[1] for tr in flat]
     lps = [tr[2] if tr[2] is not None else () for tr in flat]
     return Trajectories(
-        ob_tokens=as_int_array(list(chain.from_iterable(obs)), "transitions_B observation tokens"),
+        ob_tokens=_joined_ids(obs, "transitions_B observation tokens"),
         ob_offsets_N1=_offsets(len(x) for x in obs),
-        ac_tokens=as_int_array(list(chain.from_iterable(acs)), "transitions_B action tokens"),
+        ac_tokens=_joined_ids(acs, "transitions_B action tokens"),
         ac_offsets_N1=_offsets(len(x) for x in acs),
         logprobs=as_float_array(list(chain.from_iterable(lps)), "transitions_B logprobs").astype(np.float64),
         logprob_offsets_N1=_offsets(len(x) for x in lps),
@@ -274,6 +274,14 @@ def trajectories_from_lists(
         traj_ids_N=np.repeat(np.arange(len(transitions_B), dtype=np.int64), counts_B),
         advantages_B=adv,
     )
+
+
+def _joined_ids(parts: Sequence[Sequence[int]], name: str) -> npt.NDArray[np.int64]:
+    """The id sequences ``parts`` end to end; arrays (anything with ``__array__``) are joined as arrays,
+    without a Python int per id."""
+    if parts and all(hasattr(p, "__array__") for p in parts):
+        return as_int_array(np.concatenate([np.asarray(p) for p in parts]), name)
+    return as_int_array(list(chain.from_iterable(parts)), name)
 
 
 def build_datums(

@@ -298,6 +298,27 @@ def test_bad_arguments_raise_naming_the_argument() -> None:
         build_datums(unsorted._replace(traj_ids_N=np.array([1, 0])))
 
 
+@given(token_trajectories(), st.sampled_from([np.int64, np.int32, np.uint8]))
+def test_arrays_give_the_same_trajectories_as_lists(case: Any, dtype: Any) -> None:
+    """The array path (ids joined as arrays) against the list path (a Python int per id)."""
+    as_arrays = [
+        [(np.asarray(ob, dtype), np.asarray(ac, dtype), lp) for ob, ac, lp in traj]
+        for traj in case.transitions_B
+    ]
+    fast = trajectories_from_lists(as_arrays, case.advantages_B)
+    slow = trajectories_from_lists(case.transitions_B, case.advantages_B)
+    for name in Trajectories._fields:
+        a, b = getattr(fast, name), getattr(slow, name)
+        assert a.dtype == b.dtype and np.array_equal(a, b), name
+
+
+def test_array_ids_keep_their_errors() -> None:
+    with pytest.raises(TypeError, match="observation tokens"):
+        trajectories_from_lists([[(np.array([1.5]), np.array([2]), [0.0])]], [1.0])
+    with pytest.raises(ValueError, match="observation tokens"):
+        trajectories_from_lists([[(np.array([[1]]), np.array([2]), [0.0])]], [1.0])
+
+
 def test_trajectories_is_a_namedtuple_of_arrays() -> None:
     t = trajectories_from_lists([[([1], [2, 3], None)]], [0.5])
     assert isinstance(t, Trajectories)

@@ -59,6 +59,30 @@ def test_fixed_latency_applies_where_no_other_fault_does() -> None:
         FaultPlan(latency={"nope": 1.0})
 
 
+def test_latency_runs_from_submission_not_from_the_first_await() -> None:
+    """Requests submitted together complete together; work done before awaiting overlaps the latency."""
+
+    async def main() -> tuple[float, float]:
+        service, _ = with_faults(FakeServiceClient(seed=0), FaultPlan(latency={"sample": 0.2}))
+        tc = await service.create_lora_training_client("fake", 4)
+        sampler = await tc.save_weights_and_get_sampling_client()
+        prompt = tinker.ModelInput.from_ints([1, 2, 3])
+        params = types.SamplingParams(max_tokens=4)
+        t0 = time.perf_counter()
+        futures = [sampler.sample(prompt, 1, params) for _ in range(3)]
+        time.sleep(0.15)  # the client is busy; the requests are in flight
+        for fut in futures:  # awaited one after another
+            await fut
+        both = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        await sampler.sample(prompt, 1, params)
+        return both, time.perf_counter() - t0
+
+    overlapped, alone = asyncio.run(main())
+    assert 0.2 <= overlapped < 0.33  # not 0.15 + 3 x 0.2, nor 0.15 + 0.2
+    assert alone >= 0.2
+
+
 def test_plan_validation() -> None:
     with pytest.raises(ValueError, match="kind must be one of"):
         Fault("boom")  # type: ignore[arg-type]

@@ -101,3 +101,24 @@ def test_chat_template_renderer_bad_arguments() -> None:
     hf.chat_template = None
     with pytest.raises(ValueError, match="chat_template"):
         ChatTemplateRenderer(hf)
+
+
+@given(
+    st.lists(st.tuples(st.sampled_from(["system", "user", "assistant"]), st.text(max_size=40)), max_size=4)
+)
+def test_byte_renderer_prompt_is_an_array_view_equal_to_the_int_list(pairs: list[tuple[str, str]]) -> None:
+    """The prompt is built from arrays; it equals the one built token by token from ints."""
+    import tinker
+
+    from adapters.tinker.tokens import TokenArray, tokens_supported
+
+    r, tok = ByteRenderer(), ByteTokenizer()
+    prompt = r.build_prompt([Message(role, text) for role, text in pairs])
+    ids = [tok.bos_token_id]
+    for role, text in pairs:
+        ids += [tok.special_id(f"<|{role}|>"), *tok.encode(text), tok.special_id("<|end|>")]
+    ids.append(tok.special_id("<|assistant|>"))
+    assert prompt.to_ints() == ids
+    assert prompt == tinker.ModelInput.from_ints(ids)
+    if tokens_supported():
+        assert isinstance(prompt.chunks[0].tokens, TokenArray)

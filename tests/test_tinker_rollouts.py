@@ -101,6 +101,14 @@ def test_self_play_rolls_out_trains_and_scores() -> None:
         read = read_transcripts(lines)
         assert read.errors == () and len(read.debates) == len(QUESTIONS)
         assert all(d.meta["policy_version"] == 7 for d in read.debates)
+        # observation tokens: a read-only view of the prompt's ids, written and read back as the same ids
+        for result, debate in zip(batch.results, read.debates, strict=True):
+            for turn, back, live in zip(
+                result.to_transcript().turns, debate.turns, result.turns, strict=True
+            ):
+                assert turn.observation_tokens is not None and back.observation_tokens is not None
+                assert list(turn.observation_tokens) == live.prompt.to_ints() == list(back.observation_tokens)
+                assert not np.asarray(turn.observation_tokens).flags.writeable
         scored = score(read.debates)
         assert scored.errors == ()
         assert [rd.end for rd in scored.replayed] == [PIPELINE_END[r.end_reason] for r in batch.results]

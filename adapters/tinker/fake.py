@@ -49,6 +49,7 @@ from adapters._atomic import atomic_write
 from adapters.tinker.futures import CompletedFuture, completed
 from adapters.tinker.protocol import CustomLossFn
 from adapters.tinker.tokenizers import ByteTokenizer
+from adapters.tinker.tokens import prompt_ids
 from kernel import Vote, render_response
 
 __all__ = [
@@ -93,7 +94,7 @@ def datum_fingerprint(datum: types.Datum) -> str:
         >>> datum_fingerprint(d) == datum_fingerprint(d), datum_fingerprint(d) == datum_fingerprint(e)
         (True, False)
     """
-    return _fingerprint(_ints(datum.model_input), datum)
+    return _fingerprint(prompt_ids(datum.model_input), datum)
 
 
 def _fingerprint(inputs: npt.NDArray[np.int64], datum: types.Datum) -> str:
@@ -253,16 +254,6 @@ def _mix_inplace(x: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
     return x
 
 
-def _ints(model_input: tinker.ModelInput) -> npt.NDArray[np.int64]:
-    """``model_input.to_ints()`` as an int64 array, without the per-token Python list in between."""
-    chunks = model_input.chunks
-    if not all(isinstance(c, types.EncodedTextChunk) for c in chunks):
-        return np.asarray(model_input.to_ints(), np.int64)  # to_ints raises its own error
-    if len(chunks) == 1:
-        return np.asarray(chunks[0].tokens, np.int64)
-    return np.concatenate([np.asarray(c.tokens, np.int64) for c in chunks] or [np.zeros(0, np.int64)])
-
-
 @dataclass(frozen=True, slots=True)
 class FakePolicy:
     """How the scripted policy writes answers.
@@ -366,7 +357,7 @@ def sample(
     """
     if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
         raise ValueError(f"num_samples must be an int >= 1, got {num_samples!r}")
-    ids = _ints(prompt)
+    ids = prompt_ids(prompt)
     prompt_text = ids[(ids >= 0) & (ids < 256)].astype(np.uint8).tobytes().decode("utf-8", errors="replace")
     key = _digest(state.params, hashlib.sha256(ids.tobytes()).hexdigest(), str(sampling_params.seed))
     sequences = []
@@ -404,10 +395,10 @@ def _batch_logprobs(
     """Each datum's target logprobs (one hash pass over the whole batch) and its input tokens."""
     inputs_D, cur_D = [], []
     for datum in data:
-        inputs = _ints(datum.model_input)
+        inputs = prompt_ids(datum.model_input)
         if "target_tokens" not in datum.loss_fn_inputs:
             raise ValueError("data: every datum needs loss_fn_inputs['target_tokens']")
-        targets = datum.loss_fn_inputs["target_tokens"].to_numpy().astype(np.int64).ravel()
+        targets = np.asarray(datum.loss_fn_inputs["target_tokens"].to_numpy(), np.int64).ravel()
         if targets.shape[0] != inputs.shape[0] or not inputs.shape[0]:
             raise ValueError(
                 f"data: target_tokens must have the model input's length {inputs.shape[0]}, "
@@ -427,7 +418,7 @@ def _batch_logprobs(
 def _input(datum: types.Datum, name: str, length: int, default: float) -> npt.NDArray[np.float64]:
     if name not in datum.loss_fn_inputs:
         return np.full(length, default)
-    arr = datum.loss_fn_inputs[name].to_numpy().astype(np.float64).ravel()
+    arr = np.asarray(datum.loss_fn_inputs[name].to_numpy(), np.float64).ravel()
     if arr.shape[0] != length:
         raise ValueError(f"data: loss_fn_inputs[{name!r}] must have length {length}, got {arr.shape[0]}")
     return arr

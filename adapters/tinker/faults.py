@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import hashlib
+import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -171,8 +172,16 @@ async def _never() -> Any:
     await asyncio.Event().wait()
 
 
-async def _later(delay: float, inner: Future[Any]) -> Any:
-    await asyncio.sleep(delay)
+def _clock() -> float:
+    try:
+        return asyncio.get_running_loop().time()
+    except RuntimeError:  # submitted outside a loop: the loop's default clock is this one
+        return time.monotonic()
+
+
+async def _later(deadline: float, inner: Future[Any]) -> Any:
+    """``inner``'s result, not before ``deadline`` (on the loop's clock, counted from submission)."""
+    await asyncio.sleep(max(0.0, deadline - _clock()))
     return await inner
 
 
@@ -199,10 +208,16 @@ class FaultyService:
         if fault is not None:
             self.injected.append((method, index, fault))
         if fault is None or fault.kind == "delay":
+            submitted = _clock()
             inner = run()
             if wrap is not None:
                 inner = _Mapped(inner, wrap)
-            return inner if fault is None else AwaitableFuture(_later(fault.delay, inner))
+            if fault is None:
+                return inner
+            # The delay runs from submission, as a request's latency does, not from the first await (a
+            # coroutine starts only when the loop next gets to it); an in-process service's own compute
+            # counts inside it, as a real service computes within its latency.
+            return AwaitableFuture(_later(submitted + fault.delay, inner))
         if fault.kind == "error":
             return CompletedFuture(error=InjectedError(f"injected error in {method} call {index}"))
         if fault.kind == "hang":

@@ -17,9 +17,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal, Protocol
 
+import numpy as np
+import numpy.typing as npt
 import tinker
 
 from adapters.tinker.tokenizers import ByteTokenizer
+from adapters.tinker.tokens import model_input_of
 from kernel import Message, stop_sequences
 
 __all__ = ["ByteRenderer", "ChatTemplateRenderer", "Renderer"]
@@ -92,11 +95,15 @@ class ByteRenderer:
             TypeError: if a message is not a :class:`kernel.Message`.
             ValueError: if a role is not system, user or assistant.
         """
-        tokens = [self.tokenizer.bos_token_id]
+        parts: list[npt.NDArray[np.integer[Any]]] = [np.array([self.tokenizer.bos_token_id], np.int64)]
         for m in _check_messages(messages):
-            tokens += [self._role[m.role], *self.tokenizer.encode(m.content), self._end]
-        tokens.append(self._role["assistant"])
-        return tinker.ModelInput.from_ints(tokens)
+            parts += [
+                np.array([self._role[m.role]], np.int64),
+                self.tokenizer.encode_array(m.content),
+                np.array([self._end], np.int64),
+            ]
+        parts.append(np.array([self._role["assistant"]], np.int64))
+        return model_input_of(np.concatenate(parts, dtype=np.int64))
 
     def stop_sequences(self) -> list[str] | list[int]:
         """``[<|end|>]`` as a token id (token-id stops are used alone)."""

@@ -38,6 +38,7 @@ from tinker import types
 from adapters.tinker.convert import Transition
 from adapters.tinker.protocol import SamplingClient
 from adapters.tinker.renderers import Renderer
+from adapters.tinker.tokens import TokenArray, prompt_ids
 from adapters.transcripts import Debate, dumps_debate
 from adapters.transcripts import Turn as TranscriptTurn
 from kernel import (
@@ -281,7 +282,8 @@ def _transcript_turn(turn: RolloutTurn) -> TranscriptTurn:
         agent=turn.agent_id,
         text=turn.text,
         round=turn.round,
-        observation_tokens=tuple(turn.prompt.to_ints()),
+        # The prompt is most of the tokens: a read-only view of its ids, not a tuple of Python ints.
+        observation_tokens=TokenArray(prompt_ids(turn.prompt)),
         action_tokens=tokens,
         logprobs=tuple(map(float, logprobs)),
     )

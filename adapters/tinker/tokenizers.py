@@ -77,6 +77,21 @@ class ByteTokenizer:
         ids = list(text.encode("utf-8"))
         return [self.bos_token_id, *ids] if add_special_tokens else ids
 
+    def encode_array(self, text: str) -> np.ndarray[tuple[int], np.dtype[np.uint8]]:
+        """:meth:`encode` as a read-only uint8 array over the text's UTF-8 bytes (no list of ints).
+
+        Raises:
+            TypeError: if ``text`` is not a str.
+
+        Examples:
+            >>> ByteTokenizer().encode_array("hé").tolist()
+            [104, 195, 169]
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__}")
+        ids: np.ndarray[tuple[int], np.dtype[np.uint8]] = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+        return ids
+
     def decode(self, token_ids: Iterable[int], *, skip_special_tokens: bool = False) -> str:
         """The text of ``token_ids``: bytes as UTF-8 (errors replaced), specials by name or dropped.
 

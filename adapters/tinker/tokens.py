@@ -32,8 +32,9 @@ from typing import Any, overload
 
 import numpy as np
 import numpy.typing as npt
+from tinker import types
 
-__all__ = ["TokenArray", "tokens_supported"]
+__all__ = ["TokenArray", "model_input_of", "prompt_ids", "tokens_supported"]
 
 
 class TokenArray(Sequence[int]):
@@ -147,8 +148,6 @@ def _probe_equal(make: Any) -> bool:
 def tokens_supported() -> bool:
     """Registers :class:`TokenArray` with pydantic's sequence serialiser; True if the SDK then treats a
     model input holding one exactly as it treats ``ModelInput.from_ints`` (see the module docstring)."""
-    from tinker import types
-
     try:
         from pydantic._internal import _serializers
     except ImportError:  # pragma: no cover - another pydantic
@@ -163,3 +162,39 @@ def tokens_supported() -> bool:
         return types.ModelInput.model_construct(chunks=[chunk])
 
     return _probe_equal(make)
+
+
+def model_input_of(ids: npt.NDArray[np.integer[Any]]) -> types.ModelInput:
+    """A ``ModelInput`` of one text chunk holding ``ids``: a :class:`TokenArray` view where
+    :func:`tokens_supported`, else a list of ints (``ModelInput.from_ints``).
+
+    Args:
+        ids: a 1-D integer array; it is viewed read-only, not copied.
+
+    Examples:
+        >>> import numpy as np
+        >>> model_input_of(np.array([3, 4])).to_ints()
+        [3, 4]
+    """
+    if not tokens_supported():  # pragma: no cover - another pydantic
+        return types.ModelInput.from_ints([int(t) for t in ids.tolist()])
+    chunk = types.EncodedTextChunk.model_construct(tokens=TokenArray(ids))
+    model_input: types.ModelInput = types.ModelInput.model_construct(chunks=[chunk])
+    return model_input
+
+
+def prompt_ids(model_input: types.ModelInput) -> npt.NDArray[np.int64]:
+    """The token ids of a ``ModelInput`` made of text chunks, as one int64 array (no Python ints when
+    the chunks hold :class:`TokenArray`; ``to_ints()`` raises its own error for other chunks).
+
+    Examples:
+        >>> from tinker import types
+        >>> prompt_ids(types.ModelInput.from_ints([1, 2])).tolist()
+        [1, 2]
+    """
+    chunks = model_input.chunks
+    if not all(isinstance(c, types.EncodedTextChunk) for c in chunks):
+        return np.asarray(model_input.to_ints(), np.int64)
+    if len(chunks) == 1:
+        return np.asarray(chunks[0].tokens, np.int64)
+    return np.concatenate([np.asarray(c.tokens, np.int64) for c in chunks] or [np.zeros(0, np.int64)])
