@@ -59,6 +59,9 @@ class ObservationConfig:
       enforce_round1_votes: tell round-1 agents that votes on agents who had not spoken yet are discarded.
         The scoring job should then AND :func:`~kernel.round1_vote_violations` into its vote mask. The
         reference only asks for the order and never enforces it.
+      brief: one-line instructions (the agent's id and the tag contract as the system message; a turn
+        line naming the round, the agent and whom to compare) instead of the full contract and rules,
+        for small models and short contexts; the question and the history are rendered as usual.
 
     Raises:
       TypeError, ValueError: for a field of the wrong type or out of range, naming the field.
@@ -74,6 +77,7 @@ class ObservationConfig:
     count_partial_round: bool = False
     max_chars_per_field: int | None = 800
     enforce_round1_votes: bool = True
+    brief: bool = False
 
     REFERENCE: ClassVar[ObservationConfig]
     DEFAULT: ClassVar[ObservationConfig]
@@ -88,7 +92,7 @@ class ObservationConfig:
             raise TypeError(f"max_chars_per_field must be an int or None, got {type(m).__name__}")
         if m is not None and m < 1:
             raise ValueError(f"max_chars_per_field must be >= 1 or None, got {m}")
-        for name in ("count_partial_round", "enforce_round1_votes"):
+        for name in ("count_partial_round", "enforce_round1_votes", "brief"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be a bool, got {type(getattr(self, name)).__name__}")
 
@@ -101,8 +105,11 @@ ObservationConfig.DEFAULT = ObservationConfig()
 OBSERVATION_PRESETS: Final[dict[str, ObservationConfig]] = {
     "reference": ObservationConfig.REFERENCE,
     "default": ObservationConfig.DEFAULT,
+    "compact": ObservationConfig(history_rounds=1, max_chars_per_field=200, brief=True),
 }
-"""Observation presets by name: ``"reference"`` (the v1 recipe) and ``"default"`` (ours)."""
+"""Observation presets by name: ``"reference"`` (the v1 recipe), ``"default"`` (ours) and ``"compact"``
+(brief instructions, the last round only, fields clipped at 200 code points: prompts of a few hundred
+bytes, for the small models of the local service)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,6 +239,20 @@ def system_prompt(agent_id: int, num_agents: int) -> str:
     )
 
 
+def _brief_system_prompt(agent_id: int, num_agents: int) -> str:
+    return (
+        f"Agent {agent_id} of {num_agents}. Reply with the tags solution, evaluation, comparison "
+        "(Agent a > Agent b, or N/A), consensus (YES or NO), consensus_reason."
+    )
+
+
+def _brief_rules(agent_id: int, round_index: int, state: DebateState) -> str:
+    spoken = state.num_agents if round_index > 0 else agent_id
+    others = [j for j in range(spoken) if j != agent_id]
+    judge = f"compare {_agent_list(others)}" if len(others) >= 2 else "no comparison"
+    return f"Round {round_index + 1} of {state.max_rounds}, Agent {agent_id}: {judge}."
+
+
 def _agent_list(ids: Sequence[int]) -> str:
     names = [f"Agent {j}" for j in ids]
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
@@ -307,7 +328,10 @@ def _user_text(state: DebateState, agent_id: int, config: ObservationConfig) -> 
             block.append("")
             block.extend(_render_response(speaker, resp, agent_id, config.max_chars_per_field))
         parts.append("\n".join(block))
-    parts.append(_turn_rules(agent_id, round_index, state, config))
+    if config.brief:
+        parts.append(_brief_rules(agent_id, round_index, state))
+    else:
+        parts.append(_turn_rules(agent_id, round_index, state, config))
     return "\n\n".join(parts)
 
 
@@ -364,8 +388,9 @@ def build_observation(
         raise ValueError(f"agent_id must lie in [0, {state.num_agents}), got {agent_id}")
     if state.done:
         raise ValueError("state: the debate is over, there is no turn to observe")
+    system = _brief_system_prompt if config.brief else system_prompt
     messages = (
-        Message("system", system_prompt(agent_id, state.num_agents)),
+        Message("system", system(agent_id, state.num_agents)),
         Message("user", _user_text(state, agent_id, config)),
     )
     return Observation(messages=messages, agent_id=agent_id, round=current_round(state))

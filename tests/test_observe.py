@@ -284,7 +284,31 @@ def test_presets() -> None:
     )
     assert DEF == ObservationConfig()
     assert (DEF.history_rounds, DEF.count_partial_round, DEF.max_chars_per_field) == (2, False, 800)
-    assert OBSERVATION_PRESETS == {"reference": REF, "default": DEF}
+    compact = ObservationConfig(history_rounds=1, max_chars_per_field=200, brief=True)
+    assert OBSERVATION_PRESETS == {"reference": REF, "default": DEF, "compact": compact}
+
+
+def test_brief_observation_by_hand() -> None:
+    s = initial_state("24+48=?", num_agents=3, max_rounds=2)
+    s = submit(s, 0, resp(0, yes=False, solution="72")).state
+    s = submit(s, 1, resp(1, yes=False, solution="70")).state
+    obs = build_observation(s, 2, config=OBSERVATION_PRESETS["compact"])
+    assert obs.messages[0].content == (
+        "Agent 2 of 3. Reply with the tags solution, evaluation, comparison (Agent a > Agent b, or N/A), "
+        "consensus (YES or NO), consensus_reason."
+    )
+    text = user(obs)
+    assert text.startswith("Question:\n24+48=?\n\n=== Round 1 (in progress) ===")
+    assert "Solution: 72" in text and "Solution: 70" in text
+    assert text.endswith("\n\nRound 1 of 2, Agent 2: compare Agent 0 and Agent 1.")
+    first = build_observation(
+        initial_state("q", num_agents=3, max_rounds=1), 0, config=OBSERVATION_PRESETS["compact"]
+    )
+    assert user(first) == "Question:\nq\n\nRound 1 of 1, Agent 0: no comparison."
+    # the same history as the full observation, far shorter instructions
+    full = build_observation(s, 2, config=ObservationConfig(history_rounds=1, max_chars_per_field=200))
+    assert shown_rounds(user(full)) == shown_rounds(text)
+    assert len(obs.messages[0].content) < len(full.messages[0].content) // 4
 
 
 @pytest.mark.parametrize(
@@ -297,6 +321,7 @@ def test_presets() -> None:
         ({"max_chars_per_field": "800"}, TypeError, "max_chars_per_field"),
         ({"count_partial_round": 1}, TypeError, "count_partial_round"),
         ({"enforce_round1_votes": None}, TypeError, "enforce_round1_votes"),
+        ({"brief": "yes"}, TypeError, "brief"),
     ],
 )
 def test_config_validation_names_the_field(kwargs: dict[str, object], exc: type, name: str) -> None:
@@ -351,6 +376,7 @@ _configs = st.builds(
     count_partial_round=st.booleans(),
     max_chars_per_field=st.one_of(st.none(), st.integers(1, 8)),
     enforce_round1_votes=st.booleans(),
+    brief=st.booleans(),
 )
 
 
@@ -361,13 +387,19 @@ def test_observation_of_the_current_agent_is_consistent(state: DebateState, cfg:
     obs = build_observation(state, agent, config=cfg)
     text = user(obs)
     assert text.startswith(f"Question:\n{state.question}\n\n")
-    assert f"You are Agent {agent}," in obs.messages[0].content
+    if cfg.brief:
+        assert obs.messages[0].content.startswith(f"Agent {agent} of {state.num_agents}.")
+    else:
+        assert f"You are Agent {agent}," in obs.messages[0].content
     window = history_window(state, cfg)
     assert list(window) == _slow_window(state, cfg)
     assert [int(r) for r, _ in shown_rounds(text)] == [r + 1 for r in window]
     # Fields are at most 12 code points, too short to forge a header line.
     assert text.count("\nSolution: ") == sum(len(state.rounds[r]) for r in window)
-    assert f"It is your turn, Agent {agent}: round {obs.round + 1} of {state.max_rounds}" in text
+    if cfg.brief:
+        assert f"\n\nRound {obs.round + 1} of {state.max_rounds}, Agent {agent}: " in text
+    else:
+        assert f"It is your turn, Agent {agent}: round {obs.round + 1} of {state.max_rounds}" in text
 
 
 def _slow_window(state: DebateState, cfg: ObservationConfig) -> list[int]:

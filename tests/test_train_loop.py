@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +110,9 @@ def test_metric_names_and_eval_lines(tmp_path: Path) -> None:
     for m in result.metrics:
         assert set(METRIC_NAMES) <= set(m)
     assert result.metrics[0]["phase"] == "warm_start"  # its last step evaluates where RL starts
+    # the loss per trained token, on warm-start and RL steps alike (the fake's cross-entropy is −Σ lp)
+    assert all(math.isfinite(m["optim/loss"]) for m in result.metrics)
+    assert result.metrics[0]["optim/loss"] > 0
     for m in result.metrics[1:]:
         assert m["phase"] == "rl"
     for m in result.metrics:

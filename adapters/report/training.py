@@ -22,6 +22,7 @@ CURVES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Correct (training debates)", ("env/all/correct",)),
     ("Advantage spread", ("advantage/std", "advantage/min", "advantage/max")),
     ("KL sample → train", ("optim/kl_sample_train_v1", "optim/kl_sample_train_v2")),
+    ("Loss per trained token (warm start: cross-entropy)", ("optim/loss",)),
     ("Entropy", ("optim/entropy",)),
     ("Parse failures", ("env/all/parse_error",)),
     ("Consensus reached", ("env/all/consensus_reached",)),

@@ -49,7 +49,7 @@ class TrainConfig:
       batch_size: questions (debates) per step.
       num_agents, max_rounds: the debate's size.
       history_rounds: earlier rounds shown in an observation (−1 all, 0 none, K the last K).
-      observation: ``"default"`` or ``"reference"`` (``kernel.OBSERVATION_PRESETS``).
+      observation: ``"default"``, ``"reference"`` or ``"compact"`` (``kernel.OBSERVATION_PRESETS``).
       parse_policy: ``"robust"`` or ``"reference"``.
       reward_mode: ``"win_rate"`` or ``"win_minus_loss"``.
       correctness_weight: reward = pairwise + correctness_weight × (solution correct); needs answers.
@@ -84,7 +84,7 @@ class TrainConfig:
     num_agents: int = 3
     max_rounds: int = 3
     history_rounds: int = 2
-    observation: Literal["default", "reference"] = "default"
+    observation: Literal["default", "reference", "compact"] = "default"
     parse_policy: Literal["robust", "reference"] = "robust"
     reward_mode: Literal["win_rate", "win_minus_loss"] = "win_rate"
     correctness_weight: float = 0.0

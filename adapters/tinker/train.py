@@ -74,6 +74,7 @@ METRIC_NAMES = (
     "optim/kl_sample_train_v1",
     "optim/kl_sample_train_v2",
     "optim/entropy",
+    "optim/loss",
     "optim/num_datums",
     "optim/num_substeps",
     "optim/kl_penalty",
@@ -356,7 +357,7 @@ class _Shell:
                 assert agent is not None
                 obs = kernel.build_observation(state, agent, config=c.observation_config)
                 prompt = self.renderer.build_prompt(obs.messages).to_ints()
-                text = _warm_turn(agent, q.answer)
+                text = _warm_turn(agent, q.answer, brief=c.observation_config.brief)
                 answer_tokens = _answer_tokens(self.renderer, text)
                 transitions.append([(prompt, answer_tokens, [0.0] * len(answer_tokens))])
                 state = kernel.submit(
@@ -469,8 +470,11 @@ class _Shell:
 
     def train_metrics(self) -> dict[str, Any]:
         p = self.prepared
-        if p is None or not p.sampler_logprobs or not self.outputs:
+        if p is None or not self.outputs:
             return {}
+        record = {"optim/loss": _mean_loss(self.outputs, p.data)}
+        if not p.sampler_logprobs:
+            return record
         train_lps = [
             np.asarray(o["logprobs"].to_numpy()) for out in self.outputs for o in out.loss_fn_outputs
         ]
@@ -480,6 +484,7 @@ class _Shell:
             np.concatenate(p.sampler_logprobs), np.concatenate(train_lps), np.concatenate(p.masks)
         )
         return {
+            **record,
             "optim/kl_sample_train_v1": float(kl.kl_sample_train_v1),
             "optim/kl_sample_train_v2": float(kl.kl_sample_train_v2),
             "optim/entropy": float(kl.entropy),
@@ -675,7 +680,15 @@ def _last_solution(state: kernel.DebateState, agent: int) -> str:
     return ""
 
 
-def _warm_turn(agent: int, answer: str) -> str:
+def _warm_turn(agent: int, answer: str, *, brief: bool = False) -> str:
+    if brief:  # the shortest well-formed turn: what a small model can learn in a few hundred steps
+        return kernel.render_response(
+            solution=answer,
+            evaluation="N/A" if agent == 0 else "agree",
+            comparisons=[kernel.Vote(a, "=", b) for a in range(agent) for b in range(a + 1, agent)],
+            consensus=True,
+            consensus_reason="same answer",
+        )
     if agent == 0:
         return kernel.render_response(
             solution=f"The answer is {answer}.",
@@ -698,6 +711,20 @@ def _answer_tokens(renderer: Renderer, text: str) -> list[int]:
     if fn is None:
         raise TypeError("warm start needs a renderer with answer_tokens(text)")
     return [int(t) for t in fn(text)]
+
+
+def _mean_loss(outputs: Sequence[types.ForwardBackwardOutput], data: Sequence[tinker.Datum]) -> float:
+    """The step's loss per trained token: Σ ``loss:sum`` over its substeps ÷ the tokens with a nonzero
+    weight (cross-entropy) or advantage (policy gradient); NaN when no output reports ``loss:sum``."""
+    sums = [out.metrics["loss:sum"] for out in outputs if "loss:sum" in out.metrics]
+    if not sums:
+        return math.nan
+    tokens = 0
+    for datum in data:
+        inputs = datum.loss_fn_inputs
+        name = "weights" if "weights" in inputs else "advantages" if "advantages" in inputs else None
+        tokens += int(np.count_nonzero(inputs[name].to_numpy())) if name else len(datum.model_input.to_ints())
+    return float(sum(sums)) / max(tokens, 1)
 
 
 def _split(data: list[tinker.Datum], num_substeps: int) -> list[list[tinker.Datum]]:
