@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -34,3 +35,50 @@ def test_run_training_on_the_local_service(tmp_path: Path) -> None:
     assert [x["step"] for x in lines] == [0, 1]
     assert len(result.metrics) == 2
     assert all(x["optim/num_datums"] > 0 for x in lines)  # the service sampled and trained
+
+
+class _Recording(LocalServiceClient):
+    """The local service, noting which kind of training client the loop asked for."""
+
+    made: list[str]
+
+    def create_lora_training_client(self, base_model: str, rank: int = 32) -> Any:
+        self.made.append(f"lora-{rank}")
+        return super().create_lora_training_client(base_model, rank)
+
+    def create_full_training_client(self, base_model: str) -> Any:
+        self.made.append("full")
+        return super().create_full_training_client(base_model)
+
+
+def test_lora_rank_zero_trains_every_weight_on_the_local_service(tmp_path: Path) -> None:
+    config = TrainConfig(
+        model="tiny",
+        lora_rank=0,
+        dataset="arithmetic",
+        observation="compact",
+        warm_start_steps=1,
+        steps=1,
+        batch_size=1,
+        num_agents=2,
+        max_rounds=1,
+        max_tokens=16,
+        eval_questions=1,
+        out=str(tmp_path / "run"),
+    )
+    service = _Recording(seed=0)
+    service.made = []
+    result = asyncio.run(run_training(config, service))
+    assert service.made == ["full"]
+    assert [m["phase"] for m in result.metrics] == ["warm_start", "rl"]
+    assert all(m["optim/num_datums"] > 0 for m in result.metrics)
+
+
+def test_lora_rank_zero_is_refused_where_only_lora_exists(tmp_path: Path) -> None:
+    from adapters.tinker.fake import FakeServiceClient
+
+    config = TrainConfig(lora_rank=0, steps=1, out=str(tmp_path / "run"))
+    with pytest.raises(ValueError, match=r"lora_rank = 0 .*needs the local service"):
+        asyncio.run(run_training(config, FakeServiceClient()))
+    with pytest.raises(ValueError, match="config key lora_rank must be >= 0"):
+        TrainConfig(lora_rank=-1)

@@ -40,7 +40,8 @@ class TrainConfig:
 
     Attributes:
       model: base model: a Tinker base model name, or a local model name / safetensors path.
-      lora_rank: LoRA rank of the trained adapter.
+      lora_rank: LoRA rank of the trained adapter; 0 trains every weight (full fine-tuning), which only
+        the local service offers (``create_full_training_client``; Tinker trains LoRA adapters).
       steps: RL steps (optimizer steps on debate batches), after the warm-start steps.
       warm_start_steps: cross-entropy steps on well-formed turns written with ``kernel.render_response``
         before RL (0: none).
@@ -113,11 +114,12 @@ class TrainConfig:
         hints = get_type_hints(type(self))
         for f in fields(self):
             _check_type(f.name, getattr(self, f.name), hints[f.name])
-        positive = ("lora_rank", "batch_size", "num_agents", "max_rounds", "num_substeps", "max_tokens")
+        positive = ("batch_size", "num_agents", "max_rounds", "num_substeps", "max_tokens")
         for name in positive:
             if getattr(self, name) < 1:
                 raise ValueError(f"config key {name} must be >= 1, got {getattr(self, name)}")
         non_negative = (
+            "lora_rank",
             "steps",
             "warm_start_steps",
             "save_every",

@@ -551,7 +551,7 @@ async def run_training(
         fixed_state_path = latest.state.get("fixed_state_path")
         kept = ck.truncate_metrics(run.run_dir, latest.steps_done)
     else:
-        training = await service_client.create_lora_training_client(config.model, config.lora_rank)
+        training = await _new_training_client(service_client, config)
         kept = ck.truncate_metrics(run.run_dir, 0)
     if renderer is None:
         tokenizer = training.get_tokenizer()
@@ -670,6 +670,21 @@ async def evaluate(
 
 
 # ---------------------------------------------------------------------------------------------------------
+
+
+async def _new_training_client(service_client: ServiceClient, config: TrainConfig) -> TrainingClient:
+    """A LoRA client of rank ``lora_rank``, or with ``lora_rank = 0`` a full fine-tuning client (a method
+    only the local service has: its models start from random weights, which LoRA alone learns slowly)."""
+    if config.lora_rank > 0:
+        return await service_client.create_lora_training_client(config.model, config.lora_rank)
+    full = getattr(service_client, "create_full_training_client", None)
+    if full is None:
+        raise ValueError(
+            "config key lora_rank = 0 (full fine-tuning) needs the local service; "
+            f"{type(service_client).__name__} trains LoRA adapters only (lora_rank >= 1)"
+        )
+    client: TrainingClient = await full(config.model)
+    return client
 
 
 def _last_solution(state: kernel.DebateState, agent: int) -> str:
