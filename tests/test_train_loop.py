@@ -234,3 +234,26 @@ def test_config_errors_name_the_key(tmp_path: Path) -> None:
     from adapters.tinker.config import load_config
 
     assert load_config(toml, overrides={"seed": 2}).steps == 7
+
+
+def test_warm_start_learning_rate_decays_linearly_then_rl_uses_the_configured_rate(tmp_path: Path) -> None:
+    config = _config(
+        tmp_path,
+        dataset="arithmetic",
+        warm_start_steps=3,
+        warm_start_lr_decay=0.1,
+        steps=1,
+        learning_rate=1e-3,
+        save_every=4,
+        eval_questions=0,
+    )
+    asyncio.run(run_training(config, FakeServiceClient(seed=0, root=tmp_path / "service")))
+    run = ck.RunInfo(
+        config_dir := Path(config.out), json.loads((config_dir / ck.RUN_FILE).read_text())["run_id"], {}
+    )
+    latest = ck.latest_checkpoint(run)
+    assert latest is not None
+    rates = [step.learning_rate for step in load_state_file(latest.state["state_path"]).lineage]
+    assert rates == pytest.approx([1e-3, 5.5e-4, 1e-4, 1e-3])
+    with pytest.raises(ValueError, match="warm_start_lr_decay must lie in"):
+        TrainConfig(warm_start_lr_decay=0.0)

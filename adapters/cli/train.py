@@ -36,22 +36,28 @@ LOCAL_MODELS = ("tiny", "small", "base")
 
 LOCAL_PRESET: dict[str, Any] = {
     "model": "tiny",
+    "lora_rank": 0,
     "dataset": "arithmetic",
-    "warm_start_steps": 50,
-    "steps": 10,
-    "batch_size": 2,
+    "observation": "compact",
+    "history_rounds": 1,
+    "warm_start_steps": 150,
+    "warm_start_lr_decay": 0.1,
+    "steps": 20,
+    "batch_size": 4,
     "num_agents": 3,
     "max_rounds": 1,
-    "learning_rate": 2e-2,
+    "learning_rate": 1e-2,
     "correctness_weight": 1.0,
     "eval_every": 5,
-    "eval_questions": 4,
+    "eval_questions": 8,
     "save_every": 0,
-    "max_tokens": 192,
+    "max_tokens": 160,
 }
-"""The defaults of a run on the local service (``train`` with no flags): the small model, the shipped
-arithmetic questions, a warm start on well-formed turns, then RL with a correctness reward; evaluated
-every ``eval_every`` steps. ``max_tokens``: a well-formed turn of two agents is about 130 bytes."""
+"""The defaults of a run on the local service (``train`` with no flags): the tiny model trained in full
+(its weights start random, and LoRA alone learns the format slowly), the shipped arithmetic questions,
+the compact observation (a prompt of a few hundred bytes), a warm start on short well-formed turns, then
+RL with a correctness reward; evaluated every ``eval_every`` steps. ``max_tokens``: a well-formed short
+turn is about 150 bytes."""
 
 _FLAGS = {
     "steps": int,
@@ -65,6 +71,7 @@ _FLAGS = {
     "learning_rate": float,
     "num_substeps": int,
     "warm_start_steps": int,
+    "warm_start_lr_decay": float,
     "dataset": str,
     "estimator": str,
     "loss_fn": str,

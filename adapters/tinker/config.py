@@ -45,6 +45,9 @@ class TrainConfig:
       steps: RL steps (optimizer steps on debate batches), after the warm-start steps.
       warm_start_steps: cross-entropy steps on well-formed turns written with ``kernel.render_response``
         before RL (0: none).
+      warm_start_lr_decay: the warm start's learning rate falls linearly from ``learning_rate`` at its
+        first step to ``learning_rate × warm_start_lr_decay`` at its last (1.0: constant); RL steps use
+        ``learning_rate``.
       out: the run directory (metrics.jsonl, transcripts/, checkpoints/).
       dataset: a JSON Lines file of ``{"question", "answer"?}``, or ``"sample"`` (the shipped set).
       batch_size: questions (debates) per step.
@@ -79,6 +82,7 @@ class TrainConfig:
     lora_rank: int = 32
     steps: int = 10
     warm_start_steps: int = 0
+    warm_start_lr_decay: float = 1.0
     out: str = "runs/debate"
     dataset: str = "sample"
     batch_size: int = 16
@@ -138,6 +142,10 @@ class TrainConfig:
             raise ValueError("config key max_concurrent_debates must be >= 1, got 0")
         if self.history_rounds < -1:
             raise ValueError(f"config key history_rounds must be -1, 0 or K > 0, got {self.history_rounds}")
+        if not 0 < self.warm_start_lr_decay <= 1:
+            raise ValueError(
+                f"config key warm_start_lr_decay must lie in (0, 1], got {self.warm_start_lr_decay}"
+            )
         if not self.learning_rate > 0 or not math.isfinite(self.learning_rate):
             raise ValueError(
                 f"config key learning_rate must be a finite number > 0, got {self.learning_rate}"
