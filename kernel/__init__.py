@@ -17,6 +17,7 @@ from kernel import (
     _rae,
     _render,
     _rewards,
+    _rubrics,
     _types,
     _votes,
 )
@@ -32,6 +33,7 @@ from kernel._parse import *  # noqa: F403
 from kernel._rae import *  # noqa: F403
 from kernel._render import *  # noqa: F403
 from kernel._rewards import *  # noqa: F403
+from kernel._rubrics import *  # noqa: F403
 from kernel._types import *  # noqa: F403
 from kernel._votes import *  # noqa: F403
 
@@ -51,6 +53,7 @@ __all__ = sorted(
         *_rae.__all__,
         *_render.__all__,
         *_rewards.__all__,
+        *_rubrics.__all__,
         *_types.__all__,
         *_votes.__all__,
     }

@@ -4,13 +4,14 @@ Static shapes only: group counts (``num_groups``) and sizes are Python ints the 
 (bucket them to avoid retracing). Nothing here calls ``jax.jit`` itself; jit at your boundary.
 """
 
-from kernel.jax import _advantages, _bradley_terry, _losses, _metrics, _rae, _rewards
+from kernel.jax import _advantages, _bradley_terry, _losses, _metrics, _rae, _rewards, _rubrics
 from kernel.jax._advantages import *  # noqa: F403
 from kernel.jax._bradley_terry import *  # noqa: F403
 from kernel.jax._losses import *  # noqa: F403
 from kernel.jax._metrics import *  # noqa: F403
 from kernel.jax._rae import *  # noqa: F403
 from kernel.jax._rewards import *  # noqa: F403
+from kernel.jax._rubrics import *  # noqa: F403
 
 __all__ = sorted(
     {
@@ -20,5 +21,6 @@ __all__ = sorted(
         *_metrics.__all__,
         *_rae.__all__,
         *_rewards.__all__,
+        *_rubrics.__all__,
     }
 )
