@@ -45,9 +45,9 @@ class TrainConfig:
       steps: RL steps (optimizer steps on debate batches), after the warm-start steps.
       warm_start_steps: cross-entropy steps on well-formed turns written with ``kernel.render_response``
         before RL (0: none).
-      warm_start_lr_decay: the warm start's learning rate falls linearly from ``learning_rate`` at its
-        first step to ``learning_rate × warm_start_lr_decay`` at its last (1.0: constant); RL steps use
-        ``learning_rate``.
+      warm_start_learning_rate: the warm start's learning rate (None: ``learning_rate``).
+      warm_start_lr_decay: the warm start's learning rate falls linearly from its first step to
+        ``× warm_start_lr_decay`` at its last (1.0: constant); RL steps use ``learning_rate``.
       out: the run directory (metrics.jsonl, transcripts/, checkpoints/).
       dataset: a JSON Lines file of ``{"question", "answer"?}``, or ``"sample"`` (the shipped set).
       batch_size: questions (debates) per step.
@@ -82,6 +82,7 @@ class TrainConfig:
     lora_rank: int = 32
     steps: int = 10
     warm_start_steps: int = 0
+    warm_start_learning_rate: float | None = None
     warm_start_lr_decay: float = 1.0
     out: str = "runs/debate"
     dataset: str = "sample"
@@ -146,6 +147,9 @@ class TrainConfig:
             raise ValueError(
                 f"config key warm_start_lr_decay must lie in (0, 1], got {self.warm_start_lr_decay}"
             )
+        warm_lr = self.warm_start_learning_rate
+        if warm_lr is not None and (not warm_lr > 0 or not math.isfinite(warm_lr)):
+            raise ValueError(f"config key warm_start_learning_rate must be a finite number > 0, got {warm_lr}")
         if not self.learning_rate > 0 or not math.isfinite(self.learning_rate):
             raise ValueError(
                 f"config key learning_rate must be a finite number > 0, got {self.learning_rate}"

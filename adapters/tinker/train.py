@@ -422,10 +422,11 @@ class _Shell:
         else:
             fb = self.training.forward_backward(chunk, c.loss_fn, dict(c.loss_fn_config) or None)  # type: ignore[arg-type]
         lr = c.learning_rate
-        if warm and c.warm_start_steps > 1:  # linear decay to learning_rate × warm_start_lr_decay
-            lr *= 1.0 - (1.0 - c.warm_start_lr_decay) * self.prepared.record["step"] / (
-                c.warm_start_steps - 1
-            )
+        if warm:  # the warm start's own rate, decaying linearly to × warm_start_lr_decay
+            lr = c.warm_start_learning_rate or c.learning_rate
+            if c.warm_start_steps > 1:
+                progress = self.prepared.record["step"] / (c.warm_start_steps - 1)
+                lr *= 1.0 - (1.0 - c.warm_start_lr_decay) * progress
         adam = types.AdamParams(learning_rate=lr, beta1=c.beta1, beta2=c.beta2, eps=c.eps)
         return fb, self.training.optim_step(adam)
 
