@@ -33,6 +33,7 @@ from kernel._votes import (
     VOTE_VALID,
     VoteArrays,
     VoteValidation,
+    _as_weights,
     _num_agents,
 )
 from kernel.jax._checks import as_float, as_int32
@@ -64,7 +65,13 @@ def _judge_fields(votes: VoteArrays, num_votes: int) -> tuple[jax.Array | None, 
 
 
 def _weights(x: ArrayLike, name: str, num_votes: int) -> jax.Array:
-    """Weights as a float array [V]; concrete ones must be finite and ≥ 0 (traced ones cannot be checked)."""
+    """Weights as a float array [V]; concrete ones must be finite and ≥ 0 (traced ones cannot be checked).
+
+    Host input (lists, numpy arrays) gets numpy's checks first, so a string or object array is a
+    TypeError naming ``name`` rather than JAX's conversion error.
+    """
+    if not isinstance(x, jax.Array):
+        return jnp.asarray(_as_weights(x, name, num_votes))
     w = as_float(x, name)
     if w.ndim != 1 or w.shape[0] != num_votes:
         raise ValueError(f"{name} must have shape ({num_votes},) (one weight per vote), got {w.shape}")
