@@ -89,7 +89,8 @@ class VoteArrays(NamedTuple):
       b_V: second agent.
       judge_V: int32 [V] or None; ``≥ 0``: the id of the judge (not a debater) who cast the vote, whose
         author field is then ignored; negative (``-1`` by convention): cast by the debater ``authors_V``.
-      weight_V: float64 [V] or None; the weight of each vote, finite and ``≥ 0`` (None: all 1).
+      weight_V: float [V] or None (float64 from :func:`vote_arrays`); the weight of each vote, finite and
+        ``≥ 0`` (None: all 1).
     """
 
     group_ids_V: Int32Array
@@ -111,6 +112,8 @@ class VoteArrays(NamedTuple):
           (array([1, 0], dtype=int32), array([ 7, -1], dtype=int32), None)
         """
         idx = np.asarray(rows)
+        if idx.size == 0 and idx.dtype.kind not in "biu":  # [] reads as float64
+            idx = idx.astype(np.intp)
         g, u, a, op, b = (_rows_of(x)[idx] for x in self[:5])
         judge = None if self.judge_V is None else _rows_of(self.judge_V)[idx]
         weight = None if self.weight_V is None else _rows_of(self.weight_V)[idx]

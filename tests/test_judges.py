@@ -163,6 +163,7 @@ def test_vote_arrays_builds_judge_fields_and_take_keeps_them() -> None:
     assert back.judge_V.tolist() == [-1] and back.weight_V.tolist() == [1.0]
     assert v.take([1, 1]).a_V.tolist() == [1, 1]
     assert five.take([0]).weight_V is None
+    assert np.asarray(v.take([]).judge_V).tolist() == []
 
 
 # --- errors --------------------------------------------------------------------------------------

@@ -9,8 +9,8 @@ saturate (on the host in int64 for numpy / list input, in their own dtype for JA
 stays out of every agent range and an op code of 2³² stays ``bad_op``; float or bool fields are a
 TypeError naming the field. Concrete ``num_agents_P`` get numpy's checks; traced ones cannot be checked
 by value, and a negative count there reads as 0. The optional ``judge_V`` and ``weight_V`` fields work as
-in numpy; concrete weights are checked (finite, ≥ 0), traced ones cannot be, and a NaN or infinite one
-there shows up as a NaN reward rather than an error.
+in numpy; concrete weights are checked (finite, ≥ 0), traced ones cannot be: a bad one there gives
+meaningless rewards (a NaN weight, NaN ones) rather than an error.
 """
 
 from __future__ import annotations
