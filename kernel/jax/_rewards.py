@@ -231,12 +231,10 @@ def pairwise_rewards(
     # b-side: valid votes not written by b at 6·row_b + 4 + op.
     key_b = jnp.where(valid & (u != b) & (row_b < rows), _COLUMNS * row_b + _B_LOSS + op, discard)
     ones = jnp.ones_like(key_a)
-    counts = jax.ops.segment_sum(ones, key_a, num_segments=num_bins)
-    a_side = counts[: _COLUMNS * rows].reshape(rows, _COLUMNS)[:, :4].sum(axis=1)
-    malformed = counts[_COLUMNS * rows : _COLUMNS * rows + num_groups]
-    if weight is None:
-        counts = counts + jax.ops.segment_sum(ones, key_b, num_segments=num_bins)
-    else:
+    tallies = jax.ops.segment_sum(ones, key_a, num_segments=num_bins)
+    if weight is None:  # b-side keys miss the a-side columns and malformed bins: one buffer serves both
+        counts = tallies = tallies + jax.ops.segment_sum(ones, key_b, num_segments=num_bins)
+    else:  # weighted counters; vote and malformed counts stay counts of rows
         w = weight.astype(jnp.float32)
         counts = jax.ops.segment_sum(w, key_a, num_segments=num_bins)
         counts = counts + jax.ops.segment_sum(w, key_b, num_segments=num_bins)
@@ -249,13 +247,17 @@ def pairwise_rewards(
         score = win.astype(jnp.float32) + 0.5 * tie.astype(jnp.float32)
     else:
         score = (win - loss).astype(jnp.float32)
-    ratio = score / jnp.where(matchups > 0, matchups, 1).astype(jnp.float32)
+    # integer counts: max(V, 1) is V wherever V > 0; weighted sums may lie in (0, 1)
+    safe = jnp.maximum(matchups, 1) if weight is None else jnp.where(matchups > 0, matchups, 1)
+    ratio = score / safe.astype(jnp.float32)
     rewards = jnp.where(matchups > 0, ratio, fallback)
 
     group_ids = jnp.searchsorted(jnp.cumsum(n), jnp.arange(rows, dtype=jnp.int32), side="right")
     group_ids = group_ids.astype(jnp.int32)
     rewards = jnp.where(group_ids < num_groups, rewards, 0.0).astype(jnp.float32)
+    a_side = tallies[: _COLUMNS * rows].reshape(rows, _COLUMNS)[:, :4].sum(axis=1)
     total = jax.ops.segment_sum(a_side, group_ids, num_segments=num_groups)
+    malformed = tallies[_COLUMNS * rows : _COLUMNS * rows + num_groups]
     if judge is None:
         judged = jnp.zeros(num_groups, dtype=jnp.int32)
     else:
