@@ -733,7 +733,7 @@ def debate_records(result: BatchResult) -> list[dict[str, Any]]:
     valid = np.asarray(num.validation.valid_V)
     reason = np.asarray(num.validation.reason_V)
     reasons = kernel.VOTE_REASONS
-    _, u, a, op, b = (np.asarray(x) for x in num.votes)
+    u, a, op, b = (np.asarray(x) for x in num.votes[1:5])
     datum_counts = _datum_counts(result)
     for p, r in enumerate(result.replayed):
         lo, hi = int(num.offsets_P1[p]), int(num.offsets_P1[p + 1])

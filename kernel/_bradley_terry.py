@@ -23,6 +23,9 @@ Each fit stops on its own tolerance; numpy drops converged fits from its working
 
 The Copeland score counts pairwise majorities instead: c_i = Σ_{j≠i} sign(m_ij − m_ji) / (N_p − 1) ∈
 [−1, 1] with m_ij the weight of votes for i over j (ties add ½ to both).
+
+Judge votes (``votes.judge_V ≥ 0``, see :class:`kernel.VoteArrays`) are nobody's own votes: leave-one-out
+keeps them in every fit. Weights come from ``votes.weight_V`` or the ``weight_V`` keyword (not both).
 """
 
 from __future__ import annotations
@@ -32,8 +35,8 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from kernel._checks import as_float_array, check_int, check_real
-from kernel._votes import VoteArrays, _checked, _valid_mask
+from kernel._checks import check_int, check_real
+from kernel._votes import VoteArrays, _as_weights, _checked, _debater_authors, _judge_fields, _valid_mask
 
 __all__ = ["BradleyTerryRewards", "CopelandRewards", "bradley_terry_rewards", "copeland_rewards"]
 
@@ -160,16 +163,13 @@ def _check_leave_one_out(leave_one_out: object) -> bool:
     return bool(leave_one_out)
 
 
-def _weights(weight_V: npt.ArrayLike | None, num_votes: int) -> FloatArray:
-    if weight_V is None:
-        return np.ones(num_votes)
-    w = as_float_array(weight_V, "weight_V").astype(np.float64)
-    if w.shape[0] != num_votes:
-        raise ValueError(f"weight_V must have length {num_votes} (one weight per vote), got {w.shape[0]}")
-    if not np.all(np.isfinite(w)) or (w.size and float(w.min()) < 0):
-        bad = int(np.flatnonzero(~(np.isfinite(w) & (w >= 0)))[0])
-        raise ValueError(f"weight_V must be finite and >= 0, got {w[bad]!r} at vote {bad}")
-    return w
+def _weights(votes: VoteArrays, weight_V: npt.ArrayLike | None, num_votes: int) -> FloatArray | None:
+    """The vote weights from ``weight_V`` or ``votes.weight_V`` (None: all 1); both given is an error."""
+    if weight_V is not None and votes.weight_V is not None:
+        raise ValueError("weight_V: the votes carry weights already (votes.weight_V); pass one of the two")
+    if weight_V is not None:
+        return _as_weights(weight_V, "weight_V", num_votes)
+    return _judge_fields(votes, num_votes)[1]
 
 
 def _counts(
@@ -178,10 +178,12 @@ def _counts(
     """Dense counts [N, N, 2, B] of B fits (batch axis last), their present agents [N, B], and N_p.
 
     Without leave-one-out B = P (fit p); with it B = N·P, fit i·P + p excludes the votes authored by
-    agent i of debate p. An author outside ``[0, N_p)`` excludes nobody. N = max N_p.
+    agent i of debate p. An author outside ``[0, N_p)`` excludes nobody, and neither does a judge vote.
+    N = max N_p.
     """
     g, u, a, op, b, n = _checked(votes, num_agents_P)
-    w = _weights(weight_V, int(g.shape[0]))
+    u = _debater_authors(u, _judge_fields(votes, int(g.shape[0]))[0])
+    w = _weights(votes, weight_V, int(g.shape[0]))
     num_groups = int(n.shape[0])
     size = int(n.max()) if n.size else 0
     valid = _valid_mask(g, a, op, b, n)
@@ -204,7 +206,7 @@ def _counts(
     key *= num_groups
     key += g
     key = np.where(valid, key, cells)
-    if weight_V is None:  # an integer bincount is faster than a weighted one
+    if w is None:  # an integer bincount is faster than a weighted one
         by_author: FloatArray = np.bincount(key, minlength=cells + 1)[:cells].astype(np.float64)
     else:
         by_author = np.asarray(np.bincount(key, weights=w, minlength=cells + 1)[:cells], dtype=np.float64)
@@ -282,10 +284,12 @@ def bradley_terry_rewards(
     Args:
       votes: ``VoteArrays`` of length V; invalid and padding votes are ignored.
       num_agents_P: int [P], agent count N_p of each debate.
-      weight_V: keyword-only; float [V] weight of each vote (finite, ≥ 0); None weighs each vote 1.
+      weight_V: keyword-only; float [V] weight of each vote (finite, ≥ 0); None takes ``votes.weight_V``,
+        or weighs each vote 1 when the votes carry none (giving both is an error).
       prior: keyword-only; pseudo-wins of every agent over every other agent of its debate (> 0).
       tie_strength: keyword-only; Davidson's ν ≥ 0 (0: Bradley–Terry, ties count half).
-      leave_one_out: keyword-only; fit agent i's strength without the votes authored by i.
+      leave_one_out: keyword-only; fit agent i's strength without the votes authored by i (judge votes,
+        ``votes.judge_V ≥ 0``, are nobody's and always count).
       max_iters: keyword-only; at most this many MM steps (≥ 1).
       tol: keyword-only; a fit stops after its first step that moves no log π by more than ``tol``.
 
@@ -294,7 +298,8 @@ def bradley_terry_rewards(
 
     Raises:
       ValueError: ``prior`` ≤ 0, ``tie_strength`` < 0, ``max_iters`` < 1, ``tol`` < 0 or not finite; a
-        negative or NaN weight; mismatched lengths; a group id outside ``[0, P]``.
+        negative or NaN weight; weights in both ``weight_V`` and ``votes.weight_V``; mismatched lengths;
+        a group id outside ``[0, P]``.
       TypeError: non-integer vote fields, non-real options, a non-bool ``leave_one_out``.
 
     References:
@@ -347,14 +352,16 @@ def copeland_rewards(
     Args:
       votes: ``VoteArrays`` of length V; invalid and padding votes are ignored.
       num_agents_P: int [P], agent count of each debate.
-      weight_V: keyword-only; float [V] weight of each vote (finite, ≥ 0); None weighs each vote 1.
-      leave_one_out: keyword-only; ignore agent i's own votes for agent i's score.
+      weight_V: keyword-only; float [V] weight of each vote (finite, ≥ 0); None takes ``votes.weight_V``,
+        or weighs each vote 1 when the votes carry none (giving both is an error).
+      leave_one_out: keyword-only; ignore agent i's own votes for agent i's score (judge votes count).
 
     Returns:
       ``CopelandRewards`` with float64 ``rewards_PG`` [Σ N_p] and int32 ``group_ids_PG``.
 
     Raises:
-      ValueError: a negative or NaN weight; mismatched lengths; a group id outside ``[0, P]``.
+      ValueError: a negative or NaN weight; weights in both ``weight_V`` and ``votes.weight_V``;
+        mismatched lengths; a group id outside ``[0, P]``.
       TypeError: non-integer vote fields; a non-bool ``leave_one_out``.
 
     References:

@@ -8,6 +8,10 @@ Debate p has N_p agents; its agents occupy the packed rows ``offsets[p] .. offse
   win_minus_loss:  M_i = #votes,  S_i = #{a = i, >} − #{b = i, >}, r_i = S_i / M_i  ∈ [−1, 1]
 
 and r_i = ``unvoted`` (0 in the reference) when no vote counts for i. Repeated votes all count.
+
+Judges and weights (see :class:`kernel.VoteArrays`): a vote cast by a judge who is not a debater
+(``judge_V ≥ 0``) counts for both a and b (nobody is left out), and every vote counts with its weight
+w_v (1 when ``weight_V`` is None): the counts above become sums of w_v. Judges have no rows.
 """
 
 from __future__ import annotations
@@ -18,7 +22,14 @@ import numpy as np
 import numpy.typing as npt
 
 from kernel._checks import check_choice, check_real
-from kernel._votes import VoteArrays, _checked, _uniform_agents, _valid_mask
+from kernel._votes import (
+    VoteArrays,
+    _checked,
+    _debater_authors,
+    _judge_fields,
+    _uniform_agents,
+    _valid_mask,
+)
 
 __all__ = ["PAIRWISE_MODES", "PairwiseMode", "PairwiseRewards", "pairwise_rewards"]
 
@@ -39,9 +50,11 @@ class PairwiseRewards(NamedTuple):
     Attributes:
       rewards_PG: float [R], R = Σ_p N_p, the reward of every agent, debates in order (group-major).
       group_ids_PG: int32 [R], the debate of each row.
-      total_votes_P: int32 [P], valid votes of each debate (``pairwise_total_votes``).
-      malformed_P: int32 [P], invalid votes of each debate (``pairwise_malformed``).
+      total_votes_P: int32 [P], valid votes of each debate (``pairwise_total_votes``), judges' included;
+        a count of rows, whatever their weights.
+      malformed_P: int32 [P], invalid votes of each debate (``pairwise_malformed``), judges' included.
       any_votes_P: bool [P], ``total_votes_P > 0`` (``pairwise_any_votes``).
+      judge_votes_P: int32 [P], the valid judge votes among ``total_votes_P`` (0 without judges).
     """
 
     rewards_PG: npt.NDArray[np.float64]
@@ -49,6 +62,7 @@ class PairwiseRewards(NamedTuple):
     total_votes_P: npt.NDArray[np.int32]
     malformed_P: npt.NDArray[np.int32]
     any_votes_P: npt.NDArray[np.bool_]
+    judge_votes_P: npt.NDArray[np.int32]
 
 
 def pairwise_rewards(
@@ -60,21 +74,27 @@ def pairwise_rewards(
 ) -> PairwiseRewards:
     """Leave-one-out pairwise reward of every agent of every debate (fully vectorised).
 
-    For agent i of debate p, over the valid votes v of p with i ∈ {a_v, b_v} and author u_v ≠ i:
+    For agent i of debate p, over the valid votes v of p with i ∈ {a_v, b_v} that are judge votes
+    (``judge_V[v] ≥ 0``) or have author u_v ≠ i, each of weight w_v (1 when ``weight_V`` is None):
 
-      V_i = Σ_v 1,   W_i = Σ_v [a_v = i ∧ op_v = >] + ½·[op_v = =],
-      S_i = Σ_v [op_v = >]·(+1 if a_v = i, −1 if b_v = i)
-      win_rate:        r_i = W_i / max(V_i, 1)   if V_i > 0 else ``unvoted``
-      win_minus_loss:  r_i = S_i / max(V_i, 1)   if V_i > 0 else ``unvoted``
+      V_i = Σ_v w_v,   W_i = Σ_v w_v·([a_v = i ∧ op_v = >] + ½·[op_v = =]),
+      S_i = Σ_v w_v·[op_v = >]·(+1 if a_v = i, −1 if b_v = i)
+      win_rate:        r_i = W_i / V_i   if V_i > 0 else ``unvoted``
+      win_minus_loss:  r_i = S_i / V_i   if V_i > 0 else ``unvoted``
 
     An author ``-1`` or ``≥ N_p`` excludes nobody; invalid votes only count as ``malformed``. With 2
     agents, parsed votes (the parser drops comparisons involving their author) judge nobody, so all
-    rewards are ``unvoted``. The reference gives an unvoted agent 0, which under win_rate reads as
-    losing every vote; ``unvoted=0.5`` is neutral there. Empty debates (N_p = 0) have no rows.
-    Work is O(V + R): two ``np.bincount`` calls over all votes, no loop over debates or votes.
+    rewards are ``unvoted``, unless a judge votes. A judge vote counts for both of its agents (the judge
+    is not a debater, so leave-one-out leaves nobody out) and never adds a row; a vote of integer
+    weight k counts as k copies of it, one of weight 0 as none. Without ``judge_V`` and ``weight_V``
+    the results are exactly the reference's. The reference gives an unvoted agent 0, which under
+    win_rate reads as losing every vote; ``unvoted=0.5`` is neutral there. Empty debates (N_p = 0) have
+    no rows. Work is O(V + R): two ``np.bincount`` calls over all votes (three with weights), no loop
+    over debates or votes.
 
     Args:
-      votes: ``VoteArrays`` of length V; group ids in ``[0, P]`` (``P`` = padding, ignored).
+      votes: ``VoteArrays`` of length V; group ids in ``[0, P]`` (``P`` = padding, ignored); optional
+        ``judge_V`` (judge id ≥ 0, or −1 for a debater's vote) and ``weight_V`` (finite, ≥ 0).
       num_agents_P: int [P], agent count N_p of each debate (≥ 0; may differ between debates).
       mode: keyword-only; ``"win_rate"`` or ``"win_minus_loss"``.
       unvoted: keyword-only; reward of an agent with no counted vote (reference: 0.0).
@@ -83,8 +103,10 @@ def pairwise_rewards(
       ``PairwiseRewards`` with float64 ``rewards_PG`` of shape [Σ N_p] and per-debate metrics of shape [P].
 
     Raises:
-      ValueError: unknown ``mode``; a group id outside ``[0, P]``; negative counts; shape mismatches.
-      TypeError: non-integer vote fields or counts; ``unvoted`` not a real number.
+      ValueError: unknown ``mode``; a group id outside ``[0, P]``; negative counts; shape mismatches; a
+        weight that is negative, NaN or infinite (the message names ``votes.weight_V``).
+      TypeError: non-integer vote fields, judges or counts; non-real weights; ``unvoted`` not a real
+        number.
 
     References:
       tinker-cookbook multi-agent debate recipe (v1), ``compute_pairwise_win_rates`` and
@@ -102,13 +124,22 @@ def pairwise_rewards(
       >>> r.group_ids_PG, r.total_votes_P, r.malformed_P, r.any_votes_P
       (array([0, 0, 0, 1, 1], dtype=int32), array([3, 1], dtype=int32), array([0, 0], dtype=int32),
        array([ True,  True]))
+
+      A judge (id 0) says agent 1 beat agent 0, with weight 2: it counts twice, for both agents.
+
+      >>> j = vote_arrays(group_ids=[0, 0], authors=[1, -1], a=[1, 1], ops=[">", ">"], b=[0, 0],
+      ...     judges=[-1, 0], weights=[1, 2])
+      >>> r = pairwise_rewards(j, [2])
+      >>> r.rewards_PG, r.total_votes_P, r.judge_votes_P
+      (array([0., 1.]), array([2], dtype=int32), array([1], dtype=int32))
     """
     check_choice(mode, "mode", PAIRWISE_MODES)
     fallback = check_real(unvoted, "unvoted")
     g, u, a, op, b, n = _checked(votes, num_agents_P)
+    judge, weight = _judge_fields(votes, int(g.shape[0]))
     num_groups = int(n.shape[0])
     num_rows = int(n.sum())
-    counts, malformed = _count_votes(g, u, a, op, b, n, num_rows)
+    counts, a_side, malformed = _count_votes(g, _debater_authors(u, judge), a, op, b, n, num_rows, weight)
     group_ids = np.repeat(np.arange(num_groups, dtype=np.int32), n)
 
     win, tie = counts[:, _A_WIN], counts[:, _A_TIE] + counts[:, _B_TIE]
@@ -118,11 +149,17 @@ def pairwise_rewards(
         score = win + 0.5 * tie
     else:
         score = (win - loss).astype(np.float64)
-    rewards = np.where(matchups > 0, score / np.maximum(matchups, 1), np.float64(fallback))
+    # score / matchups where a vote counted; for integer counts this is the reference's W / max(V, 1)
+    rewards = np.where(matchups > 0, score / np.where(matchups > 0, matchups, 1), np.float64(fallback))
 
-    a_side = counts[:, _A_WIN] + counts[:, _A_TIE] + counts[:, _A_WIN_SELF] + counts[:, _A_TIE_SELF]
     total = np.bincount(group_ids, weights=a_side, minlength=num_groups).astype(np.int32)
-    return PairwiseRewards(rewards, group_ids, total, malformed, total > 0)
+    if judge is None:
+        judged = np.zeros(num_groups, dtype=np.int32)
+    else:
+        valid = _valid_mask(g, a, op, b, n)
+        judged_g = g[valid & (judge >= 0)]
+        judged = np.bincount(judged_g, minlength=num_groups + 1)[:num_groups].astype(np.int32)
+    return PairwiseRewards(rewards, group_ids, total, malformed, total > 0, judged)
 
 
 def _count_votes(
@@ -133,12 +170,16 @@ def _count_votes(
     b: npt.NDArray[np.int32],
     n: npt.NDArray[np.int64],
     num_rows: int,
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int32]]:
-    """Per-row counters [R, 6] and per-debate malformed counts [P], from two bincounts over the votes.
+    weight: npt.NDArray[np.float64] | None = None,
+) -> tuple[npt.NDArray[np.int64 | np.float64], npt.NDArray[np.int64], npt.NDArray[np.int32]]:
+    """Per-row counters [R, 6], per-row a-side vote counts [R] and per-debate malformed counts [P].
 
+    Two bincounts over the votes, counting 1 per vote, or, with ``weight``, two weighted ones for the
+    counters plus an unweighted one for the vote and malformed counts (which count rows, not weight).
     Bin layout: ``6·row + column`` for rows, then one malformed bin per debate at ``6R + p``, then
     the padding bin ``6R + P`` and the discard bin ``6R + P + 1``. Keys are chosen arithmetically
-    (``keep·(key − other) + other``), which is faster than ``np.where`` on random masks.
+    (``keep·(key − other) + other``), which is faster than ``np.where`` on random masks. ``u`` is the
+    leave-one-out author (−1 for a judge vote).
     """
     num_groups = int(n.shape[0])
     num_bins = _COLUMNS * num_rows + num_groups + 2
@@ -174,7 +215,12 @@ def _count_votes(
     key_b += discard  # keep ? key : discard
 
     counts = np.bincount(key_a, minlength=num_bins)
-    counts += np.bincount(key_b, minlength=num_bins)
-    rows = counts[: _COLUMNS * num_rows].reshape(num_rows, _COLUMNS)
+    a_counts = counts[: _COLUMNS * num_rows].reshape(num_rows, _COLUMNS)
+    a_side = a_counts[:, _A_WIN] + a_counts[:, _A_TIE] + a_counts[:, _A_WIN_SELF] + a_counts[:, _A_TIE_SELF]
     malformed = counts[_COLUMNS * num_rows : _COLUMNS * num_rows + num_groups].astype(np.int32)
-    return rows, malformed
+    if weight is None:
+        counts += np.bincount(key_b, minlength=num_bins)
+        return counts[: _COLUMNS * num_rows].reshape(num_rows, _COLUMNS), a_side, malformed
+    weighted = np.bincount(key_a, weights=weight, minlength=num_bins)
+    weighted += np.bincount(key_b, weights=weight, minlength=num_bins)
+    return weighted[: _COLUMNS * num_rows].reshape(num_rows, _COLUMNS), a_side, malformed

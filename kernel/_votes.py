@@ -9,6 +9,12 @@ Validity (the reference's rule): a vote of debate p is valid iff ``0 ≤ a < N_p
 ``a ≠ b`` and ``op ∈ {>, =}``. Invalid votes are never dropped silently: they are counted per debate
 as ``malformed`` and each carries a reason code. The author plays no part in validity: authors ``-1``
 (unknown) or ``≥ N_p`` are allowed and simply exclude nobody from leave-one-out rewards.
+
+Judges: a vote may be cast by a judge who is not a debater (an LLM judge, a verifier, a human label).
+Two optional fields say so: ``judge_V`` (the judge's id ≥ 0, or −1 for a debater's vote, whose author
+field then applies) and ``weight_V`` (a finite weight ≥ 0 for every vote, debaters' included; None
+weighs each vote 1). A judge vote is valid or not by the same rule and reasons as any other vote; it
+excludes nobody from leave-one-out (the judge is no debater) and never makes a row of its own.
 """
 
 from __future__ import annotations
@@ -20,7 +26,13 @@ from typing import Any, Final, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from kernel._checks import as_int32_saturated, as_int_array, check_group_ids, check_same_length
+from kernel._checks import (
+    as_float_array,
+    as_int32_saturated,
+    as_int_array,
+    check_group_ids,
+    check_same_length,
+)
 from kernel._types import OP_EQ, OP_GT, OP_OTHER, ParsedResponse
 
 __all__ = [
@@ -59,10 +71,15 @@ _INT32_MAX: Final = int(np.iinfo(np.int32).max)
 assert (OP_GT, OP_EQ) == (0, 1), "kernel._votes assumes OP_GT == 0 and OP_EQ == 1"
 
 Int32Array = npt.NDArray[np.int32]
+FloatArray = npt.NDArray[np.float64]
 
 
 class VoteArrays(NamedTuple):
-    """Votes of many debates as struct-of-arrays, one row per vote (all int32, shape [V]).
+    """Votes of many debates as struct-of-arrays, one row per vote (shape [V] each).
+
+    The first five fields are int32 and always present; the two judge fields are optional (None: every
+    vote is a debater's, of weight 1), so ``VoteArrays(g, u, a, op, b)`` keeps working. Code that walks
+    the fields should skip the None ones (:meth:`take` does).
 
     Attributes:
       group_ids_V: debate of each vote, in ``[0, P)``; ``P`` marks a padding row.
@@ -70,6 +87,10 @@ class VoteArrays(NamedTuple):
       a_V: first agent of ``Agent a <op> Agent b``.
       op_V: operator code: ``OP_GT`` (a beats b), ``OP_EQ`` (tie) or ``OP_OTHER``.
       b_V: second agent.
+      judge_V: int32 [V] or None; ``≥ 0``: the id of the judge (not a debater) who cast the vote, whose
+        author field is then ignored; negative (``-1`` by convention): cast by the debater ``authors_V``.
+      weight_V: float [V] or None (float64 from :func:`vote_arrays`); the weight of each vote, finite and
+        ``≥ 0`` (None: all 1).
     """
 
     group_ids_V: Int32Array
@@ -77,6 +98,26 @@ class VoteArrays(NamedTuple):
     a_V: Int32Array
     op_V: Int32Array
     b_V: Int32Array
+    judge_V: Int32Array | None = None
+    weight_V: FloatArray | None = None
+
+    def take(self, rows: npt.ArrayLike) -> VoteArrays:
+        """The votes at ``rows`` (an index array or a bool mask [V]), in that order; None fields stay None.
+
+        Examples:
+          >>> v = vote_arrays([0, 0, 0], [1, 2, -1], [0, 0, 1], [">", "=", ">"], [1, 1, 2],
+          ...     judges=[-1, -1, 7])
+          >>> w = v.take([2, 0])
+          >>> w.a_V, w.judge_V, w.weight_V
+          (array([1, 0], dtype=int32), array([ 7, -1], dtype=int32), None)
+        """
+        idx = np.asarray(rows)
+        if idx.size == 0 and idx.dtype.kind not in "biu":  # [] reads as float64
+            idx = idx.astype(np.intp)
+        g, u, a, op, b = (_rows_of(x)[idx] for x in self[:5])
+        judge = None if self.judge_V is None else _rows_of(self.judge_V)[idx]
+        weight = None if self.weight_V is None else _rows_of(self.weight_V)[idx]
+        return VoteArrays(g, u, a, op, b, judge, weight)
 
 
 class VoteValidation(NamedTuple):
@@ -91,6 +132,11 @@ class VoteValidation(NamedTuple):
     valid_V: npt.NDArray[np.bool_]
     reason_V: npt.NDArray[np.int8]
     malformed_P: Int32Array
+
+
+def _rows_of(x: Any) -> Any:
+    """An array field as is (numpy or JAX), a list as a numpy array."""
+    return x if hasattr(x, "shape") and hasattr(x, "dtype") else np.asarray(x)
 
 
 def _clamp(x: int) -> int:
@@ -139,6 +185,9 @@ def vote_arrays(
     a: npt.ArrayLike,
     ops: npt.ArrayLike | Sequence[str | int],
     b: npt.ArrayLike,
+    *,
+    judges: npt.ArrayLike | None = None,
+    weights: npt.ArrayLike | None = None,
 ) -> VoteArrays:
     """Builds :class:`VoteArrays` from lists or arrays of equal length V.
 
@@ -147,24 +196,37 @@ def vote_arrays(
     OP_OTHER). Ids beyond the int32 range are clamped to it, which keeps them out of every agent range,
     so such a vote stays malformed.
 
+    Votes of judges who are not debaters (an LLM judge, a verifier, a human label) go in the same arrays:
+    ``judges[v] ≥ 0`` names the judge of vote v (its author is then ignored), ``-1`` marks a debater's
+    vote. ``weights`` weighs every vote (judges' and debaters'); leaving both out gives today's arrays.
+
     Args:
       group_ids: int [V], debate of each vote, in ``[0, P]`` (``P`` = padding; checked later).
       authors: int [V], author agent ids (``-1`` for unknown).
       a: int [V], first agent ids.
       ops: [V] operator strings or int codes.
       b: int [V], second agent ids.
+      judges: keyword-only; int [V], judge id of each vote (``≥ 0``), ``-1`` for a debater's vote; None:
+        every vote is a debater's (``judge_V`` stays None).
+      weights: keyword-only; real [V], the weight of each vote, finite and ``≥ 0``; None: all 1
+        (``weight_V`` stays None).
 
     Returns:
-      A ``VoteArrays`` of int32 arrays of shape [V].
+      A ``VoteArrays`` of int32 arrays of shape [V] (``weight_V`` float64).
 
     Raises:
-      TypeError: non-integer ids, or an operator that is neither a string nor an int.
-      ValueError: an argument that is not 1-D, or lengths that differ.
+      TypeError: non-integer ids or judges, non-real weights, or an operator that is neither a string nor
+        an int.
+      ValueError: an argument that is not 1-D, lengths that differ, or a weight that is negative, NaN or
+        infinite (the message names ``weights``).
 
     Examples:
       >>> v = vote_arrays([0, 0, 1], [2, -1, 0], [0, 1, 1], [">", "=", "<"], [1, 2, 0])
       >>> v.op_V
       array([0, 1, 2], dtype=int32)
+      >>> j = vote_arrays([0, 0], [1, -1], [0, 1], [">", ">"], [2, 2], judges=[-1, 0], weights=[1, 2.5])
+      >>> j.judge_V, j.weight_V
+      (array([-1,  0], dtype=int32), array([1. , 2.5]))
     """
     g = as_int32_saturated(group_ids, "group_ids")
     u = as_int32_saturated(authors, "authors")
@@ -172,7 +234,23 @@ def vote_arrays(
     b_ = as_int32_saturated(b, "b")
     op = _op_codes(ops)
     check_same_length(group_ids=g, authors=u, a=a_, ops=op, b=b_)
-    return VoteArrays(g, u, a_, op, b_)
+    judge = None if judges is None else as_int32_saturated(judges, "judges")
+    if judge is not None:
+        check_same_length(group_ids=g, judges=judge)
+    weight = None if weights is None else _as_weights(weights, "weights", int(g.shape[0]))
+    return VoteArrays(g, u, a_, op, b_, judge, weight)
+
+
+def _as_weights(x: npt.ArrayLike, name: str, num_votes: int) -> FloatArray:
+    """Weights as float64 [V], each finite and ``≥ 0``; raises naming ``name`` otherwise."""
+    w = as_float_array(x, name).astype(np.float64)
+    if w.shape[0] != num_votes:
+        raise ValueError(f"{name} must have length {num_votes} (one weight per vote), got {w.shape[0]}")
+    bad = ~(np.isfinite(w) & (w >= 0))
+    if bad.any():
+        first = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"{name} must be finite and >= 0, got {w[first]!r} at vote {first}")
+    return w
 
 
 def votes_from_responses(
@@ -211,7 +289,8 @@ def votes_from_responses(
                 groups.append(p)
                 authors.append(response.author_id)
     if not flat:
-        return VoteArrays(*(np.zeros(0, dtype=np.int32) for _ in range(5)))
+        g, u, a, op, b = (np.zeros(0, dtype=np.int32) for _ in range(5))
+        return VoteArrays(g, u, a, op, b)
     # Every vote is an (a, op, b) triple: flatten them in C and slice the columns, instead of a Python
     # step per vote; the rows of a response share its debate and author, so those columns are repeats.
     items = list(itertools.chain.from_iterable(flat))
@@ -257,13 +336,31 @@ def _num_agents(num_agents_P: npt.ArrayLike) -> npt.NDArray[np.int64]:
     return n
 
 
+_ID_FIELDS: Final = VoteArrays._fields[:5]
+"""The five int32 fields every :class:`VoteArrays` has (the judge fields after them are optional)."""
+
+
 def _vote_fields(votes: VoteArrays) -> tuple[Int32Array, Int32Array, Int32Array, Int32Array, Int32Array]:
-    """The five fields as int32 arrays of one length (ids beyond int32 clamped)."""
-    names = VoteArrays._fields
-    fields = [as_int32_saturated(x, f"votes.{name}") for name, x in zip(names, votes, strict=True)]
+    """The five id fields as int32 arrays of one length (ids beyond int32 clamped)."""
+    names = _ID_FIELDS
+    fields = [as_int32_saturated(x, f"votes.{name}") for name, x in zip(names, votes[:5], strict=True)]
     check_same_length(**dict(zip(names, fields, strict=True)))
     g, u, a, op, b = fields
     return g, u, a, op, b
+
+
+def _judge_fields(votes: VoteArrays, num_votes: int) -> tuple[Int32Array | None, FloatArray | None]:
+    """``judge_V`` as int32 and ``weight_V`` as float64 (finite, ≥ 0), each None when absent."""
+    judge = None if votes.judge_V is None else as_int32_saturated(votes.judge_V, "votes.judge_V")
+    if judge is not None and judge.shape[0] != num_votes:
+        raise ValueError(f"votes.judge_V must have length {num_votes} (one per vote), got {judge.shape[0]}")
+    weight = None if votes.weight_V is None else _as_weights(votes.weight_V, "votes.weight_V", num_votes)
+    return judge, weight
+
+
+def _debater_authors(u: Int32Array, judge: Int32Array | None) -> Int32Array:
+    """Authors for leave-one-out: a judge vote's author is −1, which excludes nobody."""
+    return u if judge is None else np.where(judge >= 0, np.int32(-1), u)
 
 
 def _checked(
@@ -316,6 +413,11 @@ def validate_votes(votes: VoteArrays, num_agents_P: npt.ArrayLike) -> VoteValida
     Total over votes: any ids and op codes give a result. A group id outside ``[0, P]`` is a programmer
     error (debate ids come from the caller's code, not from the model) and raises.
 
+    Judge votes (``judge_V ≥ 0``) get the same rule and reasons, and an invalid one counts in
+    ``malformed_P`` like any other; their author plays no part, and neither does a weight (a vote of
+    weight 0 is still valid). Judge ids and weights come from the caller's code: a weight that is
+    negative, NaN or infinite raises, naming ``votes.weight_V``.
+
     Args:
       votes: ``VoteArrays`` of length V.
       num_agents_P: int [P], agent count of each debate (≥ 0).
@@ -324,8 +426,9 @@ def validate_votes(votes: VoteArrays, num_agents_P: npt.ArrayLike) -> VoteValida
       ``VoteValidation(valid_V: bool [V], reason_V: int8 [V], malformed_P: int32 [P])``.
 
     Raises:
-      ValueError: a group id outside ``[0, P]``, a negative agent count, mismatched lengths or ranks.
-      TypeError: non-integer fields or counts.
+      ValueError: a group id outside ``[0, P]``, a negative agent count, mismatched lengths or ranks, a
+        negative or non-finite ``votes.weight_V``.
+      TypeError: non-integer fields or counts, non-real weights.
 
     References:
       The pairwise reward of the tinker-cookbook multi-agent debate recipe (v1); REFERENCE.md §2.
@@ -342,6 +445,7 @@ def validate_votes(votes: VoteArrays, num_agents_P: npt.ArrayLike) -> VoteValida
       array([4, 0], dtype=int32)
     """
     g, _, a, op, b, n = _checked(votes, num_agents_P)
+    _judge_fields(votes, int(g.shape[0]))  # checked, though neither changes validity
     num_groups = int(n.shape[0])
     valid = _valid_mask(g, a, op, b, n)
     n_v = np.append(n, 0)[g]

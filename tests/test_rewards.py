@@ -52,7 +52,7 @@ def _reference(
 
 def _by_debate(batch: VoteBatch) -> list[list[tuple[int, int, int, int]]]:
     debates: list[list[tuple[int, int, int, int]]] = [[] for _ in batch.num_agents_P]
-    for g, u, a, op, b in zip(*(x.tolist() for x in batch.votes), strict=True):
+    for g, u, a, op, b in zip(*(x.tolist() for x in batch.votes[:5]), strict=True):
         if g < len(debates):  # padding rows belong to no debate
             debates[g].append((u, a, op, b))
     return debates
@@ -227,7 +227,7 @@ def test_an_authors_own_votes_never_change_its_reward(
     more = VoteArrays(
         *(
             np.concatenate([old, np.asarray(new, np.int32)])
-            for old, new in zip(batch.votes, extra_cols, strict=True)
+            for old, new in zip(batch.votes[:5], extra_cols, strict=True)
         )
     )
     row = int(np.sum(n[:p])) + i
@@ -239,7 +239,7 @@ def test_an_authors_own_votes_never_change_its_reward(
 @given(vote_batches(), st.sampled_from(PAIRWISE_MODES))
 def test_vote_order_does_not_matter(batch: VoteBatch, mode: str) -> None:
     order = np.random.default_rng(len(batch.votes.a_V)).permutation(len(batch.votes.a_V))
-    shuffled = VoteArrays(*(x[order] for x in batch.votes))
+    shuffled = batch.votes.take(order)
     a = pairwise_rewards(batch.votes, batch.num_agents_P, mode=mode)
     b = pairwise_rewards(shuffled, batch.num_agents_P, mode=mode)
     assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
@@ -263,7 +263,7 @@ def _pad(batch: VoteBatch) -> tuple[VoteArrays, np.ndarray]:
     """4 debates (extra ones with 0 agents), 96 votes; padding votes get group id 4."""
     num_groups = len(batch.num_agents_P)
     g = np.where(batch.votes.group_ids_V == num_groups, _PAD_GROUPS, batch.votes.group_ids_V)
-    fields = [g, *batch.votes[1:]]
+    fields = [g, *batch.votes[1:5]]
     fills = (_PAD_GROUPS, 0, 0, OP_GT, 1)
     padded = [
         np.concatenate([x, np.full(_PAD_VOTES - x.size, fill, np.int32)])

@@ -25,7 +25,7 @@ FIND = {"max_examples": 150, "hypothesis_settings": {"derandomize": True, "datab
 def loop_rewards(votes: VoteArrays, num_agents_P: Any, *, bug: str = "") -> Any:
     """A per-debate loop like the reference, with one deliberate bug (``bug``) switched on."""
     out: list[float] = []
-    rows = list(zip(*(np.asarray(x).tolist() for x in votes), strict=True))
+    rows = list(zip(*(np.asarray(x).tolist() for x in votes[:5]), strict=True))
     for p, n in enumerate(np.asarray(num_agents_P).tolist()):
         mine = [(u, a, op, b) for g, u, a, op, b in rows if g == p]
         valid = [

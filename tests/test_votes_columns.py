@@ -38,14 +38,14 @@ def test_columns_equal_the_per_vote_loop(
     responses_P: list[list[ParsedResponse]], include_failed: bool
 ) -> None:
     got = votes_from_responses(responses_P, include_failed=include_failed)
-    assert all(x.dtype == np.int32 for x in got)
-    assert list(zip(*(x.tolist() for x in got), strict=True)) == _loop(responses_P, include_failed)
+    assert all(x.dtype == np.int32 for x in got[:5])
+    assert list(zip(*(x.tolist() for x in got[:5]), strict=True)) == _loop(responses_P, include_failed)
 
 
 def test_non_string_operators_and_mixed_ids_take_the_general_path() -> None:
     r = ParsedResponse.make(1, votes=(Vote(0, ">", 2), Vote(2**40, 7, True), Vote(np.int64(3), "=", 0)))  # type: ignore[arg-type]
     got = votes_from_responses([[r]])
-    assert [x.tolist() for x in got] == [
+    assert [x.tolist() for x in got[:5]] == [
         [0, 0, 0],
         [1, 1, 1],
         [0, _I32[1], 3],

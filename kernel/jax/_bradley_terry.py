@@ -4,7 +4,8 @@ The MM step, the reward scale and the Copeland score are :mod:`kernel._bradley_t
 run with ``jax.numpy``; only the counting (``segment_sum`` over static bins) and the loop
 (``lax.while_loop``) differ. Static sizes: ``max_agents`` (N ≥ max N_p) and ``num_rows`` (R ≥ Σ N_p),
 both optional when ``num_agents_P`` is concrete. Votes with a group id outside ``[0, P)`` are padding.
-Computed in JAX's default float dtype (float32 unless x64 is enabled).
+Computed in JAX's default float dtype (float32 unless x64 is enabled). Judge votes (``votes.judge_V ≥ 0``)
+are nobody's own votes, and weights come from ``votes.weight_V`` or ``weight_V`` (not both), as in numpy.
 """
 
 from __future__ import annotations
@@ -27,8 +28,15 @@ from kernel._bradley_terry import (
 )
 from kernel._checks import check_int
 from kernel._votes import VoteArrays
-from kernel.jax._checks import as_float
-from kernel.jax._rewards import _agents, _fields, _static_rows, _valid
+from kernel.jax._rewards import (
+    _agents,
+    _debater_authors,
+    _fields,
+    _judge_fields,
+    _static_rows,
+    _valid,
+    _weights,
+)
 
 __all__ = ["bradley_terry_rewards", "copeland_rewards"]
 
@@ -47,15 +55,16 @@ def _static_agents(num_agents_P: ArrayLike, max_agents: int | None) -> int:
     return max(int(n.max()) if n.size else 0, 1)
 
 
-def _weights(weight_V: ArrayLike | None, num_votes: int) -> jax.Array:
-    if weight_V is None:
-        return jnp.ones(num_votes, dtype=jnp.result_type(float))
-    w = as_float(weight_V, "weight_V")
-    if w.ndim != 1 or w.shape[0] != num_votes:
-        raise ValueError(f"weight_V must have shape ({num_votes},) (one weight per vote), got {w.shape}")
-    if not isinstance(w, jax.core.Tracer) and not bool(jnp.all(jnp.isfinite(w) & (w >= 0))):
-        raise ValueError("weight_V must be finite and >= 0, got a negative or non-finite weight")
-    return w
+def _vote_weights(votes: VoteArrays, weight_V: ArrayLike | None, num_votes: int) -> jax.Array:
+    """Weights [V] from ``weight_V`` or ``votes.weight_V``, else all 1; both given is an error."""
+    if weight_V is not None and votes.weight_V is not None:
+        raise ValueError("weight_V: the votes carry weights already (votes.weight_V); pass one of the two")
+    w = (
+        _weights(weight_V, "weight_V", num_votes)
+        if weight_V is not None
+        else _judge_fields(votes, num_votes)[1]
+    )
+    return jnp.ones(num_votes, dtype=jnp.result_type(float)) if w is None else w
 
 
 def _counts(
@@ -67,8 +76,9 @@ def _counts(
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Dense counts [N, N, 2, B], present agents [N, B] and N_p [P]; fits as in numpy's ``_counts``."""
     g, u, a, op, b = _fields(votes)
+    u = _debater_authors(u, _judge_fields(votes, g.shape[0])[0])
     n, _ = _agents(num_agents_P)
-    w = _weights(weight_V, g.shape[0])
+    w = _vote_weights(votes, weight_V, g.shape[0])
     num_groups = n.shape[0]
     valid, _, debate = _valid(g, a, op, b, n)
     n_v = jnp.append(n, 0)[debate]
@@ -127,7 +137,8 @@ def bradley_terry_rewards(
     Args:
       votes: ``VoteArrays`` of int arrays [V]; padding votes carry a group id outside ``[0, P)``.
       num_agents_P: int [P], agent count of each debate.
-      weight_V: keyword-only; float [V] weights (finite, ≥ 0; checked when concrete); None: all 1.
+      weight_V: keyword-only; float [V] weights (finite, ≥ 0; checked when concrete); None: the
+        votes' own ``weight_V``, else all 1 (giving both is an error).
       prior: keyword-only, static; pseudo-wins per ordered pair of agents (> 0).
       tie_strength: keyword-only, static; Davidson's ν ≥ 0.
       leave_one_out: keyword-only, static; fit agent i without the votes authored by i.
@@ -191,7 +202,8 @@ def copeland_rewards(
     Args:
       votes: ``VoteArrays`` of int arrays [V]; padding votes carry a group id outside ``[0, P)``.
       num_agents_P: int [P], agent count of each debate.
-      weight_V: keyword-only; float [V] weights (finite, ≥ 0); None: all 1.
+      weight_V: keyword-only; float [V] weights (finite, ≥ 0); None: the votes' own ``weight_V``, else
+        all 1 (giving both is an error).
       leave_one_out: keyword-only, static; ignore agent i's own votes for agent i's score.
       max_agents: keyword-only, static; N ≥ max N_p (optional when ``num_agents_P`` is concrete).
       num_rows: keyword-only, static; R ≥ Σ N_p (optional when ``num_agents_P`` is concrete).

@@ -9,6 +9,12 @@ Checks (REFERENCE.md §2): leave-one-out independence (an agent's own votes neve
 reward), agent relabelling equivariance, tie symmetry, bounds per mode, invariance to vote order,
 and agreement with :func:`reference_pairwise_rewards`, a per-debate Python loop. Counts are small
 integers, so every comparison is exact up to ``rtol`` (default 1e-12).
+
+Judges: with ``judges=True`` the drawn votes carry ``judge_V`` and ``weight_V`` (see
+:class:`kernel.VoteArrays`; dyadic weights, so sums stay exact) and every check holds with them: the
+reference loop weighs and counts judge votes for both agents, and leave-one-out drops or reverses only
+the votes a debater cast (a judge vote is nobody's own vote). Leave it False for a function that does
+not read the judge fields.
 """
 
 from __future__ import annotations
@@ -70,7 +76,8 @@ def reference_pairwise_rewards(
 
     A vote (u, a, op, b) of debate p is valid iff 0 ≤ a, b < N_p, a ≠ b, op ∈ {>, =}. For agent i only
     valid votes with u ≠ i and i ∈ {a, b} count; win_rate r = (#wins + ½·#ties)/#votes, win_minus_loss
-    r = (#wins − #losses)/#votes, ``unvoted`` when no vote counts.
+    r = (#wins − #losses)/#votes, ``unvoted`` when no vote counts. Judge votes (``judge_V ≥ 0``) count for
+    every agent, whatever their author, and each vote counts with its weight (``weight_V``; 1 if None).
 
     Args:
       votes: the votes (padding rows, group id P, are ignored).
@@ -93,26 +100,30 @@ def reference_pairwise_rewards(
     if mode not in ("win_rate", "win_minus_loss"):
         raise ValueError(f"mode must be 'win_rate' or 'win_minus_loss', got {mode!r}")
     counts = [int(n) for n in np.asarray(num_agents_P).tolist()]
-    rows = list(zip(*(np.asarray(x).tolist() for x in votes), strict=True))
+    columns = [np.asarray(x).tolist() for x in votes[:5]]
+    size = len(columns[0])
+    judges = [-1] * size if votes.judge_V is None else np.asarray(votes.judge_V).tolist()
+    weights = [1.0] * size if votes.weight_V is None else np.asarray(votes.weight_V, np.float64).tolist()
+    rows = list(zip(*columns, judges, weights, strict=True))
     out: list[float] = []
     for p, n in enumerate(counts):
-        mine = [(u, a, op, b) for g, u, a, op, b in rows if g == p]
+        mine = [(u, a, op, b, j, w) for g, u, a, op, b, j, w in rows if g == p]
         valid = [
             v for v in mine if 0 <= v[1] < n and 0 <= v[3] < n and v[1] != v[3] and v[2] in (OP_GT, OP_EQ)
         ]
         for i in range(n):
-            score, total = 0.0, 0
-            for u, a, op, b in valid:
-                if u == i or i not in (a, b):
+            score, total = 0.0, 0.0
+            for u, a, op, b, j, w in valid:
+                if (u == i and j < 0) or i not in (a, b):
                     continue
-                total += 1
+                total += w
                 if op == OP_EQ:
-                    score += 0.5 if mode == "win_rate" else 0.0
+                    score += 0.5 * w if mode == "win_rate" else 0.0
                 elif a == i:
-                    score += 1.0
+                    score += w
                 elif mode == "win_minus_loss":
-                    score -= 1.0
-            out.append(score / total if total else unvoted)
+                    score -= w
+            out.append(score / total if total > 0 else unvoted)
     return np.asarray(out, dtype=np.float64)
 
 
@@ -121,7 +132,7 @@ def reference_pairwise_rewards(
 
 def _rewards(name: str, fn: RewardFunction, votes: VoteArrays, num_agents_P: Any) -> FloatArray:
     n = np.asarray(num_agents_P, dtype=np.int64)
-    out = fn(VoteArrays(*(np.array(x) for x in votes)), n.copy())
+    out = fn(_votes(votes, copy=True), n.copy())
     out = np.asarray(getattr(out, "rewards_PG", out))
     if out.shape != (int(n.sum()),):
         raise AssertionError(f"{name}: rewards have shape {out.shape}, expected ({int(n.sum())},)")
@@ -135,8 +146,18 @@ def _offsets(num_agents_P: Any) -> npt.NDArray[np.int64]:
     return np.cumsum(n) - n
 
 
-def _votes(votes: VoteArrays) -> VoteArrays:
-    return VoteArrays(*(np.asarray(x, dtype=np.int32) for x in votes))
+def _votes(votes: VoteArrays, *, copy: bool = False) -> VoteArrays:
+    """The id fields as int32, ``judge_V`` as int32 and ``weight_V`` as float64 (None stays None); with
+    ``copy``, fresh arrays in the dtypes given (so the function under test cannot change ours)."""
+    if copy:
+        g, u, a, op, b = (np.array(x) for x in votes[:5])
+        judge = None if votes.judge_V is None else np.array(votes.judge_V)
+        weight = None if votes.weight_V is None else np.array(votes.weight_V)
+        return VoteArrays(g, u, a, op, b, judge, weight)
+    g, u, a, op, b = (np.asarray(x, dtype=np.int32) for x in votes[:5])
+    judge = None if votes.judge_V is None else np.asarray(votes.judge_V, dtype=np.int32)
+    weight = None if votes.weight_V is None else np.asarray(votes.weight_V, dtype=np.float64)
+    return VoteArrays(g, u, a, op, b, judge, weight)
 
 
 def _fmt(x: npt.ArrayLike) -> str:
@@ -163,7 +184,8 @@ def check_reward_leave_one_out(
 ) -> None:
     """An agent's own votes never change its own reward: for each agent index k, dropping, and
     separately reversing (a ↔ b), every vote authored by agent k (in every debate at once) leaves
-    the rewards of the agents k unchanged.
+    the rewards of the agents k unchanged. A judge vote (``judge_V ≥ 0``) is nobody's own vote, whatever
+    its author field says, so it is never dropped or reversed here.
 
     Args:
       fn: the reward function under test.
@@ -189,10 +211,12 @@ def check_reward_leave_one_out(
     offsets = _offsets(n)
     for k in range(int(n.max(initial=0))):
         own = v.authors_V == k
+        if v.judge_V is not None:
+            own &= v.judge_V < 0
         if not own.any():
             continue
         rows = (offsets + k)[n > k]
-        dropped = VoteArrays(*(x[~own] for x in v))
+        dropped = v.take(~own)
         reversed_ = v._replace(a_V=np.where(own, v.b_V, v.a_V), b_V=np.where(own, v.a_V, v.b_V))
         for label, changed in (("dropping", dropped), ("reversing", reversed_)):
             got = _rewards(name, fn, changed, n)
@@ -249,7 +273,7 @@ def check_reward_relabel_equivariance(
                 out[i] = perms[p][ids[i]]
         return out
 
-    renamed = VoteArrays(g, rename(v.authors_V), rename(v.a_V), v.op_V, rename(v.b_V))
+    renamed = v._replace(authors_V=rename(v.authors_V), a_V=rename(v.a_V), b_V=rename(v.b_V))
     base = _rewards(name, fn, v, n)
     got = _rewards(name, fn, renamed, n)
     offsets = _offsets(n)
@@ -367,7 +391,7 @@ def check_reward_vote_order_invariance(
     base = _rewards(name, fn, v, num_agents_P)
     size = v.a_V.size
     for perm in (_rng(seed).permutation(size), np.arange(size)[::-1]):
-        shuffled = VoteArrays(*(x[perm] for x in v))
+        shuffled = v.take(perm)
         got = _rewards(name, fn, shuffled, num_agents_P)
         _compare(name, f"votes reordered by {_fmt(perm)}", got, base, rtol)
 
@@ -433,6 +457,7 @@ class _RewardConfig:
     reference: bool = True
     invalid: bool = True
     padding: bool = True
+    judges: bool = False
     max_groups: int = 4
     max_agents: int = 6
     max_votes: int = 20
@@ -472,6 +497,7 @@ class _RewardConfig:
                 max_votes=self.max_votes,
                 invalid=self.invalid,
                 padding=self.padding,
+                judges=self.judges,
             )
 
         strategy = st.tuples(
@@ -497,6 +523,7 @@ def run_reward_suite(
     raise_on_failure: bool = True,
     invalid: bool = True,
     padding: bool = True,
+    judges: bool = False,
     max_groups: int = 4,
     max_agents: int = 6,
     max_votes: int = 20,
@@ -514,6 +541,8 @@ def run_reward_suite(
       checks: names (with or without ``check_reward_``) to run; None runs :data:`REWARD_CHECKS`.
       raise_on_failure: raise the first failure (True) or record it and go on (False).
       invalid, padding, max_groups, max_agents, max_votes: passed to the strategy.
+      judges: draw judge votes and weights too (``judge_V``, ``weight_V``); only for a function that
+        honours them as :func:`kernel.pairwise_rewards` does.
       rtol: relative tolerance of the comparisons.
       max_examples: examples; None keeps the active Hypothesis profile's count.
       hypothesis_settings: further ``hypothesis.settings`` options.
@@ -539,6 +568,7 @@ def run_reward_suite(
         "reference": reference,
         "invalid": invalid,
         "padding": padding,
+        "judges": judges,
         "max_groups": max_groups,
         "max_agents": max_agents,
         "max_votes": max_votes,
@@ -559,7 +589,7 @@ class RewardInvariants(_RewardConfig):
     """The reward suite as a pytest base class: subclass it as ``Test...`` and set ``reward_fn``.
 
     Class attributes mirror :func:`run_reward_suite`'s keywords (``mode``, ``unvoted``, ``reference``,
-    ``invalid``, ``padding``, ``max_groups``, ``max_agents``, ``max_votes``, ``rtol``,
+    ``invalid``, ``padding``, ``judges``, ``max_groups``, ``max_agents``, ``max_votes``, ``rtol``,
     ``hypothesis_settings``).
 
     Examples:

@@ -88,13 +88,16 @@ def vote_batches(
     invalid: bool = True,
     padding: bool = False,
     shuffled: bool | None = None,
+    judges: bool = False,
 ) -> VoteBatch:
     """Votes of several debates with different agent counts, as one :class:`VoteBatch`.
 
     Each debate has ``N ∈ [min_agents, max_agents]`` agents (0 and 1 allowed: every vote is then
     malformed) and up to ``max_votes`` votes from :func:`debate_votes`. ``padding=True`` appends 0–3
     rows with group id ``P`` and arbitrary fields. ``shuffled``: votes debate-major (False),
-    interleaved (True) or either (None).
+    interleaved (True) or either (None). ``judges=True`` also fills ``judge_V`` (mostly −1, a debater's
+    vote; else a judge id in 0–3, or another negative id) and, in most batches, ``weight_V`` (dyadic
+    weights in [0, 3], zeros included, so weighted sums stay exact); otherwise both stay None.
 
     Args:
       min_groups: fewest debates P.
@@ -106,6 +109,7 @@ def vote_batches(
       invalid: mix in malformed votes.
       padding: append padding rows (group id P).
       shuffled: interleave the debates' votes (True), keep them debate-major (False), or either (None).
+      judges: draw judge ids and weights as well.
 
     Returns:
       A strategy of :class:`VoteBatch`.
@@ -128,8 +132,20 @@ def vote_batches(
         rows += [(num_groups, *draw(st.tuples(junk, junk, junk, junk))) for _ in range(num_pad)]
     if draw(st.booleans()) if shuffled is None else shuffled:
         rows = draw(st.permutations(rows))
-    columns = [np.asarray([r[k] for r in rows], dtype=np.int32) for k in range(5)]
-    return VoteBatch(VoteArrays(*columns), np.asarray(agents, dtype=np.int64))
+    g, u, a, op, b = (np.asarray([r[k] for r in rows], dtype=np.int32) for k in range(5))
+    if not judges:
+        return VoteBatch(VoteArrays(g, u, a, op, b), np.asarray(agents, dtype=np.int64))
+    judge_id = st.one_of(st.just(-1), st.just(-1), st.integers(0, 3), st.sampled_from((-2, -7)))
+    judge = draw(st.lists(judge_id, min_size=len(rows), max_size=len(rows)))
+    weight: npt.NDArray[np.float64] | None = None
+    if draw(st.integers(0, 3)) > 0:
+        weights = draw(st.lists(st.sampled_from(_WEIGHTS), min_size=len(rows), max_size=len(rows)))
+        weight = np.asarray(weights, dtype=np.float64)
+    judges_V = np.asarray(judge, dtype=np.int32)
+    return VoteBatch(VoteArrays(g, u, a, op, b, judges_V, weight), np.asarray(agents, dtype=np.int64))
+
+
+_WEIGHTS: tuple[float, ...] = (1.0, 1.0, 0.0, 0.25, 0.5, 1.5, 2.0, 3.0)
 
 
 __all__ += ["VoteBatch", "debate_votes", "vote_batches"]
