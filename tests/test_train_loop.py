@@ -241,6 +241,7 @@ def test_warm_start_learning_rate_decays_linearly_then_rl_uses_the_configured_ra
         tmp_path,
         dataset="arithmetic",
         warm_start_steps=3,
+        warm_start_learning_rate=2e-3,
         warm_start_lr_decay=0.1,
         steps=1,
         learning_rate=1e-3,
@@ -254,6 +255,8 @@ def test_warm_start_learning_rate_decays_linearly_then_rl_uses_the_configured_ra
     latest = ck.latest_checkpoint(run)
     assert latest is not None
     rates = [step.learning_rate for step in load_state_file(latest.state["state_path"]).lineage]
-    assert rates == pytest.approx([1e-3, 5.5e-4, 1e-4, 1e-3])
+    assert rates == pytest.approx([2e-3, 1.1e-3, 2e-4, 1e-3])
     with pytest.raises(ValueError, match="warm_start_lr_decay must lie in"):
         TrainConfig(warm_start_lr_decay=0.0)
+    with pytest.raises(ValueError, match="warm_start_learning_rate must be a finite number > 0"):
+        TrainConfig(warm_start_learning_rate=-1.0)
