@@ -68,6 +68,8 @@ def _nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
         return [lo]
     mag = 10.0 ** math.floor(math.log10(raw))
     step = next((m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw), 10 * mag)
+    if not step > 0:  # subnormal ranges: 10^k underflows to 0 below about 1e-323
+        return [lo]
     start = math.ceil(lo / step) * step
     ticks: list[float] = []
     for k in range(n + 1):
