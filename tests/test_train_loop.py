@@ -260,3 +260,21 @@ def test_warm_start_learning_rate_decays_linearly_then_rl_uses_the_configured_ra
         TrainConfig(warm_start_lr_decay=0.0)
     with pytest.raises(ValueError, match="warm_start_learning_rate must be a finite number > 0"):
         TrainConfig(warm_start_learning_rate=-1.0)
+
+
+@pytest.mark.parametrize(("silent", "lowest", "highest"), [("exclude", 0.0, 0.0), ("include", -2 / 3, 1 / 3)])
+def test_agents_that_never_spoke_stay_out_of_the_advantages(
+    tmp_path: Path, silent: str, lowest: float, highest: float
+) -> None:
+    """Every answer is malformed: each debate ends at agent 0's first turn, agents 1 and 2 never speak."""
+    from adapters.tinker.fake import FakePolicy
+
+    config = _config(tmp_path, num_agents=3, steps=1, eval_questions=0, silent_agents=silent)
+    service = FakeServiceClient(seed=0, policy=FakePolicy(malformed_rate=1.0))
+    (m,) = asyncio.run(run_training(config, service)).metrics
+    assert m["env/all/parse_error"] == 1.0 and m["optim/num_datums"] == config.batch_size
+    # agent 0 returns −1, the silent agents 0: alone in its statistics its advantage is 0 ("exclude");
+    # averaged with them it is −1 − (−1/3) = −2/3 on every token of the failed turn, and the silent
+    # rows (no datum) get +1/3 ("include")
+    assert m["advantage/min"] == pytest.approx(lowest, abs=1e-6)
+    assert m["advantage/max"] == pytest.approx(highest, abs=1e-6)

@@ -59,6 +59,10 @@ class TrainConfig:
       correctness_weight: reward = pairwise + correctness_weight × (solution correct); needs answers.
       estimator: an advantage spec of ``debate-kernel score --estimator`` (a preset of
         ``kernel.ADVANTAGE_PRESETS`` with ``,key=value`` overrides), or ``"rae"`` (EMA baseline per role).
+      silent_agents: agents with no turn in a debate (it ended, e.g. on a parse failure, before they
+        spoke) have a return but no datum: ``"exclude"`` (ours) leaves them out of their debate's
+        advantage statistics; ``"include"`` (the reference) averages their returns in, which shifts the
+        advantages of the agents that did speak (a parse failure then pushes every sampled token down).
       rae_decay: the RAE baseline decay d (``b ← d·b + (1 − d)·x``).
       remove_constant_reward_groups: drop debates whose total returns are all equal (keep one if all are).
       loss_fn: a server-side loss name (:data:`SERVER_LOSSES`) or a kernel loss (:data:`KERNEL_LOSSES`).
@@ -95,6 +99,7 @@ class TrainConfig:
     reward_mode: Literal["win_rate", "win_minus_loss"] = "win_rate"
     correctness_weight: float = 0.0
     estimator: str = "tinker"
+    silent_agents: Literal["exclude", "include"] = "exclude"
     rae_decay: float = 0.95
     remove_constant_reward_groups: bool = False
     loss_fn: str = "importance_sampling"

@@ -258,8 +258,9 @@ class _Shell:
             self.rae = np.asarray(rae.baselines_K, dtype=np.float64)
         else:
             _, opts = pipeline.resolve_estimator(c.estimator)
+            where = _spoke(played, offsets) if c.silent_agents == "exclude" else None
             advantages = np.asarray(
-                kernel.grouped_advantages(returns, group_ids, num_debates, **opts).advantages,
+                kernel.grouped_advantages(returns, group_ids, num_debates, where=where, **opts).advantages,
                 dtype=np.float64,
             )
         removed = 0
@@ -691,6 +692,15 @@ async def _new_training_client(service_client: ServiceClient, config: TrainConfi
         )
     client: TrainingClient = await full(config.model)
     return client
+
+
+def _spoke(played: Sequence[DebateResult], offsets_P1: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+    """bool [R]: whether each agent row took at least one turn in its debate."""
+    spoke = np.zeros(int(offsets_P1[-1]), dtype=bool)
+    for p, result in enumerate(played):
+        for turn in result.turns:
+            spoke[int(offsets_P1[p]) + turn.agent_id] = True
+    return spoke
 
 
 def _last_solution(state: kernel.DebateState, agent: int) -> str:
