@@ -154,7 +154,9 @@ class TrainConfig:
             )
         warm_lr = self.warm_start_learning_rate
         if warm_lr is not None and (not warm_lr > 0 or not math.isfinite(warm_lr)):
-            raise ValueError(f"config key warm_start_learning_rate must be a finite number > 0, got {warm_lr}")
+            raise ValueError(
+                f"config key warm_start_learning_rate must be a finite number > 0, got {warm_lr}"
+            )
         if not self.learning_rate > 0 or not math.isfinite(self.learning_rate):
             raise ValueError(
                 f"config key learning_rate must be a finite number > 0, got {self.learning_rate}"
