@@ -393,7 +393,7 @@ def _batch_logprobs(
     params: str, data: Sequence[types.Datum]
 ) -> tuple[list[npt.NDArray[np.float32]], list[npt.NDArray[np.int64]]]:
     """Each datum's target logprobs (one hash pass over the whole batch) and its input tokens."""
-    inputs_D, cur_D = [], []
+    inputs_D, last_D = [], []
     for datum in data:
         inputs = prompt_ids(datum.model_input)
         if "target_tokens" not in datum.loss_fn_inputs:
@@ -405,13 +405,19 @@ def _batch_logprobs(
                 f"got {targets.shape[0]}"
             )
         inputs_D.append(inputs)
-        cur_D.append(np.concatenate([inputs[1:], targets[-1:]]))
+        last_D.append(int(targets[-1]))
     if not inputs_D:
         return [], []
     lengths_D = np.asarray([a.shape[0] for a in inputs_D], np.int64)
     ends_D = np.cumsum(lengths_D)
     pos_N = np.arange(int(ends_D[-1]), dtype=np.int64) - np.repeat(ends_D - lengths_D, lengths_D) + 1
-    lp_N = _logprobs_at(params, pos_N, np.concatenate(inputs_D), np.concatenate(cur_D))
+    prev_N = np.concatenate(inputs_D)
+    # token t of a datum is its input t + 1, and its last target after the last input (one array, not
+    # one per datum: the batch is millions of tokens)
+    cur_N = np.empty_like(prev_N)
+    cur_N[:-1] = prev_N[1:]
+    cur_N[ends_D - 1] = last_D
+    lp_N = _logprobs_at(params, pos_N, prev_N, cur_N)
     return list(np.split(lp_N, ends_D[:-1])), inputs_D
 
 
