@@ -4,7 +4,9 @@ Same architecture and size on both sides (a ``LlamaConfig`` with our dims: RMSNo
 SwiGLU, no bias, untied output layer), randomly initialised, same batch, same run, CPU (or the default
 JAX / torch device). Sampling: ``num_samples`` continuations of one prompt with a KV cache, every row
 forced to ``max_tokens`` (no stop). Training: forward + backward of the summed token log-likelihood over
-a [batch, seq] block; ours both with full weights and through the service's LoRA path.
+a [batch, seq] block; ours both with full weights and through the service's LoRA path. XLA on CPU runs
+this model's small ops on one core (two host devices or Eigen threads do not help), so training is also
+compared with torch on one thread, per core.
 
 ``python -m benchmarks local [--quick] [--size small]``. The peer runs only if torch and transformers
 import; otherwise it is reported as skipped.
@@ -111,6 +113,13 @@ def _peer(size: str, batch: int, prompt_len: int, new: int, seq: int, repeat: in
 
     out["train_tok_s"] = batch * seq / time_call(step, repeat=repeat)
     out["torch_threads"] = float(torch.get_num_threads())
+    # XLA on CPU runs this model's small ops on one core: the per-core comparison, torch on one thread
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        out["train_1thread_tok_s"] = batch * seq / time_call(step, repeat=repeat)
+    finally:
+        torch.set_num_threads(threads)
     return out
 
 
@@ -125,14 +134,25 @@ def main(argv: list[str]) -> int:
     start = time.perf_counter()
     ours = _ours(size, batch, prompt_len, new, seq, repeat)
     peer = _peer(size, batch, prompt_len, new, seq, repeat)
+    threads = int(peer["torch_threads"]) if peer else 0
     rows: list[list[Any]] = [
         ["sampling tok/s", ours["sample_tok_s"], peer["sample_tok_s"] if peer else "skipped"],
-        ["training tok/s (full)", ours["train_tok_s"], peer["train_tok_s"] if peer else "skipped"],
+        [
+            f"training tok/s (full; torch {threads} threads)",
+            ours["train_tok_s"],
+            peer["train_tok_s"] if peer else "skipped",
+        ],
+        [
+            "training tok/s (full; torch 1 thread)",
+            ours["train_tok_s"],
+            peer["train_1thread_tok_s"] if peer else "skipped",
+        ],
         ["training tok/s (LoRA r=32)", ours["train_lora_tok_s"], "-", "-"],
     ]
     if peer:
-        for row, key in zip(rows[:2], ("sample_tok_s", "train_tok_s"), strict=True):
-            row.append(ours[key] / peer[key])
+        keys = ("sample_tok_s", "train_tok_s", "train_1thread_tok_s")
+        for row, key in zip(rows[:3], keys, strict=True):
+            row.append(ours[key.replace("_1thread", "")] / peer[key])
     title = (
         f"local JAX vs torch+transformers, size {size} ({ours['params']:,.0f} params), batch {batch}, "
         f"prompt {prompt_len}, new {new}, train seq {seq}; compile: sample {ours['sample_compile_s']:.1f}s, "
@@ -148,6 +168,7 @@ def main(argv: list[str]) -> int:
         figures.update({f"peer_{k}": v for k, v in peer.items()})
         figures["sample_ratio"] = ours["sample_tok_s"] / peer["sample_tok_s"]
         figures["train_ratio"] = ours["train_tok_s"] / peer["train_tok_s"]
+        figures["train_ratio_1thread"] = ours["train_tok_s"] / peer["train_1thread_tok_s"]
     figures["size"] = size
     figures["wall_s"] = time.perf_counter() - start
     emit_json({"benchmark": "local", **figures})
