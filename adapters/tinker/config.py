@@ -63,6 +63,7 @@ class TrainConfig:
         spoke) have a return but no datum: ``"exclude"`` (ours) leaves them out of their debate's
         advantage statistics; ``"include"`` (the reference) averages their returns in, which shifts the
         advantages of the agents that did speak (a parse failure then pushes every sampled token down).
+        Applies to the grouped estimators; RAE baselines see every return.
       rae_decay: the RAE baseline decay d (``b ← d·b + (1 − d)·x``).
       remove_constant_reward_groups: drop debates whose total returns are all equal (keep one if all are).
       loss_fn: a server-side loss name (:data:`SERVER_LOSSES`) or a kernel loss (:data:`KERNEL_LOSSES`).
