@@ -155,3 +155,15 @@ def test_fake_run_evaluates_where_rl_starts_and_the_report_draws_eval_curves(tmp
     page = out.read_text()
     chart = page[page.index("correct, parse-success") :].split("</svg>")[0]
     assert chart.count("<polyline") == 2  # eval/correct and eval/parse_ok joined across steps
+
+
+def test_every_config_key_has_a_row_in_the_training_docs() -> None:
+    """docs/training.md promises a table of every config key with its reference value."""
+    import re
+
+    from adapters.tinker.config import TrainConfig
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "training.md").read_text(encoding="utf-8")
+    first_cells = [line.split("|")[1] for line in doc.splitlines() if line.startswith("| `")]
+    named = set(re.findall(r"`([a-z_0-9]+)`", " ".join(first_cells)))
+    assert [k for k in TrainConfig.keys() if k not in named] == []
