@@ -24,6 +24,7 @@ from kernel import (
 )
 from kernel.testing import run_reward_suite
 from kernel.testing.strategies import VoteBatch, vote_batches
+from tests._profile import examples
 
 
 def _votes(rows: list[tuple[int, int, str, int]], debate: int = 0) -> VoteArrays:
@@ -367,7 +368,7 @@ _JIT_BT = jax.jit(
 _JIT_COPELAND = jax.jit(kj.copeland_rewards, static_argnames=("leave_one_out", "max_agents", "num_rows"))
 
 
-@settings(max_examples=20)
+@settings(max_examples=examples(20))
 @given(
     vote_batches(max_groups=4, max_agents=5, max_votes=20, padding=True),
     st.booleans(),

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 import kernel
 from adapters.bridges import verl as bridge
 from adapters.tinker.tokenizers import ByteTokenizer
+from tests._profile import examples
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -82,7 +83,7 @@ def test_hand_values_through_verls_entry_point() -> None:
 groups = st.lists(st.integers(1, 5), min_size=1, max_size=6)
 
 
-@settings(max_examples=25)
+@settings(max_examples=examples(25))
 @given(sizes=groups, seed=st.integers(0, 2**16), anchor=st.sampled_from(ANCHORS))
 def test_presets_equal_verls_own_estimators(sizes: list[int], seed: int, anchor: tuple) -> None:
     ours, theirs, norm, rtol = anchor

@@ -39,6 +39,7 @@ from kernel.testing import (
     run_reward_suite,
 )
 from kernel.testing.strategies import VoteBatch, vote_batches
+from tests._profile import examples
 
 JUDGED = vote_batches(judges=True, padding=True)
 
@@ -347,7 +348,7 @@ def test_the_leave_one_out_check_never_drops_a_judge_vote() -> None:
 # --- preference-model rewards --------------------------------------------------------------------
 
 
-@settings(max_examples=15)
+@settings(max_examples=examples(15))
 @given(vote_batches(judges=True, max_groups=3, max_agents=4, max_votes=10), st.booleans())
 def test_preference_rewards_keep_judge_votes_for_everyone(batch: VoteBatch, loo: bool) -> None:
     n = batch.num_agents_P

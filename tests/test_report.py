@@ -22,6 +22,7 @@ from adapters.cli import main
 from adapters.report import render_html, svg_histogram
 from adapters.report.html import _nice_ticks
 from adapters.transcripts import read_transcripts
+from tests._profile import examples
 from tools.samples import sample_text
 
 CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
@@ -247,7 +248,7 @@ def test_report_of_an_empty_batch_is_valid() -> None:
 # --- issue 8: ticks, histograms at any magnitude, long ids ---------------------------------------------
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(st.floats(allow_nan=False, allow_infinity=False), st.floats(allow_nan=False, allow_infinity=False))
 def test_ticks_are_total_bounded_sorted_and_in_range(a: float, b: float) -> None:
     lo, hi = min(a, b), max(a, b)

@@ -29,6 +29,7 @@ from adapters.tinker.rollouts import (
     transcript_lines,
 )
 from adapters.transcripts import dumps_debate, read_transcripts
+from tests._profile import examples
 
 T = TypeVar("T")
 RENDERER = ByteRenderer()
@@ -305,7 +306,7 @@ _FAULT_RATES = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=30)
+@settings(max_examples=examples(30))
 @given(
     seed=st.integers(0, 2**16),
     rates=_FAULT_RATES,
@@ -345,7 +346,7 @@ def test_every_debate_ends_under_random_faults(
     run(main())
 
 
-@settings(max_examples=20)
+@settings(max_examples=examples(20))
 @given(seed=st.integers(0, 2**16), wait=st.integers(0, 40))
 @example(seed=0, wait=1)  # cancelled after the tasks were created, before any of them ran
 @example(seed=0, wait=0)  # cancelled before run_debates itself ran

@@ -19,6 +19,7 @@ from adapters.tinker.config import TrainConfig
 from adapters.tinker.fake import FakeServiceClient, load_state_file
 from adapters.tinker.faults import Fault, FaultPlan, SimulatedCrash, with_faults
 from adapters.tinker.train import METRIC_NAMES, run_training
+from tests._profile import examples
 
 SMALL = {"batch_size": 2, "num_agents": 2, "max_rounds": 2, "max_tokens": 128, "eval_questions": 1}
 
@@ -65,7 +66,7 @@ def test_crash_after_a_checkpoint_then_resume(tmp_path: Path) -> None:
     assert len(lineage) == len(set(lineage)) == 4
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(12), deadline=None, suppress_health_check=list(HealthCheck))
 @given(
     method=st.sampled_from(
         ["forward_backward", "optim_step", "save_state", "save_weights_and_get_sampling_client", "sample"]
