@@ -157,11 +157,14 @@ def tokens_supported() -> bool:
         return False
     table.setdefault(TokenArray, list)
 
-    def make(ids: npt.NDArray[np.int64]) -> Any:
-        chunk = types.EncodedTextChunk.model_construct(tokens=TokenArray(ids))
-        return types.ModelInput.model_construct(chunks=[chunk])
+    return _probe_equal(_array_model_input)
 
-    return _probe_equal(make)
+
+def _array_model_input(ids: npt.NDArray[np.integer[Any]]) -> types.ModelInput:
+    """A ``ModelInput`` of one text chunk whose tokens are a :class:`TokenArray` view of ``ids``."""
+    chunk = types.EncodedTextChunk.model_construct(tokens=TokenArray(ids))
+    model_input: types.ModelInput = types.ModelInput.model_construct(chunks=[chunk])
+    return model_input
 
 
 def model_input_of(ids: npt.NDArray[np.integer[Any]]) -> types.ModelInput:
@@ -178,9 +181,7 @@ def model_input_of(ids: npt.NDArray[np.integer[Any]]) -> types.ModelInput:
     """
     if not tokens_supported():  # pragma: no cover - another pydantic
         return types.ModelInput.from_ints([int(t) for t in ids.tolist()])
-    chunk = types.EncodedTextChunk.model_construct(tokens=TokenArray(ids))
-    model_input: types.ModelInput = types.ModelInput.model_construct(chunks=[chunk])
-    return model_input
+    return _array_model_input(ids)
 
 
 def prompt_ids(model_input: types.ModelInput) -> npt.NDArray[np.int64]:
