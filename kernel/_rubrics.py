@@ -193,8 +193,9 @@ def _rubric(
     w = _weights(bk, weights_c, weights_ac, actor_ids, rows, cols, x.dtype)
     if bk.eager:
         _check_values(x, m, w, missing)
+    values = xp.where(m, x, xp.zeros_like(x))  # absent entries (NaN allowed there) never enter
     mw = xp.where(m, w, xp.zeros_like(w))
-    terms = xp.where(m, w * xp.where(m, x, xp.zeros_like(x)), xp.zeros_like(x))
+    terms = mw * values
     present = xp.sum(mw, axis=1)
     full = xp.sum(w, axis=1)
     total = xp.sum(terms, axis=1)
@@ -206,7 +207,6 @@ def _rubric(
         rewards = rewards.astype(x.dtype)
     coverage = xp.where(full > 0, present / xp.where(full > 0, full, xp.ones_like(full)), 1.0).astype(x.dtype)
     count = xp.sum(m.astype(bk.count_dtype), axis=0)
-    values = xp.where(m, x, xp.zeros_like(x))
     mean = xp.sum(values, axis=0) / xp.maximum(count, 1).astype(x.dtype)
     contribution = xp.sum(terms, axis=0) / max(rows, 1)
     return RubricRewards(rewards, coverage, mean, count, contribution)
