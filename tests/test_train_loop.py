@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import gc
 import json
 import math
 from pathlib import Path
@@ -279,3 +280,29 @@ def test_agents_that_never_spoke_stay_out_of_the_advantages(
     # rows (no datum) get +1/3 ("include")
     assert m["advantage/min"] == pytest.approx(lowest, abs=1e-6)
     assert m["advantage/max"] == pytest.approx(highest, abs=1e-6)
+
+
+def test_objects_alive_at_the_start_are_frozen_during_the_loop_and_released_after(tmp_path: Path) -> None:
+    seen: list[int] = []
+    config = _config(tmp_path, steps=2, eval_every=0)
+    progress = lambda step, total, record: seen.append(gc.get_freeze_count())  # noqa: E731
+    asyncio.run(run_training(config, FakeServiceClient(seed=0), progress=progress))
+    assert len(seen) == 2 and min(seen) > 1000  # the modules and clients were out of the collector's scans
+    assert gc.get_freeze_count() == 0  # and are back in them afterwards
+
+
+def test_a_caller_that_froze_objects_keeps_its_freeze(tmp_path: Path) -> None:
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        seen: list[int] = []
+        progress = lambda step, total, record: seen.append(gc.get_freeze_count())  # noqa: E731
+        asyncio.run(
+            run_training(
+                _config(tmp_path, steps=1, eval_every=0), FakeServiceClient(seed=0), progress=progress
+            )
+        )
+        # nothing more frozen (a frozen object can still be freed by its reference count), nothing released
+        assert len(seen) == 1 and seen[0] <= frozen and 0 <= frozen - gc.get_freeze_count() < 1000
+    finally:
+        gc.unfreeze()

@@ -223,24 +223,42 @@ def token_logprobs(
     return _logprobs_at(params, pos, tokens[start - 1 : -1], tokens[start:])
 
 
+_BLOCK: Final = 1 << 15  # tokens hashed at once: the temporaries stay in cache and are reused
+
+
 def _logprobs_at(
     params: str, pos_N: npt.NDArray[np.int64], prev_N: npt.NDArray[np.int64], token_N: npt.NDArray[np.int64]
 ) -> npt.NDArray[np.float32]:
     """:func:`token_logprobs` at ``N`` arbitrary (position, previous token, token) triples, in one pass."""
+    out_N = np.empty(np.shape(pos_N)[0], np.float32)
+    _hash_into(out_N, params, *(np.asarray(a, np.int64) for a in (pos_N, prev_N, token_N)))
+    return out_N
+
+
+def _hash_into(
+    out_N: npt.NDArray[np.float32],
+    params: str,
+    pos_N: npt.NDArray[np.int64],
+    prev_N: npt.NDArray[np.int64],
+    token_N: npt.NDArray[np.int64],
+) -> None:
+    """Writes the logprobs of the triples into ``out_N``, :data:`_BLOCK` tokens at a time."""
     salt = np.uint64(int(params[:16] or "0", 16))
-    pos, prev, tok = (np.asarray(a, np.int64).view(np.uint64) for a in (pos_N, prev_N, token_N))
+    pos, prev, tok = (a.view(np.uint64) for a in (pos_N, prev_N, token_N))
     with np.errstate(over="ignore"):
-        key = pos * np.uint64(0x9E3779B97F4A7C15)
-        key += prev * np.uint64(1000003)
-        key = _mix_inplace(key)
-        key ^= salt
-        key ^= _mix_inplace(tok + np.uint64(0x632BE59BD9B4E019))
-        key = _mix_inplace(key)
-    key >>= np.uint64(11)
-    u = key.astype(np.float64)
-    u *= 2.95 / float(2**53)
-    u += 0.05
-    return (-u).astype(np.float32)
+        for s in range(0, out_N.shape[0], _BLOCK):
+            e = s + _BLOCK
+            key = pos[s:e] * np.uint64(0x9E3779B97F4A7C15)
+            key += prev[s:e] * np.uint64(1000003)
+            key ^= salt
+            key = _mix_inplace(key)
+            key += tok[s:e] * np.uint64(0x632BE59BD9B4E019)
+            key = _mix_inplace(key)
+            key >>= np.uint64(11)
+            u = key.astype(np.float64)
+            u *= -2.95 / float(2**53)
+            u -= 0.05
+            out_N[s:e] = u
 
 
 def _mix_inplace(x: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
@@ -408,16 +426,27 @@ def _batch_logprobs(
         last_D.append(int(targets[-1]))
     if not inputs_D:
         return [], []
-    lengths_D = np.asarray([a.shape[0] for a in inputs_D], np.int64)
+    lengths_D = np.asarray([x.shape[0] for x in inputs_D], np.int64)
     ends_D = np.cumsum(lengths_D)
-    pos_N = np.arange(int(ends_D[-1]), dtype=np.int64) - np.repeat(ends_D - lengths_D, lengths_D) + 1
-    prev_N = np.concatenate(inputs_D)
-    # token t of a datum is its input t + 1, and its last target after the last input (one array, not
-    # one per datum: the batch is millions of tokens)
-    cur_N = np.empty_like(prev_N)
-    cur_N[:-1] = prev_N[1:]
-    cur_N[ends_D - 1] = last_D
-    lp_N = _logprobs_at(params, pos_N, prev_N, cur_N)
+    lp_N = np.empty(int(ends_D[-1]), np.float32)
+    # Datums are hashed a group of about _BLOCK tokens at a time: the batch is millions of tokens, and
+    # arrays of its full length would be fresh memory on every call. Token t of a datum is its input t + 1,
+    # and its last target after the last input.
+    first = 0
+    while first < len(inputs_D):
+        last = int(np.searchsorted(ends_D, ends_D[first] - lengths_D[first] + _BLOCK, side="right"))
+        last = max(last, first + 1)
+        group = slice(first, last)
+        prev_N = np.concatenate(inputs_D[group])
+        cur_N = np.empty_like(prev_N)
+        cur_N[:-1] = prev_N[1:]
+        starts = ends_D[group] - lengths_D[group] - (ends_D[first] - lengths_D[first])
+        ends = starts + lengths_D[group]
+        cur_N[ends - 1] = last_D[group]
+        pos_N = np.arange(prev_N.shape[0], dtype=np.int64) - np.repeat(starts, lengths_D[group]) + 1
+        base = int(ends_D[first] - lengths_D[first])
+        _hash_into(lp_N[base : base + prev_N.shape[0]], params, pos_N, prev_N, cur_N)
+        first = last
     return list(np.split(lp_N, ends_D[:-1])), inputs_D
 
 

@@ -15,9 +15,11 @@ cancelled. Nothing here decides *what* to do next: that is the planner's job.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -132,6 +134,7 @@ class _Shell:
     metrics: list[dict[str, Any]] = field(default_factory=list)
     sampling_tasks: set[asyncio.Task[None]] = field(default_factory=set)
     group: asyncio.TaskGroup | None = None
+    unwritten: tuple[int, list[Debate]] | None = None  # a prepared step's transcripts, not yet being written
 
     @property
     def rollout_config(self) -> RolloutConfig:
@@ -170,6 +173,8 @@ class _Shell:
                 if index == 0:
                     self.train_start = self.clock()
                 self.futures[index] = self.submit(self.prepared.chunks[index])
+                if index == 0:
+                    self.start_transcript_write()
             case pl.AwaitSubstep(step, index):
                 tg.create_task(self.await_substep(step, index))
             case pl.RefreshSampler(step):
@@ -206,9 +211,7 @@ class _Shell:
             results, sample_time = self.batches.pop(request.batch)
             played = [r for r in results if r.turns]
             debates = [r.to_transcript() for r in played]
-            # JSON-encoding and fsyncing the transcripts is off the critical path: a thread in the group
-            assert self.group is not None
-            self.group.create_task(asyncio.to_thread(self.write_transcripts, request.step, debates))
+            self.unwritten = (request.step, debates)
             prepared = self.prepare_rl(results, played, debates)
             prepared.record["time/sample"] = sample_time
             if self.config.kl_penalty_coef > 0 and prepared.data:
@@ -225,7 +228,18 @@ class _Shell:
         self.prepared = prepared
         self.outputs = []
         self.futures = {}
+        if not prepared.chunks:
+            self.start_transcript_write()
         self.queue.put_nowait(pl.Prepared(request.step, len(prepared.chunks)))
+
+    def start_transcript_write(self) -> None:
+        """Writes the step's transcripts in a thread of the group. JSON-encoding millions of token ids holds
+        the GIL for a while, so it starts once the step's requests are submitted: it then runs while the
+        loop waits for the service instead of slowing the kernel stages and the submission."""
+        if self.unwritten is not None:
+            assert self.group is not None
+            self.group.create_task(asyncio.to_thread(self.write_transcripts, *self.unwritten))
+            self.unwritten = None
 
     def write_transcripts(self, step: int, debates: Sequence[Debate]) -> None:
         path = self.run.run_dir / "transcripts" / f"step-{step:06d}.jsonl"
@@ -600,17 +614,34 @@ async def run_training(
     )
     if resumed is not None and resumed.step >= plan.total_steps:
         return TrainResult(run.run_dir, shell.metrics)
-    async with asyncio.TaskGroup() as tg:
-        shell.group = tg
-        state, requests = pl.start(plan, resumed)
-        while True:
-            for request in requests:
-                shell.execute(tg, state, request)
-            if state.phase == "done":
-                break
-            event = await shell.queue.get()
-            state, requests = pl.step(plan, state, event)
+    with _long_lived_objects_frozen():
+        async with asyncio.TaskGroup() as tg:
+            shell.group = tg
+            state, requests = pl.start(plan, resumed)
+            while True:
+                for request in requests:
+                    shell.execute(tg, state, request)
+                if state.phase == "done":
+                    break
+                event = await shell.queue.get()
+                state, requests = pl.step(plan, state, event)
     return TrainResult(run.run_dir, shell.metrics)
+
+
+@contextlib.contextmanager
+def _long_lived_objects_frozen() -> Iterator[None]:
+    """``gc.freeze()`` for the loop's duration: the objects alive when training starts (imported modules,
+    the clients, the dataset; some 200 k with the SDK loaded) leave the cyclic collector's scans. Otherwise
+    each full collection walks them all (about 0.1 s here), inside whichever step it lands in. A caller
+    that froze objects itself keeps control: nothing is done then."""
+    if gc.get_freeze_count():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 async def evaluate(
