@@ -1,6 +1,8 @@
 """Leave-one-out pairwise rewards: numpy and jitted JAX against the per-debate reference loop.
 
 A second table times parsed responses → rewards: our ``votes_from_responses`` + ``pairwise_rewards``
+(reading the votes the parser packed into ``ParsedResponse.vote_codes``; the packing's own cost, paid
+at parse time, and the per-vote path for responses without codes are rows of their own)
 against the reference's own reward computation on the same parsed responses (collect each debate's
 votes from its responses, then the per-agent loop), 4,096 debates × 5 agents × 120 votes (15
 responses of 8 votes each). tinker-cookbook 0.5.8 does not ship the debate recipe, so the peer is a
@@ -15,12 +17,22 @@ over that debate's votes. Every implementation's rewards are checked against it 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from typing import Any
 
 import numpy as np
 
 from benchmarks._common import emit_json, print_table, time_call, time_compile
-from kernel import ParsedResponse, Vote, VoteArrays, pairwise_rewards, vote_arrays, votes_from_responses
+from kernel import (
+    ParsedResponse,
+    Vote,
+    VoteArrays,
+    pack_votes,
+    pairwise_rewards,
+    vote_arrays,
+    votes_from_responses,
+)
+from kernel._types import SMALL_VOTES
 
 _OPS = (">", "=", "<", ">=")
 _OP_P = (0.62, 0.35, 0.02, 0.01)
@@ -151,7 +163,10 @@ def make_responses(
             ops = rng.choice(np.array([">", "="]), votes_per_response, p=[0.7, 0.3]).tolist()
             votes = list(zip(a, ops, b, strict=True))
             ref_d.append({"author": author, "votes": votes})
-            ours_d.append(ParsedResponse.make(author, votes=tuple(Vote(*v) for v in votes)))
+            # as the parsers return them: the shared Vote object of each small (a, op, b)
+            ours_d.append(
+                ParsedResponse.make(author, votes=tuple(SMALL_VOTES.get(v) or Vote(*v) for v in votes))
+            )
         ref.append(ref_d)
         ours.append(ours_d)
     return ref, ours
@@ -182,6 +197,10 @@ def _run_parsed(quick: bool) -> dict[str, Any]:
     t_ref = time_call(lambda: reference_from_responses(ref, num_agents), repeat=repeat, warmup=0)
     t_ours = time_call(run_ours, repeat=repeat)
     t_votes = time_call(lambda: votes_from_responses(ours), repeat=repeat)
+    unpacked = [[dataclasses.replace(r, vote_codes=None) for r in d] for d in ours]
+    t_unpacked = time_call(lambda: pairwise_rewards(votes_from_responses(unpacked), n_P), repeat=repeat)
+    every = [r.votes for d in ours for r in d]
+    t_pack = time_call(lambda: [pack_votes(v) for v in every], repeat=repeat)
     table = [
         ("reference (gather + loop)", t_ref * 1e3, num_votes / t_ref / 1e6, 1.0),
         (
@@ -191,6 +210,18 @@ def _run_parsed(quick: bool) -> dict[str, Any]:
             t_ref / t_ours,
         ),
         ("  of which votes_from_responses", t_votes * 1e3, num_votes / t_votes / 1e6, t_ref / t_votes),
+        (
+            "ours, responses without vote_codes (per-vote path)",
+            t_unpacked * 1e3,
+            num_votes / t_unpacked / 1e6,
+            t_ref / t_unpacked,
+        ),
+        (
+            "pack_votes of every response (paid by the parser)",
+            t_pack * 1e3,
+            num_votes / t_pack / 1e6,
+            t_ref / t_pack,
+        ),
     ]
     title = (
         f"parsed responses → rewards: {num_debates:,} debates × {num_agents} agents × 120 votes "
@@ -201,6 +232,8 @@ def _run_parsed(quick: bool) -> dict[str, Any]:
         "parsed.votes": num_votes,
         "parsed.x_ref": t_ref / t_ours,
         "parsed.votes_from_responses_x_ref": t_ref / t_votes,
+        "parsed.unpacked_x_ref": t_ref / t_unpacked,
+        "parsed.pack_x_ref": t_ref / t_pack,
     }
 
 

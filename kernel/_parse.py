@@ -95,7 +95,7 @@ import re
 import unicodedata
 from typing import Final, Literal, TypeAlias, get_args
 
-from kernel._types import MalformedVote, ParsedResponse, Vote
+from kernel._types import SMALL_VOTES, MalformedVote, ParsedResponse, Vote, pack_votes
 
 __all__ = ["MALFORMED_VOTE_REASONS", "PARSE_FAILURE_REASONS", "PARSE_POLICIES", "parse_response"]
 
@@ -170,7 +170,6 @@ _MISSING: Final[dict[str, ParseFailureReason]] = {
     "consensus_reason": "missing_consensus_reason",
 }
 _REQUIRED_SET: Final = frozenset(_REQUIRED)
-_SMALL_IDS: Final = {str(i): i for i in range(100)}  # ``int`` of the usual ids, by look-up
 
 
 def _agent_id(digits: str, max_digits: int) -> int | None:
@@ -198,6 +197,7 @@ def _empty(policy: ParsePolicy, author_id: int, reason: ParseFailureReason) -> P
         reason=reason,
         normalized_text="",
         policy=policy,
+        vote_codes=b"",
     )
 
 
@@ -322,17 +322,21 @@ def _v1_field(text: str, folded: str | None, name: str) -> str | None:
     return None if end < 0 else text[start:end].strip()
 
 
+# The shared vote of each (a, op, b) that _V1_VOTE_PARTS finds with ids below SMALL_VOTE_IDS, by look-up.
+_V1_SMALL_VOTES: Final = {(str(v.a), v.op, str(v.b)): v for v in SMALL_VOTES.values()}
+
+
 def _v1_votes(block: str, author_id: int) -> tuple[list[Vote], int, list[MalformedVote]]:
     """v1's ``findall`` votes minus the author's."""
     if len(block) <= _V1_SMALL_BLOCK:  # a usual block: a few votes, small ids
         votes = []
         triples = _V1_VOTE_PARTS.findall(block)
-        for a, op, b in triples:
-            x, y = _SMALL_IDS.get(a), _SMALL_IDS.get(b)
-            if x is None or y is None:
+        for triple in triples:
+            vote = _V1_SMALL_VOTES.get(triple)
+            if vote is None:
                 break
-            if author_id != x and author_id != y:
-                votes.append(Vote(x, op, y))
+            if author_id != vote.a and author_id != vote.b:
+                votes.append(vote)
         else:
             return votes, len(triples) - len(votes), []
     return _v1_distinct_votes(block, author_id)
@@ -393,6 +397,7 @@ def _parse_reference(text: str, author_id: int) -> ParsedResponse:
         "",  # reason
         norm,  # normalized_text
         "reference",  # policy
+        pack_votes(votes),  # vote_codes
     )
 
 
@@ -418,6 +423,7 @@ def _failure(
         malformed_votes=(),
         reason=reason,
         normalized_text=normalized,
+        vote_codes=b"",
         policy=policy,
     )
 
@@ -708,7 +714,10 @@ def _chain_vote(a: int, op: str, b: int) -> Vote:
 
 # The vote of each (a, operator, b) found by ``_CHAIN_PAIR`` with ids below 16, by look-up.
 _CHAIN_VOTES: Final = {
-    (str(a), op, str(b)): _chain_vote(a, op, b) for a in range(16) for b in range(16) for op in _VOTE_OPS
+    (str(a), op, str(b)): SMALL_VOTES[_chain_vote(a, op, b)]
+    for a in range(16)
+    for b in range(16)
+    for op in _VOTE_OPS
 }
 
 
@@ -821,6 +830,7 @@ def _parse_robust(text: str, author_id: int) -> ParsedResponse:
         "",  # reason
         norm,  # normalized_text
         "robust",  # policy
+        pack_votes(votes),  # vote_codes
     )
 
 

@@ -5,7 +5,9 @@ Everything here is immutable: parsed responses are frozen dataclasses, votes are
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import array
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Final, NamedTuple
 
 __all__ = [
@@ -15,6 +17,7 @@ __all__ = [
     "MalformedVote",
     "ParsedResponse",
     "Vote",
+    "pack_votes",
 ]
 
 OP_GT: Final = 0
@@ -61,6 +64,12 @@ class ParsedResponse:
       reason: ``""`` when ``ok``; otherwise a reason code such as ``"missing_solution"``.
       normalized_text: the text the fields were read from, after normalisation.
       policy: name of the parse policy that produced this result.
+      vote_codes: ``votes`` packed as native-endian int32 triples ``(a, op code, b)`` (ids saturated at
+        the int32 bounds, op codes :data:`OP_GT` / :data:`OP_EQ` / :data:`OP_OTHER`), which
+        ``votes_from_responses`` joins without a Python object per vote; the parsers and :meth:`make`
+        fill it. ``None`` (a response built field by field) makes readers use ``votes``. Derived from
+        ``votes``: not compared, not shown; ``dataclasses.replace`` of ``votes`` must pass
+        ``vote_codes=None`` (or :func:`pack_votes` of the new votes).
     """
 
     ok: bool
@@ -76,6 +85,7 @@ class ParsedResponse:
     reason: str
     normalized_text: str
     policy: str
+    vote_codes: bytes | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def make(
@@ -106,6 +116,7 @@ class ParsedResponse:
         """
         if reason is None:
             reason = "" if ok else "missing_solution"
+        votes = tuple(votes)
         return cls(
             ok=ok,
             solution=solution,
@@ -113,11 +124,74 @@ class ParsedResponse:
             comparison=comparison,
             consensus=consensus,
             consensus_reason=consensus_reason,
-            votes=tuple(votes),
+            votes=votes,
             author_id=author_id,
             self_votes_dropped=0,
             malformed_votes=(),
             reason=reason,
             normalized_text="",
             policy=policy,
+            vote_codes=pack_votes(votes),
         )
+
+
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+_OP_CODES: Final = {">": OP_GT, "=": OP_EQ}
+SMALL_VOTE_IDS: Final = 64
+"""Votes with both ids below this and operator ``">"`` or ``"="`` exist once: :data:`SMALL_VOTES`."""
+SMALL_VOTES: Final = {
+    (a, op, b): Vote(a, op, b)
+    for a in range(SMALL_VOTE_IDS)
+    for b in range(SMALL_VOTE_IDS)
+    for op in _OP_CODES
+}
+"""``(a, op, b)`` → the one shared :class:`Vote` the parsers return for it (private to the kernel)."""
+# Their 12 packed bytes, by object identity (the table keeps each alive, so no other object has its id)
+# and by value.
+_BYTES_BY_ID: Final = {
+    id(v): array.array("i", (v.a, _OP_CODES[v.op], v.b)).tobytes() for v in SMALL_VOTES.values()
+}
+_BYTES_BY_VALUE: Final = {v: _BYTES_BY_ID[id(v)] for v in SMALL_VOTES.values()}
+
+
+def pack_votes(votes: Iterable[tuple[int, str, int]]) -> bytes:
+    """Votes as native-endian int32 triples ``(a, op code, b)``: :attr:`ParsedResponse.vote_codes`.
+
+    Ids are saturated at the int32 bounds; an operator other than ``">"`` or ``"="`` is
+    :data:`OP_OTHER`. A vote with small ids costs one table look-up (by identity for the parsers' shared
+    votes).
+
+    Examples:
+      >>> import numpy as np
+      >>> np.frombuffer(pack_votes([Vote(0, ">", 1), Vote(2, "<", 2**40)]), np.int32).reshape(-1, 3).tolist()
+      [[0, 0, 1], [2, 2, 2147483647]]
+    """
+    votes = votes if isinstance(votes, list | tuple) else list(votes)
+    try:  # the parsers' shared small votes: a look-up by identity, no hashing of the triple
+        return b"".join(map(_BYTES_BY_ID.__getitem__, map(id, votes)))
+    except KeyError:
+        pass
+    try:
+        return b"".join(map(_BYTES_BY_VALUE.__getitem__, votes))
+    except (KeyError, TypeError):  # a large or odd id, another operator, an unhashable field
+        pass
+    flat = array.array("i")
+    for k, vote in enumerate(votes):
+        if not isinstance(vote, tuple) or len(vote) != 3:
+            raise ValueError(f"votes[{k}] must be an (a, op, b) triple, got {vote!r}")
+        a, op, b = vote
+        code = _OP_CODES.get(op, OP_OTHER) if isinstance(op, str) else OP_OTHER
+        flat.extend((_saturate(a, f"votes[{k}].a"), code, _saturate(b, f"votes[{k}].b")))
+    return flat.tobytes()
+
+
+def _saturate(x: object, name: str) -> int:
+    """An agent id as an int32, clamped at the int32 bounds (as the vote arrays store it)."""
+    try:
+        value: int = int(x)  # type: ignore[call-overload]
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"{name} must be an integer agent id, got {x!r}") from None
+    return min(max(value, _INT32_MIN), _INT32_MAX)
+
+
+assert array.array("i").itemsize == 4, "vote_codes assumes a 4-byte C int"

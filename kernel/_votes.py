@@ -33,7 +33,7 @@ from kernel._checks import (
     check_group_ids,
     check_same_length,
 )
-from kernel._types import OP_EQ, OP_GT, OP_OTHER, ParsedResponse
+from kernel._types import OP_EQ, OP_GT, OP_OTHER, ParsedResponse, Vote
 
 __all__ = [
     "VOTE_A_OUT_OF_RANGE",
@@ -279,28 +279,43 @@ def votes_from_responses(
     counts: list[int] = []
     groups: list[int] = []
     authors: list[int] = []
-    flat: list[tuple[int, str, int]] = []
+    codes: list[bytes | None] = []
+    votes_R: list[tuple[Vote, ...]] = []
     for p, responses in enumerate(responses_P):
         for response in responses:
             votes = response.votes
             if votes and (response.ok or include_failed):
-                flat.extend(votes)
+                votes_R.append(votes)
+                codes.append(response.vote_codes)
                 counts.append(len(votes))
                 groups.append(p)
                 authors.append(response.author_id)
-    if not flat:
+    if not votes_R:
         g, u, a, op, b = (np.zeros(0, dtype=np.int32) for _ in range(5))
         return VoteArrays(g, u, a, op, b)
-    # Every vote is an (a, op, b) triple: flatten them in C and slice the columns, instead of a Python
-    # step per vote; the rows of a response share its debate and author, so those columns are repeats.
-    items = list(itertools.chain.from_iterable(flat))
-    if len(items) != 3 * len(flat):
-        raise ValueError("every vote must be an (a, op, b) triple")
-    a_col, op_col, b_col = items[0::3], items[1::3], items[2::3]
     reps = np.asarray(counts, dtype=np.int64)
     g = np.repeat(np.asarray(groups, dtype=np.int64), reps).astype(np.int32)
     u = np.repeat(_id_column(authors), reps)
-    return VoteArrays(g, u, _id_column(a_col), _op_column(op_col), _id_column(b_col))
+    if None not in codes:  # the parsers' packed (a, op, b) int32 triples: one join, no object per vote
+        lengths = np.fromiter(map(len, codes), np.int64, len(codes))  # type: ignore[arg-type]
+        if np.array_equal(lengths, _VOTE_BYTES * reps):  # no stale codes (replace() of votes alone)
+            abc = np.frombuffer(b"".join(codes), dtype=np.int32).reshape(-1, 3)  # type: ignore[arg-type]
+            return VoteArrays(g, u, abc[:, 0].copy(), abc[:, 1].copy(), abc[:, 2].copy())
+    a_col, op_col, b_col = _unpacked_columns(votes_R)
+    return VoteArrays(g, u, a_col, op_col, b_col)
+
+
+_VOTE_BYTES: Final = 12  # one packed vote: three int32
+
+
+def _unpacked_columns(votes_R: list[tuple[Vote, ...]]) -> tuple[Int32Array, Int32Array, Int32Array]:
+    """The (a, op, b) columns of responses' vote tuples without packed codes."""
+    # Every vote is an (a, op, b) triple: flatten them in C and slice the columns, instead of a Python
+    # step per vote.
+    items = list(itertools.chain.from_iterable(itertools.chain.from_iterable(votes_R)))
+    if len(items) != 3 * sum(map(len, votes_R)):
+        raise ValueError("every vote must be an (a, op, b) triple")
+    return _id_column(items[0::3]), _op_column(items[1::3]), _id_column(items[2::3])
 
 
 def _id_column(ids: Sequence[Any]) -> Int32Array:

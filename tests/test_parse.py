@@ -27,6 +27,7 @@ from kernel import (
     _parse,
     parse_response,
 )
+from kernel._types import SMALL_VOTES
 from kernel.testing.strategies import agent_outputs, near_miss_xml
 from tests.golden import VECTORS_DIR, read_records
 from tests.golden._parse_v1 import check as golden_check
@@ -718,7 +719,7 @@ SHORTCUTS: dict[str, dict[str, Any]] = {
     "v1 think: never bulk removal": {"_V1_THINK_BULK": _HUGE},
     "v1 votes: no small-block reading": {"_V1_SMALL_BLOCK": -1},
     "v1 votes: small-block reading at any size": {"_V1_SMALL_BLOCK": _HUGE},
-    "v1 votes: no small-id table": {"_SMALL_IDS": {}},
+    "v1 votes: no small-vote table": {"_V1_SMALL_VOTES": {}},
     "v1 votes: general regex on ASCII": {"_V1_ASCII_VOTE": _parse._V1_VOTE},
 }
 GENERAL = {
@@ -949,7 +950,11 @@ def test_lookup_tables_hold_hand_checked_entries() -> None:
     assert votes["15", "=", "0"] == Vote(15, "=", 0)
     assert votes["3", "==", "3"] == Vote(3, "=", 3)
     assert ("16", ">", "1") not in votes and ("01", ">", "1") not in votes
-    assert _parse._SMALL_IDS["7"] == 7 and _parse._SMALL_IDS["99"] == 99 and len(_parse._SMALL_IDS) == 100
+    small = _parse._V1_SMALL_VOTES
+    assert small["7", ">", "63"] == Vote(7, ">", 63) and small["0", "=", "0"] == Vote(0, "=", 0)
+    assert len(small) == 64 * 64 * 2 and ("64", ">", "1") not in small and ("07", ">", "1") not in small
+    # the parsers' small votes are the shared objects that pack_votes finds by identity
+    assert all(v is SMALL_VOTES[v] for v in [*small.values(), *votes.values()])
     assert _parse._PLAIN_CONSENSUS == {
         "YES": True,
         "Yes": True,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import numpy as np
 import pytest
@@ -23,6 +25,8 @@ from kernel import (
     ParsedResponse,
     Vote,
     VoteArrays,
+    pack_votes,
+    parse_response,
     validate_votes,
     vote_arrays,
     votes_from_responses,
@@ -315,3 +319,52 @@ def test_float_fields_are_a_type_error_naming_the_field(field: str) -> None:
         jax.jit(kj.validate_votes)(traced, jax.numpy.asarray([3]))
     with pytest.raises(TypeError, match=r"votes\.a_V"):
         kj.validate_votes(VoteArrays([0], [0], [True], [0], [1]), [3])
+
+
+# --- packed votes (ParsedResponse.vote_codes) -----------------------------------------------------
+
+_ids = st.one_of(st.integers(-70, 70), st.integers(-(2**70), 2**70), st.booleans())
+_ops = st.sampled_from([">", "=", "<", ">=", ""])
+_votes = st.lists(st.tuples(_ids, _ops, _ids).map(lambda t: Vote(*t)), max_size=6)
+_responses = st.builds(
+    lambda author, votes, ok: ParsedResponse.make(author, votes=tuple(votes), ok=ok),
+    _ids,
+    _votes,
+    st.booleans(),
+)
+
+
+@given(st.lists(st.lists(_responses, max_size=5), max_size=6), st.booleans())
+def test_packed_votes_give_the_columns_of_the_vote_tuples(
+    debates: list[list[ParsedResponse]], include_failed: bool
+) -> None:
+    """The packed path (every response carries vote_codes) equals the per-vote path (none does), and a
+    mix falls back to the per-vote path."""
+    unpacked = [[dataclasses.replace(r, vote_codes=None) for r in d] for d in debates]
+    fast = votes_from_responses(debates, include_failed=include_failed)
+    slow = votes_from_responses(unpacked, include_failed=include_failed)
+    for x, y in zip(fast[:5], slow[:5], strict=True):
+        assert x.dtype == y.dtype == np.int32 and x.tolist() == y.tolist()
+    if debates and debates[0]:
+        mixed = [[dataclasses.replace(debates[0][0], vote_codes=None), *debates[0][1:]], *debates[1:]]
+        got = votes_from_responses(mixed, include_failed=include_failed)
+        assert all(x.tolist() == y.tolist() for x, y in zip(got[:5], slow[:5], strict=True))
+
+
+def test_parsers_pack_their_votes_and_stale_codes_of_another_length_are_not_used() -> None:
+    text = (
+        "<solution>4</solution><evaluation>ok</evaluation><comparison>Agent 0 > Agent 1\n"
+        "Agent 2 = Agent 1</comparison><consensus>YES</consensus><consensus_reason>r</consensus_reason>"
+    )
+    for policy in ("robust", "reference"):
+        r = parse_response(text, 3, policy=policy)
+        assert r.vote_codes == pack_votes(r.votes) and len(r.votes) == 2
+    stale = dataclasses.replace(r, votes=r.votes[:1])  # replace() kept the codes of two votes
+    assert votes_from_responses([[stale]]).a_V.tolist() == [0]
+
+
+def test_pack_votes_names_a_bad_vote() -> None:
+    with pytest.raises(ValueError, match=r"votes\[1\] must be an \(a, op, b\) triple"):
+        pack_votes([(0, ">", 1), (0, 1)])
+    with pytest.raises(ValueError, match=r"votes\[0\]\.a must be an integer agent id"):
+        pack_votes([(None, ">", 1)])
