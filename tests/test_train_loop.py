@@ -8,6 +8,7 @@ import collections
 import gc
 import json
 import math
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -306,3 +307,18 @@ def test_a_caller_that_froze_objects_keeps_its_freeze(tmp_path: Path) -> None:
         assert len(seen) == 1 and seen[0] <= frozen and 0 <= frozen - gc.get_freeze_count() < 1000
     finally:
         gc.unfreeze()
+
+
+def test_a_max_tokens_shorter_than_the_warm_start_turns_is_warned_about(tmp_path: Path) -> None:
+    # every sampled turn would be cut before its closing tags: a parse failure, not a learning signal
+    config = _config(tmp_path, steps=1, warm_start_steps=1, max_tokens=100, eval_every=0)
+    with pytest.warns(RuntimeWarning, match=r"max_tokens=100 is shorter than a warm-start turn \(\d+ tokens"):
+        asyncio.run(run_training(config, FakeServiceClient(seed=0)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        asyncio.run(
+            run_training(
+                _config(tmp_path / "b", steps=1, warm_start_steps=1, max_tokens=400, eval_every=0),
+                FakeServiceClient(seed=0),
+            )
+        )

@@ -19,6 +19,7 @@ import contextlib
 import gc
 import math
 import time
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -581,6 +582,8 @@ async def run_training(
                 "pass a renderer (e.g. ChatTemplateRenderer) for a tokenizer other than ByteTokenizer"
             )
         renderer = ByteRenderer(tokenizer)
+    if config.warm_start_steps > 0:
+        _check_warm_turns_fit(config, renderer, questions)
     sampler = await training.save_weights_and_get_sampling_client()
     fixed: SamplingClient | None = None
     if fixed_state_path is not None:
@@ -766,6 +769,27 @@ def _warm_turn(agent: int, answer: str, *, brief: bool = False) -> str:
         consensus=True,
         consensus_reason=f"We agree that the answer is {answer}.",
     )
+
+
+def _check_warm_turns_fit(config: TrainConfig, renderer: Renderer, questions: Sequence[Question]) -> None:
+    """Warns when ``max_tokens`` is below the longest warm-start turn (the last agent's, which lists the
+    most comparisons, for the longest reference answer): the policy learns turns of that length, and a
+    sampled turn cut before its closing tags fails to parse. (A warning, not an error: a smoke test may
+    want short samples.)"""
+    answers = [q.answer for q in questions if q.answer is not None]
+    if not answers:
+        return
+    agent = config.num_agents - 1
+    text = _warm_turn(agent, max(answers, key=len), brief=config.observation_config.brief)
+    n = len(_answer_tokens(renderer, text))
+    if n > config.max_tokens:
+        warnings.warn(
+            f"max_tokens={config.max_tokens} is shorter than a warm-start turn ({n} tokens for agent "
+            f"{agent}): sampled turns will be cut before their closing tags and fail to parse; "
+            f"raise max_tokens to at least {n}",
+            RuntimeWarning,
+            stacklevel=3,
+        )
 
 
 def _answer_tokens(renderer: Renderer, text: str) -> list[int]:
