@@ -33,6 +33,17 @@ def test_shipped_questions_all_have_checkable_answers() -> None:
         assert is_correct(f"so the result is {expected}", q.answer)
 
 
+def test_shipped_parity_questions_are_checked_by_the_last_digit() -> None:
+    qs = load_questions("parity")
+    assert len(qs) == 400 and len({q.question for q in qs}) == 400
+    for q in qs:
+        n = int(q.question.split()[1])
+        right, wrong = ("even", "odd") if n % 2 == 0 else ("odd", "even")
+        assert is_correct(right, q.answer) and is_correct(f"So: \\boxed{{{right}}}", q.answer)
+        assert not is_correct(wrong, q.answer)
+    assert 150 < sum(q.answer == "even" for q in qs) < 250
+
+
 @pytest.mark.parametrize(
     ("text", "error"),
     [

@@ -16,8 +16,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import kernel
 from adapters.tinker import checkpoint as ck
 from adapters.tinker.config import TrainConfig
+from adapters.tinker.dataset import load_questions
 from adapters.tinker.fake import FakeServiceClient, load_state_file
 from adapters.tinker.faults import Fault, FaultPlan, SimulatedCrash, with_faults
 from adapters.tinker.train import METRIC_NAMES, run_training
@@ -322,3 +324,46 @@ def test_a_max_tokens_shorter_than_the_warm_start_turns_is_warned_about(tmp_path
                 FakeServiceClient(seed=0),
             )
         )
+
+
+class _DataRecorder(_RecordingService):
+    """Keeps every forward_backward batch (the recorder's log is unused)."""
+
+    def __init__(self, inner: FakeServiceClient) -> None:
+        super().__init__(inner, [])
+        self.batches: list[Any] = []
+
+    async def _client(self, fut: Any) -> Any:
+        client = _Recorder(await fut, self.log)
+        inner_fb, batches = client.forward_backward, self.batches
+
+        def forward_backward(data: Any, loss_fn: Any, loss_fn_config: Any = None) -> Any:
+            batches.append(list(data))
+            return inner_fb(data, loss_fn, loss_fn_config)
+
+        client.forward_backward = forward_backward  # type: ignore[method-assign]
+        return client
+
+
+@pytest.mark.parametrize("mode", ["reference", "shuffled"])
+def test_warm_start_answers_are_the_questions_own_or_the_next_ones(tmp_path: Path, mode: str) -> None:
+    service = _DataRecorder(FakeServiceClient(seed=0))
+    config = _config(tmp_path, steps=0, warm_start_steps=1, batch_size=4, max_tokens=400, eval_every=0)
+    config = TrainConfig.from_mapping({"warm_start_answers": mode}, base=config)
+    asyncio.run(run_training(config, service))  # type: ignore[arg-type]
+    (batch,) = service.batches
+    truth = {q.question: q.answer for q in load_questions(config.dataset)}
+    seen: dict[str, str] = {}  # question → the answer its warm turns carry
+    for datum in batch:
+        prompt = bytes(t for t in datum.model_input.to_ints() if t < 256).decode()
+        question = prompt.split("Question:\n")[1].split("\n")[0]
+        weights = datum.loss_fn_inputs["weights"].to_numpy()
+        targets = datum.loss_fn_inputs["target_tokens"].to_numpy()
+        text = bytes(int(t) for t, w in zip(targets, weights, strict=True) if w > 0 and t < 256).decode()
+        seen.setdefault(question, kernel.parse_response(text, 0).solution)
+    questions = list(seen)
+    assert len(questions) == 4
+    expected = [truth[q] for q in questions]
+    if mode == "shuffled":
+        expected = expected[1:] + expected[:1]
+    assert [seen[q].removeprefix("The answer is ").rstrip(".") for q in questions] == expected

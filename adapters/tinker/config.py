@@ -48,6 +48,10 @@ class TrainConfig:
       warm_start_learning_rate: the warm start's learning rate (None: ``learning_rate``).
       warm_start_lr_decay: the warm start's learning rate falls linearly from its first step to
         ``× warm_start_lr_decay`` at its last (1.0: constant); RL steps use ``learning_rate``.
+      warm_start_answers: the solutions of the warm-start turns: ``"reference"`` (each question's own
+        reference answer) or ``"shuffled"`` (the reference answer of the next question in the batch: the
+        turns teach the format and the answer's form, not which answer is right, so whatever correctness
+        rises above chance after the warm start is RL's doing).
       out: the run directory (metrics.jsonl, transcripts/, checkpoints/).
       dataset: a JSON Lines file of ``{"question", "answer"?}``, or ``"sample"`` (the shipped set).
       batch_size: questions (debates) per step.
@@ -89,6 +93,7 @@ class TrainConfig:
     warm_start_steps: int = 0
     warm_start_learning_rate: float | None = None
     warm_start_lr_decay: float = 1.0
+    warm_start_answers: Literal["reference", "shuffled"] = "reference"
     out: str = "runs/debate"
     dataset: str = "sample"
     batch_size: int = 16

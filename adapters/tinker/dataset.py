@@ -47,9 +47,13 @@ __all__ = [
 
 SAMPLE_QUESTIONS = "questions.jsonl"
 """The shipped question set (arithmetic with exact answers) in :mod:`adapters.data`."""
-SHIPPED: dict[str, str] = {"sample": SAMPLE_QUESTIONS, "arithmetic": "arithmetic.jsonl"}
-"""Dataset names that read a shipped file of :mod:`adapters.data`: ``sample`` (64 word problems) and
-``arithmetic`` (700 short checked questions of seven kinds, the local model's default)."""
+SHIPPED: dict[str, str] = {
+    "sample": SAMPLE_QUESTIONS,
+    "arithmetic": "arithmetic.jsonl",
+    "parity": "parity.jsonl",
+}
+"""Dataset names that read a shipped file of :mod:`adapters.data`: ``sample`` (64 word problems),
+``arithmetic`` (700 short checked questions of seven kinds) and ``parity`` (400 "Is N even or odd?")."""
 
 
 class DatasetError(ValueError):
