@@ -5,8 +5,8 @@
 - ``questions.jsonl``: 64 arithmetic questions with exact answers, the default training set of
   ``debate-kernel train`` (:mod:`adapters.tinker.dataset`).
 - ``arithmetic.jsonl``: 700 short checked questions of seven kinds, the local model's default.
-- ``parity.jsonl``: 400 questions "Is N even or odd?" (N from 10 to 999): a task a small model can learn,
-  with a 50 % chance baseline, for showing what RL adds.
+- ``parity.jsonl``: 400 questions "Is N even or odd?" (N from 10 to 999): a one-digit rule with a 50 %
+  chance baseline, for measuring what RL adds to a format-only warm start.
 - ``sample_bank.jsonl``: the questions behind them, each with its answer, a derivation and wrong answers
   with their flawed derivations and rebuttals (the generator's raw material).
 """
