@@ -346,24 +346,26 @@ class _DataRecorder(_RecordingService):
 
 
 @pytest.mark.parametrize("mode", ["reference", "shuffled"])
-def test_warm_start_answers_are_the_questions_own_or_the_next_ones(tmp_path: Path, mode: str) -> None:
+def test_warm_start_answers_are_the_questions_own_or_other_questions(tmp_path: Path, mode: str) -> None:
     service = _DataRecorder(FakeServiceClient(seed=0))
     config = _config(tmp_path, steps=0, warm_start_steps=1, batch_size=4, max_tokens=400, eval_every=0)
     config = TrainConfig.from_mapping({"warm_start_answers": mode}, base=config)
     asyncio.run(run_training(config, service))  # type: ignore[arg-type]
     (batch,) = service.batches
     truth = {q.question: q.answer for q in load_questions(config.dataset)}
-    seen: dict[str, str] = {}  # question → the answer its warm turns carry
+    seen: dict[tuple[str, int], str] = {}  # (question, agent) → the answer its warm turn carries
     for datum in batch:
         prompt = bytes(t for t in datum.model_input.to_ints() if t < 256).decode()
         question = prompt.split("Question:\n")[1].split("\n")[0]
+        agent = int(prompt.split("You are Agent ")[1].split(",")[0])
         weights = datum.loss_fn_inputs["weights"].to_numpy()
         targets = datum.loss_fn_inputs["target_tokens"].to_numpy()
         text = bytes(int(t) for t, w in zip(targets, weights, strict=True) if w > 0 and t < 256).decode()
-        seen.setdefault(question, kernel.parse_response(text, 0).solution)
-    questions = list(seen)
-    assert len(questions) == 4
-    expected = [truth[q] for q in questions]
-    if mode == "shuffled":
-        expected = expected[1:] + expected[:1]
-    assert [seen[q].removeprefix("The answer is ").rstrip(".") for q in questions] == expected
+        solution = kernel.parse_response(text, agent).solution
+        seen[question, agent] = solution.removeprefix("The answer is ").rstrip(".")
+    questions = list(dict.fromkeys(q for q, _ in seen))
+    assert len(questions) == 4 and len(seen) == 4 * config.num_agents
+    for k, q in enumerate(questions):
+        for i in range(config.num_agents):
+            source = questions[(k + 1 + i) % 4] if mode == "shuffled" else q
+            assert seen[q, i] == truth[source]

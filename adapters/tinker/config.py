@@ -49,9 +49,10 @@ class TrainConfig:
       warm_start_lr_decay: the warm start's learning rate falls linearly from its first step to
         ``× warm_start_lr_decay`` at its last (1.0: constant); RL steps use ``learning_rate``.
       warm_start_answers: the solutions of the warm-start turns: ``"reference"`` (each question's own
-        reference answer) or ``"shuffled"`` (the reference answer of the next question in the batch: the
-        turns teach the format and the answer's form, not which answer is right, so whatever correctness
-        rises above chance after the warm start is RL's doing).
+        reference answer) or ``"shuffled"`` (agent i's turn on question k of the batch carries the
+        reference answer of question k + 1 + i: the turns teach the format and the answer's form, not
+        which answer is right, and agents do not learn to repeat each other's answers; so whatever
+        correctness rises above chance after the warm start is RL's doing).
       out: the run directory (metrics.jsonl, transcripts/, checkpoints/).
       dataset: a JSON Lines file of ``{"question", "answer"?}``, or ``"sample"`` (the shipped set).
       batch_size: questions (debates) per step.

@@ -368,15 +368,16 @@ class _Shell:
             (q.question, q.answer) for q in self.batch_questions(request.batch) if q.answer is not None
         ]
         answers = [answer for _, answer in answered]
-        if c.warm_start_answers == "shuffled":  # each question gets the next one's answer
-            answers = answers[1:] + answers[:1]
-        for (question, _), answer in zip(answered, answers, strict=True):
+        for k, (question, own) in enumerate(answered):
             state = kernel.initial_state(question, num_agents=c.num_agents, max_rounds=c.max_rounds)
             while not state.done:
                 agent = kernel.current_agent(state)
                 assert agent is not None
                 obs = kernel.build_observation(state, agent, config=c.observation_config)
                 prompt = self.renderer.build_prompt(obs.messages).to_ints()
+                answer = own
+                if c.warm_start_answers == "shuffled":  # agent i: the answer of question k + 1 + i
+                    answer = answers[(k + 1 + agent) % len(answers)]
                 text = _warm_turn(agent, answer, brief=c.observation_config.brief)
                 answer_tokens = _answer_tokens(self.renderer, text)
                 transitions.append([(prompt, answer_tokens, [0.0] * len(answer_tokens))])
