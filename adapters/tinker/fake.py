@@ -428,7 +428,7 @@ def _batch_logprobs(
         return [], []
     lengths_D = np.asarray([x.shape[0] for x in inputs_D], np.int64)
     ends_D = np.cumsum(lengths_D)
-    lp_N = np.empty(int(ends_D[-1]), np.float32)
+    lp_N: np.ndarray = np.empty(int(ends_D[-1]), np.float32)
     # Datums are hashed a group of about _BLOCK tokens at a time: the batch is millions of tokens, and
     # arrays of its full length would be fresh memory on every call. Token t of a datum is its input t + 1,
     # and its last target after the last input.
