@@ -727,7 +727,8 @@ def _json_ints(ids: npt.NDArray[np.integer[Any]]) -> str:
     packed = _digit_table(max(digits, 3))[ids].view(np.uint8)
     chars = packed[packed != 0]
     chars[-1] = ord("]")  # the last comma
-    return "[" + chars.tobytes().decode("ascii")
+    text: str = chars.tobytes().decode("ascii")
+    return "[" + text
 
 
 def write_transcripts(
