@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from adapters.tinker.tokens import TokenArray
 from adapters.transcripts import (
     FORMAT,
     Debate,
     TranscriptError,
     Turn,
+    _json_ints,
     debate_from_record,
     debate_to_record,
     dumps_debate,
@@ -296,6 +301,56 @@ def test_write_then_read_round_trips(debates: list[Debate]) -> None:
     assert not res.errors
     assert list(res.debates) == debates
     assert [d.line for d in res.debates] == list(range(1, len(debates) + 1))
+
+
+def _slow_dumps(debate: Debate) -> str:
+    """The reference encoding: the record through ``json``."""
+    return json.dumps(debate_to_record(debate), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+_ID_DTYPES = st.sampled_from([np.int64, np.int32, np.uint16, np.uint32, np.int8])
+
+
+@st.composite
+def _token_views(draw: st.DrawFn, debate: Debate) -> Debate:
+    """``debate`` with its observation tokens as rollouts hand them over (a TokenArray) or as a tuple."""
+    turns = []
+    for t in debate.turns:
+        obs = t.observation_tokens
+        if obs is not None:
+            dtype = np.dtype(draw(_ID_DTYPES))
+            info = np.iinfo(dtype)
+            ids = draw(st.lists(st.integers(int(info.min), int(info.max)), max_size=40))
+            ids += draw(st.lists(st.integers(0, 10 ** draw(st.integers(1, 9))), max_size=5))
+            ids = [min(max(x, int(info.min)), int(info.max)) for x in ids]
+            arr = np.asarray(ids, dtype=dtype)
+            obs = draw(st.sampled_from([TokenArray(arr), tuple(ids)]))
+        turns.append(dataclasses.replace(t, observation_tokens=obs))
+    return dataclasses.replace(debate, turns=tuple(turns))
+
+
+@given(_debates().flatmap(_token_views))
+def test_dumps_debate_matches_the_record_through_json(debate: Debate) -> None:
+    assert dumps_debate(debate) == _slow_dumps(debate)
+    assert dumps_debate(debate_to_record(debate)) == _slow_dumps(debate)
+
+
+@given(st.lists(st.integers(-(2**40), 2**40), max_size=50), _ID_DTYPES)
+def test_json_ints_matches_json(values: list[int], dtype: Any) -> None:
+    info = np.iinfo(dtype)
+    ids = np.asarray([min(max(v, int(info.min)), int(info.max)) for v in values], dtype=dtype)
+    assert _json_ints(ids) == json.dumps(ids.tolist(), separators=(",", ":"))
+    small = np.abs(ids.astype(np.int64)) % 1000  # the 4-byte table
+    assert _json_ints(small) == json.dumps(small.tolist(), separators=(",", ":"))
+
+
+def test_dumps_debate_refuses_nan_logprobs_like_json() -> None:
+    turn = Turn(0, "x", observation_tokens=TokenArray(np.arange(3)), action_tokens=(1,), logprobs=(math.nan,))
+    debate = Debate(id="a", question="q", num_agents=1, turns=(turn,))
+    with pytest.raises(ValueError, match="Out of range float"):
+        _slow_dumps(debate)
+    with pytest.raises(ValueError, match="Out of range float"):
+        dumps_debate(debate)
 
 
 @given(st.text(max_size=200))

@@ -42,12 +42,15 @@ from adapters.tinker.renderers import ByteRenderer, Renderer
 from adapters.tinker.rollouts import (
     DebateResult,
     RolloutConfig,
+    RolloutTurn,
     fixed_opponents,
     run_debates,
     self_play,
 )
 from adapters.tinker.tokenizers import ByteTokenizer
+from adapters.tinker.tokens import prompt_ids
 from adapters.transcripts import Debate, dumps_debate
+from adapters.transcripts import Turn as TranscriptTurn
 
 __all__ = ["METRIC_NAMES", "TrainResult", "run_training"]
 
@@ -107,6 +110,13 @@ class _Prepared:
     record: dict[str, Any]
     sampler_logprobs: list[npt.NDArray[np.float32]]
     masks: list[npt.NDArray[np.bool_]]
+    deferred: Callable[[], None] | None = None  # the rest of the step's record and KL inputs
+
+    def finish(self) -> None:
+        """Runs the work left for after the step's requests are submitted (once; no-op after)."""
+        if self.deferred is not None:
+            deferred, self.deferred = self.deferred, None
+            deferred()
 
 
 @dataclass
@@ -135,7 +145,7 @@ class _Shell:
     metrics: list[dict[str, Any]] = field(default_factory=list)
     sampling_tasks: set[asyncio.Task[None]] = field(default_factory=set)
     group: asyncio.TaskGroup | None = None
-    unwritten: tuple[int, list[Debate]] | None = None  # a prepared step's transcripts, not yet being written
+    unwritten: tuple[int, list[DebateResult]] | None = None  # a prepared step's debates, not yet written
 
     @property
     def rollout_config(self) -> RolloutConfig:
@@ -176,6 +186,7 @@ class _Shell:
                 self.futures[index] = self.submit(self.prepared.chunks[index])
                 if index == 0:
                     self.start_transcript_write()
+                    self.prepared.finish()  # while the service computes
             case pl.AwaitSubstep(step, index):
                 tg.create_task(self.await_substep(step, index))
             case pl.RefreshSampler(step):
@@ -211,11 +222,11 @@ class _Shell:
         else:
             results, sample_time = self.batches.pop(request.batch)
             played = [r for r in results if r.turns]
-            debates = [r.to_transcript() for r in played]
-            self.unwritten = (request.step, debates)
-            prepared = self.prepare_rl(results, played, debates)
+            self.unwritten = (request.step, played)
+            prepared = self.prepare_rl(results, played)
             prepared.record["time/sample"] = sample_time
             if self.config.kl_penalty_coef > 0 and prepared.data:
+                prepared.finish()
                 await self.kl_penalty(prepared)
         prepared.record.update(
             {
@@ -231,6 +242,7 @@ class _Shell:
         self.futures = {}
         if not prepared.chunks:
             self.start_transcript_write()
+            prepared.finish()
         self.queue.put_nowait(pl.Prepared(request.step, len(prepared.chunks)))
 
     def start_transcript_write(self) -> None:
@@ -242,17 +254,19 @@ class _Shell:
             self.group.create_task(asyncio.to_thread(self.write_transcripts, *self.unwritten))
             self.unwritten = None
 
-    def write_transcripts(self, step: int, debates: Sequence[Debate]) -> None:
+    def write_transcripts(self, step: int, played: Sequence[DebateResult]) -> None:
         path = self.run.run_dir / "transcripts" / f"step-{step:06d}.jsonl"
-        ck.write_text_atomic(path, "".join(dumps_debate(d) + "\n" for d in debates))
+        ck.write_text_atomic(path, "".join(dumps_debate(r.to_transcript()) + "\n" for r in played))
 
-    def prepare_rl(
-        self, results: Sequence[DebateResult], played: Sequence[DebateResult], debates: Sequence[Debate]
-    ) -> _Prepared:
+    def prepare_rl(self, results: Sequence[DebateResult], played: Sequence[DebateResult]) -> _Prepared:
+        """The step's datums from its rollouts, with only what the datums need before the submission:
+        the turns' tokens go straight from the rollouts into one ``kernel.build_datums`` call (no
+        transcripts), and the metrics that the datums do not need are left to :meth:`_Prepared.finish`.
+        The same datums and record as replaying the transcripts through the scoring pipeline
+        (``tests/test_train_prepare.py``)."""
         c = self.config
-        parsed = [tuple(t.parsed for t in r.turns) for r in played]
         options = pipeline.ScoreOptions(policy=c.parse_policy, reward=c.reward_mode, estimator="default")
-        replayed, _errors = pipeline.replay_debates(debates, parsed, options=options)
+        replayed = _replay_rollouts(played, options, self.rollout_config.parse_failure_reward)
         record: dict[str, Any] = {"env/all/total_episodes": len(results)}
         if not replayed:
             return _Prepared([], [], {**record, **_nan_metrics()}, [], [])
@@ -289,28 +303,40 @@ class _Shell:
             keep_debate = np.bincount(group_ids[keep], minlength=num_debates)[:num_debates] > 0
             removed = int(num_debates - keep_debate.sum())
         numeric = numeric._replace(returns_PG=returns, advantages_PG=advantages)
-        out = pipeline.build_datums(replayed, numeric, mode="robust")
+        tokens = [
+            [_turn_tokens(played[p].turns[k]) for k in r.replay.accepted] for p, r in enumerate(replayed)
+        ]
+        arrays = _rollout_datums(replayed, tokens, numeric)
         data: list[tinker.Datum] = []
-        sampler_lps: list[npt.NDArray[np.float32]] = []
-        masks: list[npt.NDArray[np.bool_]] = []
-        if out is not None:
-            a = out.arrays
-            batch = kernel.DatumBatch(*(a[name] for name in kernel.DatumBatch._fields))
-            converted = datums_to_tinker(batch)
-            bounds = np.asarray(a["offsets_D1"])
+        kept: list[int] = []
+        if arrays is not None:
+            batch = kernel.DatumBatch(*(arrays[name] for name in kernel.DatumBatch._fields))
+            converted = datums_to_tinker(batch, copy=False)  # the batch is ours alone: lent, not copied
+            keep_D = keep_debate[arrays["debate_D"]].tolist()
             for d, datum in enumerate(converted):
-                if keep_debate[a["debate_D"][d]]:
-                    s, e = int(bounds[d]), int(bounds[d + 1])
+                if keep_D[d]:
                     data.append(datum)
-                    sampler_lps.append(np.asarray(a["logprobs"][s:e], dtype=np.float32))
-                    masks.append(np.asarray(a["mask"][s:e], dtype=bool))
-        record.update(self.batch_metrics(replayed, numeric, advantages, correct))
-        record["data/constant_groups_removed"] = removed
-        return _Prepared(data, _split(data, c.num_substeps), record, sampler_lps, masks)
+                    kept.append(d)
+        prepared = _Prepared(data, _split(data, c.num_substeps), record, [], [])
+
+        def finish() -> None:
+            if arrays is not None:
+                bounds = arrays["offsets_D1"].tolist()
+                lps, mask = arrays["logprobs"], arrays["mask"]
+                for d in kept:
+                    s, e = bounds[d], bounds[d + 1]
+                    prepared.sampler_logprobs.append(np.asarray(lps[s:e], dtype=np.float32))
+                    prepared.masks.append(np.asarray(mask[s:e], dtype=bool))
+            record.update(self.batch_metrics(replayed, tokens, numeric, advantages, correct))
+            record["data/constant_groups_removed"] = removed
+
+        prepared.deferred = finish
+        return prepared
 
     def batch_metrics(
         self,
         replayed: Sequence[pipeline.ReplayedDebate],
+        tokens: Sequence[Sequence[_TurnTokens | None]],
         numeric: pipeline.NumericResult,
         advantages: npt.NDArray[np.float64],
         correct: npt.NDArray[np.float64],
@@ -322,13 +348,12 @@ class _Shell:
         ac: list[int] = []
         turn_ep: list[int] = []
         for p, r in enumerate(replayed):
-            for k in r.replay.accepted:
-                t = r.debate.turns[k]
+            for k, turn in zip(r.replay.accepted, tokens[p], strict=True):
                 parse_error.append(not r.parsed[k].ok)
                 consensus.append(r.state.consensus)
                 rounds.append(k // r.debate.num_agents)
-                ob.append(len(t.observation_tokens or ()))
-                ac.append(len(t.action_tokens or ()))
+                ob.append(0 if turn is None else len(turn[0]))
+                ac.append(0 if turn is None else len(turn[1]))
                 turn_ep.append(p)
         sm = kernel.step_metrics(parse_error, consensus, rounds)
         tm = kernel.trajectory_metrics(
@@ -622,7 +647,7 @@ async def run_training(
     )
     if resumed is not None and resumed.step >= plan.total_steps:
         return TrainResult(run.run_dir, shell.metrics)
-    with _long_lived_objects_frozen():
+    with _long_lived_objects_frozen(), _freed_memory_kept():
         async with asyncio.TaskGroup() as tg:
             shell.group = tg
             state, requests = pl.start(plan, resumed)
@@ -650,6 +675,48 @@ def _long_lived_objects_frozen() -> Iterator[None]:
         yield
     finally:
         gc.unfreeze()
+
+
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
+_GLIBC_DEFAULT_THRESHOLD = 128 * 1024
+
+
+@contextlib.contextmanager
+def _freed_memory_kept() -> Iterator[None]:
+    """glibc's ``malloc`` keeps freed memory for reuse while the loop runs, instead of handing it back to
+    the system. Every step allocates some 100 MB of arrays anew (packed tokens, datums, the service's
+    copies); memory handed back must be faulted in again on the next step, and on a virtual machine a
+    fresh (transparent huge) page costs about 0.1 ms: 30-130 ms of system time per step here, on the
+    critical path. Raises ``M_MMAP_THRESHOLD`` and ``M_TRIM_THRESHOLD`` for the loop's duration and sets
+    glibc's defaults again after (then trims). Nothing is done on other C libraries."""
+    mallopt = _glibc_function("mallopt")
+    if mallopt is None:
+        yield
+        return
+    mallopt(_M_MMAP_THRESHOLD, 1 << 30)
+    mallopt(_M_TRIM_THRESHOLD, 1 << 31)
+    try:
+        yield
+    finally:
+        mallopt(_M_MMAP_THRESHOLD, _GLIBC_DEFAULT_THRESHOLD)
+        mallopt(_M_TRIM_THRESHOLD, _GLIBC_DEFAULT_THRESHOLD)
+        trim = _glibc_function("malloc_trim")
+        if trim is not None:
+            trim(0)
+
+
+def _glibc_function(name: str) -> Callable[..., int] | None:
+    """A function of the process's glibc, or None on another C library."""
+    import ctypes
+    import platform
+
+    if platform.libc_ver()[0] != "glibc":
+        return None
+    try:
+        fn: Callable[..., int] = getattr(ctypes.CDLL(None), name)
+    except (OSError, AttributeError):
+        return None
+    return fn
 
 
 async def evaluate(
@@ -731,6 +798,123 @@ async def _new_training_client(service_client: ServiceClient, config: TrainConfi
         )
     client: TrainingClient = await full(config.model)
     return client
+
+
+_TurnTokens = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64]]
+
+
+def _turn_tokens(turn: RolloutTurn) -> _TurnTokens | None:
+    """``(observation, action, logprobs)`` of a turn as its transcript keeps them, or None where the
+    transcript has no tokens (the sampler gave no logprob per token: see ``RolloutTurn``'s transcript)."""
+    seq = turn.sequence
+    action = seq.tokens_np if seq.tokens_np is not None else seq.tokens
+    logprobs = seq.logprobs_np if seq.logprobs_np is not None else seq.logprobs
+    if logprobs is None or len(logprobs) != len(action):
+        return None
+    if not isinstance(logprobs, np.ndarray) and any(x is None for x in logprobs):
+        return None
+    return (
+        prompt_ids(turn.prompt),
+        np.asarray(action, dtype=np.int64),
+        np.asarray(logprobs, dtype=np.float64),
+    )
+
+
+def _replay_rollouts(
+    played: Sequence[DebateResult], options: pipeline.ScoreOptions, rollout_failure_reward: float
+) -> list[pipeline.ReplayedDebate]:
+    """``pipeline.replay_debates`` of the rollouts' transcripts, without replaying where the rollout's
+    own run of the state machine is the replay: a debate the sampler did not abort, rolled out with the
+    scoring's parse-failure reward, has every turn accepted with the reward ``submit`` gave it, and ends
+    in the rollout's final state. Their ``debate`` holds the turns without tokens (datums and metrics
+    take the tokens from the rollout turns)."""
+    out: list[pipeline.ReplayedDebate] = []
+    for r in played:
+        skeleton = Debate(
+            id=r.spec.id or f"debate-{r.index}",
+            question=r.spec.question,
+            num_agents=r.state.num_agents,
+            turns=tuple(TranscriptTurn(agent=t.agent_id, text=t.text, round=t.round) for t in r.turns),
+            max_rounds=r.state.max_rounds,
+        )
+        parsed = tuple(t.parsed for t in r.turns)
+        own_run = r.end_reason in ("consensus", "max_rounds", "parse_failure")
+        if own_run and rollout_failure_reward == options.parse_failure_reward:
+            replay = kernel.ReplayResult(
+                r.state, tuple(t.reward for t in r.turns), tuple(range(len(r.turns))), ()
+            )
+            out.append(pipeline.ReplayedDebate(skeleton, parsed, replay, _end_reason(r.state)))
+        else:
+            replayed, _errors = pipeline.replay_debates([skeleton], [parsed], options=options)
+            out.extend(replayed)
+    return out
+
+
+def _end_reason(state: kernel.DebateState) -> str:
+    """``ReplayedDebate.end`` of a final state (as ``pipeline.replay_debates`` names it)."""
+    if state.consensus:
+        return "consensus"
+    if state.parse_failed:
+        return "parse_error"
+    return "max_rounds" if state.done else "open"
+
+
+def _rollout_datums(
+    replayed: Sequence[pipeline.ReplayedDebate],
+    tokens: Sequence[Sequence[_TurnTokens | None]],
+    numeric: pipeline.NumericResult,
+) -> dict[str, npt.NDArray[Any]] | None:
+    """``pipeline.build_datums(...).arrays`` (robust mode) from the rollout turns' token arrays: each
+    (debate, agent) with a turn that has tokens is one trajectory of those turns, advantage the agent's;
+    the trajectories are packed by concatenating arrays rather than from Python lists."""
+    obs: list[npt.NDArray[np.int64]] = []
+    acs: list[npt.NDArray[np.int64]] = []
+    lps: list[npt.NDArray[np.float64]] = []
+    counts: list[int] = []
+    rows: list[int] = []
+    origin: list[tuple[int, int]] = []
+    for p, r in enumerate(replayed):
+        n = r.debate.num_agents
+        per_agent: list[list[_TurnTokens]] = [[] for _ in range(n)]
+        for k, turn in zip(r.replay.accepted, tokens[p], strict=True):
+            if turn is not None:
+                per_agent[r.debate.turns[k].agent].append(turn)
+        base = int(numeric.offsets_P1[p])
+        for i, turns in enumerate(per_agent):
+            if turns:
+                for ob, ac, lp in turns:
+                    obs.append(ob)
+                    acs.append(ac)
+                    lps.append(lp)
+                counts.append(len(turns))
+                rows.append(base + i)
+                origin.append((p, i))
+    if not rows:
+        return None
+    advantages_B = np.asarray(numeric.advantages_PG, dtype=np.float64)[np.asarray(rows, dtype=np.int64)]
+    trajectories = kernel.Trajectories(
+        ob_tokens=np.concatenate(obs),
+        ob_offsets_N1=_offsets(obs),
+        ac_tokens=np.concatenate(acs),
+        ac_offsets_N1=_offsets(acs),
+        logprobs=np.concatenate(lps),
+        logprob_offsets_N1=_offsets(lps),
+        has_logprobs_N=np.ones(len(obs), dtype=np.bool_),
+        traj_ids_N=np.repeat(np.arange(len(rows), dtype=np.int64), counts),
+        advantages_B=advantages_B,
+    )
+    d = kernel.build_datums(trajectories, mode="robust").datums
+    where = np.asarray(origin, dtype=np.int64).reshape(-1, 2)
+    arrays: dict[str, npt.NDArray[Any]] = {name: np.asarray(getattr(d, name)) for name in d._fields}
+    arrays["debate_D"] = where[d.traj_ids_D, 0]
+    arrays["agent_D"] = where[d.traj_ids_D, 1]
+    return arrays
+
+
+def _offsets(parts: Sequence[npt.NDArray[Any]]) -> npt.NDArray[np.int64]:
+    out = np.zeros(len(parts) + 1, dtype=np.int64)
+    np.cumsum([x.shape[0] for x in parts], out=out[1:])
+    return out
 
 
 def _spoke(played: Sequence[DebateResult], offsets_P1: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:

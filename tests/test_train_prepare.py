@@ -1,0 +1,235 @@
+"""The training step's prepare from rollouts equals the transcript path it replaces: the rollouts' turns
+written as transcripts, replayed and scored by ``adapters.pipeline``, datums built from the transcripts'
+tokens. Same datums (bit for bit), same metrics record, same RAE baselines. No network, no clock."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tinker
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tinker import types
+
+import kernel
+from adapters import pipeline
+from adapters.tinker.config import TrainConfig
+from adapters.tinker.convert import datums_to_tinker
+from adapters.tinker.dataset import Question, is_correct
+from adapters.tinker.fake import FakePolicy, FakeSamplingClient, initial_model_state
+from adapters.tinker.faults import FaultPlan, FaultyService, wrap_sampler
+from adapters.tinker.renderers import ByteRenderer
+from adapters.tinker.rollouts import DebateResult, run_debates, self_play
+from adapters.tinker.train import _last_solution, _Prepared, _Shell, _split, _spoke
+from adapters.transcripts import Debate
+from tests._profile import examples
+
+_QUESTIONS = [Question(f"What is {a} + {b}?", str(a + b)) for a, b in [(2, 3), (7, 5), (1, 1), (4, 9)]]
+
+
+class _Stripped:
+    """A sampler whose every ``every``-th response loses its logprobs (None, or a None inside a list)."""
+
+    def __init__(self, inner: Any, every: int) -> None:
+        self.inner, self.every, self.calls = inner, every, 0
+
+    def sample(self, prompt: tinker.ModelInput, num_samples: int, params: types.SamplingParams) -> Any:
+        self.calls += 1
+        future = self.inner.sample(prompt, num_samples, params)
+        if self.every == 0 or self.calls % self.every:
+            return future
+        mode = (self.calls // self.every) % 3
+
+        async def stripped() -> types.SampleResponse:
+            response = await future
+            seqs = []
+            for s in response.sequences:
+                if mode == 0:
+                    seqs.append(dataclasses.replace(s, logprobs_np=None))
+                elif mode == 1:  # lists, with a missing value
+                    lps = [*[float(x) for x in s.logprobs_np][:-1], None] if len(s.tokens_np) else []
+                    seqs.append(
+                        types.SampledSequence(
+                            s.stop_reason, s.sequence_id, _tokens_list=s.tokens, _logprobs_list=lps
+                        )
+                    )  # type: ignore[arg-type]
+                else:  # one logprob short
+                    seqs.append(dataclasses.replace(s, logprobs_np=s.logprobs_np[:-1]))
+            return types.SampleResponse(sequences=seqs)
+
+        return stripped()
+
+
+def _rollouts(
+    num_agents: int, max_rounds: int, policy: FakePolicy, error_rate: float, strip: int, seed: int
+) -> list[DebateResult]:
+    sampler: Any = FakeSamplingClient(initial_model_state("fake", 1, seed), policy)
+    if error_rate:
+        faults = FaultyService(None, FaultPlan(seed=seed, rates={"error": error_rate}))  # type: ignore[arg-type]
+        sampler = wrap_sampler(sampler, faults)
+    sampler = _Stripped(sampler, strip)
+    specs = self_play(
+        [q.question for q in _QUESTIONS],
+        sampler,
+        num_agents=num_agents,
+        answers=[q.answer for q in _QUESTIONS],
+    )
+    from adapters.tinker.rollouts import RolloutConfig
+
+    config = RolloutConfig(num_agents=num_agents, max_rounds=max_rounds, max_tokens=256)
+    return list(asyncio.run(run_debates(specs, ByteRenderer(), config=config)).results)
+
+
+def _reference(shell: _Shell, results: Sequence[DebateResult], played: Sequence[DebateResult]) -> _Prepared:
+    """The transcript path (the loop's prepare before the columnar one), kept here as the oracle."""
+    c = shell.config
+    debates: list[Debate] = [r.to_transcript() for r in played]
+    parsed = [tuple(t.parsed for t in r.turns) for r in played]
+    options = pipeline.ScoreOptions(policy=c.parse_policy, reward=c.reward_mode, estimator="default")
+    replayed, _errors = pipeline.replay_debates(debates, parsed, options=options)
+    record: dict[str, Any] = {"env/all/total_episodes": len(results)}
+    if not replayed:
+        return _Prepared([], [], record, [], [])
+    numeric = pipeline.compute_numeric(replayed, options=options)
+    offsets = numeric.offsets_P1
+    num_debates = len(replayed)
+    correct = np.zeros(int(offsets[-1]), dtype=np.float64)
+    for p, r in enumerate(replayed):
+        for i in range(r.debate.num_agents):
+            correct[offsets[p] + i] = float(is_correct(_last_solution(r.state, i), played[p].spec.answer))
+    returns = numeric.returns_PG + c.correctness_weight * correct
+    group_ids = numeric.pairwise.group_ids_PG
+    if c.estimator == "rae":
+        roles = np.concatenate([np.arange(n) for n in numeric.num_agents_P]).astype(np.int64)
+        rae = kernel.rae_advantages(returns, roles, shell.rae, decay=c.rae_decay)
+        advantages = np.asarray(rae.advantages, dtype=np.float64)
+        shell.rae = np.asarray(rae.baselines_K, dtype=np.float64)
+    else:
+        _, opts = pipeline.resolve_estimator(c.estimator)
+        where = _spoke(played, offsets) if c.silent_agents == "exclude" else None
+        advantages = np.asarray(
+            kernel.grouped_advantages(returns, group_ids, num_debates, where=where, **opts).advantages,
+            dtype=np.float64,
+        )
+    removed = 0
+    keep_debate = np.ones(num_debates, dtype=bool)
+    if c.remove_constant_reward_groups:
+        keep = np.asarray(
+            kernel.constant_group_keep_mask(returns, group_ids, num_debates, keep_one_if_all_constant=True)
+        )
+        keep_debate = np.bincount(group_ids[keep], minlength=num_debates)[:num_debates] > 0
+        removed = int(num_debates - keep_debate.sum())
+    numeric = numeric._replace(returns_PG=returns, advantages_PG=advantages)
+    out = pipeline.build_datums(replayed, numeric, mode="robust")
+    data: list[tinker.Datum] = []
+    lps: list[Any] = []
+    masks: list[Any] = []
+    if out is not None:
+        a = out.arrays
+        converted = datums_to_tinker(kernel.DatumBatch(*(a[name] for name in kernel.DatumBatch._fields)))
+        bounds = np.asarray(a["offsets_D1"])
+        for d, datum in enumerate(converted):
+            if keep_debate[a["debate_D"][d]]:
+                s, e = int(bounds[d]), int(bounds[d + 1])
+                data.append(datum)
+                lps.append(np.asarray(a["logprobs"][s:e], dtype=np.float32))
+                masks.append(np.asarray(a["mask"][s:e], dtype=bool))
+    ob = [
+        len(t.observation_tokens or ())
+        for r in replayed
+        for k in r.replay.accepted
+        for t in [r.debate.turns[k]]
+    ]
+    ac = [
+        len(t.action_tokens or ()) for r in replayed for k in r.replay.accepted for t in [r.debate.turns[k]]
+    ]
+    lengths = iter(zip(ob, ac, strict=True))
+    tokens = [
+        [(np.zeros(o), np.zeros(a)) for k in r.replay.accepted for o, a in [next(lengths)]] for r in replayed
+    ]
+    record.update(shell.batch_metrics(replayed, tokens, numeric, advantages, correct))  # type: ignore[arg-type]
+    record["data/constant_groups_removed"] = removed
+    return _Prepared(data, _split(data, c.num_substeps), record, lps, masks)
+
+
+def _shell(config: TrainConfig) -> _Shell:
+    rae = np.linspace(-0.5, 0.5, config.num_agents)
+    return _Shell(
+        config, None, None, tuple(_QUESTIONS), ByteRenderer(), None, None, None, None, rae, None, lambda: 0.0
+    )  # type: ignore[arg-type]
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return type(a) is type(b) and a == b
+
+
+def _datum_parts(d: tinker.Datum) -> tuple[list[int], dict[str, tuple[str, list[Any]]]]:
+    inputs = {k: (str(v.to_numpy().dtype), v.to_numpy().tolist()) for k, v in d.loss_fn_inputs.items()}
+    return d.model_input.to_ints(), inputs
+
+
+@settings(max_examples=examples(20), deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    num_agents=st.integers(2, 4),
+    max_rounds=st.integers(1, 3),
+    malformed=st.sampled_from([0.0, 0.1, 0.4]),
+    yes=st.sampled_from([0.0, 0.5, 0.9]),
+    error_rate=st.sampled_from([0.0, 0.1, 0.3]),
+    strip=st.sampled_from([0, 3, 7]),
+    seed=st.integers(0, 50),
+    estimator=st.sampled_from(["tinker", "rae", "dr_grpo", "trl_rloo.plain"]),
+    silent=st.sampled_from(["exclude", "include"]),
+    remove_constant=st.booleans(),
+    correctness_weight=st.sampled_from([0.0, 0.5]),
+    reward_mode=st.sampled_from(["win_rate", "win_minus_loss"]),
+    substeps=st.integers(1, 3),
+)
+def test_prepare_from_rollouts_equals_the_transcript_path(
+    num_agents: int,
+    max_rounds: int,
+    malformed: float,
+    yes: float,
+    error_rate: float,
+    strip: int,
+    seed: int,
+    estimator: str,
+    silent: str,
+    remove_constant: bool,
+    correctness_weight: float,
+    reward_mode: str,
+    substeps: int,
+) -> None:
+    policy = FakePolicy(malformed_rate=malformed, yes_rate=yes)
+    results = _rollouts(num_agents, max_rounds, policy, error_rate, strip, seed)
+    played = [r for r in results if r.turns]
+    config = TrainConfig(
+        out=str(Path("unused")),
+        num_agents=num_agents,
+        max_rounds=max_rounds,
+        estimator=estimator,
+        silent_agents=silent,  # type: ignore[arg-type]
+        remove_constant_reward_groups=remove_constant,
+        correctness_weight=correctness_weight,
+        reward_mode=reward_mode,  # type: ignore[arg-type]
+        num_substeps=substeps,
+    )
+    slow_shell, fast_shell = _shell(config), _shell(config)
+    want = _reference(slow_shell, results, played)
+    got = fast_shell.prepare_rl(results, played)
+    assert [_datum_parts(d) for d in got.data] == [_datum_parts(d) for d in want.data]
+    assert [len(c) for c in got.chunks] == [len(c) for c in want.chunks]
+    got.finish()
+    assert got.record.keys() == want.record.keys()
+    assert all(_same(got.record[k], want.record[k]) for k in want.record), (got.record, want.record)
+    assert len(got.sampler_logprobs) == len(want.sampler_logprobs)
+    for a, b in zip(got.sampler_logprobs + got.masks, want.sampler_logprobs + want.masks, strict=True):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+    assert np.array_equal(fast_shell.rae, slow_shell.rae)
