@@ -267,8 +267,10 @@ def run(args: argparse.Namespace) -> int:
                 if keep_rows is None or len(table) < keep_rows:
                     table.extend(_table_rows(chunk, None if keep_rows is None else keep_rows - len(table)))
                 if records is not None:
-                    chunk_records = pipeline.debate_records(dataclasses.replace(chunk, errors=()))
-                    records.write("".join(map(_record_line, chunk_records)))
+                    scored = pipeline.debate_records(dataclasses.replace(chunk, errors=()))
+                    records.writelines(map(_record_line, scored))
+                    del scored
+                del chunk  # neither the chunk nor its records stay alive while the next one is read
             errors = acc.sorted_errors()
             if records is not None:
                 for rec in pipeline.skipped_records(errors):
