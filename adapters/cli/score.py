@@ -368,8 +368,9 @@ class _NpzSpool:
             tmp.close()
 
 
-_PLAIN_ENCODER: Final = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
-"""The encoder ``json.dumps(rec, ensure_ascii=False, allow_nan=False)`` builds on every call, built once."""
+_PLAIN_ENCODER: Final = json.JSONEncoder(ensure_ascii=False, allow_nan=False, check_circular=False)
+"""The encoder ``json.dumps(rec, ensure_ascii=False, allow_nan=False)`` builds on every call, built once,
+without the cycle check (a set insertion and removal per dict and list): a record is a fresh tree."""
 
 
 def _record_line(rec: dict[str, Any]) -> str:
