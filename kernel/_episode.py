@@ -19,6 +19,7 @@ References:
 
 from __future__ import annotations
 
+import itertools
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -144,7 +145,7 @@ class DebateState:
     @property
     def responses(self) -> tuple[ParsedResponse, ...]:
         """Accepted responses in speaking order (round-major); response ``k`` is from agent ``k mod N``."""
-        return tuple(resp for rnd in self.rounds for resp in rnd)
+        return tuple(itertools.chain.from_iterable(self.rounds))
 
 
 def _all_yes(responses: Sequence[ParsedResponse]) -> bool:
