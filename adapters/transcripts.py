@@ -274,7 +274,7 @@ def _plain_float32s(values: list[Any]) -> bool:
         return False
     if not values:
         return True
-    # A NaN or infinity makes the sum non-finite; a finite sum that overflowed means values beyond float32.
+    # A NaN or an infinity makes the sum non-finite (values within float32 range cannot overflow it).
     return math.isfinite(sum(values)) and -_FLOAT32_MAX <= min(values) and max(values) <= _FLOAT32_MAX
 
 
