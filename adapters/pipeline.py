@@ -720,6 +720,35 @@ def _r(x: float, nd: int = 6) -> float | None:
     return round(value, nd) if math.isfinite(value) else None
 
 
+def _rounded(x: npt.ArrayLike, nd: int = 6) -> list[float | None]:
+    """:func:`_r` of every element of ``x`` (a Python list: one conversion per array, not per value)."""
+    values: list[float] = np.asarray(x, dtype=np.float64).tolist()
+    if all(map(math.isfinite, values)):
+        return [round(v, nd) for v in values]
+    return [round(v, nd) if math.isfinite(v) else None for v in values]
+
+
+def _turn_records(r: ReplayedDebate) -> list[dict[str, Any]]:
+    """The ``turns`` entries of a scored debate's record."""
+    n = r.debate.num_agents
+    ignored = r.ignored_turns
+    return [
+        {
+            "turn": k,
+            "agent": t.agent,
+            "round": k // n,
+            "ok": pr.ok,
+            "reason": pr.reason,
+            "consensus": pr.consensus,
+            "votes": [[v.a, v.op, v.b] for v in pr.votes] if pr.votes else [],
+            "self_votes_dropped": pr.self_votes_dropped,
+            "malformed_votes": [[m.line, m.reason] for m in pr.malformed_votes] if pr.malformed_votes else [],
+            "ignored": k in ignored,
+        }
+        for k, (t, pr) in enumerate(zip(r.debate.turns, r.parsed, strict=True))
+    ]
+
+
 def debate_records(result: BatchResult) -> list[dict[str, Any]]:
     """One JSON-ready record per input debate: the scored ones, then one per skipped line (its error).
 
@@ -730,41 +759,34 @@ def debate_records(result: BatchResult) -> list[dict[str, Any]]:
     """
     num = result.numeric
     out: list[dict[str, Any]] = []
-    valid = np.asarray(num.validation.valid_V)
-    reason = np.asarray(num.validation.reason_V)
+    # Every per-vote and per-agent column as a Python list once per batch (no numpy scalar per value).
+    valid: list[bool] = np.asarray(num.validation.valid_V, dtype=bool).tolist()
+    dropped: list[bool] = np.asarray(num.round1_dropped_V, dtype=bool).tolist()
     reasons = kernel.VOTE_REASONS
-    u, a, op, b = (np.asarray(x) for x in num.votes[1:5])
+    vote_why = [
+        "round1_not_yet_spoken" if d else reasons[c]
+        for d, c in zip(dropped, np.asarray(num.validation.reason_V).tolist(), strict=True)
+    ]
+    u, a, op_code, b = (np.asarray(x, dtype=np.int64).tolist() for x in num.votes[1:5])
+    op_text = {kernel.OP_GT: ">", kernel.OP_EQ: "="}
+    op = [op_text.get(c, "?") for c in op_code]
+    total: list[int] = np.asarray(num.pairwise.total_votes_P, dtype=np.int64).tolist()
+    malformed: list[int] = np.asarray(num.pairwise.malformed_P, dtype=np.int64).tolist()
+    any_votes: list[bool] = np.asarray(num.pairwise.any_votes_P, dtype=bool).tolist()
+    rewards = _rounded(num.pairwise.rewards_PG)
+    step_rewards = _rounded(num.step_rewards_PG)
+    returns = _rounded(num.returns_PG)
+    advantages = _rounded(num.advantages_PG)
+    offsets: list[int] = np.asarray(num.offsets_P1).tolist()
+    vote_offsets: list[int] = np.asarray(num.vote_offsets_P1).tolist()
     datum_counts = _datum_counts(result)
     for p, r in enumerate(result.replayed):
-        lo, hi = int(num.offsets_P1[p]), int(num.offsets_P1[p + 1])
-        vlo, vhi = int(num.vote_offsets_P1[p]), int(num.vote_offsets_P1[p + 1])
+        lo, hi = offsets[p], offsets[p + 1]
+        vlo, vhi = vote_offsets[p], vote_offsets[p + 1]
         vote_list = [
-            {
-                "author": int(u[v]),
-                "a": int(a[v]),
-                "op": ">" if op[v] == kernel.OP_GT else "=" if op[v] == kernel.OP_EQ else "?",
-                "b": int(b[v]),
-                "valid": bool(valid[v]),
-                "reason": "round1_not_yet_spoken" if num.round1_dropped_V[v] else reasons[int(reason[v])],
-            }
+            {"author": u[v], "a": a[v], "op": op[v], "b": b[v], "valid": valid[v], "reason": vote_why[v]}
             for v in range(vlo, vhi)
         ]
-        turns = []
-        for k, (t, pr) in enumerate(zip(r.debate.turns, r.parsed, strict=True)):
-            turns.append(
-                {
-                    "turn": k,
-                    "agent": t.agent,
-                    "round": k // r.debate.num_agents,
-                    "ok": pr.ok,
-                    "reason": pr.reason,
-                    "consensus": pr.consensus,
-                    "votes": [[v.a, v.op, v.b] for v in pr.votes],
-                    "self_votes_dropped": pr.self_votes_dropped,
-                    "malformed_votes": [[m.line, m.reason] for m in pr.malformed_votes],
-                    "ignored": k in r.ignored_turns,
-                }
-            )
         rec: dict[str, Any] = {
             "id": r.debate.id,
             "line": r.debate.line,
@@ -778,17 +800,17 @@ def debate_records(result: BatchResult) -> list[dict[str, Any]]:
             "parse_failures": [{"turn": k, "agent": i, "reason": why} for k, i, why in r.parse_failures],
             "ignored_turns": list(r.ignored_turns),
             "votes": {
-                "total": int(num.pairwise.total_votes_P[p]),
-                "malformed": int(num.pairwise.malformed_P[p]),
-                "any": bool(num.pairwise.any_votes_P[p]),
-                "round1_dropped": int(num.round1_dropped_V[vlo:vhi].sum()),
+                "total": total[p],
+                "malformed": malformed[p],
+                "any": any_votes[p],
+                "round1_dropped": sum(dropped[vlo:vhi]),
                 "list": vote_list,
             },
-            "rewards": [_r(x) for x in num.pairwise.rewards_PG[lo:hi]],
-            "step_rewards": [_r(x) for x in num.step_rewards_PG[lo:hi]],
-            "returns": [_r(x) for x in num.returns_PG[lo:hi]],
-            "advantages": [_r(x) for x in num.advantages_PG[lo:hi]],
-            "turns": turns,
+            "rewards": rewards[lo:hi],
+            "step_rewards": step_rewards[lo:hi],
+            "returns": returns[lo:hi],
+            "advantages": advantages[lo:hi],
+            "turns": _turn_records(r),
         }
         if p in datum_counts:
             rec["datums"] = datum_counts[p]

@@ -57,6 +57,11 @@ _MAX_TOKEN_ID = 2**31 - 1
 _FLOAT32_MAX = 3.4028234663852886e38
 _DEBATE_FIELDS = ("format", "id", "question", "num_agents", "max_rounds", "turns", "meta")
 _TURN_FIELDS = ("agent", "text", "round", "observation_tokens", "action_tokens", "logprobs", "meta")
+_DEBATE_FIELD_SET = frozenset(_DEBATE_FIELDS)
+_TURN_FIELD_SET = frozenset(_TURN_FIELDS)
+_TEXT_TURN_FIELDS = frozenset(("agent", "text", "round", "meta"))
+_INT_TYPE = frozenset({int})
+_FLOAT_TYPE = frozenset({float})
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,7 +252,7 @@ def _require_int(value: Any, name: str, *, minimum: int, turn: int | None = None
 def _token_ids(value: Any, name: str, turn: int) -> tuple[int, ...]:
     if not isinstance(value, list):
         raise _Invalid("wrong_type", f"{name} must be an array of integers, got {_type_name(value)}", turn)
-    if not all(type(t) is int for t in value):
+    if not set(map(type, value)) <= _INT_TYPE:  # one C-level pass; the loop below names the culprit
         bad = next(t for t in value if type(t) is not int)
         raise _Invalid("wrong_type", f"{name} must hold integers, found {_type_name(bad)}", turn)
     if value and (min(value) < 0 or max(value) > _MAX_TOKEN_ID):
@@ -260,6 +265,24 @@ def _token_ids(value: Any, name: str, turn: int) -> tuple[int, ...]:
 def _logprobs(value: Any, turn: int) -> tuple[float, ...]:
     if not isinstance(value, list):
         raise _Invalid("wrong_type", f"logprobs must be an array of numbers, got {_type_name(value)}", turn)
+    if _plain_float32s(value):
+        return tuple(value)
+    return _checked_logprobs(value, turn)
+
+
+def _plain_float32s(values: list[Any]) -> bool:
+    """True when every value is a Python float, finite and within float32 range (then
+    :func:`_checked_logprobs` returns the same values): C-level passes, no Python code per value."""
+    if not set(map(type, values)) <= _FLOAT_TYPE:
+        return False
+    if not values:
+        return True
+    # A NaN or an infinity makes the sum non-finite (values within float32 range cannot overflow it).
+    return math.isfinite(sum(values)) and -_FLOAT32_MAX <= min(values) and max(values) <= _FLOAT32_MAX
+
+
+def _checked_logprobs(value: list[Any], turn: int) -> tuple[float, ...]:
+    """The logprobs as floats, value by value; raises naming the first value that is not accepted."""
     out = []
     for x in value:
         if isinstance(x, bool) or not isinstance(x, int | float):
@@ -279,9 +302,27 @@ def _logprobs(value: Any, turn: int) -> tuple[float, ...]:
 
 
 def _turn_from_record(rec: Any, k: int, num_agents: int) -> Turn:
+    """Turn ``k`` of a debate of ``num_agents``: a text-only turn in order is built after a few exact type
+    tests; any other turn (tokens, or anything :func:`_checked_turn` would refuse) goes through it."""
+    if type(rec) is dict and rec.keys() <= _TEXT_TURN_FIELDS:
+        agent = rec.get("agent")
+        text = rec.get("text")
+        rnd = rec.get("round")
+        if (
+            type(agent) is int
+            and agent == k % num_agents
+            and type(text) is str
+            and (rnd is None or (type(rnd) is int and rnd == k // num_agents))
+        ):
+            return Turn(agent, text, rnd, None, None, None, rec.get("meta"))
+    return _checked_turn(rec, k, num_agents)
+
+
+def _checked_turn(rec: Any, k: int, num_agents: int) -> Turn:
+    """Turn ``k`` after every check, in order; raises :class:`_Invalid` naming the first that fails."""
     if not isinstance(rec, dict):
         raise _Invalid("wrong_type", f"a turn must be an object, got {_type_name(rec)}", k)
-    unknown = sorted(set(rec) - set(_TURN_FIELDS))
+    unknown = [] if rec.keys() <= _TURN_FIELD_SET else sorted(set(rec) - _TURN_FIELD_SET)
     if unknown:
         raise _Invalid(
             "unknown_field",
@@ -384,7 +425,7 @@ def _debate_from_record(rec: Any, line: int) -> Debate:
         raise _Invalid(
             "unsupported_format", f"format {fmt!r} is not supported (this reader reads {FORMAT!r})"
         )
-    unknown = sorted(set(rec) - set(_DEBATE_FIELDS))
+    unknown = [] if rec.keys() <= _DEBATE_FIELD_SET else sorted(set(rec) - _DEBATE_FIELD_SET)
     if unknown:
         raise _Invalid(
             "unknown_field",
@@ -449,6 +490,7 @@ def parse_line(text: str | bytes, line: int) -> Debate | TranscriptError:
       >>> print(parse_line('{"id": 1, "question": "q"', 7))
       line 7: bad JSON: Expecting ',' delimiter at column 26 [bad_json]
     """
+    from_utf8 = isinstance(text, bytes)  # decoded UTF-8 holds no lone surrogate (only a JSON escape can)
     if isinstance(text, bytes):
         try:
             text = text.decode("utf-8")
@@ -461,7 +503,7 @@ def parse_line(text: str | bytes, line: int) -> Debate | TranscriptError:
         return TranscriptError(line, "bad_json", f"bad JSON: {e.msg}{at}column {e.colno}")
     except (ValueError, RecursionError) as e:
         return TranscriptError(line, "bad_json", f"bad JSON: {e}")
-    if _SURROGATE_ESCAPE.search(text) or not _encodable(text):
+    if ("\\u" in text and _SURROGATE_ESCAPE.search(text)) or (not from_utf8 and not _encodable(text)):
         where = _lone_surrogate(rec)
         if where is not None:
             turn = re.match(r"turns\[(\d+)\]", where)

@@ -19,6 +19,7 @@ References:
 
 from __future__ import annotations
 
+import itertools
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -144,7 +145,7 @@ class DebateState:
     @property
     def responses(self) -> tuple[ParsedResponse, ...]:
         """Accepted responses in speaking order (round-major); response ``k`` is from agent ``k mod N``."""
-        return tuple(resp for rnd in self.rounds for resp in rnd)
+        return tuple(itertools.chain.from_iterable(self.rounds))
 
 
 def _all_yes(responses: Sequence[ParsedResponse]) -> bool:
@@ -416,17 +417,64 @@ def replay(
       (True, 'missing_solution')
     """
     state = initial_state(question, num_agents=num_agents, max_rounds=max_rounds)
+    n, limit = state.num_agents, state.max_rounds
     rewards: list[float] = []
     accepted: list[int] = []
     rejected: list[RejectedTurn] = []
+    # The fold of submit() without its intermediate states: the same checks in the same order, one
+    # DebateState built (and validated) at the end. tests/test_episode.py proves it equals the fold.
+    rounds: list[tuple[ParsedResponse, ...]] = []
+    current: list[ParsedResponse] = []
+    turn = 0
+    done = consensus = parse_failed = False
+    abort_reason = ""
     for index, (agent_id, parsed) in enumerate(turns):
-        step = submit(state, agent_id, parsed, parse_failure_reward=parse_failure_reward)
-        rewards.append(step.reward)
-        if step.ok:
-            accepted.append(index)
-            state = step.state
+        if not isinstance(parsed, ParsedResponse):
+            raise TypeError(f"parsed must be a ParsedResponse, got {type(parsed).__name__}")
+        agent = _as_index(agent_id, "agent_id")
+        if not 0 <= agent < n:
+            reason = "agent_out_of_range"
+        elif done:
+            reason = "debate_over"
+        elif agent != turn % n:
+            reason = "not_your_turn"
+        elif parsed.author_id != agent:
+            reason = "author_mismatch"
         else:
-            rejected.append(RejectedTurn(index, _as_index(agent_id, "agent_id"), step.reason))
+            reason = ""
+        if reason:
+            rewards.append(0.0)
+            rejected.append(RejectedTurn(index, agent, reason))
+            continue
+        accepted.append(index)
+        if not parsed.ok:
+            rewards.append(float(parse_failure_reward))
+            done = parse_failed = True
+            abort_reason = parsed.reason or "parse_error"
+            continue
+        rewards.append(0.0)
+        current.append(parsed)
+        turn += 1
+        if turn % n == 0:
+            consensus = _all_yes(current)
+            done = consensus or turn // n >= limit
+            rounds.append(tuple(current))
+            current = []
+    if accepted:
+        if current:
+            rounds.append(tuple(current))
+        state = DebateState(
+            question=state.question,
+            num_agents=n,
+            max_rounds=limit,
+            turn=turn,
+            rounds=tuple(rounds),
+            done=done,
+            consensus=consensus,
+            aborted=parse_failed,
+            parse_failed=parse_failed,
+            abort_reason=abort_reason,
+        )
     return ReplayResult(state, tuple(rewards), tuple(accepted), tuple(rejected))
 
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kernel import (
@@ -29,6 +29,7 @@ from kernel import (
     round1_vote_violations,
     submit,
 )
+from tests._profile import examples
 
 # --- a small local factory (the parser is tested on its own) -------------------------------------
 
@@ -510,10 +511,30 @@ def test_rewards_sum_to_minus_parse_failures(case: tuple[int, int, list[tuple[ob
     assert total == -failures
 
 
-@given(debates())
-def test_replay_equals_folding_submit(case: tuple[int, int, list[tuple[object, ...]]]) -> None:
+@st.composite
+def recorded(draw: st.DrawFn) -> tuple[int, int, list[tuple[object, ...]]]:
+    """Transcripts as a file records them: speaking order, mostly parsed, often run to their end and past
+    it, with a few protocol errors."""
+    n = draw(st.integers(1, 4))
+    rounds = draw(st.integers(1, 3))
+    length = draw(st.integers(0, n * (rounds + 1) + 1))
+    actions: list[tuple[object, ...]] = []
+    for k in range(length):
+        agent = draw(st.sampled_from([k % n] * 12 + [None, -1, n]))
+        offset = draw(st.sampled_from([0] * 20 + [1]))
+        ok = draw(st.sampled_from([True] * 15 + [False]))
+        actions.append(("submit", agent, offset, ok, draw(st.booleans())))
+    return n, rounds, actions
+
+
+@settings(max_examples=examples(200))
+@given(st.one_of(debates(), recorded()), st.sampled_from([PARSE_FAILURE_REWARD, -2, 0.5]), st.booleans())
+def test_replay_equals_folding_submit(
+    case: tuple[int, int, list[tuple[object, ...]]], failure_reward: float, numpy_ids: bool
+) -> None:
+    """``replay`` folds the transcript without intermediate states: the same as folding ``submit``."""
     n, max_rounds, actions = case
-    turns = []
+    turns: list[tuple[int, ParsedResponse]] = []
     s = initial_state("q", num_agents=n, max_rounds=max_rounds)
     steps = []
     for action in actions:
@@ -523,19 +544,32 @@ def test_replay_equals_folding_submit(case: tuple[int, int, list[tuple[object, .
         agent = (current_agent(s) or 0) if agent_opt is None else agent_opt
         assert isinstance(agent, int) and isinstance(offset, int)
         parsed = resp(agent + offset, ok=bool(ok), yes=bool(yes))
-        turns.append((agent, parsed))
-        step = submit(s, agent, parsed)
+        agent_id = np.int64(agent) if numpy_ids else agent
+        turns.append((agent_id, parsed))  # type: ignore[arg-type]
+        step = submit(s, agent_id, parsed, parse_failure_reward=failure_reward)  # type: ignore[arg-type]
         steps.append(step)
         s = step.state
-    r = replay("q", turns, num_agents=n, max_rounds=max_rounds)
+    r = replay("q", turns, num_agents=n, max_rounds=max_rounds, parse_failure_reward=failure_reward)
     assert r.state == s
+    assert all(type(x) is float for x in r.rewards)
+    assert all(type(t.agent_id) is int for t in r.rejected)
     assert r.rewards == tuple(st_.reward for st_ in steps)
     assert r.accepted == tuple(i for i, st_ in enumerate(steps) if st_.ok)
     assert r.rejected == tuple(
         RejectedTurn(i, turns[i][0], st_.reason) for i, st_ in enumerate(steps) if not st_.ok
     )
     assert sorted([*r.accepted, *(t.turn_index for t in r.rejected)]) == list(range(len(turns)))
-    assert sum(r.rewards) == -int(r.state.parse_failed)
+    assert sum(r.rewards) == failure_reward * int(r.state.parse_failed)
+
+
+@pytest.mark.parametrize("at", [0, 1, 3])
+def test_replay_raises_as_submit_does_on_a_bad_turn(at: int) -> None:
+    """A turn of the wrong type raises the TypeError submit raises, wherever it is (even after the end)."""
+    good = [(k % 2, resp(k % 2)) for k in range(4)]
+    for bad, match in (((0, "text"), "parsed"), (("0", resp(0)), "agent_id"), ((True, resp(1)), "agent_id")):
+        turns = [*good[:at], bad, *good[at:]]
+        with pytest.raises(TypeError, match=match):
+            replay("q", turns, num_agents=2, max_rounds=1)  # type: ignore[arg-type]
 
 
 def test_round1_vote_violations_total_on_ids_beyond_int64() -> None:
