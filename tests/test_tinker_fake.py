@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import numpy as np
 import pytest
 import tinker
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from tinker import types
 
@@ -21,6 +21,7 @@ from adapters.tinker.fake import (
     FakePolicy,
     FakeServiceClient,
     ModelState,
+    _stop_length,
     batch_fingerprint,
     load_state_file,
     token_logprobs,
@@ -357,3 +358,38 @@ def test_sampled_logprobs_equal_token_logprobs_over_prompt_and_answer() -> None:
             )
 
     run(main())
+
+
+def _stop_length_by_scan(tokens: list[int], stop: Any) -> int | None:
+    """The slow reference: a slice compare at every position for each string stop's bytes."""
+    if stop is None:
+        return None
+    best = len(tokens) + 1
+    for s in [stop] if isinstance(stop, str) else list(stop):
+        if isinstance(s, str):
+            pattern = list(s.encode())
+            for i in range(len(tokens) - len(pattern) + 1):
+                if tokens[i : i + len(pattern)] == pattern:
+                    best = min(best, i + len(pattern))
+                    break
+        elif s in tokens:
+            best = min(best, tokens.index(s) + 1)
+    return best if best <= len(tokens) else None
+
+
+_SMALL_ALPHABET = st.sampled_from([0, 60, 47, 97, 98, 255, 256, 300, -1])
+_STOP = st.one_of(
+    st.text(alphabet="</ab\x00\xff", max_size=4),
+    st.sampled_from([256, 300, 97, -1]),
+)
+
+
+@given(
+    tokens=st.lists(_SMALL_ALPHABET, max_size=24),
+    stop=st.one_of(st.none(), st.text(alphabet="</ab\x00\xff", max_size=4), st.lists(_STOP, max_size=3)),
+)
+@example(tokens=[97, 256, 98], stop="\x00")  # the placeholder byte of a non-byte id matches nothing
+@example(tokens=[256, 97, 0, 97], stop=["\x00a"])  # the search goes on past a match covering a non-byte id
+def test_stop_search_equals_a_scan_of_the_tokens(tokens: list[int], stop: Any) -> None:
+    # Non-byte ids are written as byte 0 for bytes.find; a match may not cover one (stop "\x00" included).
+    assert _stop_length(np.asarray(tokens, np.int64), stop) == _stop_length_by_scan(tokens, stop)

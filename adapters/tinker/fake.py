@@ -338,22 +338,35 @@ def _scripted_text(prompt_text: str, rng: np.random.Generator, policy: FakePolic
     return text
 
 
-def _stop_at(tokens: list[int], stop: Any) -> tuple[list[int], bool]:
-    """Cuts ``tokens`` after the first stop (token id or byte string), keeping the stop itself."""
+def _stop_length(tokens_T: npt.NDArray[np.int64], stop: Any) -> int | None:
+    """The length of ``tokens_T`` up to and including its first stop (token id or string), or None.
+
+    A string stop matches its UTF-8 bytes as consecutive byte tokens (ids 0–255); it is searched with
+    ``bytes.find`` over the tokens as bytes, where every other id is a placeholder that no match may cover.
+    """
     if stop is None:
-        return tokens, False
+        return None
     stops = [stop] if isinstance(stop, str) else list(stop)
-    best = len(tokens) + 1
+    best = tokens_T.shape[0] + 1
+    data: bytes | None = None
+    other: list[int] = []  # positions of ids that are not bytes, ascending
     for s in stops:
         if isinstance(s, str):
-            pattern = list(s.encode())
-            for i in range(len(tokens) - len(pattern) + 1):
-                if tokens[i : i + len(pattern)] == pattern:
-                    best = min(best, i + len(pattern))
-                    break
-        elif s in tokens:
-            best = min(best, tokens.index(s) + 1)
-    return (tokens[:best], True) if best <= len(tokens) else (tokens, False)
+            if data is None:
+                not_byte = (tokens_T < 0) | (tokens_T > 255)
+                other = np.flatnonzero(not_byte).tolist()
+                data = np.where(not_byte, 0, tokens_T).astype(np.uint8).tobytes()
+            pattern = s.encode()
+            i = data.find(pattern)
+            while i >= 0 and any(i <= j < i + len(pattern) for j in other):
+                i = data.find(pattern, i + 1)
+            if i >= 0:
+                best = min(best, i + len(pattern))
+        else:
+            hits = np.flatnonzero(tokens_T == s)
+            if hits.shape[0]:
+                best = min(best, int(hits[0]) + 1)
+    return best if best <= tokens_T.shape[0] else None
 
 
 def sample(
@@ -382,17 +395,24 @@ def sample(
     for k in range(num_samples):
         rng = np.random.default_rng([int(key, 16) % 2**63, k])
         text = _scripted_text(prompt_text, rng, policy, state.version)
-        tokens, _ = _stop_at([*text.encode(), _END_ID], sampling_params.stop)
+        body = text.encode()
+        tokens_T: npt.NDArray[np.int64] = np.empty(len(body) + 1, np.int64)
+        tokens_T[:-1] = np.frombuffer(body, np.uint8)
+        tokens_T[-1] = _END_ID
+        cut = _stop_length(tokens_T, sampling_params.stop)
+        if cut is not None:
+            tokens_T = tokens_T[:cut]
         limit = sampling_params.max_tokens
         reason: Literal["length", "stop"] = "stop"  # the answer ends with <|end|>: a natural stop
-        if limit is not None and len(tokens) > limit:
-            tokens, reason = tokens[:limit], "length"
-        tokens_T = np.asarray(tokens, np.int64)
-        if tokens and ids.shape[0]:  # token_logprobs over prompt + tokens from len(prompt), without the copy
+        if limit is not None and tokens_T.shape[0] > limit:
+            tokens_T, reason = tokens_T[:limit], "length"
+        if (
+            tokens_T.shape[0] and ids.shape[0]
+        ):  # token_logprobs over prompt + tokens from len(prompt), without the copy
             pos = np.arange(ids.shape[0], ids.shape[0] + tokens_T.shape[0], dtype=np.int64)
             prev = np.concatenate([ids[-1:], tokens_T[:-1]])
             lps = _logprobs_at(state.params, pos, prev, tokens_T)
-        elif tokens:
+        elif tokens_T.shape[0]:
             lps = token_logprobs(state.params, tokens_T, 0)
         else:
             lps = np.zeros(0, np.float32)
