@@ -277,6 +277,8 @@ def votes_from_responses(
       >>> votes_from_responses([[r], [], [r, r]]).group_ids_V
       array([0, 2, 2], dtype=int32)
     """
+    if not isinstance(responses_P, list | tuple):  # read twice where the packed path gives up
+        responses_P = list(responses_P)
     packed = _packed_votes(responses_P, include_failed)
     if packed is not None:
         return packed
@@ -303,8 +305,9 @@ def votes_from_responses(
 
 
 _VOTE_BYTES: Final = 12  # one packed vote: three int32
-_CHUNK: Final = 2048
-"""Responses per round of :func:`_packed_votes`: its passes over one chunk find the objects in cache."""
+_CHUNK: Final = 128
+"""Debates per round of :func:`_packed_votes` (~2,000 responses at 15 each): its passes over one round
+find the objects in cache."""
 _GET_CODES: Final = operator.attrgetter("vote_codes")
 _GET_OK: Final = operator.attrgetter("ok")
 _GET_AUTHOR: Final = operator.attrgetter("author_id")
@@ -317,47 +320,40 @@ def _packed_votes(responses_P: Sequence[Sequence[ParsedResponse]], include_faile
     None (the per-vote path then gives the result) when a response that counts has no codes, codes of
     another length than its votes (stale: ``replace()`` of the votes alone), or an author id that is not
     an integer of int64 (that path clamps or raises as it does for every batch). The same columns as that
-    path, built from a few C-level passes over the responses (``map`` of an ``attrgetter``, ``len``,
-    ``b"".join``) and ``np.repeat`` of per-response authors and per-debate debate ids: no Python step
-    per response or vote.
+    path, built in rounds of :data:`_CHUNK` debates from a few C-level passes over their responses
+    (``map`` of an ``attrgetter``, ``len``, ``b"".join``) and ``np.repeat`` of per-response authors and
+    debate ids: no Python step per response or vote. ``responses_P`` is sliced: a list or a tuple.
     """
-    try:
-        per_debate = np.fromiter(map(len, responses_P), np.int64, len(responses_P))  # responses of each
-    except TypeError:  # a debate's responses given as an iterator: read once, by the per-vote path
-        return None
-    flat: list[ParsedResponse] = list(itertools.chain.from_iterable(responses_P))
-    debate_R = None  # debate of each kept response, only needed once a response is dropped
-    if not include_failed and not all(map(_GET_OK, flat)):  # a failed parse's votes do not count
-        keep = list(map(operator.truth, map(_GET_OK, flat)))
-        flat = list(itertools.compress(flat, keep))
-        debate_R = np.repeat(np.arange(per_debate.size, dtype=np.int32), per_debate)[
-            np.array(keep, dtype=bool)
-        ]
-    if not flat:
-        return None
     joined: list[bytes] = []
     code_lengths: list[npt.NDArray[np.int64]] = []
     vote_counts: list[npt.NDArray[np.int64]] = []
     authors: list[npt.NDArray[np.int64]] = []
+    debate_ids: list[Int32Array] = []
     try:
-        for lo in range(0, len(flat), _CHUNK):
-            part = flat[lo : lo + _CHUNK]
+        for lo in range(0, len(responses_P), _CHUNK):
+            debates = responses_P[lo : lo + _CHUNK]
+            sizes = np.fromiter(map(len, debates), np.int64, len(debates))  # TypeError: an iterator
+            part: list[ParsedResponse] = list(itertools.chain.from_iterable(debates))
+            debate_R = np.repeat(np.arange(lo, lo + len(debates), dtype=np.int32), sizes)
+            if not include_failed and not all(map(_GET_OK, part)):  # a failed parse's votes do not count
+                keep = list(map(operator.truth, map(_GET_OK, part)))
+                part = list(itertools.compress(part, keep))
+                debate_R = debate_R[np.array(keep, dtype=bool)]
             codes = list(map(_GET_CODES, part))
             joined.append(b"".join(codes))  # TypeError on a None
             code_lengths.append(np.fromiter(map(len, codes), np.int64, len(part)))
             vote_counts.append(np.fromiter(map(len, map(_GET_VOTES, part)), np.int64, len(part)))
             authors.append(np.fromiter(map(_GET_AUTHOR, part), np.int64, len(part)))  # int() of each
+            debate_ids.append(debate_R)
     except (TypeError, ValueError, OverflowError):  # no codes; an author that is not an int64
+        return None
+    if not joined:
         return None
     counts_R = np.concatenate(vote_counts)
     if not np.array_equal(np.concatenate(code_lengths), _VOTE_BYTES * counts_R):  # stale codes
         return None
     u = np.repeat(as_int32_saturated(np.concatenate(authors), "authors"), counts_R)
-    if debate_R is None:  # every response kept: repeat each debate id by its number of votes
-        votes_before = np.concatenate(([0], np.cumsum(counts_R)))[np.cumsum(per_debate)]
-        g = np.repeat(np.arange(per_debate.size, dtype=np.int32), np.diff(votes_before, prepend=0))
-    else:
-        g = np.repeat(debate_R, counts_R)
+    g = np.repeat(np.concatenate(debate_ids), counts_R)
     abc = np.frombuffer(b"".join(joined), dtype=np.int32).reshape(-1, 3).T.copy()
     return VoteArrays(g, u, abc[0], abc[1], abc[2])
 
