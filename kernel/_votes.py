@@ -20,6 +20,7 @@ excludes nobody from leave-one-out (the judge is no debater) and never makes a r
 from __future__ import annotations
 
 import itertools
+import operator
 from collections.abc import Sequence
 from typing import Any, Final, NamedTuple
 
@@ -276,17 +277,20 @@ def votes_from_responses(
       >>> votes_from_responses([[r], [], [r, r]]).group_ids_V
       array([0, 2, 2], dtype=int32)
     """
+    if not isinstance(responses_P, list | tuple):  # read twice where the packed path gives up
+        responses_P = list(responses_P)
+    packed = _packed_votes(responses_P, include_failed)
+    if packed is not None:
+        return packed
     counts: list[int] = []
     groups: list[int] = []
     authors: list[int] = []
-    codes: list[bytes | None] = []
     votes_R: list[tuple[Vote, ...]] = []
     for p, responses in enumerate(responses_P):
         for response in responses:
             votes = response.votes
             if votes and (response.ok or include_failed):
                 votes_R.append(votes)
-                codes.append(response.vote_codes)
                 counts.append(len(votes))
                 groups.append(p)
                 authors.append(response.author_id)
@@ -296,16 +300,62 @@ def votes_from_responses(
     reps = np.asarray(counts, dtype=np.int64)
     g = np.repeat(np.asarray(groups, dtype=np.int64), reps).astype(np.int32)
     u = np.repeat(_id_column(authors), reps)
-    if None not in codes:  # the parsers' packed (a, op, b) int32 triples: one join, no object per vote
-        lengths = np.fromiter(map(len, codes), np.int64, len(codes))  # type: ignore[arg-type]
-        if np.array_equal(lengths, _VOTE_BYTES * reps):  # no stale codes (replace() of votes alone)
-            abc = np.frombuffer(b"".join(codes), dtype=np.int32).reshape(-1, 3)  # type: ignore[arg-type]
-            return VoteArrays(g, u, abc[:, 0].copy(), abc[:, 1].copy(), abc[:, 2].copy())
     a_col, op_col, b_col = _unpacked_columns(votes_R)
     return VoteArrays(g, u, a_col, op_col, b_col)
 
 
 _VOTE_BYTES: Final = 12  # one packed vote: three int32
+_CHUNK: Final = 128
+"""Debates per round of :func:`_packed_votes` (~2,000 responses at 15 each): its passes over one round
+find the objects in cache."""
+_GET_CODES: Final = operator.attrgetter("vote_codes")
+_GET_OK: Final = operator.attrgetter("ok")
+_GET_AUTHOR: Final = operator.attrgetter("author_id")
+_GET_VOTES: Final = operator.attrgetter("votes")
+
+
+def _packed_votes(responses_P: Sequence[Sequence[ParsedResponse]], include_failed: bool) -> VoteArrays | None:
+    """:func:`votes_from_responses` from the packed ``vote_codes``, or None where it must read the votes.
+
+    None (the per-vote path then gives the result) when a response that counts has no codes, codes of
+    another length than its votes (stale: ``replace()`` of the votes alone), or an author id that is not
+    an integer of int64 (that path clamps or raises as it does for every batch). The same columns as that
+    path, built in rounds of :data:`_CHUNK` debates from a few C-level passes over their responses
+    (``map`` of an ``attrgetter``, ``len``, ``b"".join``) and ``np.repeat`` of per-response authors and
+    debate ids: no Python step per response or vote. ``responses_P`` is sliced: a list or a tuple.
+    """
+    joined: list[bytes] = []
+    code_lengths: list[npt.NDArray[np.int64]] = []
+    vote_counts: list[npt.NDArray[np.int64]] = []
+    authors: list[npt.NDArray[np.int64]] = []
+    debate_ids: list[Int32Array] = []
+    try:
+        for lo in range(0, len(responses_P), _CHUNK):
+            debates = responses_P[lo : lo + _CHUNK]
+            sizes = np.fromiter(map(len, debates), np.int64, len(debates))  # TypeError: an iterator
+            part: list[ParsedResponse] = list(itertools.chain.from_iterable(debates))
+            debate_R = np.repeat(np.arange(lo, lo + len(debates), dtype=np.int32), sizes)
+            if not include_failed and not all(map(_GET_OK, part)):  # a failed parse's votes do not count
+                keep = list(map(operator.truth, map(_GET_OK, part)))
+                part = list(itertools.compress(part, keep))
+                debate_R = debate_R[np.array(keep, dtype=bool)]
+            codes = list(map(_GET_CODES, part))
+            joined.append(b"".join(codes))  # TypeError on a None
+            code_lengths.append(np.fromiter(map(len, codes), np.int64, len(part)))
+            vote_counts.append(np.fromiter(map(len, map(_GET_VOTES, part)), np.int64, len(part)))
+            authors.append(np.fromiter(map(_GET_AUTHOR, part), np.int64, len(part)))  # int() of each
+            debate_ids.append(debate_R)
+    except (TypeError, ValueError, OverflowError):  # no codes; an author that is not an int64
+        return None
+    if not joined:
+        return None
+    counts_R = np.concatenate(vote_counts)
+    if not np.array_equal(np.concatenate(code_lengths), _VOTE_BYTES * counts_R):  # stale codes
+        return None
+    u = np.repeat(as_int32_saturated(np.concatenate(authors), "authors"), counts_R)
+    g = np.repeat(np.concatenate(debate_ids), counts_R)
+    abc = np.frombuffer(b"".join(joined), dtype=np.int32).reshape(-1, 3).T.copy()
+    return VoteArrays(g, u, abc[0], abc[1], abc[2])
 
 
 def _unpacked_columns(votes_R: list[tuple[Vote, ...]]) -> tuple[Int32Array, Int32Array, Int32Array]:

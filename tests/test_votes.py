@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from unittest import mock
 
 import jax
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import kernel._votes
 import kernel.jax as kj
 from kernel import (
     OP_EQ,
@@ -349,6 +351,32 @@ def test_packed_votes_give_the_columns_of_the_vote_tuples(
         mixed = [[dataclasses.replace(debates[0][0], vote_codes=None), *debates[0][1:]], *debates[1:]]
         got = votes_from_responses(mixed, include_failed=include_failed)
         assert all(x.tolist() == y.tolist() for x, y in zip(got[:5], slow[:5], strict=True))
+
+
+@given(
+    st.lists(st.lists(st.tuples(_responses, st.booleans()), max_size=5), max_size=6),
+    st.booleans(),
+    st.integers(1, 4),
+)
+def test_packed_fast_path_matches_the_per_vote_path_in_chunks_and_with_stale_codes(
+    debates: list[list[tuple[ParsedResponse, bool]]], include_failed: bool, chunk: int
+) -> None:
+    """``_packed_votes`` (small chunks, so that a batch spans several) gives exactly the per-vote path's
+    columns, or None; stale codes (votes cut after packing) never reach the result."""
+    packed = [
+        [dataclasses.replace(r, votes=r.votes[:-1]) if stale and r.votes else r for r, stale in d]
+        for d in debates
+    ]
+    unpacked = [[dataclasses.replace(r, vote_codes=None) for r in d] for d in packed]
+    slow = votes_from_responses(unpacked, include_failed=include_failed)
+    with mock.patch.object(kernel._votes, "_CHUNK", chunk):
+        fast = kernel._votes._packed_votes(packed, include_failed)
+        got = votes_from_responses(packed, include_failed=include_failed)
+    for x, y in zip(got[:5], slow[:5], strict=True):
+        assert x.dtype == y.dtype == np.int32 and x.tolist() == y.tolist()
+    if fast is not None:
+        for x, y in zip(fast[:5], slow[:5], strict=True):
+            assert x.dtype == y.dtype == np.int32 and x.tolist() == y.tolist()
 
 
 def test_parsers_pack_their_votes_and_stale_codes_of_another_length_are_not_used() -> None:
