@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 import tinker
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -26,8 +27,8 @@ from adapters.tinker.fake import FakePolicy, FakeSamplingClient, initial_model_s
 from adapters.tinker.faults import FaultPlan, FaultyService, wrap_sampler
 from adapters.tinker.renderers import ByteRenderer
 from adapters.tinker.rollouts import DebateResult, run_debates, self_play
-from adapters.tinker.train import _last_solution, _Prepared, _Shell, _split, _spoke
-from adapters.transcripts import Debate
+from adapters.tinker.train import _last_solution, _Prepared, _replay_rollouts, _Shell, _split, _spoke
+from adapters.transcripts import Debate, TranscriptError
 from tests._profile import examples
 
 _QUESTIONS = [Question(f"What is {a} + {b}?", str(a + b)) for a, b in [(2, 3), (7, 5), (1, 1), (4, 9)]]
@@ -233,3 +234,19 @@ def test_prepare_from_rollouts_equals_the_transcript_path(
     for a, b in zip(got.sampler_logprobs + got.masks, want.sampler_logprobs + want.masks, strict=True):
         assert a.dtype == b.dtype and np.array_equal(a, b)
     assert np.array_equal(fast_shell.rae, slow_shell.rae)
+
+
+def test_a_rollout_that_does_not_replay_raises_instead_of_shifting_the_batch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    played = [r for r in _rollouts(3, 2, FakePolicy(), 0.0, 0, seed=3) if r.turns]
+    options = pipeline.ScoreOptions(policy="robust", estimator="default")
+    # A debate the sampler aborted is replayed through the pipeline; make that replay fail.
+    aborted = dataclasses.replace(played[0], end_reason="sampler_error")
+
+    def failing(debates: Any, parsed: Any, *, options: Any) -> Any:
+        return [], [TranscriptError(1, "after_end", "turns after the end", None, debates[0].id)]
+
+    monkeypatch.setattr(pipeline, "replay_debates", failing)
+    with pytest.raises(RuntimeError, match="does not replay"):
+        _replay_rollouts([aborted, *played[1:]], options, -1.0)

@@ -765,11 +765,13 @@ async def evaluate(
     pairwise = math.nan
     if played:
         options = pipeline.ScoreOptions(policy=config.parse_policy, reward=config.reward_mode)
-        replayed, _ = pipeline.replay_debates(
+        replayed, errors = pipeline.replay_debates(
             [r.to_transcript() for r in played],
             [tuple(t.parsed for t in r.turns) for r in played],
             options=options,
         )
+        if errors:  # the rows below pair replayed[p] with played[p]: a dropped debate would shift them
+            raise RuntimeError(f"an evaluation debate does not replay: {errors[0]}")
         if replayed:
             numeric = pipeline.compute_numeric(replayed, options=options)
             rows = [int(numeric.offsets_P1[p]) + played[p].spec.policy_roles[0] for p in range(len(replayed))]
@@ -827,7 +829,9 @@ def _replay_rollouts(
     own run of the state machine is the replay: a debate the sampler did not abort, rolled out with the
     scoring's parse-failure reward, has every turn accepted with the reward ``submit`` gave it, and ends
     in the rollout's final state. Their ``debate`` holds the turns without tokens (datums and metrics
-    take the tokens from the rollout turns)."""
+    take the tokens from the rollout turns). One entry per debate, in order: a rollout that does not
+    replay (the same state machine ran it, so a bug) raises ``RuntimeError`` rather than being dropped,
+    which would also pair every later debate with the wrong rollout."""
     out: list[pipeline.ReplayedDebate] = []
     for r in played:
         skeleton = Debate(
@@ -845,7 +849,11 @@ def _replay_rollouts(
             )
             out.append(pipeline.ReplayedDebate(skeleton, parsed, replay, _end_reason(r.state)))
         else:
-            replayed, _errors = pipeline.replay_debates([skeleton], [parsed], options=options)
+            replayed, errors = pipeline.replay_debates([skeleton], [parsed], options=options)
+            if errors or len(replayed) != 1:  # the rollout ran the same machine: a bug, not bad input
+                raise RuntimeError(
+                    f"rollout {skeleton.id!r} does not replay: {errors[0] if errors else replayed}"
+                )
             out.extend(replayed)
     return out
 
