@@ -148,6 +148,19 @@ class DebateState:
         return tuple(itertools.chain.from_iterable(self.rounds))
 
 
+def _rejection(agent: int, parsed: ParsedResponse, n: int, turn: int, done: bool) -> str:
+    """Why a turn is rejected (the first check that fails, in :func:`submit`'s order), or ``""``."""
+    if not 0 <= agent < n:
+        return "agent_out_of_range"
+    if done:
+        return "debate_over"
+    if agent != turn % n:
+        return "not_your_turn"
+    if parsed.author_id != agent:
+        return "author_mismatch"
+    return ""
+
+
 def _all_yes(responses: Sequence[ParsedResponse]) -> bool:
     return all(resp.consensus for resp in responses)
 
@@ -293,14 +306,9 @@ def submit(
         raise TypeError(f"parsed must be a ParsedResponse, got {type(parsed).__name__}")
     agent = _as_index(agent_id, "agent_id")
     n = state.num_agents
-    if not 0 <= agent < n:
-        return StepResult(state, 0.0, False, "agent_out_of_range")
-    if state.done:
-        return StepResult(state, 0.0, False, "debate_over")
-    if agent != state.turn % n:
-        return StepResult(state, 0.0, False, "not_your_turn")
-    if parsed.author_id != agent:
-        return StepResult(state, 0.0, False, "author_mismatch")
+    rejected = _rejection(agent, parsed, n, state.turn, state.done)
+    if rejected:
+        return StepResult(state, 0.0, False, rejected)
     if not parsed.ok:
         ended = replace(
             state, done=True, aborted=True, parse_failed=True, abort_reason=parsed.reason or "parse_error"
@@ -432,16 +440,7 @@ def replay(
         if not isinstance(parsed, ParsedResponse):
             raise TypeError(f"parsed must be a ParsedResponse, got {type(parsed).__name__}")
         agent = _as_index(agent_id, "agent_id")
-        if not 0 <= agent < n:
-            reason = "agent_out_of_range"
-        elif done:
-            reason = "debate_over"
-        elif agent != turn % n:
-            reason = "not_your_turn"
-        elif parsed.author_id != agent:
-            reason = "author_mismatch"
-        else:
-            reason = ""
+        reason = _rejection(agent, parsed, n, turn, done)
         if reason:
             rewards.append(0.0)
             rejected.append(RejectedTurn(index, agent, reason))
