@@ -45,6 +45,7 @@ __all__ = [
     "check_estimator",
     "compute_numeric",
     "debate_records",
+    "end_reason",
     "parse_turns",
     "replay_debates",
     "resolve_estimator",
@@ -156,7 +157,13 @@ class ReplayedDebate:
         )
 
 
-def _end_reason(state: DebateState) -> str:
+def end_reason(state: DebateState) -> str:
+    """``ReplayedDebate.end`` of a replayed state: one of :data:`END_REASONS`.
+
+    Examples:
+      >>> end_reason(kernel.initial_state("2 + 2?", num_agents=2, max_rounds=1))
+      'open'
+    """
     if state.consensus:
         return "consensus"
     if state.parse_failed:
@@ -234,7 +241,7 @@ def replay_debates(
                 )
             )
             continue
-        out.append(ReplayedDebate(debate, tuple(responses), res, _end_reason(res.state), tuple(over)))
+        out.append(ReplayedDebate(debate, tuple(responses), res, end_reason(res.state), tuple(over)))
     return out, errors
 
 

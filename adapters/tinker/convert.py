@@ -113,18 +113,32 @@ def trajectories_from_samples(
             has.append(logprobs is not None)
             lps.append(np.asarray(() if logprobs is None else logprobs, dtype=np.float64))
     counts = [len(traj) for traj in samples_B]
-    trajectories = Trajectories(
+    trajectories = pack_trajectories(obs, acs, lps, has, counts, adv)
+    return ChunkedTrajectories(trajectories, tuple(chunks))
+
+
+def pack_trajectories(
+    obs: Sequence[npt.NDArray[Any]],
+    acs: Sequence[npt.NDArray[Any]],
+    lps: Sequence[npt.NDArray[Any]],
+    has_logprobs: Sequence[bool],
+    counts_B: Sequence[int],
+    advantages_B: npt.NDArray[np.float64],
+) -> Trajectories:
+    """:class:`kernel.Trajectories` of transitions given as per-transition arrays (observation, action and
+    logprob tokens), the first ``counts_B[0]`` of them trajectory 0, the next ``counts_B[1]`` trajectory
+    1, and so on: the arrays are concatenated, not converted to Python lists."""
+    return Trajectories(
         ob_tokens=_concat(obs, np.int64),
         ob_offsets_N1=_offsets(obs),
         ac_tokens=_concat(acs, np.int64),
         ac_offsets_N1=_offsets(acs),
         logprobs=_concat(lps, np.float64),
         logprob_offsets_N1=_offsets(lps),
-        has_logprobs_N=np.asarray(has, dtype=np.bool_),
-        traj_ids_N=np.repeat(np.arange(len(samples_B), dtype=np.int64), counts),
-        advantages_B=adv,
+        has_logprobs_N=np.asarray(has_logprobs, dtype=np.bool_),
+        traj_ids_N=np.repeat(np.arange(len(counts_B), dtype=np.int64), counts_B),
+        advantages_B=advantages_B,
     )
-    return ChunkedTrajectories(trajectories, tuple(chunks))
 
 
 def datums_to_tinker(
@@ -263,11 +277,11 @@ def _prompt_tokens(
     return _concat(parts, np.int64)
 
 
-def _concat(parts: list[npt.NDArray[Any]], dtype: Any) -> npt.NDArray[Any]:
+def _concat(parts: Sequence[npt.NDArray[Any]], dtype: Any) -> npt.NDArray[Any]:
     return np.concatenate(parts, dtype=dtype) if parts else np.zeros(0, dtype)
 
 
-def _offsets(parts: list[npt.NDArray[Any]]) -> npt.NDArray[np.int64]:
+def _offsets(parts: Sequence[npt.NDArray[Any]]) -> npt.NDArray[np.int64]:
     out = np.zeros(len(parts) + 1, np.int64)
     np.cumsum([p.shape[0] for p in parts], out=out[1:])
     return out

@@ -35,7 +35,7 @@ from adapters import pipeline
 from adapters.tinker import checkpoint as ck
 from adapters.tinker import planner as pl
 from adapters.tinker.config import TrainConfig
-from adapters.tinker.convert import datums_to_tinker
+from adapters.tinker.convert import datums_to_tinker, pack_trajectories
 from adapters.tinker.dataset import Question, batch_at, cursor_at, is_correct, load_questions
 from adapters.tinker.protocol import SamplingClient, ServiceClient, TrainingClient
 from adapters.tinker.renderers import ByteRenderer, Renderer
@@ -847,7 +847,7 @@ def _replay_rollouts(
             replay = kernel.ReplayResult(
                 r.state, tuple(t.reward for t in r.turns), tuple(range(len(r.turns))), ()
             )
-            out.append(pipeline.ReplayedDebate(skeleton, parsed, replay, _end_reason(r.state)))
+            out.append(pipeline.ReplayedDebate(skeleton, parsed, replay, pipeline.end_reason(r.state)))
         else:
             replayed, errors = pipeline.replay_debates([skeleton], [parsed], options=options)
             if errors or len(replayed) != 1:  # the rollout ran the same machine: a bug, not bad input
@@ -856,15 +856,6 @@ def _replay_rollouts(
                 )
             out.extend(replayed)
     return out
-
-
-def _end_reason(state: kernel.DebateState) -> str:
-    """``ReplayedDebate.end`` of a final state (as ``pipeline.replay_debates`` names it)."""
-    if state.consensus:
-        return "consensus"
-    if state.parse_failed:
-        return "parse_error"
-    return "max_rounds" if state.done else "open"
 
 
 def _rollout_datums(
@@ -900,29 +891,13 @@ def _rollout_datums(
     if not rows:
         return None
     advantages_B = np.asarray(numeric.advantages_PG, dtype=np.float64)[np.asarray(rows, dtype=np.int64)]
-    trajectories = kernel.Trajectories(
-        ob_tokens=np.concatenate(obs),
-        ob_offsets_N1=_offsets(obs),
-        ac_tokens=np.concatenate(acs),
-        ac_offsets_N1=_offsets(acs),
-        logprobs=np.concatenate(lps),
-        logprob_offsets_N1=_offsets(lps),
-        has_logprobs_N=np.ones(len(obs), dtype=np.bool_),
-        traj_ids_N=np.repeat(np.arange(len(rows), dtype=np.int64), counts),
-        advantages_B=advantages_B,
-    )
+    trajectories = pack_trajectories(obs, acs, lps, [True] * len(obs), counts, advantages_B)
     d = kernel.build_datums(trajectories, mode="robust").datums
     where = np.asarray(origin, dtype=np.int64).reshape(-1, 2)
     arrays: dict[str, npt.NDArray[Any]] = {name: np.asarray(getattr(d, name)) for name in d._fields}
     arrays["debate_D"] = where[d.traj_ids_D, 0]
     arrays["agent_D"] = where[d.traj_ids_D, 1]
     return arrays
-
-
-def _offsets(parts: Sequence[npt.NDArray[Any]]) -> npt.NDArray[np.int64]:
-    out = np.zeros(len(parts) + 1, dtype=np.int64)
-    np.cumsum([x.shape[0] for x in parts], out=out[1:])
-    return out
 
 
 def _spoke(played: Sequence[DebateResult], offsets_P1: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
