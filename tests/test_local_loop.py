@@ -15,12 +15,7 @@ pytest.importorskip("optax")
 from adapters.local import LocalServiceClient
 from adapters.tinker.config import TrainConfig
 from adapters.tinker.train import run_training
-
-# Smoke runs sample fewer tokens than a warm-start turn on purpose; the loop's warning about that is
-# tested on its own (test_train_loop.py) and would only be noise here.
-_SHORT_SAMPLES = pytest.mark.filterwarnings(
-    "ignore:max_tokens=.*shorter than a warm-start turn:RuntimeWarning"
-)
+from tests._marks import SHORT_SAMPLES
 
 
 def test_run_training_on_the_local_service(tmp_path: Path) -> None:
@@ -57,7 +52,7 @@ class _Recording(LocalServiceClient):
         return super().create_full_training_client(base_model)
 
 
-@_SHORT_SAMPLES
+@SHORT_SAMPLES
 def test_lora_rank_zero_trains_every_weight_on_the_local_service(tmp_path: Path) -> None:
     config = TrainConfig(
         model="tiny",

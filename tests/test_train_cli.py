@@ -15,13 +15,7 @@ from typing import Any
 import pytest
 
 from adapters.cli import main
-
-# Smoke runs sample fewer tokens than a warm-start turn on purpose; the loop's warning about that is
-# tested on its own (test_train_loop.py) and would only be noise here.
-_SHORT_SAMPLES = pytest.mark.filterwarnings(
-    "ignore:max_tokens=.*shorter than a warm-start turn:RuntimeWarning"
-)
-
+from tests._marks import SHORT_SAMPLES
 
 ARGS = [
     "--service",
@@ -97,7 +91,7 @@ def test_report_draws_training_curves_of_a_run_dir(
     assert "no metrics.jsonl" in capsys.readouterr().err
 
 
-@_SHORT_SAMPLES
+@SHORT_SAMPLES
 def test_local_tiny_run_through_the_cli_evaluates_and_reports(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -151,7 +145,7 @@ def test_local_runs_get_the_local_preset_under_file_and_flags(
     assert config("--model", "tiny").dataset == "arithmetic"
 
 
-@_SHORT_SAMPLES
+@SHORT_SAMPLES
 def test_fake_run_evaluates_where_rl_starts_and_the_report_draws_eval_curves(tmp_path: Path) -> None:
     run = tmp_path / "run"
     argv = [*ARGS, "--out", str(run), "--warm-start-steps", "2", "--steps", "4", "--eval-every", "2"]

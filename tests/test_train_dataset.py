@@ -22,12 +22,7 @@ from adapters.tinker.dataset import (
 )
 from adapters.tinker.fake import FakeServiceClient
 from adapters.tinker.train import run_training
-
-# Smoke runs sample fewer tokens than a warm-start turn on purpose; the loop's warning about that is
-# tested on its own (test_train_loop.py) and would only be noise here.
-_SHORT_SAMPLES = pytest.mark.filterwarnings(
-    "ignore:max_tokens=.*shorter than a warm-start turn:RuntimeWarning"
-)
+from tests._marks import SHORT_SAMPLES
 
 
 def test_shipped_questions_all_have_checkable_answers() -> None:
@@ -119,7 +114,7 @@ SMALL = {"batch_size": 2, "num_agents": 2, "max_rounds": 2, "max_tokens": 128, "
         {"kl_penalty_coef": 0.1, "warm_start_steps": 1},
     ],
 )
-@_SHORT_SAMPLES
+@SHORT_SAMPLES
 def test_loop_options_run_on_the_fake(tmp_path: Path, options: dict[str, object]) -> None:
     config = TrainConfig.from_mapping({**SMALL, "out": str(tmp_path / "run"), "steps": 2, **options})
     result = asyncio.run(run_training(config, FakeServiceClient(seed=0)))

@@ -23,14 +23,8 @@ from adapters.tinker.dataset import load_questions
 from adapters.tinker.fake import FakeServiceClient, load_state_file
 from adapters.tinker.faults import Fault, FaultPlan, SimulatedCrash, with_faults
 from adapters.tinker.train import METRIC_NAMES, run_training
+from tests._marks import SHORT_SAMPLES
 from tests._profile import examples
-
-# Smoke runs sample fewer tokens than a warm-start turn on purpose; the loop's warning about that is
-# tested on its own (test_train_loop.py) and would only be noise here.
-_SHORT_SAMPLES = pytest.mark.filterwarnings(
-    "ignore:max_tokens=.*shorter than a warm-start turn:RuntimeWarning"
-)
-
 
 SMALL = {"batch_size": 2, "num_agents": 2, "max_rounds": 2, "max_tokens": 128, "eval_questions": 1}
 
@@ -115,7 +109,7 @@ def test_every_batch_trained_exactly_once_across_a_crash(
     assert len(lineage) == trained  # none lost
 
 
-@_SHORT_SAMPLES
+@SHORT_SAMPLES
 def test_metric_names_and_eval_lines(tmp_path: Path) -> None:
     config = _config(tmp_path, steps=2, warm_start_steps=1, eval_every=1)
     result = asyncio.run(run_training(config, FakeServiceClient(seed=1)))
@@ -249,7 +243,7 @@ def test_config_errors_name_the_key(tmp_path: Path) -> None:
     assert load_config(toml, overrides={"seed": 2}).steps == 7
 
 
-@_SHORT_SAMPLES
+@SHORT_SAMPLES
 def test_warm_start_learning_rate_decays_linearly_then_rl_uses_the_configured_rate(tmp_path: Path) -> None:
     config = _config(
         tmp_path,
