@@ -406,9 +406,8 @@ def sample(
         reason: Literal["length", "stop"] = "stop"  # the answer ends with <|end|>: a natural stop
         if limit is not None and tokens_T.shape[0] > limit:
             tokens_T, reason = tokens_T[:limit], "length"
-        if (
-            tokens_T.shape[0] and ids.shape[0]
-        ):  # token_logprobs over prompt + tokens from len(prompt), without the copy
+        # token_logprobs over prompt + tokens from len(prompt), without building that concatenation
+        if tokens_T.shape[0] and ids.shape[0]:
             pos = np.arange(ids.shape[0], ids.shape[0] + tokens_T.shape[0], dtype=np.int64)
             prev = np.concatenate([ids[-1:], tokens_T[:-1]])
             lps = _logprobs_at(state.params, pos, prev, tokens_T)
