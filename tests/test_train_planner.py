@@ -175,12 +175,35 @@ def test_pipelined_order_for_three_substeps() -> None:
     assert reqs == (Finish(),)
 
 
+def test_on_policy_sampling_of_the_next_batch_starts_when_its_sampler_is_ready() -> None:
+    config = PlanConfig(total_steps=3, eval_every=1, save_every=1)
+    state, reqs = pl.start(config)
+    assert reqs == (Sample(0, 0),)
+    state, reqs = pl.step(config, state, pl.Sampled(0, 0))
+    assert reqs == (Prepare(0, 0, 0, False),)  # nothing else: the current sampler is about to go stale
+    state, reqs = pl.step(config, state, pl.Prepared(0, 1))
+    state, reqs = pl.step(config, state, pl.SubstepDone(0, 0))
+    assert reqs == (RefreshSampler(0),)  # not yet: batch 1 needs the weights after step 0
+    state, reqs = pl.step(config, state, pl.SamplerReady(1))
+    # the sampler of version 1 is ready: batch 1 starts before step 0's evaluation, metrics and save
+    assert reqs == (Sample(1, 1), Evaluate(0))
+    state, reqs = pl.step(config, state, pl.Evaluated(0))
+    assert reqs == (WriteMetrics(0),)
+    state, reqs = pl.step(config, state, pl.MetricsWritten(0))
+    assert reqs == (Save(0),)
+    assert pl.checkpoint_state(state).to_sample == (1,)  # a crash now samples batch 1 again
+    state, reqs = pl.step(config, state, pl.Saved(0))
+    assert reqs == ()  # batch 1 is still being sampled
+    state, reqs = pl.step(config, state, pl.Sampled(1, 1))
+    assert reqs == (Prepare(1, 1, 1, False),)  # staleness 0
+
+
 def test_async_mode_drops_stale_batches_and_counts_them() -> None:
     config = PlanConfig(total_steps=3, max_steps_off_policy=1)
     state, reqs = pl.start(config)
     assert reqs == (Sample(0, 0), Sample(1, 0))
     state, reqs = pl.step(config, state, pl.Sampled(1, 0))  # batch 1 arrives first and is trained first
-    assert reqs == (Prepare(0, 1, 0, False), Sample(2, 0))  # sampling goes on while step 0 trains
+    assert reqs == (Sample(2, 0), Prepare(0, 1, 0, False))  # sampling goes on while step 0 trains
     for event in (pl.Prepared(0, 0), pl.SamplerReady(1), pl.MetricsWritten(0)):
         state, reqs = pl.step(config, state, event)
     state, reqs = pl.step(config, state, pl.Sampled(2, 0))  # staleness 1 − 0 = 1: trained

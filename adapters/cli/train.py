@@ -192,7 +192,7 @@ def _progress(stream: Any) -> Any:
             parts.append(f"reward {reward:.3f}")
         if isinstance(record.get("eval/correct"), float):
             parts.append(f"eval/correct {record['eval/correct']:.3f}")
-        parts.append(f"{record.get('time/step') or 0.0:.2f}s")
+        parts.append(f"{record.get('time/total') or 0.0:.2f}s")
         line = "  ".join(p for p in parts if p)
         if tty:
             width = 24

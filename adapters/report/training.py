@@ -26,7 +26,7 @@ CURVES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Entropy", ("optim/entropy",)),
     ("Parse failures", ("env/all/parse_error",)),
     ("Consensus reached", ("env/all/consensus_reached",)),
-    ("Step time (s)", ("time/step", "time/sample", "time/train")),
+    ("Step time (s)", ("time/total", "time/sample", "time/train")),
     ("Evaluation vs fixed opponents: correct, parse-success", ("eval/correct", "eval/parse_ok")),
     ("Evaluation vs fixed opponents: pairwise reward", ("eval/pairwise_reward",)),
     ("Dropped stale batches (cumulative)", ("async/dropped_stale",)),

@@ -19,8 +19,10 @@ any later lines), so every step appears exactly once across crashes.
 
 Sampling (RL steps only; batch ``b`` holds the questions of dataset batch ``b``): ``Sample(b, v)`` asks
 for the debates of batch ``b`` with the sampler of policy version ``v`` (the weights after ``v``
-optimizer steps). With ``max_steps_off_policy = 0`` a batch is requested only when the sampler is fresh
-and nothing else is pending (on-policy, staleness 0). With ``k > 0`` up to ``k + 1`` batches are
+optimizer steps). With ``max_steps_off_policy = 0`` a batch is requested only with the sampler of the
+weights it will be trained on, and when nothing else is pending (on-policy, staleness 0): the batch of step
+``s + 1`` as soon as ``SamplerReady(s + 1)`` arrives, so its sampling overlaps the evaluation, metrics line
+and checkpoint of step ``s``. With ``k > 0`` up to ``k + 1`` batches are
 sampled or waiting while training goes on; a batch is trained at step ``s`` only if ``s − v ≤ k``,
 else it is dropped and counted (its questions are not retried). A checkpoint lists batches that were
 sampled but not trained (``to_sample``): a resumed run samples them again, so no batch is lost or
@@ -393,13 +395,18 @@ def _advance(
             s = replace(s, ready=tuple(x for x in s.ready if x != (batch, version)))
             s = replace(s, phase="preparing", current=(batch, version))
             reqs.append(Prepare(s.step, batch, version, False))
-    if s.phase != "done" and s.step >= config.warm_start_steps:
+    if s.phase != "done" and _training_step(s) >= config.warm_start_steps:
         s, sample = _request_samples(config, s)
-        reqs.extend(sample)
+        reqs[:0] = sample  # first: the shell starts the rollouts before the step's bookkeeping
     if s.phase == "idle" and s.step >= config.total_steps:
         s = replace(s, phase="done")
         reqs.append(Finish())
     return s, tuple(reqs)
+
+
+def _training_step(s: LoopState) -> int:
+    """The step that will train a batch requested now: the next one while a step is in progress."""
+    return s.step + (1 if s.phase not in ("idle", "done") else 0)
 
 
 def _request_samples(config: PlanConfig, s: LoopState) -> tuple[LoopState, list[Request]]:
@@ -412,8 +419,8 @@ def _request_samples(config: PlanConfig, s: LoopState) -> tuple[LoopState, list[
         remaining = config.total_steps - s.step - (1 if in_progress else 0)
         if pending >= min(window, remaining):
             break
-        if k == 0 and (in_progress or s.version != s.step):
-            break  # on-policy: only with the sampler of the current weights
+        if k == 0 and s.version != _training_step(s):
+            break  # on-policy: only with the sampler of the weights the batch will be trained on
         if s.to_sample:
             batch, to_sample = s.to_sample[0], s.to_sample[1:]
             s = replace(s, to_sample=to_sample)

@@ -90,10 +90,14 @@ METRIC_NAMES = (
     "time/prepare",
     "time/train",
     "time/step",
+    "time/total",
 )
 """Keys of every metrics line (``eval/correct``, ``eval/parse_ok``, ``eval/pairwise_reward`` and
 ``time/eval`` are added on evaluation steps). NaN marks a value that does not exist for the step
-(e.g. no action tokens)."""
+(e.g. no action tokens). ``time/step`` runs from the step's Prepare to its metrics line, ``time/total`` from
+the previous step's metrics line (or the loop's start) to this one's: the run's wall time per step. In
+on-policy mode the next batch's sampling starts as soon as its sampler is ready, while the step still
+evaluates and writes its metrics, so ``time/sample + time/step`` may exceed ``time/total``."""
 
 
 class TrainResult(NamedTuple):
@@ -141,6 +145,7 @@ class _Shell:
     record: dict[str, Any] = field(default_factory=dict)
     step_start: float = 0.0
     train_start: float = 0.0
+    last_end: float = 0.0  # when the previous step's metrics line was written (or the loop started)
     state_path: str = ""
     metrics: list[dict[str, Any]] = field(default_factory=list)
     sampling_tasks: set[asyncio.Task[None]] = field(default_factory=set)
@@ -194,7 +199,7 @@ class _Shell:
             case pl.Evaluate(step):
                 tg.create_task(self.evaluate(step))
             case pl.WriteMetrics(step):
-                self.write_metrics(step, state)
+                tg.create_task(self.write_metrics_later(step, state))
             case pl.Save(step):
                 tg.create_task(self.save(step, pl.checkpoint_state(state)))
             case pl.Finish():
@@ -500,6 +505,13 @@ class _Shell:
         self.record["time/eval"] = self.clock() - t0
         self.queue.put_nowait(pl.Evaluated(step))
 
+    async def write_metrics_later(self, step: int, state: pl.LoopState) -> None:
+        """:meth:`write_metrics` after one turn of the event loop: the rollouts of the next batch, requested
+        just before (on-policy, as soon as its sampler is ready), send their first requests first, and the
+        bookkeeping runs while the service samples."""
+        await asyncio.sleep(0)
+        self.write_metrics(step, state)
+
     def write_metrics(self, step: int, state: pl.LoopState) -> None:
         assert self.prepared is not None
         p = self.prepared
@@ -511,11 +523,16 @@ class _Shell:
         record["async/dropped_stale"] = state.dropped
         record["optim/num_datums"] = len(p.data)
         record["optim/num_substeps"] = len(p.chunks)
-        record["time/step"] = self.clock() - self.step_start
+        now = self.clock()
+        record["time/step"] = now - self.step_start
+        record["time/total"] = now - self.last_end
+        self.last_end = now
         record = {k: _jsonable(v) for k, v in record.items()}
         ck.append_metrics(self.run.run_dir, record)
         self.metrics.append(record)
         self.record = {}
+        # the step's datums and outputs are done with: freed now, the next step's arrays reuse their memory
+        self.prepared, self.outputs = None, []
         if self.progress is not None:
             self.progress(step, self.config.total_steps, record)
         self.queue.put_nowait(pl.MetricsWritten(step))
@@ -637,6 +654,7 @@ async def run_training(
         clock,
     )
     shell.metrics = list(kept)
+    shell.last_end = clock()
     plan = pl.PlanConfig(
         total_steps=config.total_steps,
         warm_start_steps=config.warm_start_steps,
