@@ -643,7 +643,7 @@ def _turn_to_record(turn: Turn) -> dict[str, Any]:
         rec["round"] = turn.round
     rec["text"] = turn.text
     if turn.action_tokens is not None:
-        obs = turn.observation_tokens or ()
+        obs = turn.observation_tokens if turn.observation_tokens is not None else ()
         rec["observation_tokens"] = obs.tolist() if hasattr(obs, "tolist") else list(obs)
         rec["action_tokens"] = list(turn.action_tokens)
         rec["logprobs"] = list(turn.logprobs or ())
@@ -714,7 +714,7 @@ def _dumps_turn(turn: Turn) -> str:
         parts.append(f',"round":{_dumps(turn.round)}')
     parts.append(f',"text":{_dumps(turn.text)}')
     if turn.action_tokens is not None:
-        obs = turn.observation_tokens or ()
+        obs = turn.observation_tokens if turn.observation_tokens is not None else ()
         ids = np.asarray(obs) if hasattr(obs, "__array__") else None
         if ids is not None and ids.ndim == 1 and ids.dtype.kind in "iu":
             parts.append(f',"observation_tokens":{_json_ints(ids)}')

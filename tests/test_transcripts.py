@@ -317,7 +317,8 @@ _ID_DTYPES = st.sampled_from([np.int64, np.int32, np.uint16, np.uint32, np.int8]
 
 @st.composite
 def _token_views(draw: st.DrawFn, debate: Debate) -> Debate:
-    """``debate`` with its observation tokens as rollouts hand them over (a TokenArray) or as a tuple."""
+    """``debate`` with its observation tokens as rollouts hand them over (a TokenArray), as the transcript
+    writer's worker receives them (a plain array) or as a tuple."""
     turns = []
     for t in debate.turns:
         obs = t.observation_tokens
@@ -328,7 +329,7 @@ def _token_views(draw: st.DrawFn, debate: Debate) -> Debate:
             ids += draw(st.lists(st.integers(0, 10 ** draw(st.integers(1, 9))), max_size=5))
             ids = [min(max(x, int(info.min)), int(info.max)) for x in ids]
             arr = np.asarray(ids, dtype=dtype)
-            obs = draw(st.sampled_from([TokenArray(arr), tuple(ids)]))
+            obs = draw(st.sampled_from([TokenArray(arr), arr, tuple(ids)]))
         turns.append(dataclasses.replace(t, observation_tokens=obs))
     return dataclasses.replace(debate, turns=tuple(turns))
 

@@ -34,6 +34,7 @@ import kernel
 from adapters import pipeline
 from adapters.tinker import checkpoint as ck
 from adapters.tinker import planner as pl
+from adapters.tinker import transcript_writer
 from adapters.tinker.config import TrainConfig
 from adapters.tinker.convert import datums_to_tinker, pack_trajectories
 from adapters.tinker.dataset import Question, batch_at, cursor_at, is_correct, load_questions
@@ -49,7 +50,8 @@ from adapters.tinker.rollouts import (
 )
 from adapters.tinker.tokenizers import ByteTokenizer
 from adapters.tinker.tokens import prompt_ids
-from adapters.transcripts import Debate, dumps_debate
+from adapters.tinker.transcript_writer import TranscriptWriter
+from adapters.transcripts import Debate
 from adapters.transcripts import Turn as TranscriptTurn
 
 __all__ = ["METRIC_NAMES", "TrainResult", "run_training"]
@@ -151,6 +153,8 @@ class _Shell:
     sampling_tasks: set[asyncio.Task[None]] = field(default_factory=set)
     group: asyncio.TaskGroup | None = None
     unwritten: tuple[int, list[DebateResult]] | None = None  # a prepared step's debates, not yet written
+    writer: TranscriptWriter = field(default_factory=lambda: _transcript_writer())
+    writing: set[asyncio.Task[None]] = field(default_factory=set)  # transcript writes not finished
 
     @property
     def rollout_config(self) -> RolloutConfig:
@@ -251,17 +255,21 @@ class _Shell:
         self.queue.put_nowait(pl.Prepared(request.step, len(prepared.chunks)))
 
     def start_transcript_write(self) -> None:
-        """Writes the step's transcripts in a thread of the group. JSON-encoding millions of token ids holds
-        the GIL for a while, so it starts once the step's requests are submitted: it then runs while the
-        loop waits for the service instead of slowing the kernel stages and the submission."""
+        """Writes the step's transcripts in a task of the group (a thread, or the writer's process for a
+        large step). Building and encoding them costs time, so it starts once the step's requests are
+        submitted: it then runs while the loop waits for the service instead of slowing the kernel stages
+        and the submission. A checkpoint waits for it (:meth:`save`)."""
         if self.unwritten is not None:
             assert self.group is not None
-            self.group.create_task(asyncio.to_thread(self.write_transcripts, *self.unwritten))
+            task = self.group.create_task(self.write_transcripts(*self.unwritten))
+            self.writing.add(task)
+            task.add_done_callback(self.writing.discard)
             self.unwritten = None
 
-    def write_transcripts(self, step: int, played: Sequence[DebateResult]) -> None:
+    async def write_transcripts(self, step: int, played: Sequence[DebateResult]) -> None:
         path = self.run.run_dir / "transcripts" / f"step-{step:06d}.jsonl"
-        ck.write_text_atomic(path, "".join(dumps_debate(r.to_transcript()) + "\n" for r in played))
+        debates = await asyncio.to_thread(lambda: [r.to_transcript() for r in played])
+        await self.writer.write(path, debates)
 
     def prepare_rl(self, results: Sequence[DebateResult], played: Sequence[DebateResult]) -> _Prepared:
         """The step's datums from its rollouts, with only what the datums need before the submission:
@@ -560,6 +568,11 @@ class _Shell:
         }
 
     async def save(self, step: int, saved: pl.LoopState) -> None:
+        if self.writing:  # a checkpoint implies the transcripts of every step it covers are on disk
+            pending = set(self.writing)
+            await asyncio.wait(pending)
+            if any(t.cancelled() or t.exception() is not None for t in pending):
+                return  # the failed write ends the group: no checkpoint after a lost file
         response = await self.training.save_state(f"step-{step + 1:06d}")
         n = len(self.questions)
         cursor = cursor_at(
@@ -666,7 +679,7 @@ async def run_training(
     if resumed is not None and resumed.step >= plan.total_steps:
         return TrainResult(run.run_dir, shell.metrics)
     with _long_lived_objects_frozen(), _freed_memory_kept():
-        async with asyncio.TaskGroup() as tg:
+        async with shell.writer, asyncio.TaskGroup() as tg:
             shell.group = tg
             state, requests = pl.start(plan, resumed)
             while True:
@@ -1001,6 +1014,11 @@ def _mean_loss(outputs: Sequence[types.ForwardBackwardOutput], data: Sequence[ti
         name = "weights" if "weights" in inputs else "advantages" if "advantages" in inputs else None
         tokens += int(np.count_nonzero(inputs[name].to_numpy())) if name else len(datum.model_input.to_ints())
     return float(sum(sums)) / max(tokens, 1)
+
+
+def _transcript_writer() -> TranscriptWriter:
+    """The loop's writer: steps of at least ``transcript_writer.PROCESS_TOKENS`` tokens go to its process."""
+    return TranscriptWriter(process_tokens=transcript_writer.PROCESS_TOKENS)
 
 
 def _split(data: list[tinker.Datum], num_substeps: int) -> list[list[tinker.Datum]]:

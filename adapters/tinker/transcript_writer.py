@@ -1,0 +1,207 @@
+"""Writing a training step's transcripts without holding up the event loop.
+
+A step's transcripts file is mostly numbers: every turn's prompt ids, sampled ids and logprobs (at 64
+debates × 4 agents × 3 rounds with ≈1,200-token prompts, some 9 MB of JSON). Encoding it holds the GIL
+for about 0.1 s a step, most of it formatting the logprobs as the shortest repr that round-trips
+(``json``'s float repr). In a thread that time is taken from the event loop while the next step's
+rollouts start, so :class:`TranscriptWriter` sends large steps to a worker process of its own and keeps
+small steps in a thread, where starting a process would cost more than it saves.
+
+The worker is this module run as a script (``python -m adapters.tinker.transcript_writer``), started on
+the first large step and fed over its stdin: not ``multiprocessing``, whose ``spawn`` method re-imports
+the caller's main module (a user's script without a ``__main__`` guard would start training again) and
+whose ``fork`` method is unsafe in a process holding threads or JAX. Both paths write the same bytes:
+:func:`encode_and_write` runs in either.
+
+Frame (parent → worker): 8-byte big-endian length, then the pickle of ``(path, debates)``; reply
+(worker → parent): one line, ``ok`` or the error. Closing the worker's stdin ends it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import pickle
+import struct
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
+
+from adapters.tinker.checkpoint import write_text_atomic
+from adapters.transcripts import Debate, dumps_debate
+
+__all__ = ["PROCESS_TOKENS", "TranscriptWriteError", "TranscriptWriter", "encode_and_write", "token_count"]
+
+PROCESS_TOKENS = 200_000
+"""Steps whose transcripts hold at least this many token ids (prompts and samples) go to the worker
+process: about 2 MB of JSON and 20 ms of encoding, above the cost of sending them there."""
+
+_HEADER = struct.Struct(">Q")
+
+
+class TranscriptWriteError(RuntimeError):
+    """The worker process could not write a transcripts file (its error, or its exit, is the message)."""
+
+
+def encode_and_write(path: str | Path, debates: Sequence[Debate]) -> None:
+    """Writes ``debates`` to ``path`` as JSON Lines, atomically (a temporary file, fsynced, renamed)."""
+    write_text_atomic(path, "".join(dumps_debate(d) + "\n" for d in debates))
+
+
+def token_count(debates: Sequence[Debate]) -> int:
+    """The token ids the transcripts of ``debates`` hold (observations and actions)."""
+    return sum(
+        (0 if t.observation_tokens is None else len(t.observation_tokens))
+        + (0 if t.action_tokens is None else len(t.action_tokens))
+        for d in debates
+        for t in d.turns
+    )
+
+
+def _portable(debate: Debate) -> Debate:
+    """``debate`` with array-backed token sequences as plain arrays, so the worker unpickles it without
+    importing the SDK (the transcript encoder writes an integer array's ids as it writes a list's)."""
+    turns = tuple(
+        dataclasses.replace(t, observation_tokens=np.asarray(t.observation_tokens))
+        if t.observation_tokens is not None and hasattr(t.observation_tokens, "__array__")
+        else t
+        for t in debate.turns
+    )
+    return dataclasses.replace(debate, turns=turns)
+
+
+class TranscriptWriter:
+    """Writes transcripts files off the event loop: in a thread, or in a worker process for large steps.
+
+    Use as an async context manager (or await :meth:`aclose`): the worker, if one was started, finishes
+    the write it has and exits; on cancellation it is killed (a write is atomic: a file is whole or
+    absent). Writes are sent to the worker one at a time, in call order.
+
+    Args:
+      process_tokens: the size, in token ids, from which a step goes to the worker process (keyword);
+        0 sends every step there, ``None`` none.
+
+    Examples:
+      >>> import asyncio, tempfile
+      >>> from pathlib import Path
+      >>> from adapters.transcripts import Turn, read_transcripts
+      >>> out = Path(tempfile.mkdtemp()) / "step.jsonl"
+      >>> debate = Debate(id="a", question="q", num_agents=1, turns=(Turn(0, "x"),))
+      >>> async def main():
+      ...     async with TranscriptWriter() as writer:
+      ...         await writer.write(out, [debate])
+      >>> asyncio.run(main())
+      >>> read_transcripts(out.read_text()).debates[0].id
+      'a'
+    """
+
+    def __init__(self, *, process_tokens: int | None = PROCESS_TOKENS) -> None:
+        if process_tokens is not None and (
+            isinstance(process_tokens, bool) or not isinstance(process_tokens, int) or process_tokens < 0
+        ):
+            raise ValueError(f"process_tokens must be an int >= 0 or None, got {process_tokens!r}")
+        self.process_tokens = process_tokens
+        self._proc: asyncio.subprocess.Process | None = None
+        self._lock = asyncio.Lock()
+
+    async def __aenter__(self) -> TranscriptWriter:
+        return self
+
+    async def __aexit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None:
+            await self.aclose()
+        else:
+            await self.kill()
+
+    @property
+    def started_process(self) -> bool:
+        """Whether a worker process was started."""
+        return self._proc is not None
+
+    async def write(self, path: str | Path, debates: Sequence[Debate]) -> None:
+        """Writes ``debates`` to ``path`` (see :func:`encode_and_write`); returns once the file is in place.
+
+        Raises:
+          OSError: the file could not be written (thread path).
+          TranscriptWriteError: the worker process failed to write it, or died.
+        """
+        debates = list(debates)
+        if self.process_tokens is None or token_count(debates) < self.process_tokens:
+            await asyncio.to_thread(encode_and_write, path, debates)
+            return
+        payload = pickle.dumps((str(path), [_portable(d) for d in debates]), protocol=5)
+        async with self._lock:
+            proc = await self._worker()
+            assert proc.stdin is not None and proc.stdout is not None
+            proc.stdin.write(_HEADER.pack(len(payload)))
+            proc.stdin.write(payload)
+            try:
+                await proc.stdin.drain()
+                reply = await proc.stdout.readline()
+            except (BrokenPipeError, ConnectionResetError):
+                reply = b""
+            if reply != b"ok\n":
+                message = reply.decode(errors="replace").strip() or f"exit code {await proc.wait()}"
+                raise TranscriptWriteError(f"the transcript writer process could not write {path}: {message}")
+
+    async def _worker(self) -> asyncio.subprocess.Process:
+        if self._proc is None:
+            here = str(Path(__file__).resolve().parents[2])  # the folder holding this ``adapters``
+            env = dict(os.environ)
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
+            self._proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "adapters.tinker.transcript_writer",
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                env=env,
+            )
+        return self._proc
+
+    async def aclose(self) -> None:
+        """Ends the worker after its current write (closes its stdin, waits for its exit); idempotent."""
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            assert proc.stdin is not None
+            proc.stdin.close()
+            await proc.wait()
+
+    async def kill(self) -> None:
+        """Ends the worker now (on an error or cancellation); idempotent."""
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            if proc.returncode is None:
+                proc.kill()
+            await asyncio.shield(proc.wait())
+
+
+def _serve(stdin: BinaryIO, stdout: BinaryIO) -> int:
+    """The worker: writes each framed request's file and replies, until its stdin closes."""
+    while True:
+        header = stdin.read(_HEADER.size)
+        if len(header) < _HEADER.size:
+            return 0
+        (size,) = _HEADER.unpack(header)
+        body = stdin.read(size)
+        try:
+            path, debates = pickle.loads(body)
+            encode_and_write(path, debates)
+            reply = "ok"
+        except Exception as e:  # reported to the parent, which raises it there
+            reply = f"{type(e).__name__}: {e}".replace("\n", " ")
+        stdout.write(reply.encode() + b"\n")
+        stdout.flush()
+
+
+def main() -> int:
+    """The worker's entry point: serves requests on stdin until it closes."""
+    return _serve(sys.stdin.buffer, sys.stdout.buffer)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
