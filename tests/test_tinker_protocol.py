@@ -85,7 +85,16 @@ def test_a_class_missing_a_method_fails_the_check(tmp_path: Path) -> None:
     assert "sampling_params" in out  # the note names the conflicting member
 
 
-_MODULES = ("tokenizers", "futures", "renderers", "fake", "faults", "rollouts", "protocol", "transcript_writer")
+_MODULES = (
+    "tokenizers",
+    "futures",
+    "renderers",
+    "fake",
+    "faults",
+    "rollouts",
+    "protocol",
+    "transcript_writer",
+)
 
 
 def test_training_adapters_are_strict_mypy_clean(tmp_path: Path) -> None:

@@ -34,6 +34,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import random
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -301,16 +302,16 @@ _QUESTION = re.compile(r"Question:\n(.*?)(?:\n\n|$)", re.S)
 _ARITH = re.compile(r"(-?\d+)\s*([-+*])\s*(-?\d+)")
 
 
-def _answer(question: str, rng: np.random.Generator, accuracy: float) -> str:
+def _answer(question: str, rng: random.Random, accuracy: float) -> str:
     m = _ARITH.search(question)
     if m is None:
-        return str(int(rng.integers(0, 10)))
+        return str(rng.randrange(10))
     a, op, b = int(m.group(1)), m.group(2), int(m.group(3))
     right = a + b if op == "+" else a - b if op == "-" else a * b
-    return str(right if rng.random() < accuracy else right + int(rng.choice([-2, -1, 1, 2])))
+    return str(right if rng.random() < accuracy else right + rng.choice((-2, -1, 1, 2)))
 
 
-def _scripted_text(prompt_text: str, rng: np.random.Generator, policy: FakePolicy, version: int) -> str:
+def _scripted_text(prompt_text: str, rng: random.Random, policy: FakePolicy, version: int) -> str:
     who = _WHO.search(prompt_text)
     agent, n = (int(who.group(1)), int(who.group(2))) if who else (0, 1)
     rounds = [int(r) for r in _ROUND.findall(prompt_text)]
@@ -321,9 +322,9 @@ def _scripted_text(prompt_text: str, rng: np.random.Generator, policy: FakePolic
     judged = [j for j in range(n) if j != agent and (round_index > 0 or j < agent)]
     votes: list[Vote] = []
     if len(judged) >= 2:
-        for _ in range(int(rng.integers(0, 3))):
-            a, b = rng.choice(judged, size=2, replace=False)
-            votes.append(Vote(int(a), ">" if rng.random() < 0.7 else "=", int(b)))
+        for _ in range(rng.randrange(3)):
+            a, b = rng.sample(judged, 2)
+            votes.append(Vote(a, ">" if rng.random() < 0.7 else "=", b))
     evaluation = f"Agent {judged[0]} argues well." if judged else "N/A"
     yes = bool(rng.random() < min(policy.yes_rate * (round_index + 1), 1.0))
     text = render_response(
@@ -393,7 +394,7 @@ def sample(
     key = _digest(state.params, hashlib.sha256(ids.tobytes()).hexdigest(), str(sampling_params.seed))
     sequences = []
     for k in range(num_samples):
-        rng = np.random.default_rng([int(key, 16) % 2**63, k])
+        rng = random.Random(f"{key}-{k}")  # seeded by a str: sha512 of it, the same on every platform
         text = _scripted_text(prompt_text, rng, policy, state.version)
         body = text.encode()
         tokens_T: npt.NDArray[np.int64] = np.empty(len(body) + 1, np.int64)

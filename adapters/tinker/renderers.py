@@ -111,7 +111,7 @@ class ByteRenderer:
 
     def text(self, tokens: Sequence[int]) -> str:
         """The sampled bytes as text, special tokens dropped."""
-        return self.tokenizer.decode(_ints(tokens), skip_special_tokens=True)
+        return self.tokenizer.decode(tokens, skip_special_tokens=True)  # it checks the ids itself
 
     def answer_tokens(self, text: str) -> list[int]:
         """The tokens a model emits to answer ``text``: its bytes, then ``<|end|>`` (warm starts, fakes)."""
