@@ -19,6 +19,7 @@ Examples:
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Sequence
@@ -186,6 +187,7 @@ def extract_final_answer(solution: str) -> str | None:
     return str(numbers[-1]) if numbers else None
 
 
+@functools.lru_cache(maxsize=1 << 16)  # a step checks the same few answers hundreds of times
 def _as_number(text: str) -> Fraction | None:
     clean = text.strip().replace(",", "").rstrip(".")
     try:

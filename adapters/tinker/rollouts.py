@@ -30,8 +30,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeAlias
 
+import numpy as np
+import numpy.typing as npt
 import tinker
 from tinker import types
 
@@ -64,12 +66,43 @@ __all__ = [
     "RolloutConfig",
     "RolloutTurn",
     "RolloutsCancelled",
+    "TurnArrays",
     "fixed_opponents",
     "run_debate",
     "run_debates",
     "self_play",
     "transcript_lines",
+    "turn_arrays",
 ]
+
+TurnArrays: TypeAlias = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64]]
+"""A turn's token arrays: observation ids int64 [O], action ids int64 [A], sampler logprobs float64 [A]."""
+
+
+def turn_arrays(prompt: tinker.ModelInput, sequence: types.SampledSequence) -> TurnArrays | None:
+    """``(observation, action, logprobs)`` of a sampled turn as its transcript keeps them, or None where
+    the transcript keeps no tokens (the sampler gave no logprob per token; see ``DebateResult``).
+
+    Examples:
+        >>> seq = types.SampledSequence(stop_reason="stop", sequence_id="s", tokens=[5, 6],
+        ...                             logprobs=[-0.5, -1.0])
+        >>> ob, ac, lp = turn_arrays(tinker.ModelInput.from_ints([1, 2, 3]), seq)
+        >>> ob.tolist(), ac.tolist(), lp.tolist()
+        ([1, 2, 3], [5, 6], [-0.5, -1.0])
+        >>> turn_arrays(tinker.ModelInput.from_ints([1]), types.SampledSequence("stop", "s", tokens=[5]))
+    """
+    action = sequence.tokens_np if sequence.tokens_np is not None else sequence.tokens
+    logprobs = sequence.logprobs_np if sequence.logprobs_np is not None else sequence.logprobs
+    if logprobs is None or len(logprobs) != len(action):
+        return None
+    if not isinstance(logprobs, np.ndarray) and any(x is None for x in logprobs):
+        return None
+    return (
+        prompt_ids(prompt),
+        np.asarray(action, dtype=np.int64),
+        np.asarray(logprobs, dtype=np.float64),
+    )
+
 
 EndReason = Literal[
     "consensus",
@@ -180,7 +213,9 @@ class DebateSpec:
 
 @dataclass(frozen=True, slots=True)
 class RolloutTurn:
-    """One turn as sampled: prompt, the sampled sequence (tokens, logprobs), text, parse, step reward."""
+    """One turn as sampled: prompt, the sampled sequence (tokens, logprobs), text, parse, step reward, and
+    the turn's token arrays (:func:`turn_arrays`), built as the turn is taken: while the loop waits for
+    other debates' samples rather than in the step's preparation, on its critical path."""
 
     agent_id: int
     round: int
@@ -190,6 +225,7 @@ class RolloutTurn:
     parsed: ParsedResponse
     reward: float
     by_policy: bool
+    arrays: TurnArrays | None
 
     @property
     def transition(self) -> Transition:
@@ -522,8 +558,9 @@ async def _drive(
         if not step.ok:  # unreachable: the driver submits only for the agent whose turn it is
             raise RuntimeError(f"submit rejected agent {agent}'s turn: {step.reason}")
         by_policy = agent in spec.policy_roles
+        arrays = turn_arrays(prompt, sequence)
         live.turns.append(
-            RolloutTurn(agent, round_index, prompt, sequence, text, parsed, step.reward, by_policy)
+            RolloutTurn(agent, round_index, prompt, sequence, text, parsed, step.reward, by_policy, arrays)
         )
         live.state = step.state
 

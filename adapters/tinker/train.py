@@ -43,13 +43,12 @@ from adapters.tinker.renderers import ByteRenderer, Renderer
 from adapters.tinker.rollouts import (
     DebateResult,
     RolloutConfig,
-    RolloutTurn,
+    TurnArrays,
     fixed_opponents,
     run_debates,
     self_play,
 )
 from adapters.tinker.tokenizers import ByteTokenizer
-from adapters.tinker.tokens import prompt_ids
 from adapters.tinker.transcript_writer import TranscriptWriter
 from adapters.transcripts import Debate
 from adapters.transcripts import Turn as TranscriptTurn
@@ -316,9 +315,7 @@ class _Shell:
             keep_debate = np.bincount(group_ids[keep], minlength=num_debates)[:num_debates] > 0
             removed = int(num_debates - keep_debate.sum())
         numeric = numeric._replace(returns_PG=returns, advantages_PG=advantages)
-        tokens = [
-            [_turn_tokens(played[p].turns[k]) for k in r.replay.accepted] for p, r in enumerate(replayed)
-        ]
+        tokens = [[played[p].turns[k].arrays for k in r.replay.accepted] for p, r in enumerate(replayed)]
         arrays = _rollout_datums(replayed, tokens, numeric)
         data: list[tinker.Datum] = []
         kept: list[int] = []
@@ -349,7 +346,7 @@ class _Shell:
     def batch_metrics(
         self,
         replayed: Sequence[pipeline.ReplayedDebate],
-        tokens: Sequence[Sequence[_TurnTokens | None]],
+        tokens: Sequence[Sequence[TurnArrays | None]],
         numeric: pipeline.NumericResult,
         advantages: npt.NDArray[np.float64],
         correct: npt.NDArray[np.float64],
@@ -833,26 +830,6 @@ async def _new_training_client(service_client: ServiceClient, config: TrainConfi
     return client
 
 
-_TurnTokens = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64]]
-
-
-def _turn_tokens(turn: RolloutTurn) -> _TurnTokens | None:
-    """``(observation, action, logprobs)`` of a turn as its transcript keeps them, or None where the
-    transcript has no tokens (the sampler gave no logprob per token: see ``RolloutTurn``'s transcript)."""
-    seq = turn.sequence
-    action = seq.tokens_np if seq.tokens_np is not None else seq.tokens
-    logprobs = seq.logprobs_np if seq.logprobs_np is not None else seq.logprobs
-    if logprobs is None or len(logprobs) != len(action):
-        return None
-    if not isinstance(logprobs, np.ndarray) and any(x is None for x in logprobs):
-        return None
-    return (
-        prompt_ids(turn.prompt),
-        np.asarray(action, dtype=np.int64),
-        np.asarray(logprobs, dtype=np.float64),
-    )
-
-
 def _replay_rollouts(
     played: Sequence[DebateResult], options: pipeline.ScoreOptions, rollout_failure_reward: float
 ) -> list[pipeline.ReplayedDebate]:
@@ -891,7 +868,7 @@ def _replay_rollouts(
 
 def _rollout_datums(
     replayed: Sequence[pipeline.ReplayedDebate],
-    tokens: Sequence[Sequence[_TurnTokens | None]],
+    tokens: Sequence[Sequence[TurnArrays | None]],
     numeric: pipeline.NumericResult,
 ) -> dict[str, npt.NDArray[Any]] | None:
     """``pipeline.build_datums(...).arrays`` (robust mode) from the rollout turns' token arrays: each
@@ -905,7 +882,7 @@ def _rollout_datums(
     origin: list[tuple[int, int]] = []
     for p, r in enumerate(replayed):
         n = r.debate.num_agents
-        per_agent: list[list[_TurnTokens]] = [[] for _ in range(n)]
+        per_agent: list[list[TurnArrays]] = [[] for _ in range(n)]
         for k, turn in zip(r.replay.accepted, tokens[p], strict=True):
             if turn is not None:
                 per_agent[r.debate.turns[k].agent].append(turn)
