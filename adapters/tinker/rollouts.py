@@ -84,12 +84,14 @@ def turn_arrays(prompt: tinker.ModelInput, sequence: types.SampledSequence) -> T
     the transcript keeps no tokens (the sampler gave no logprob per token; see ``DebateResult``).
 
     Examples:
-        >>> seq = types.SampledSequence(stop_reason="stop", sequence_id="s", tokens=[5, 6],
-        ...                             logprobs=[-0.5, -1.0])
+        >>> seq = types.SampledSequence("stop", "s", tokens_np=np.array([5, 6], np.int32),
+        ...                             logprobs_np=np.array([-0.5, -1.0], np.float32))
         >>> ob, ac, lp = turn_arrays(tinker.ModelInput.from_ints([1, 2, 3]), seq)
         >>> ob.tolist(), ac.tolist(), lp.tolist()
         ([1, 2, 3], [5, 6], [-0.5, -1.0])
-        >>> turn_arrays(tinker.ModelInput.from_ints([1]), types.SampledSequence("stop", "s", tokens=[5]))
+        >>> no_logprobs = types.SampledSequence("stop", "s", tokens_np=np.array([5], np.int32))
+        >>> turn_arrays(tinker.ModelInput.from_ints([1]), no_logprobs) is None
+        True
     """
     action = sequence.tokens_np if sequence.tokens_np is not None else sequence.tokens
     logprobs = sequence.logprobs_np if sequence.logprobs_np is not None else sequence.logprobs
