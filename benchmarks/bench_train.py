@@ -48,9 +48,20 @@ class _Timed:
             t0 = time.perf_counter()
             out = attr(*args, **kwargs)
             self._box[0] += time.perf_counter() - t0
-            return _TimedFuture(out, self._box)
+            # only futures of clients are wrapped (their calls are timed too); the others pass as they are
+            return _TimedFuture(out, self._box) if name in _CLIENT_METHODS else out
 
         return call
+
+
+_CLIENT_METHODS = frozenset(
+    {
+        "create_lora_training_client",
+        "create_training_client_from_state_with_optimizer",
+        "save_weights_and_get_sampling_client",
+        "create_sampling_client",
+    }
+)
 
 
 class _TimedFuture:

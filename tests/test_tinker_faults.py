@@ -187,3 +187,26 @@ def test_crash_in_the_middle_of_a_checkpoint(tmp_path: Path, after: bool) -> Non
         assert [p.name for p in (tmp_path / "states").iterdir() if p.name.endswith(".tmp")] == []
 
     asyncio.run(main())
+
+
+def test_a_delayed_outcome_known_at_submission_is_delivered_once_and_survives_a_cancelled_awaiter() -> None:
+    from adapters.tinker import faults
+    from adapters.tinker.futures import completed, failed
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        value = faults._delayed(loop.time() + 0.02, completed(7))
+        error = faults._delayed(loop.time() + 0.02, failed(KeyError("k")))
+        dropped = faults._delayed(loop.time() + 0.01, completed(1))
+        waiter = asyncio.ensure_future(dropped.result_async())
+        await asyncio.sleep(0)
+        waiter.cancel()  # the timer fires later on a cancelled future: nothing happens
+        t0 = loop.time()
+        assert await value == 7 and await value.result_async() == 7  # any number of awaits
+        assert loop.time() - t0 >= 0.015
+        with pytest.raises(KeyError, match="k"):
+            await error
+        await asyncio.sleep(0.02)
+        assert dropped.done()
+
+    asyncio.run(main())

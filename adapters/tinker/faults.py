@@ -185,6 +185,32 @@ async def _later(deadline: float, inner: Future[Any]) -> Any:
     return await inner
 
 
+def _delayed(deadline: float, inner: Future[Any]) -> AwaitableFuture[Any]:
+    """``inner``'s outcome at ``deadline``. An outcome known at submission (a :class:`CompletedFuture`,
+    as the fake's) is delivered by one timer callback on a plain asyncio future: no task per request,
+    and the awaiting task wakes on the timer's own turn of the loop, as it would on a network reply.
+    Pending work, or a submission outside a running loop, goes through :func:`_later`."""
+    if isinstance(inner, CompletedFuture):
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if loop is not None:
+            fut: asyncio.Future[Any] = loop.create_future()
+            loop.call_at(deadline, _settle, fut, inner)
+            return AwaitableFuture(fut)
+    return AwaitableFuture(_later(deadline, inner))
+
+
+def _settle(fut: asyncio.Future[Any], inner: CompletedFuture[Any]) -> None:
+    if fut.done():  # its awaiter cancelled it
+        return
+    try:
+        fut.set_result(inner.result())
+    except Exception as e:
+        fut.set_exception(e)
+
+
 def _cancelled() -> AwaitableFuture[Any]:
     fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
     fut.cancel()
@@ -217,7 +243,7 @@ class FaultyService:
             # The delay runs from submission, as a request's latency does, not from the first await (a
             # coroutine starts only when the loop next gets to it); an in-process service's own compute
             # counts inside it, as a real service computes within its latency.
-            return AwaitableFuture(_later(submitted + fault.delay, inner))
+            return _delayed(submitted + fault.delay, inner)
         if fault.kind == "error":
             return CompletedFuture(error=InjectedError(f"injected error in {method} call {index}"))
         if fault.kind == "hang":
