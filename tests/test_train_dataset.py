@@ -45,6 +45,18 @@ def test_shipped_parity_questions_are_checked_by_the_last_digit() -> None:
     assert 150 < sum(q.answer == "even" for q in qs) < 250
 
 
+def test_shipped_repeat_questions_are_checked_by_their_one_digit() -> None:
+    qs = load_questions("repeat")
+    assert len(qs) == 160 and len({q.question for q in qs}) == 160
+    for q in qs:
+        digits = q.question.removeprefix("Which digit is repeated in ").removesuffix("?")
+        assert digits.isdigit() and 8 <= len(digits) <= 23 and len(set(digits)) == 1
+        assert q.answer == digits[0]
+        assert is_correct(digits[0], q.answer) and is_correct(f"So: \\boxed{{{digits[0]}}}", q.answer)
+        assert not any(is_correct(d, q.answer) for d in "0123456789" if d != digits[0])
+    assert sorted(q.answer for q in qs) == sorted("0123456789" * 16)
+
+
 @pytest.mark.parametrize(
     ("text", "error"),
     [

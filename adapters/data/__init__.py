@@ -7,6 +7,8 @@
 - ``arithmetic.jsonl``: 700 short checked questions of seven kinds, the local model's default.
 - ``parity.jsonl``: 400 questions "Is N even or odd?" (N from 10 to 999): a one-digit rule with a 50 %
   chance baseline, for measuring what RL adds to a format-only warm start.
+- ``repeat.jsonl``: 160 questions "Which digit is repeated in 555…5?" (each digit 0-9 written 8 to 23
+  times, shuffled): the answer is the question's only digit, a 10 % chance baseline.
 - ``sample_bank.jsonl``: the questions behind them, each with its answer, a derivation and wrong answers
   with their flawed derivations and rebuttals (the generator's raw material).
 """

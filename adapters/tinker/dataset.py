@@ -52,9 +52,11 @@ SHIPPED: dict[str, str] = {
     "sample": SAMPLE_QUESTIONS,
     "arithmetic": "arithmetic.jsonl",
     "parity": "parity.jsonl",
+    "repeat": "repeat.jsonl",
 }
 """Dataset names that read a shipped file of :mod:`adapters.data`: ``sample`` (64 word problems),
-``arithmetic`` (700 short checked questions of seven kinds) and ``parity`` (400 "Is N even or odd?")."""
+``arithmetic`` (700 short checked questions of seven kinds), ``parity`` (400 "Is N even or odd?") and
+``repeat`` (160 "Which digit is repeated in 777…7?": the answer is the one digit of the question)."""
 
 
 class DatasetError(ValueError):
@@ -113,7 +115,7 @@ def parse_questions(text: str, *, source: str = "<questions>") -> tuple[Question
 
 def load_questions(path: str | Path) -> tuple[Question, ...]:
     """Questions from a JSON Lines file, or a shipped set by name (:data:`SHIPPED`: ``"sample"``,
-    ``"arithmetic"``).
+    ``"arithmetic"``, ``"parity"``, ``"repeat"``).
 
     Raises:
       DatasetError: as :func:`parse_questions`, or the file cannot be read.
