@@ -86,19 +86,39 @@ def test_a_failed_write_is_an_error_naming_the_file_and_the_worker_goes_on(tmp_p
     assert (tmp_path / "good.jsonl").exists()
 
 
-def test_a_dead_worker_is_an_error(tmp_path: Path) -> None:
-    async def main() -> None:
+def test_a_dead_worker_falls_back_to_the_thread_with_a_warning(tmp_path: Path) -> None:
+    async def main() -> bool:
         async with TranscriptWriter(process_tokens=0) as writer:
             await writer.write(tmp_path / "a.jsonl", [_debate(3)])
             proc = writer._proc
             assert proc is not None
             proc.kill()
             await proc.wait()
-            with pytest.raises(TranscriptWriteError, match="exit code"):
+            with pytest.warns(RuntimeWarning, match="exit code -9.*in a thread"):
                 await writer.write(tmp_path / "b.jsonl", [_debate(3)])
+            await writer.write(tmp_path / "c.jsonl", [_debate(3)])  # no second warning: the thread
+            return writer.started_process
+
+    assert asyncio.run(main()) is False
+    assert (tmp_path / "b.jsonl").read_bytes() == (tmp_path / "a.jsonl").read_bytes()
+    assert (tmp_path / "c.jsonl").exists()
+
+
+def test_a_worker_that_cannot_start_falls_back_to_the_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def broken(*args: object, **kwargs: object) -> None:
+        raise FileNotFoundError("no interpreter")
+
+    monkeypatch.setattr(asyncio, "create_subprocess_exec", broken)
+
+    async def main() -> None:
+        async with TranscriptWriter(process_tokens=0) as writer:
+            with pytest.warns(RuntimeWarning, match="in a thread"):
+                await writer.write(tmp_path / "a.jsonl", [_debate(3)])
 
     asyncio.run(main())
-    assert not (tmp_path / "b.jsonl").exists()
+    assert (tmp_path / "a.jsonl").exists()
 
 
 def test_cancellation_ends_the_worker(tmp_path: Path) -> None:

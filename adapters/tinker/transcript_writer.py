@@ -25,6 +25,7 @@ import os
 import pickle
 import struct
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO
@@ -44,7 +45,7 @@ _HEADER = struct.Struct(">Q")
 
 
 class TranscriptWriteError(RuntimeError):
-    """The worker process could not write a transcripts file (its error, or its exit, is the message)."""
+    """The worker process could not write a transcripts file (its error is the message)."""
 
 
 def encode_and_write(path: str | Path, debates: Sequence[Debate]) -> None:
@@ -125,28 +126,55 @@ class TranscriptWriter:
     async def write(self, path: str | Path, debates: Sequence[Debate]) -> None:
         """Writes ``debates`` to ``path`` (see :func:`encode_and_write`); returns once the file is in place.
 
+        A worker that cannot start or exits without answering is not an error of the write: the file is
+        written in a thread instead, with a ``RuntimeWarning``, and so is every later step.
+
         Raises:
           OSError: the file could not be written (thread path).
-          TranscriptWriteError: the worker process failed to write it, or died.
+          TranscriptWriteError: the worker process answered that it could not write the file.
         """
         debates = list(debates)
-        if self.process_tokens is None or token_count(debates) < self.process_tokens:
-            await asyncio.to_thread(encode_and_write, path, debates)
-            return
-        payload = pickle.dumps((str(path), [_portable(d) for d in debates]), protocol=5)
-        async with self._lock:
+        if self.process_tokens is not None and token_count(debates) >= self.process_tokens:
+            payload = pickle.dumps((str(path), [_portable(d) for d in debates]), protocol=5)
+            async with self._lock:
+                if self.process_tokens is not None:  # not given up on by a write before this one
+                    reply = await self._exchange(payload)
+                    if reply == b"ok\n":
+                        return
+                    if reply:
+                        message = reply.decode(errors="replace").strip()
+                        raise TranscriptWriteError(
+                            f"the transcript writer process could not write {path}: {message}"
+                        )
+                    await self._give_up()
+        await asyncio.to_thread(encode_and_write, path, debates)
+
+    async def _exchange(self, payload: bytes) -> bytes:
+        """Sends one request; the worker's reply line, or b"" when it could not start or died."""
+        try:
             proc = await self._worker()
-            assert proc.stdin is not None and proc.stdout is not None
+        except OSError:
+            return b""
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
             proc.stdin.write(_HEADER.pack(len(payload)))
             proc.stdin.write(payload)
-            try:
-                await proc.stdin.drain()
-                reply = await proc.stdout.readline()
-            except (BrokenPipeError, ConnectionResetError):
-                reply = b""
-            if reply != b"ok\n":
-                message = reply.decode(errors="replace").strip() or f"exit code {await proc.wait()}"
-                raise TranscriptWriteError(f"the transcript writer process could not write {path}: {message}")
+            await proc.stdin.drain()
+            return await proc.stdout.readline()
+        except (BrokenPipeError, ConnectionResetError):
+            return b""
+
+    async def _give_up(self) -> None:
+        proc = self._proc
+        code = None if proc is None else proc.returncode
+        await self.kill()
+        self.process_tokens = None
+        warnings.warn(
+            f"the transcript writer process is gone (exit code {code}); transcripts are written in a "
+            "thread from now on",
+            RuntimeWarning,
+            stacklevel=3,
+        )
 
     async def _worker(self) -> asyncio.subprocess.Process:
         if self._proc is None:
