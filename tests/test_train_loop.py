@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import gc
-import itertools
 import json
 import math
 import warnings
@@ -313,33 +312,6 @@ def test_a_caller_that_froze_objects_keeps_its_freeze(tmp_path: Path) -> None:
         assert len(seen) == 1 and seen[0] <= frozen and 0 <= frozen - gc.get_freeze_count() < 1000
     finally:
         gc.unfreeze()
-
-
-def test_automatic_collections_are_off_during_the_loop_and_one_runs_each_step(tmp_path: Path) -> None:
-    enabled: list[bool] = []
-    collections_seen: list[int] = []
-    progress = lambda step, total, record: (  # noqa: E731
-        enabled.append(gc.isenabled()),
-        collections_seen.append(sum(s["collections"] for s in gc.get_stats())),
-    )
-    before = sum(s["collections"] for s in gc.get_stats())
-    asyncio.run(
-        run_training(_config(tmp_path, steps=3, eval_every=0), FakeServiceClient(seed=0), progress=progress)
-    )
-    assert enabled == [False, False, False] and gc.isenabled()  # off in the loop, on again after
-    counts = [before, *collections_seen]
-    assert all(b - a >= 1 for a, b in itertools.pairwise(counts))  # the loop's own, at least one a step
-
-
-def test_a_caller_that_turned_collections_off_keeps_them_off(tmp_path: Path) -> None:
-    gc.disable()
-    try:
-        before = sum(s["collections"] for s in gc.get_stats())
-        asyncio.run(run_training(_config(tmp_path, steps=2, eval_every=0), FakeServiceClient(seed=0)))
-        assert not gc.isenabled()
-        assert sum(s["collections"] for s in gc.get_stats()) == before  # nor did the loop collect
-    finally:
-        gc.enable()
 
 
 def test_a_max_tokens_shorter_than_the_warm_start_turns_is_warned_about(tmp_path: Path) -> None:

@@ -153,7 +153,6 @@ class _Shell:
     group: asyncio.TaskGroup | None = None
     unwritten: tuple[int, list[DebateResult]] | None = None  # a prepared step's debates, not yet written
     writer: TranscriptWriter = field(default_factory=lambda: _transcript_writer())
-    collect: bool = False  # whether the loop collects cyclic garbage itself, once a step
     writing: set[asyncio.Task[None]] = field(default_factory=set)  # transcript writes not finished
 
     @property
@@ -196,7 +195,6 @@ class _Shell:
                 if index == 0:
                     self.start_transcript_write()
                     self.prepared.finish()  # while the service computes
-                    self.collect_garbage()
             case pl.AwaitSubstep(step, index):
                 tg.create_task(self.await_substep(step, index))
             case pl.RefreshSampler(step):
@@ -253,15 +251,7 @@ class _Shell:
         if not prepared.chunks:
             self.start_transcript_write()
             prepared.finish()
-            self.collect_garbage()
         self.queue.put_nowait(pl.Prepared(request.step, len(prepared.chunks)))
-
-    def collect_garbage(self) -> None:
-        """The step's cyclic garbage collection, run here, while the service computes: automatic
-        collections are off for the loop (:func:`_collections_between_steps`), so none lands inside the
-        rollouts or the kernel stages. Nothing is done where the caller had turned them off."""
-        if self.collect:
-            gc.collect()
 
     def start_transcript_write(self) -> None:
         """Writes the step's transcripts in a task of the group (a thread, or the writer's process for a
@@ -685,8 +675,7 @@ async def run_training(
     )
     if resumed is not None and resumed.step >= plan.total_steps:
         return TrainResult(run.run_dir, shell.metrics)
-    with _long_lived_objects_frozen(), _freed_memory_kept(), _collections_between_steps() as collect:
-        shell.collect = collect
+    with _long_lived_objects_frozen(), _freed_memory_kept():
         async with shell.writer, asyncio.TaskGroup() as tg:
             shell.group = tg
             state, requests = pl.start(plan, resumed)
@@ -714,26 +703,6 @@ def _long_lived_objects_frozen() -> Iterator[None]:
         yield
     finally:
         gc.unfreeze()
-
-
-@contextlib.contextmanager
-def _collections_between_steps() -> Iterator[bool]:
-    """Automatic cyclic garbage collection off for the loop's duration; yields whether the loop is to
-    collect itself (once a step, while it waits for the service: :meth:`_Shell.collect_garbage`).
-
-    A step allocates some 10⁵ container objects (rollout turns, parses, datums, futures); automatic
-    collections then ran hundreds of times a step, and a full one (≈ 0.1 s) somewhere in most steps,
-    inside the rollouts or the kernel stages, on the step's critical path. Collected once a step, the
-    cyclic garbage never outlives a step. Automatic collection is turned back on at the end, and
-    nothing is done (and the loop does not collect) where the caller had turned it off."""
-    if not gc.isenabled():
-        yield False
-        return
-    gc.disable()
-    try:
-        yield True
-    finally:
-        gc.enable()
 
 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
