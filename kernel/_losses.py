@@ -205,8 +205,8 @@ def _ratio_times(bk: Backend, gap: Any, adv: Any) -> Any:
     xp = bk.xp
     g = xp.where(adv != 0, gap, 0)
     small = g <= _log_max(gap.dtype)
-    direct = xp.exp(xp.where(small, g, 0)) * adv
-    with np.errstate(over="ignore"):  # numpy only: an overflow here is the true value's
+    with np.errstate(over="ignore"):  # numpy only: an overflow in either branch is the true value's
+        direct = xp.exp(xp.where(small, g, 0)) * adv
         scaled = xp.sign(adv) * xp.exp(xp.where(small, 0, g) + xp.log(xp.where(small, 1, xp.abs(adv))))
     return xp.where(small, direct, scaled)
 
