@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import subprocess
+import warnings
 import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 from pathlib import Path
@@ -281,6 +282,13 @@ def test_ticks_end_on_narrow_ranges_at_large_magnitude(lo: float, hi: float) -> 
 def test_histogram_of_any_finite_values_is_a_well_formed_svg(values: list[float]) -> None:
     root = ET.fromstring(svg_histogram(values, title="t"))
     assert root.tag == "{http://www.w3.org/2000/svg}svg"
+
+
+def test_histogram_mean_of_values_near_the_float_maximum_does_not_overflow() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        svg = svg_histogram([1.7e308, 1.7e308, 1.6e308], title="t")
+    assert "mean=1.67e+308" in svg
 
 
 def test_very_long_ids_wrap_instead_of_scrolling_sideways(tmp_path: Path, capsys: Any) -> None:

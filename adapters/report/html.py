@@ -142,9 +142,16 @@ def svg_histogram(values: npt.ArrayLike, *, title: str, bins: int = 20, colour: 
         )
     parts.append(
         f'<text x="{w - mr}" y="15" text-anchor="end" class="a">'
-        f"n={x.size}, mean={x.mean() * scale:.3g}</text></svg>"
+        f"n={x.size}, mean={_mean(x) * scale:.3g}</text></svg>"
     )
     return "".join(parts)
+
+
+def _mean(x: npt.NDArray[np.float64]) -> float:
+    """The mean of finite ``x``, without overflow: the sum runs over ``x`` divided by its largest |x|
+    (values near the float64 maximum sum past it)."""
+    big = float(np.max(np.abs(x)))
+    return float(np.mean(x / big)) * big if big > 0 else 0.0
 
 
 def svg_category_bars(counts: dict[str, int], *, title: str, colours: dict[str, str] | None = None) -> str:
