@@ -49,12 +49,28 @@ class TranscriptWriteError(RuntimeError):
 
 
 def encode_and_write(path: str | Path, debates: Sequence[Debate]) -> None:
-    """Writes ``debates`` to ``path`` as JSON Lines, atomically (a temporary file, fsynced, renamed)."""
+    """Writes ``debates`` to ``path`` as JSON Lines, atomically (a temporary file, fsynced, renamed).
+
+    Examples:
+      >>> import tempfile
+      >>> from adapters.transcripts import Turn
+      >>> out = Path(tempfile.mkdtemp()) / "step.jsonl"
+      >>> encode_and_write(out, [Debate(id="a", question="q", num_agents=1, turns=(Turn(0, "x"),))])
+      >>> out.read_text()[:40]
+      '{"format":"debate-transcript/1","id":"a"'
+    """
     write_text_atomic(path, "".join(dumps_debate(d) + "\n" for d in debates))
 
 
 def token_count(debates: Sequence[Debate]) -> int:
-    """The token ids the transcripts of ``debates`` hold (observations and actions)."""
+    """The token ids the transcripts of ``debates`` hold (observations and actions).
+
+    Examples:
+      >>> from adapters.transcripts import Turn
+      >>> turn = Turn(0, "x", observation_tokens=(1, 2, 3), action_tokens=(4,), logprobs=(-0.5,))
+      >>> token_count([Debate(id="a", question="q", num_agents=1, turns=(turn, Turn(0, "y")))])
+      4
+    """
     return sum(
         (0 if t.observation_tokens is None else len(t.observation_tokens))
         + (0 if t.action_tokens is None else len(t.action_tokens))
