@@ -290,13 +290,15 @@ def build_datums(
     mode: DatumMode = "reference",
     where: npt.ArrayLike | None = None,
     parse_failed_N: npt.ArrayLike | None = None,
+    ac_weights: npt.ArrayLike | None = None,
     drop_zero_advantage: bool = False,
 ) -> DatumResult:
     """Builds the token-level training datums of a whole batch of trajectories.
 
     Per trajectory with advantage A, the running sequence x starts empty; transition (ob, ac, lp) appends
     δ = ob[len(x):] when x is a prefix of ob (x includes the earlier actions), else x is emitted and
-    δ = ob. Then x ← x ++ δ ++ ac, with labels (lp, adv, mask) = (0, 0, 0) on δ and (lp, A, 1) on ac.
+    δ = ob. Then x ← x ++ δ ++ ac, with labels (lp, adv, mask) = (0, 0, 0) on δ and (lp, A·w, 1) on ac,
+    where w is the action token's weight (``ac_weights``, default 1).
     A datum is input = x[:-1], target = x[1:], labels[1:]; every such segment of ≥ 2 tokens is a datum,
     an empty one is skipped, a one-token one is a ``short_segment`` problem.
 
@@ -342,6 +344,11 @@ def build_datums(
         ([0.0, 0.5, 0.0, 0.5, 0.5], [False, True, False, True, True])
         >>> r.datums.logprobs.tolist(), r.datums.offsets_D1.tolist()
         ([0.0, -0.5, 0.0, -1.0, -2.0], [0, 5])
+
+        Credit only the last action token (``ac_weights`` follows ``ac_tokens`` = [3, 5, 6]):
+
+        >>> build_datums(t, ac_weights=[0.0, 0.0, 1.0]).datums.advantages.tolist()
+        [0.0, 0.0, 0.0, 0.0, 0.5]
     """
     check_choice(mode, "mode", DATUM_MODES)
     t = _checked(trajectories)
@@ -355,6 +362,11 @@ def build_datums(
     )
     check_same_length(where=trainable_B, advantages_B=t.advantages_B)
     check_same_length(parse_failed_N=failed_N, traj_ids_N=t.traj_ids_N)
+    weights_A: Float32Array | None = None
+    if ac_weights is not None:
+        given = _unit_interval(as_float_array(ac_weights, "ac_weights"), "ac_weights")
+        check_same_length(ac_weights=given, ac_tokens=t.ac_tokens)
+        weights_A = given.astype(np.float32)
 
     ob_len = np.diff(t.ob_offsets_N1)
     ac_len = np.diff(t.ac_offsets_N1)
@@ -409,8 +421,16 @@ def build_datums(
 
     with np.errstate(over="ignore"):  # an overflowing advantage is refused above (value_out_of_range)
         adv32_B = t.advantages_B.astype(np.float32)
-    n_trained_S = np.bincount(seg_of_N, weights=np.where(trained_N, ac_lab_N, 0), minlength=seg_start_S.size)
-    zero_S = keep_S & ((n_trained_S == 0) | (adv32_B[traj_S] == 0))
+    if weights_A is None:
+        credited_N = np.where(adv32_B[t.traj_ids_N] != 0, ac_lab_N, 0)
+    else:  # the action labels whose advantage A·w is nonzero in float32
+        with np.errstate(invalid="ignore"):  # inf·0 of a refused (out-of-range) advantage
+            nonzero_A = (np.repeat(adv32_B[t.traj_ids_N], ac_len) * weights_A) != 0
+        credited_N = _count_in_runs(nonzero_A, t.ac_offsets_N1, x0_in_ac_N)
+    n_credited_S = np.bincount(
+        seg_of_N, weights=np.where(trained_N, credited_N, 0), minlength=seg_start_S.size
+    )
+    zero_S = keep_S & (n_credited_S == 0)
     dropped_zero = 0
     if drop_zero_advantage:
         dropped_zero = int(np.count_nonzero(zero_S))
@@ -429,6 +449,7 @@ def build_datums(
         x0_in_ac_N=x0_in_ac_N,
         trained_N=trained_N,
         adv32_B=adv32_B,
+        weights_A=weights_A,
     )
 
     counts = np.bincount(status_B, minlength=len(DATUM_STATUS))
@@ -538,6 +559,21 @@ def _checked(t: Trajectories) -> Trajectories:
             f"traj_ids_N must be non-decreasing in [0, B) = [0, {adv.shape[0]}), got {ids[0]} .. {ids[-1]}"
         )
     return Trajectories(ob, offsets[0], ac, offsets[1], lp, offsets[2], has, ids, adv)
+
+
+def _unit_interval(x: npt.NDArray[np.floating[Any]], name: str) -> npt.NDArray[np.floating[Any]]:
+    bad = np.flatnonzero(~((x >= 0) & (x <= 1)))  # NaN fails both
+    if bad.size:
+        raise ValueError(f"{name} must lie in [0, 1], got {x[bad[0]]} at index {bad[0]}")
+    return x
+
+
+def _count_in_runs(flag: BoolArray, offsets_N1: Int64Array, skip_N: BoolArray) -> Int64Array:
+    """[N] the True entries of ``flag[offsets_N1[n] + skip_N[n] : offsets_N1[n + 1]]``."""
+    nz = np.zeros(flag.shape[0] + 1, np.int64)
+    np.cumsum(flag, out=nz[1:])
+    start = np.minimum(offsets_N1[:-1] + skip_N, offsets_N1[1:])
+    return nz[offsets_N1[1:]] - nz[start]
 
 
 def _overflows_float32(x: npt.NDArray[np.floating[Any]]) -> BoolArray:
@@ -732,6 +768,7 @@ def _assemble(
     x0_in_ac_N: BoolArray,
     trained_N: BoolArray,
     adv32_B: Float32Array,
+    weights_A: Float32Array | None,
 ) -> DatumBatch:
     """Packs the kept segments into a :class:`DatumBatch` (all copies by runs, none per token)."""
     num_d = last_D.shape[0]
@@ -764,6 +801,11 @@ def _assemble(
     adv_kept = adv32_B[np.repeat(traj_D, seg_count_D)]
     _fill_runs(advantages, act_start[trained], act_len[trained], adv_kept[trained])
     _fill_runs(mask, act_start[trained], act_len[trained], np.ones(trained.shape[0], np.bool_))
+    if weights_A is not None:
+        weight = np.zeros(advantages.shape[0], np.float32)  # A·w in float32, as the zero count above
+        ac_from = (t.ac_offsets_N1[:-1] + x0_in_ac_N)[kept_N]
+        _scatter_runs(weight, act_start[trained], weights_A, ac_from[trained], act_len[trained])
+        advantages *= weight
 
     return DatumBatch(
         input_tokens=input_tokens,

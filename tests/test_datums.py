@@ -58,21 +58,25 @@ def oracle(
     mode: str = "reference",
     where: list[bool] | None = None,
     parse_failed_N: list[bool] | None = None,
+    ac_weights: list[float] | None = None,
     drop_zero_advantage: bool = False,
 ) -> tuple[list[dict[str, list[Any]]], list[str]]:
     """Datums and per-trajectory status, by the obvious per-token loop."""
     failed = iter(parse_failed_N or [False] * sum(len(t) for t in transitions_B))
+    num_actions = sum(len(ac) for t in transitions_B for _, ac, _ in t)
+    weights = iter(ac_weights if ac_weights is not None else [1.0] * num_actions)
     datums: list[dict[str, list[Any]]] = []
     statuses: list[str] = []
     for b, (transitions, adv) in enumerate(zip(transitions_B, advantages_B, strict=True)):
         fails = [next(failed) for _ in transitions]
+        shares = [[float(np.float32(next(weights))) for _ in ac] for _, ac, _ in transitions]
         if where is not None and not where[b]:
             statuses.append("not_trainable")
             continue
         a32 = float(np.float32(adv))
         # A segment: [tokens, logprobs, advantages, mask, has_missing, has_mismatch]
         segments: list[list[Any]] = []
-        for (ob, ac, lps), fail in zip(transitions, fails, strict=True):
+        for (ob, ac, lps), fail, share in zip(transitions, fails, shares, strict=True):
             seg = segments[-1] if segments else None
             if seg is None or (seg[0] and not (len(seg[0]) <= len(ob) and ob[: len(seg[0])] == seg[0])):
                 seg = [[], [], [], [], False, False]
@@ -81,7 +85,9 @@ def oracle(
             seg[0] = seg[0] + delta + ac
             seg[1] += [0.0] * len(delta) + [float(np.float32(v)) for v in (lps or [])][: len(ac)]
             seg[1] += [0.0] * (len(seg[0]) - len(seg[1]))
-            seg[2] += [0.0] * len(delta) + [0.0 if fail else a32] * len(ac)
+            seg[2] += [0.0] * len(delta) + [
+                0.0 if fail else float(np.float32(a32) * np.float32(w)) for w in share
+            ]
             seg[3] += [False] * len(delta) + [not fail] * len(ac)
             seg[4] |= lps is None
             seg[5] |= lps is not None and len(lps) != len(ac)
@@ -277,6 +283,28 @@ def test_pad_datums_example_and_errors() -> None:
     assert empty.mask_D_T.shape == (0, 0)
 
 
+def test_ac_weights_scale_each_action_token_and_zero_credit_counts_as_zero_advantage() -> None:
+    batch = [
+        [([1, 2], [3, 4], [-1.0, -1.0]), ([1, 2, 3, 4, 5], [6], [-2.0])],  # one merged datum
+        [([7, 8], [9], [-1.0])],  # all its credit 0: dropped with drop_zero_advantage
+    ]
+    r = build(batch, [2.0, 3.0], ac_weights=[0.0, 0.5, 1.0, 0.0], drop_zero_advantage=True)
+    got = unpack(r.datums)
+    assert [d["traj"] for d in got] == [0]
+    assert got[0]["advantages"] == [0.0, 0.0, 1.0, 0.0, 2.0]
+    assert got[0]["mask"] == [False, True, True, False, True]  # a zero share keeps its mask
+    assert r.report.zero_advantage == 1
+    # the first token of a datum that is an action has no label: its weight does not count
+    first = build([[([], [5, 6], [-1.0, -1.0])]], [1.0], ac_weights=[1.0, 0.0], drop_zero_advantage=True)
+    assert first.datums.num_datums == 0
+    t = trajectories_from_lists(batch, [2.0, 3.0])
+    for bad in ([0.0, 0.5, 1.5, 0.0], [0.0, -0.1, 1.0, 0.0], [0.0, float("nan"), 1.0, 0.0]):
+        with pytest.raises(ValueError, match=r"ac_weights must lie in \[0, 1\]"):
+            build_datums(t, ac_weights=bad)
+    with pytest.raises(ValueError, match="ac_weights"):
+        build_datums(t, ac_weights=[1.0])
+
+
 def test_bad_arguments_raise_naming_the_argument() -> None:
     t = trajectories_from_lists([[([1, 2], [3], [-1.0])]], [1.0])
     with pytest.raises(ValueError, match="mode"):
@@ -370,7 +398,12 @@ def test_equals_the_sequential_oracle(path: str, case: Any, data: st.DataObject)
         kw["where"] = data.draw(st.lists(st.booleans(), min_size=b, max_size=b))
     if data.draw(st.booleans()):
         kw["parse_failed_N"] = data.draw(st.lists(st.booleans(), min_size=n, max_size=n))
-    arrays = {k: np.asarray(v, bool) if isinstance(v, list) else v for k, v in kw.items()}
+    if data.draw(st.booleans()):
+        a = sum(len(ac) for t in case.transitions_B for _, ac, _ in t)
+        share = st.one_of(st.sampled_from([0.0, 1.0, 0.5]), st.floats(0, 1))
+        kw["ac_weights"] = data.draw(st.lists(share, min_size=a, max_size=a))
+    dtypes = {"where": bool, "parse_failed_N": bool, "ac_weights": np.float64}
+    arrays = {k: np.asarray(v, dtypes[k]) if k in dtypes else v for k, v in kw.items()}
     with pytest.MonkeyPatch.context() as mp:
         # Every gather by Python slices, or every gather by fancy indexing.
         mp.setattr(datums_module, "_SLICE_MIN_MEAN_RUN", 0 if path == "slices" else 10**9)

@@ -94,6 +94,7 @@ _MODULES = (
     "rollouts",
     "protocol",
     "transcript_writer",
+    "credit",
 )
 
 

@@ -128,6 +128,8 @@ def _reference(shell: _Shell, results: Sequence[DebateResult], played: Sequence[
         removed = int(num_debates - keep_debate.sum())
     numeric = numeric._replace(returns_PG=returns, advantages_PG=advantages)
     out = pipeline.build_datums(replayed, numeric, mode="robust")
+    if out is not None and c.credit == "solution":
+        _credit_solutions(out.arrays)
     data: list[tinker.Datum] = []
     lps: list[Any] = []
     masks: list[Any] = []
@@ -157,6 +159,35 @@ def _reference(shell: _Shell, results: Sequence[DebateResult], played: Sequence[
     record.update(shell.batch_metrics(replayed, tokens, numeric, advantages, correct))  # type: ignore[arg-type]
     record["data/constant_groups_removed"] = removed
     return _Prepared(data, _split(data, c.num_substeps), record, lps, masks)
+
+
+def _credit_solutions(a: dict[str, Any]) -> None:
+    """``credit = "solution"`` by the obvious per-token loop: in each run of trained positions (one turn's
+    action tokens), the tokens whose characters overlap ``<solution>…</solution>`` keep their advantage;
+    a run with no ``<solution>`` keeps it all."""
+    renderer = ByteRenderer()
+    bounds = np.asarray(a["offsets_D1"]).tolist()
+    for d in range(len(bounds) - 1):
+        positions = [t for t in range(bounds[d], bounds[d + 1]) if a["mask"][t]]
+        runs: list[list[int]] = []
+        for t in positions:
+            if runs and runs[-1][-1] == t - 1:
+                runs[-1].append(t)
+            else:
+                runs.append([t])
+        for run in runs:
+            pieces = [renderer.text([int(a["target_tokens"][t])]) for t in run]
+            text = "".join(pieces).lower()
+            start = text.find("<solution>")
+            if start < 0:
+                continue
+            close = text.find("</solution>", start + len("<solution>"))
+            end = len(text) if close < 0 else close + len("</solution>")
+            at = 0
+            for t, piece in zip(run, pieces, strict=True):
+                if not (at < end and at + len(piece) > start):
+                    a["advantages"][t] = 0.0
+                at += len(piece)
 
 
 def _shell(config: TrainConfig) -> _Shell:
@@ -192,6 +223,7 @@ def _datum_parts(d: tinker.Datum) -> tuple[list[int], dict[str, tuple[str, list[
     correctness_weight=st.sampled_from([0.0, 0.5]),
     reward_mode=st.sampled_from(["win_rate", "win_minus_loss"]),
     substeps=st.integers(1, 3),
+    credit=st.sampled_from(["turn", "solution"]),
 )
 def test_prepare_from_rollouts_equals_the_transcript_path(
     num_agents: int,
@@ -207,6 +239,7 @@ def test_prepare_from_rollouts_equals_the_transcript_path(
     correctness_weight: float,
     reward_mode: str,
     substeps: int,
+    credit: str,
 ) -> None:
     policy = FakePolicy(malformed_rate=malformed, yes_rate=yes)
     results = _rollouts(num_agents, max_rounds, policy, error_rate, strip, seed)
@@ -221,6 +254,7 @@ def test_prepare_from_rollouts_equals_the_transcript_path(
         correctness_weight=correctness_weight,
         reward_mode=reward_mode,  # type: ignore[arg-type]
         num_substeps=substeps,
+        credit=credit,  # type: ignore[arg-type]
     )
     slow_shell, fast_shell = _shell(config), _shell(config)
     want = _reference(slow_shell, results, played)

@@ -83,6 +83,7 @@ _FLAGS = {
     "correctness_weight": float,
     "kl_penalty_coef": float,
     "eval_questions": int,
+    "credit": str,
 }
 
 

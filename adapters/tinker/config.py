@@ -69,6 +69,10 @@ class TrainConfig:
         advantage statistics; ``"include"`` (the reference) averages their returns in, which shifts the
         advantages of the agents that did speak (a parse failure then pushes every sampled token down).
         Applies to the grouped estimators; RAE baselines see every return.
+      credit: which tokens of a turn carry its advantage (:mod:`adapters.tinker.credit`): ``"turn"``
+        (the reference) every action token; ``"solution"`` only those of the ``<solution>`` block, the
+        only part of a turn its agent's own return depends on (a turn with no solution block keeps the
+        whole-turn credit).
       rae_decay: the RAE baseline decay d (``b ← d·b + (1 − d)·x``).
       remove_constant_reward_groups: drop debates whose total returns are all equal (keep one if all are).
       loss_fn: a server-side loss name (:data:`SERVER_LOSSES`) or a kernel loss (:data:`KERNEL_LOSSES`).
@@ -107,6 +111,7 @@ class TrainConfig:
     correctness_weight: float = 0.0
     estimator: str = "tinker"
     silent_agents: Literal["exclude", "include"] = "exclude"
+    credit: Literal["turn", "solution"] = "turn"
     rae_decay: float = 0.95
     remove_constant_reward_groups: bool = False
     loss_fn: str = "importance_sampling"

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import math
 import time
@@ -37,6 +38,7 @@ from adapters.tinker import planner as pl
 from adapters.tinker import transcript_writer
 from adapters.tinker.config import TrainConfig
 from adapters.tinker.convert import datums_to_tinker, pack_trajectories
+from adapters.tinker.credit import credit_weights
 from adapters.tinker.dataset import Question, batch_at, cursor_at, is_correct, load_questions
 from adapters.tinker.protocol import SamplingClient, ServiceClient, TrainingClient
 from adapters.tinker.renderers import ByteRenderer, Renderer
@@ -316,7 +318,10 @@ class _Shell:
             removed = int(num_debates - keep_debate.sum())
         numeric = numeric._replace(returns_PG=returns, advantages_PG=advantages)
         tokens = [[played[p].turns[k].arrays for k in r.replay.accepted] for p, r in enumerate(replayed)]
-        arrays = _rollout_datums(replayed, tokens, numeric)
+        credit = (
+            None if c.credit == "turn" else functools.partial(credit_weights, self.renderer, mode=c.credit)
+        )
+        arrays = _rollout_datums(replayed, tokens, numeric, credit)
         data: list[tinker.Datum] = []
         kept: list[int] = []
         if arrays is not None:
@@ -870,10 +875,13 @@ def _rollout_datums(
     replayed: Sequence[pipeline.ReplayedDebate],
     tokens: Sequence[Sequence[TurnArrays | None]],
     numeric: pipeline.NumericResult,
+    credit: Callable[[npt.NDArray[np.int64]], npt.NDArray[np.float64]] | None = None,
 ) -> dict[str, npt.NDArray[Any]] | None:
     """``pipeline.build_datums(...).arrays`` (robust mode) from the rollout turns' token arrays: each
     (debate, agent) with a turn that has tokens is one trajectory of those turns, advantage the agent's;
-    the trajectories are packed by concatenating arrays rather than from Python lists."""
+    the trajectories are packed by concatenating arrays rather than from Python lists. ``credit`` maps a
+    turn's action tokens to their shares of its advantage (``kernel.build_datums``'s ``ac_weights``);
+    None gives every action token all of it."""
     obs: list[npt.NDArray[np.int64]] = []
     acs: list[npt.NDArray[np.int64]] = []
     lps: list[npt.NDArray[np.float64]] = []
@@ -900,7 +908,8 @@ def _rollout_datums(
         return None
     advantages_B = np.asarray(numeric.advantages_PG, dtype=np.float64)[np.asarray(rows, dtype=np.int64)]
     trajectories = pack_trajectories(obs, acs, lps, [True] * len(obs), counts, advantages_B)
-    d = kernel.build_datums(trajectories, mode="robust").datums
+    weights = None if credit is None else np.concatenate([credit(ac) for ac in acs])
+    d = kernel.build_datums(trajectories, mode="robust", ac_weights=weights).datums
     where = np.asarray(origin, dtype=np.int64).reshape(-1, 2)
     arrays: dict[str, npt.NDArray[Any]] = {name: np.asarray(getattr(d, name)) for name in d._fields}
     arrays["debate_D"] = where[d.traj_ids_D, 0]
