@@ -14,12 +14,14 @@ from hypothesis import strategies as st
 from adapters.tinker import train as train_module
 from adapters.tinker import transcript_writer as tw
 from adapters.tinker.config import TrainConfig
-from adapters.tinker.fake import FakeServiceClient
+from adapters.tinker.fake import FakePolicy, FakeServiceClient
+from adapters.tinker.rollouts import _narrow, transcript_columns
 from adapters.tinker.tokens import TokenArray
 from adapters.tinker.train import run_training
 from adapters.tinker.transcript_writer import TranscriptWriteError, TranscriptWriter, token_count
-from adapters.transcripts import Debate, Turn, read_transcripts
+from adapters.transcripts import Debate, Turn, dumps_debate, read_transcripts
 from tests.test_train_loop import SMALL
+from tests.test_train_prepare import _rollouts
 from tests.test_transcripts import _debates, _token_views
 
 _steps = st.lists(st.lists(_debates().flatmap(_token_views), max_size=4), min_size=1, max_size=4)
@@ -193,3 +195,69 @@ def test_a_checkpoint_waits_for_the_transcripts_it_covers(
     assert [s for s, _ in seen] == [1, 2, 3]
     for steps_done, names in seen:
         assert names[:steps_done] == [f"step-{s:06d}.jsonl" for s in range(steps_done)]
+
+
+@settings(max_examples=10, deadline=None)
+@given(
+    num_agents=st.integers(2, 4),
+    max_rounds=st.integers(1, 3),
+    malformed=st.sampled_from([0.0, 0.3]),
+    strip=st.sampled_from([0, 2, 5]),
+    seed=st.integers(0, 30),
+)
+def test_columns_hold_the_debates_of_to_transcript(
+    num_agents: int, max_rounds: int, malformed: float, strip: int, seed: int
+) -> None:
+
+    played = [
+        r
+        for r in _rollouts(num_agents, max_rounds, FakePolicy(malformed_rate=malformed), 0.1, strip, seed)
+        if r.turns
+    ]
+    columns = transcript_columns(played)
+    want = [r.to_transcript() for r in played]
+    # the same debates (observation ids as a tuple rather than the loop's read-only array view)
+    assert [dumps_debate(d) for d in columns.debates()] == [dumps_debate(d) for d in want]
+    got_turns = [t for d in columns.debates() for t in d.turns]
+    want_turns = [t for d in want for t in d.turns]
+    for a, b in zip(got_turns, want_turns, strict=True):
+        assert a.observation_tokens is None or a.observation_tokens == tuple(b.observation_tokens)
+        assert (a.action_tokens, a.logprobs, a.text, a.round) == (
+            b.action_tokens,
+            b.logprobs,
+            b.text,
+            b.round,
+        )
+    assert columns.token_count == token_count(want)
+    if strip:  # some turns lost their logprobs: they keep no tokens, the others keep theirs
+        assert not columns.has_tokens_K.all() or not played
+
+
+def test_the_worker_and_the_thread_write_columns_as_the_debates(tmp_path: Path) -> None:
+
+    played = [r for r in _rollouts(3, 2, FakePolicy(malformed_rate=0.2), 0.0, 3, 4) if r.turns]
+    columns = transcript_columns(played)
+    assert columns.ob_tokens.dtype == np.int32  # byte ids fit: half the bytes to send
+
+    async def main() -> bool:
+        async with (
+            TranscriptWriter(process_tokens=0) as process,
+            TranscriptWriter(process_tokens=None) as thread,
+        ):
+            await process.write(tmp_path / "p.jsonl", columns)
+            await thread.write(tmp_path / "t.jsonl", columns)
+            await thread.write(tmp_path / "d.jsonl", [r.to_transcript() for r in played])
+            return process.started_process
+
+    assert asyncio.run(main())
+    want = (tmp_path / "d.jsonl").read_bytes()
+    assert (tmp_path / "p.jsonl").read_bytes() == want
+    assert (tmp_path / "t.jsonl").read_bytes() == want
+
+
+def test_ids_beyond_int32_stay_int64() -> None:
+
+    assert _narrow(np.array([1, 2**31 - 1])).dtype == np.int32
+    assert _narrow(np.array([1, 2**31])).dtype == np.int64
+    assert _narrow(np.array([-(2**31) - 1])).dtype == np.int64
+    assert _narrow(np.zeros(0, np.int64)).dtype == np.int32

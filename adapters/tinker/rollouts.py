@@ -41,6 +41,7 @@ from adapters.tinker.convert import Transition
 from adapters.tinker.protocol import SamplingClient
 from adapters.tinker.renderers import Renderer
 from adapters.tinker.tokens import TokenArray, prompt_ids
+from adapters.tinker.transcript_writer import TranscriptColumns
 from adapters.transcripts import Debate, dumps_debate
 from adapters.transcripts import Turn as TranscriptTurn
 from kernel import (
@@ -71,6 +72,7 @@ __all__ = [
     "run_debate",
     "run_debates",
     "self_play",
+    "transcript_columns",
     "transcript_lines",
     "turn_arrays",
 ]
@@ -285,6 +287,27 @@ class DebateResult:
             ValueError: if the debate ended before its first turn (the format needs at least one turn);
                 :func:`transcript_lines` skips those.
         """
+        turns = tuple(_transcript_turn(t) for t in self.turns)
+        return Debate(
+            id=self.transcript_id,
+            question=self.spec.question,
+            num_agents=self.state.num_agents,
+            turns=turns,
+            max_rounds=self.state.max_rounds,
+            meta=self.transcript_meta(),
+        )
+
+    @property
+    def transcript_id(self) -> str:
+        """The debate's id in its transcript."""
+        return self.spec.id or f"debate-{self.index}"
+
+    def transcript_meta(self) -> dict[str, Any]:
+        """The transcript's ``meta`` (see :meth:`to_transcript`).
+
+        Raises:
+            ValueError: if the debate ended before its first turn.
+        """
         if not self.turns:
             raise ValueError(
                 f"debate {self.index} ended ({self.end_reason}) before its first turn: no transcript"
@@ -299,15 +322,7 @@ class DebateResult:
             meta["detail"] = self.detail
         if self.spec.answer is not None:
             meta["answer"] = self.spec.answer
-        turns = tuple(_transcript_turn(t) for t in self.turns)
-        return Debate(
-            id=self.spec.id or f"debate-{self.index}",
-            question=self.spec.question,
-            num_agents=self.state.num_agents,
-            turns=turns,
-            max_rounds=self.state.max_rounds,
-            meta=meta,
-        )
+        return meta
 
 
 def _transcript_turn(turn: RolloutTurn) -> TranscriptTurn:
@@ -325,6 +340,76 @@ def _transcript_turn(turn: RolloutTurn) -> TranscriptTurn:
         action_tokens=tokens,
         logprobs=tuple(map(float, logprobs)),
     )
+
+
+def transcript_columns(results: Sequence[DebateResult]) -> TranscriptColumns:
+    """The transcripts of ``results`` as :class:`TranscriptColumns`: ``columns.debates()`` equals
+    ``[r.to_transcript() for r in results]``, built from the turns' token arrays (:attr:`RolloutTurn.arrays`)
+    by concatenation, without a Python object per token.
+
+    Raises:
+        ValueError: if a debate ended before its first turn (as :meth:`DebateResult.to_transcript`).
+    """
+    metas = [r.transcript_meta() for r in results]
+    agents: list[int] = []
+    rounds: list[int | None] = []
+    texts: list[str] = []
+    has: list[bool] = []
+    obs: list[npt.NDArray[np.int64]] = []
+    acs: list[npt.NDArray[np.int64]] = []
+    lps: list[npt.NDArray[np.float64]] = []
+    ob_len: list[int] = []
+    ac_len: list[int] = []
+    counts: list[int] = []
+    for r in results:
+        counts.append(len(r.turns))
+        for t in r.turns:
+            agents.append(t.agent_id)
+            rounds.append(t.round)
+            texts.append(t.text)
+            arrays = t.arrays
+            has.append(arrays is not None)
+            if arrays is None:
+                ob_len.append(0)
+                ac_len.append(0)
+            else:
+                ob, ac, lp = arrays
+                obs.append(ob)
+                acs.append(ac)
+                lps.append(lp)
+                ob_len.append(ob.shape[0])
+                ac_len.append(ac.shape[0])
+    return TranscriptColumns(
+        ids=[r.transcript_id for r in results],
+        questions=[r.spec.question for r in results],
+        num_agents=[r.state.num_agents for r in results],
+        max_rounds=[r.state.max_rounds for r in results],
+        metas=metas,
+        turn_offsets_P1=_offsets_of(counts),
+        agents=agents,
+        rounds=rounds,
+        texts=texts,
+        has_tokens_K=np.asarray(has, dtype=np.bool_),
+        ob_tokens=_narrow(np.concatenate(obs) if obs else np.zeros(0, np.int64)),
+        ob_offsets_K1=_offsets_of(ob_len),
+        ac_tokens=_narrow(np.concatenate(acs) if acs else np.zeros(0, np.int64)),
+        ac_offsets_K1=_offsets_of(ac_len),
+        logprobs=np.concatenate(lps) if lps else np.zeros(0, np.float64),
+    )
+
+
+def _narrow(ids: npt.NDArray[np.int64]) -> npt.NDArray[np.signedinteger[Any]]:
+    """``ids`` as int32 when every id fits (half the bytes to send; the same Python ints come back)."""
+    info = np.iinfo(np.int32)
+    if ids.shape[0] and (int(ids.min()) < info.min or int(ids.max()) > info.max):
+        return ids
+    return ids.astype(np.int32)
+
+
+def _offsets_of(lengths: list[int]) -> npt.NDArray[np.int64]:
+    out: npt.NDArray[np.int64] = np.zeros(len(lengths) + 1, np.int64)
+    np.cumsum(lengths, out=out[1:])
+    return out
 
 
 @dataclass(frozen=True, slots=True, repr=False)

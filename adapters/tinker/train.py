@@ -49,6 +49,7 @@ from adapters.tinker.rollouts import (
     fixed_opponents,
     run_debates,
     self_play,
+    transcript_columns,
 )
 from adapters.tinker.tokenizers import ByteTokenizer
 from adapters.tinker.transcript_writer import TranscriptWriter
@@ -269,8 +270,8 @@ class _Shell:
 
     async def write_transcripts(self, step: int, played: Sequence[DebateResult]) -> None:
         path = self.run.run_dir / "transcripts" / f"step-{step:06d}.jsonl"
-        debates = await asyncio.to_thread(lambda: [r.to_transcript() for r in played])
-        await self.writer.write(path, debates)
+        # columns cost a few ms on the loop; the debates are built where they are encoded
+        await self.writer.write(path, transcript_columns(played))
 
     def prepare_rl(self, results: Sequence[DebateResult], played: Sequence[DebateResult]) -> _Prepared:
         """The step's datums from its rollouts, with only what the datums need before the submission:

@@ -13,8 +13,15 @@ the caller's main module (a user's script without a ``__main__`` guard would sta
 whose ``fork`` method is unsafe in a process holding threads or JAX. Both paths write the same bytes:
 :func:`encode_and_write` runs in either.
 
-Frame (parent → worker): 8-byte big-endian length, then the pickle of ``(path, debates)``; reply
-(worker → parent): one line, ``ok`` or the error. Closing the worker's stdin ends it.
+A step can also be handed over as :class:`TranscriptColumns` (built by
+:func:`adapters.tinker.rollouts.transcript_columns`): every turn's token ids and logprobs concatenated into
+three arrays, the rest in plain lists. Building and pickling them costs a few milliseconds where building
+the step's ``Debate`` objects and pickling their per-turn arrays cost about 0.1 s of the event loop's
+thread; the worker (or the thread) turns them into the same debates before encoding.
+
+Frame (parent → worker): 8-byte big-endian length, then the pickle of ``(path, debates)`` (a list of
+``Debate`` or a :class:`TranscriptColumns`); reply (worker → parent): one line, ``ok`` or the error.
+Closing the worker's stdin ends it.
 """
 
 from __future__ import annotations
@@ -27,21 +34,108 @@ import struct
 import sys
 import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
+import numpy.typing as npt
 
 from adapters.tinker.checkpoint import write_text_atomic
-from adapters.transcripts import Debate, dumps_debate
+from adapters.transcripts import Debate, Turn, dumps_debate
 
-__all__ = ["PROCESS_TOKENS", "TranscriptWriteError", "TranscriptWriter", "encode_and_write", "token_count"]
+__all__ = [
+    "PROCESS_TOKENS",
+    "TranscriptColumns",
+    "TranscriptWriteError",
+    "TranscriptWriter",
+    "encode_and_write",
+    "token_count",
+]
 
 PROCESS_TOKENS = 200_000
 """Steps whose transcripts hold at least this many token ids (prompts and samples) go to the worker
 process: about 2 MB of JSON and 20 ms of encoding, above the cost of sending them there."""
 
 _HEADER = struct.Struct(">Q")
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class TranscriptColumns:
+    """A step's debates as columns: what :meth:`debates` turns back into ``Debate`` objects.
+
+    Debate p has header ``(ids[p], questions[p], num_agents[p], max_rounds[p], metas[p])`` and turns
+    ``turn_offsets_P1[p] : turn_offsets_P1[p + 1]``. Turn k has ``agents[k]``, ``rounds[k]``, ``texts[k]``
+    and, where ``has_tokens_K[k]``, its observation ids ``ob_tokens[ob_offsets_K1[k] : ob_offsets_K1[k+1]]``,
+    action ids and logprobs likewise (a turn without tokens has empty ranges).
+
+    Examples:
+      >>> cols = TranscriptColumns(
+      ...     ids=["a"], questions=["q"], num_agents=[1], max_rounds=[None], metas=[None],
+      ...     turn_offsets_P1=np.array([0, 2]), agents=[0, 0], rounds=[0, 1], texts=["x", "y"],
+      ...     has_tokens_K=np.array([True, False]),
+      ...     ob_tokens=np.array([1, 2]), ob_offsets_K1=np.array([0, 2, 2]),
+      ...     ac_tokens=np.array([3]), ac_offsets_K1=np.array([0, 1, 1]), logprobs=np.array([-0.5]))
+      >>> [(t.text, t.observation_tokens, t.action_tokens, t.logprobs) for t in cols.debates()[0].turns]
+      [('x', (1, 2), (3,), (-0.5,)), ('y', None, None, None)]
+    """
+
+    ids: list[str]
+    questions: list[str]
+    num_agents: list[int]
+    max_rounds: list[int | None]
+    metas: list[Any]
+    turn_offsets_P1: npt.NDArray[np.int64]
+    agents: list[int]
+    rounds: list[int | None]
+    texts: list[str]
+    has_tokens_K: npt.NDArray[np.bool_]
+    ob_tokens: npt.NDArray[np.signedinteger[Any]]
+    ob_offsets_K1: npt.NDArray[np.int64]
+    ac_tokens: npt.NDArray[np.signedinteger[Any]]
+    ac_offsets_K1: npt.NDArray[np.int64]
+    logprobs: npt.NDArray[np.float64]
+
+    def __repr__(self) -> str:
+        return f"TranscriptColumns({len(self.ids)} debates, {len(self.texts)} turns)"
+
+    @property
+    def token_count(self) -> int:
+        """The token ids the transcripts hold (observations and actions), as :func:`token_count`."""
+        return int(self.ob_tokens.shape[0] + self.ac_tokens.shape[0])
+
+    def debates(self) -> list[Debate]:
+        """The debates, with token ids and logprobs as tuples of Python ints and floats."""
+        ob, ac, lp = self.ob_tokens.tolist(), self.ac_tokens.tolist(), self.logprobs.tolist()
+        ob_at, ac_at = self.ob_offsets_K1.tolist(), self.ac_offsets_K1.tolist()
+        has = self.has_tokens_K.tolist()
+        turns: list[Turn] = []
+        for k, (agent, round_, text) in enumerate(zip(self.agents, self.rounds, self.texts, strict=True)):
+            if has[k]:
+                turns.append(
+                    Turn(
+                        agent=agent,
+                        text=text,
+                        round=round_,
+                        observation_tokens=tuple(ob[ob_at[k] : ob_at[k + 1]]),
+                        action_tokens=tuple(ac[ac_at[k] : ac_at[k + 1]]),
+                        logprobs=tuple(lp[ac_at[k] : ac_at[k + 1]]),
+                    )
+                )
+            else:
+                turns.append(Turn(agent=agent, text=text, round=round_))
+        bounds = self.turn_offsets_P1.tolist()
+        return [
+            Debate(
+                id=self.ids[p],
+                question=self.questions[p],
+                num_agents=self.num_agents[p],
+                turns=tuple(turns[bounds[p] : bounds[p + 1]]),
+                max_rounds=self.max_rounds[p],
+                meta=self.metas[p],
+            )
+            for p in range(len(self.ids))
+        ]
 
 
 class TranscriptWriteError(RuntimeError):
@@ -77,6 +171,10 @@ def token_count(debates: Sequence[Debate]) -> int:
         for d in debates
         for t in d.turns
     )
+
+
+def _encode_and_write_any(path: str | Path, debates: Sequence[Debate] | TranscriptColumns) -> None:
+    encode_and_write(path, debates.debates() if isinstance(debates, TranscriptColumns) else debates)
 
 
 def _portable(debate: Debate) -> Debate:
@@ -139,7 +237,7 @@ class TranscriptWriter:
         """Whether a worker process was started."""
         return self._proc is not None
 
-    async def write(self, path: str | Path, debates: Sequence[Debate]) -> None:
+    async def write(self, path: str | Path, debates: Sequence[Debate] | TranscriptColumns) -> None:
         """Writes ``debates`` to ``path`` (see :func:`encode_and_write`); returns once the file is in place.
 
         A worker that cannot start or exits without answering is not an error of the write: the file is
@@ -149,9 +247,17 @@ class TranscriptWriter:
           OSError: the file could not be written (thread path).
           TranscriptWriteError: the worker process answered that it could not write the file.
         """
-        debates = list(debates)
-        if self.process_tokens is not None and token_count(debates) >= self.process_tokens:
-            payload = pickle.dumps((str(path), [_portable(d) for d in debates]), protocol=5)
+        body: list[Debate] | TranscriptColumns
+        if isinstance(debates, TranscriptColumns):
+            body = debates
+            size = debates.token_count
+        else:
+            body = debates = list(debates)
+            size = token_count(debates)
+        if self.process_tokens is not None and size >= self.process_tokens:
+            if not isinstance(body, TranscriptColumns):
+                body = [_portable(d) for d in body]
+            payload = pickle.dumps((str(path), body), protocol=5)
             async with self._lock:
                 if self.process_tokens is not None:  # not given up on by a write before this one
                     reply = await self._exchange(payload)
@@ -163,7 +269,7 @@ class TranscriptWriter:
                             f"the transcript writer process could not write {path}: {message}"
                         )
                     await self._give_up()
-        await asyncio.to_thread(encode_and_write, path, debates)
+        await asyncio.to_thread(_encode_and_write_any, path, debates)
 
     async def _exchange(self, payload: bytes) -> bytes:
         """Sends one request; the worker's reply line, or b"" when it could not start or died."""
@@ -234,7 +340,7 @@ def _serve(stdin: BinaryIO, stdout: BinaryIO) -> int:
         body = stdin.read(size)
         try:
             path, debates = pickle.loads(body)
-            encode_and_write(path, debates)
+            _encode_and_write_any(path, debates)
             reply = "ok"
         except Exception as e:  # reported to the parent, which raises it there
             reply = f"{type(e).__name__}: {e}".replace("\n", " ")
@@ -248,4 +354,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    # Run as a script this file is ``__main__``; serve from the imported module, whose classes are the
+    # ones the parent pickled (``__main__.TranscriptColumns`` would be another class).
+    from adapters.tinker import transcript_writer
+
+    raise SystemExit(transcript_writer.main())
