@@ -9,7 +9,8 @@
    bound of those waits, ``max over debates(turns) × 50 ms + 200 ms`` (debates run concurrently, the turns of
    one debate in sequence; one substep). A latency runs from the request's submission, as a network
    request's does, and the in-process fake computes inside it (a real service computes within its
-   latency); overhead = (step − bound) / step, everything the waits do not explain: the client's own work
+   latency: the fake's samples halfway to their deadline, while the client waits, not when it sends);
+   overhead = (step − bound) / step, everything the waits do not explain: the client's own work
    on the critical path plus any fake CPU that did not fit inside its latency.
    Goal: within 10 % of the bound, client overhead < 5 % of a step.
    A step is its wall time, ``time/total`` (from one metrics line to the next: on-policy, the next batch's
@@ -24,12 +25,14 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from adapters.tinker.futures import DeferredFuture
 from benchmarks._common import print_table
 
 
@@ -48,10 +51,19 @@ class _Timed:
             t0 = time.perf_counter()
             out = attr(*args, **kwargs)
             self._box[0] += time.perf_counter() - t0
+            if isinstance(out, DeferredFuture):  # the fake's samples: computed later, timed then
+                return DeferredFuture(functools.partial(self._timed_result, out))
             # only futures of clients are wrapped (their calls are timed too); the others pass as they are
             return _TimedFuture(out, self._box) if name in _CLIENT_METHODS else out
 
         return call
+
+    def _timed_result(self, fut: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return fut.result()
+        finally:
+            self._box[0] += time.perf_counter() - t0
 
 
 _CLIENT_METHODS = frozenset(

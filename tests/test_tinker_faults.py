@@ -195,9 +195,10 @@ def test_a_delayed_outcome_known_at_submission_is_delivered_once_and_survives_a_
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
-        value = faults._delayed(loop.time() + 0.02, completed(7))
-        error = faults._delayed(loop.time() + 0.02, failed(KeyError("k")))
-        dropped = faults._delayed(loop.time() + 0.01, completed(1))
+        now = loop.time()
+        value = faults._delayed(now, now + 0.02, completed(7))
+        error = faults._delayed(now, now + 0.02, failed(KeyError("k")))
+        dropped = faults._delayed(now, now + 0.01, completed(1))
         waiter = asyncio.ensure_future(dropped.result_async())
         await asyncio.sleep(0)
         waiter.cancel()  # the timer fires later on a cancelled future: nothing happens
@@ -208,5 +209,25 @@ def test_a_delayed_outcome_known_at_submission_is_delivered_once_and_survives_a_
             await error
         await asyncio.sleep(0.02)
         assert dropped.done()
+
+    asyncio.run(main())
+
+
+def test_a_deferred_outcome_is_computed_halfway_to_its_deadline_not_at_submission() -> None:
+    from adapters.tinker import faults
+    from adapters.tinker.futures import DeferredFuture
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        ran: list[float] = []
+        now = loop.time()
+        fut = faults._delayed(now, now + 0.04, DeferredFuture(lambda: ran.append(loop.time()) or 5))
+        bad = faults._delayed(now, now + 0.04, DeferredFuture(lambda: 1 // 0))
+        assert ran == []  # nothing computed when it is sent
+        await asyncio.sleep(0.03)
+        assert len(ran) == 1 and now + 0.015 <= ran[0] < now + 0.04  # computed while the caller waits
+        assert await fut == 5 and loop.time() >= now + 0.035 and len(ran) == 1
+        with pytest.raises(ZeroDivisionError):
+            await bad
 
     asyncio.run(main())

@@ -47,7 +47,7 @@ import tinker
 from tinker import types
 
 from adapters._atomic import atomic_write
-from adapters.tinker.futures import CompletedFuture, completed
+from adapters.tinker.futures import CompletedFuture, DeferredFuture, completed
 from adapters.tinker.protocol import CustomLossFn
 from adapters.tinker.tokenizers import ByteTokenizer
 from adapters.tinker.tokens import prompt_ids
@@ -752,11 +752,11 @@ class FakeSamplingClient:
     def sample(
         self, prompt: tinker.ModelInput, num_samples: int, sampling_params: types.SamplingParams
     ) -> CompletedFuture[types.SampleResponse]:
-        """See :func:`sample`; errors arrive through the future."""
-        try:
-            return completed(sample(self.state, prompt, num_samples, sampling_params, policy=self.policy))
-        except ValueError as e:
-            return CompletedFuture(error=e)
+        """See :func:`sample`; errors arrive through the future. The samples are computed on the first
+        ``result()`` (a :class:`DeferredFuture`: a pure function of this snapshot and the arguments), so
+        under injected latency the fake computes while the caller waits, as a remote service does."""
+        state, policy = self.state, self.policy
+        return DeferredFuture(lambda: sample(state, prompt, num_samples, sampling_params, policy=policy))
 
     def compute_logprobs(self, prompt: tinker.ModelInput) -> CompletedFuture[list[float | None]]:
         """Logprob of every prompt token given the ones before (None for the first), under this snapshot."""

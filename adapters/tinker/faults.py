@@ -36,7 +36,7 @@ from typing import Any, Final, Literal
 import numpy as np
 from tinker import types
 
-from adapters.tinker.futures import AwaitableFuture, CompletedFuture
+from adapters.tinker.futures import AwaitableFuture, CompletedFuture, DeferredFuture
 from adapters.tinker.protocol import CustomLossFn, Future, SamplingClient, ServiceClient, TrainingClient
 
 __all__ = [
@@ -185,11 +185,13 @@ async def _later(deadline: float, inner: Future[Any]) -> Any:
     return await inner
 
 
-def _delayed(deadline: float, inner: Future[Any]) -> AwaitableFuture[Any]:
+def _delayed(submitted: float, deadline: float, inner: Future[Any]) -> AwaitableFuture[Any]:
     """``inner``'s outcome at ``deadline``. An outcome known at submission (a :class:`CompletedFuture`,
     as the fake's) is delivered by one timer callback on a plain asyncio future: no task per request,
-    and the awaiting task wakes on the timer's own turn of the loop, as it would on a network reply.
-    Pending work, or a submission outside a running loop, goes through :func:`_later`."""
+    and the awaiting task wakes on the timer's own turn of the loop, as it would on a network reply. A
+    :class:`DeferredFuture` (the fake's samples) is computed halfway to its deadline, while its caller
+    waits, as a remote service computes during its latency, not when the request is sent. Pending work,
+    or a submission outside a running loop, goes through :func:`_later`."""
     if isinstance(inner, CompletedFuture):
         try:
             loop = asyncio.get_running_loop()
@@ -197,6 +199,8 @@ def _delayed(deadline: float, inner: Future[Any]) -> AwaitableFuture[Any]:
             loop = None
         if loop is not None:
             fut: asyncio.Future[Any] = loop.create_future()
+            if isinstance(inner, DeferredFuture):
+                loop.call_at(submitted + (deadline - submitted) / 2, inner.force)
             loop.call_at(deadline, _settle, fut, inner)
             return AwaitableFuture(fut)
     return AwaitableFuture(_later(deadline, inner))
@@ -243,7 +247,7 @@ class FaultyService:
             # The delay runs from submission, as a request's latency does, not from the first await (a
             # coroutine starts only when the loop next gets to it); an in-process service's own compute
             # counts inside it, as a real service computes within its latency.
-            return _delayed(submitted + fault.delay, inner)
+            return _delayed(submitted, submitted + fault.delay, inner)
         if fault.kind == "error":
             return CompletedFuture(error=InjectedError(f"injected error in {method} call {index}"))
         if fault.kind == "hang":

@@ -2,6 +2,9 @@
 
 - :class:`CompletedFuture`: a result (or an exception) known at submission; awaiting it never suspends.
   The fake service's core computes every answer at once, so its shell returns these.
+- :class:`DeferredFuture`: a :class:`CompletedFuture` whose outcome is a pure computation run once, on
+  the first ``result()`` (or :meth:`DeferredFuture.force`): the fake's samples, which the fault
+  injector's latency then computes while the caller waits rather than when it submits.
 - :class:`AwaitableFuture`: wraps a coroutine, an ``asyncio`` task or future, or a
   ``concurrent.futures.Future`` (work running in a thread). A coroutine runs on the first await; every
   later await gets the same outcome. A cancelled awaiter cancels the work (there is no one else to end
@@ -15,10 +18,10 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from collections.abc import Awaitable, Coroutine, Generator
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import Any, Generic, TypeVar
 
-__all__ = ["AwaitableFuture", "CompletedFuture", "as_awaitable", "completed", "failed"]
+__all__ = ["AwaitableFuture", "CompletedFuture", "DeferredFuture", "as_awaitable", "completed", "failed"]
 
 T = TypeVar("T")
 
@@ -61,6 +64,47 @@ class CompletedFuture(Generic[T]):
     def done(self) -> bool:
         """Always True."""
         return True
+
+
+class DeferredFuture(CompletedFuture[T]):
+    """A :class:`CompletedFuture` computed on demand: ``work()`` runs once, on the first :meth:`result`
+    or :meth:`force`; its value, or the ``Exception`` it raised, is then the outcome of every await.
+    ``work`` must not depend on when it runs (a pure function of what it captured at submission).
+
+    Examples:
+        >>> import asyncio
+        >>> calls = []
+        >>> fut = DeferredFuture(lambda: calls.append(1) or len(calls))
+        >>> len(calls)  # nothing ran yet
+        0
+        >>> asyncio.run(fut.result_async()), fut.result(), len(calls)  # ran once
+        (1, 1, 1)
+        >>> bad = DeferredFuture(lambda: 1 // 0)
+        >>> bad.force()  # runs it; the error waits for an await
+        >>> bad.result()
+        Traceback (most recent call last):
+        ZeroDivisionError: integer division or modulo by zero
+    """
+
+    __slots__ = ("_work",)
+
+    def __init__(self, work: Callable[[], T]) -> None:
+        super().__init__()
+        self._work: Callable[[], T] | None = work
+
+    def force(self) -> None:
+        """Runs the work now if it has not run (errors are kept for :meth:`result`)."""
+        work, self._work = self._work, None
+        if work is not None:
+            try:
+                self._value = work()
+            except Exception as e:
+                self._error = e
+
+    def result(self, timeout: float | None = None) -> T:
+        """The value, computed on the first call (raises the work's exception instead, if any)."""
+        self.force()
+        return super().result(timeout)
 
 
 def completed(value: T) -> CompletedFuture[T]:
