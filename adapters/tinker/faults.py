@@ -28,8 +28,8 @@ import asyncio
 import concurrent.futures
 import hashlib
 import time
-from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections import Counter, defaultdict
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
@@ -179,19 +179,29 @@ def _clock() -> float:
         return time.monotonic()
 
 
-async def _later(deadline: float, inner: Future[Any]) -> Any:
+async def _later(
+    deadline: float, inner: Future[Any], submitted: float = 0.0, record: Callable[[float], None] | None = None
+) -> Any:
     """``inner``'s result, not before ``deadline`` (on the loop's clock, counted from submission)."""
     await asyncio.sleep(max(0.0, deadline - _clock()))
-    return await inner
+    try:
+        return await inner
+    finally:
+        if record is not None:
+            record(_clock() - submitted)
 
 
-def _delayed(submitted: float, deadline: float, inner: Future[Any]) -> AwaitableFuture[Any]:
+def _delayed(
+    submitted: float, deadline: float, inner: Future[Any], record: Callable[[float], None] | None = None
+) -> AwaitableFuture[Any]:
     """``inner``'s outcome at ``deadline``. An outcome known at submission (a :class:`CompletedFuture`,
     as the fake's) is delivered by one timer callback on a plain asyncio future: no task per request,
     and the awaiting task wakes on the timer's own turn of the loop, as it would on a network reply. A
     :class:`DeferredFuture` (the fake's samples) is computed halfway to its deadline, while its caller
     waits, as a remote service computes during its latency, not when the request is sent. Pending work,
-    or a submission outside a running loop, goes through :func:`_later`."""
+    or a submission outside a running loop, goes through :func:`_later`. ``record`` gets the delay as
+    delivered (from ``submitted`` to the moment the outcome is set; the loop's timers fire late by up to a
+    millisecond or so)."""
     if isinstance(inner, CompletedFuture):
         try:
             loop = asyncio.get_running_loop()
@@ -201,14 +211,21 @@ def _delayed(submitted: float, deadline: float, inner: Future[Any]) -> Awaitable
             fut: asyncio.Future[Any] = loop.create_future()
             if isinstance(inner, DeferredFuture):
                 loop.call_at(submitted + (deadline - submitted) / 2, inner.force)
-            loop.call_at(deadline, _settle, fut, inner)
+            loop.call_at(deadline, _settle, fut, inner, submitted, record)
             return AwaitableFuture(fut)
-    return AwaitableFuture(_later(deadline, inner))
+    return AwaitableFuture(_later(deadline, inner, submitted, record))
 
 
-def _settle(fut: asyncio.Future[Any], inner: CompletedFuture[Any]) -> None:
+def _settle(
+    fut: asyncio.Future[Any],
+    inner: CompletedFuture[Any],
+    submitted: float = 0.0,
+    record: Callable[[float], None] | None = None,
+) -> None:
     if fut.done():  # its awaiter cancelled it
         return
+    if record is not None:
+        record(_clock() - submitted)
     try:
         fut.set_result(inner.result())
     except Exception as e:
@@ -229,6 +246,8 @@ class FaultyService:
         self.plan = plan
         self.calls: Counter[str] = Counter()
         self.injected: list[tuple[str, int, Fault]] = []
+        self.delivered: defaultdict[str, list[float]] = defaultdict(list)
+        """Per method, the delay of each delayed call as delivered (seconds from submission)."""
 
     def call(self, method: str, run: Any, wrap: Any = None) -> Any:
         """Runs ``run()`` (which submits the request and returns its future) under the plan's fault."""
@@ -247,7 +266,7 @@ class FaultyService:
             # The delay runs from submission, as a request's latency does, not from the first await (a
             # coroutine starts only when the loop next gets to it); an in-process service's own compute
             # counts inside it, as a real service computes within its latency.
-            return _delayed(submitted, submitted + fault.delay, inner)
+            return _delayed(submitted, submitted + fault.delay, inner, self.delivered[method].append)
         if fault.kind == "error":
             return CompletedFuture(error=InjectedError(f"injected error in {method} call {index}"))
         if fault.kind == "hang":
