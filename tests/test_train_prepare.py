@@ -126,6 +126,8 @@ def _reference(shell: _Shell, results: Sequence[DebateResult], played: Sequence[
         )
         keep_debate = np.bincount(group_ids[keep], minlength=num_debates)[:num_debates] > 0
         removed = int(num_debates - keep_debate.sum())
+    if c.negative_advantages == "zero":
+        advantages = np.where(advantages < 0, 0.0, advantages)
     numeric = numeric._replace(returns_PG=returns, advantages_PG=advantages)
     out = pipeline.build_datums(replayed, numeric, mode="robust")
     if out is not None and c.credit == "solution":
@@ -224,6 +226,7 @@ def _datum_parts(d: tinker.Datum) -> tuple[list[int], dict[str, tuple[str, list[
     reward_mode=st.sampled_from(["win_rate", "win_minus_loss"]),
     substeps=st.integers(1, 3),
     credit=st.sampled_from(["turn", "solution"]),
+    negative=st.sampled_from(["keep", "zero"]),
 )
 def test_prepare_from_rollouts_equals_the_transcript_path(
     num_agents: int,
@@ -240,6 +243,7 @@ def test_prepare_from_rollouts_equals_the_transcript_path(
     reward_mode: str,
     substeps: int,
     credit: str,
+    negative: str,
 ) -> None:
     policy = FakePolicy(malformed_rate=malformed, yes_rate=yes)
     results = _rollouts(num_agents, max_rounds, policy, error_rate, strip, seed)
@@ -255,6 +259,7 @@ def test_prepare_from_rollouts_equals_the_transcript_path(
         reward_mode=reward_mode,  # type: ignore[arg-type]
         num_substeps=substeps,
         credit=credit,  # type: ignore[arg-type]
+        negative_advantages=negative,  # type: ignore[arg-type]
     )
     slow_shell, fast_shell = _shell(config), _shell(config)
     want = _reference(slow_shell, results, played)

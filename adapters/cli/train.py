@@ -84,6 +84,7 @@ _FLAGS = {
     "kl_penalty_coef": float,
     "eval_questions": int,
     "credit": str,
+    "negative_advantages": str,
 }
 
 

@@ -73,6 +73,10 @@ class TrainConfig:
         (the reference) every action token; ``"solution"`` only those of the ``<solution>`` block, the
         only part of a turn its agent's own return depends on (a turn with no solution block keeps the
         whole-turn credit).
+      negative_advantages: ``"keep"`` (the reference) trains on every advantage; ``"zero"`` sets the
+        negative ones to 0, so only turns better than their debate's baseline are reinforced and no
+        sampled token is pushed down (pushing down one token spreads its probability over all the
+        others; on a small model that breaks the output format, see docs/training.md).
       rae_decay: the RAE baseline decay d (``b ← d·b + (1 − d)·x``).
       remove_constant_reward_groups: drop debates whose total returns are all equal (keep one if all are).
       loss_fn: a server-side loss name (:data:`SERVER_LOSSES`) or a kernel loss (:data:`KERNEL_LOSSES`).
@@ -112,6 +116,7 @@ class TrainConfig:
     estimator: str = "tinker"
     silent_agents: Literal["exclude", "include"] = "exclude"
     credit: Literal["turn", "solution"] = "turn"
+    negative_advantages: Literal["keep", "zero"] = "keep"
     rae_decay: float = 0.95
     remove_constant_reward_groups: bool = False
     loss_fn: str = "importance_sampling"

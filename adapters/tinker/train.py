@@ -317,6 +317,8 @@ class _Shell:
             )
             keep_debate = np.bincount(group_ids[keep], minlength=num_debates)[:num_debates] > 0
             removed = int(num_debates - keep_debate.sum())
+        if c.negative_advantages == "zero":
+            advantages = np.maximum(advantages, 0.0)
         numeric = numeric._replace(returns_PG=returns, advantages_PG=advantages)
         tokens = [[played[p].turns[k].arrays for k in r.replay.accepted] for p, r in enumerate(replayed)]
         credit = (
