@@ -23,6 +23,7 @@ from adapters.tinker.dataset import load_questions
 from adapters.tinker.fake import FakeServiceClient, load_state_file
 from adapters.tinker.faults import Fault, FaultPlan, SimulatedCrash, with_faults
 from adapters.tinker.train import METRIC_NAMES, run_training
+from adapters.transcripts import read_transcripts
 from tests._marks import SHORT_SAMPLES
 from tests._profile import examples
 
@@ -372,3 +373,18 @@ def test_warm_start_answers_are_the_questions_own_or_other_questions(tmp_path: P
         for i in range(config.num_agents):
             source = questions[(k + 1 + i) % 4] if mode == "shuffled" else q
             assert seen[q, i] == truth[source]
+
+
+def test_group_size_plays_each_question_in_that_many_debates(tmp_path: Path) -> None:
+    config = _config(tmp_path, steps=2, batch_size=2, group_size=3, eval_questions=0, eval_every=0)
+    result = asyncio.run(run_training(config, FakeServiceClient(seed=0)))
+    for m in result.metrics:
+        assert m["env/all/total_episodes"] == 6
+        debates = read_transcripts(
+            (result.run_dir / "transcripts" / f"step-{m['step']:06d}.jsonl").read_text()
+        ).debates
+        questions = [d.question for d in debates]
+        assert len({d.id for d in debates}) == len(debates)  # distinct ids
+        assert sorted(questions.count(q) for q in set(questions)) == [3, 3]
+    with pytest.raises(ValueError, match="config key group_size must be >= 1, got 0"):
+        TrainConfig.from_mapping({"group_size": 0})

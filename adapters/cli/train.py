@@ -68,6 +68,7 @@ _FLAGS = {
     "model": str,
     "seed": int,
     "batch_size": int,
+    "group_size": int,
     "num_agents": int,
     "max_rounds": int,
     "learning_rate": float,

@@ -55,7 +55,10 @@ class TrainConfig:
         correctness rises above chance after the warm start is RL's doing).
       out: the run directory (metrics.jsonl, transcripts/, checkpoints/).
       dataset: a JSON Lines file of ``{"question", "answer"?}``, or ``"sample"`` (the shipped set).
-      batch_size: questions (debates) per step.
+      batch_size: questions per step.
+      group_size: debates per question in an RL step (each question played ``group_size`` times, as
+        tinker-cookbook's ``group_size`` plays an environment group; advantages stay centred per debate):
+        ``batch_size × group_size`` debates a step. The warm start and evaluations use each question once.
       num_agents, max_rounds: the debate's size.
       history_rounds: earlier rounds shown in an observation (−1 all, 0 none, K the last K).
       observation: ``"default"``, ``"reference"`` or ``"compact"`` (``kernel.OBSERVATION_PRESETS``).
@@ -106,6 +109,7 @@ class TrainConfig:
     out: str = "runs/debate"
     dataset: str = "sample"
     batch_size: int = 16
+    group_size: int = 1
     num_agents: int = 3
     max_rounds: int = 3
     history_rounds: int = 2
@@ -141,7 +145,7 @@ class TrainConfig:
         hints = get_type_hints(type(self))
         for f in fields(self):
             _check_type(f.name, getattr(self, f.name), hints[f.name])
-        positive = ("batch_size", "num_agents", "max_rounds", "num_substeps", "max_tokens")
+        positive = ("batch_size", "group_size", "num_agents", "max_rounds", "num_substeps", "max_tokens")
         for name in positive:
             if getattr(self, name) < 1:
                 raise ValueError(f"config key {name} must be >= 1, got {getattr(self, name)}")

@@ -214,7 +214,7 @@ class _Shell:
 
     async def sample(self, batch: int, version: int, sampler: SamplingClient) -> None:
         t0 = self.clock()
-        qs = self.batch_questions(batch)
+        qs = [q for q in self.batch_questions(batch) for _ in range(self.config.group_size)]
         specs = self_play(
             [q.question for q in qs],
             sampler,
