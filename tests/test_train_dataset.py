@@ -57,6 +57,15 @@ def test_shipped_repeat_questions_are_checked_by_their_one_digit() -> None:
     assert sorted(q.answer for q in qs) == sorted("0123456789" * 16)
 
 
+def test_shipped_yes_no_lookup_has_four_of_each_answer() -> None:
+    qs = load_questions("yesno")
+    assert len(qs) == 8 and len({q.question for q in qs}) == 8
+    assert sorted(q.answer for q in qs) == ["no"] * 4 + ["yes"] * 4
+    for q in qs:
+        other = "no" if q.answer == "yes" else "yes"
+        assert is_correct(q.answer, q.answer) and not is_correct(other, q.answer)
+
+
 @pytest.mark.parametrize(
     ("text", "error"),
     [

@@ -59,6 +59,7 @@ class TrainConfig:
       group_size: debates per question in an RL step (each question played ``group_size`` times, as
         tinker-cookbook's ``group_size`` plays an environment group; advantages stay centred per debate):
         ``batch_size × group_size`` debates a step. The warm start and evaluations use each question once.
+        (On the in-repo fake, whose samples are a pure function of the prompt, they are identical.)
       num_agents, max_rounds: the debate's size.
       history_rounds: earlier rounds shown in an observation (−1 all, 0 none, K the last K).
       observation: ``"default"``, ``"reference"`` or ``"compact"`` (``kernel.OBSERVATION_PRESETS``).

@@ -53,6 +53,7 @@ SHIPPED: dict[str, str] = {
     "arithmetic": "arithmetic.jsonl",
     "parity": "parity.jsonl",
     "repeat": "repeat.jsonl",
+    "yesno": "yesno.jsonl",
 }
 """Dataset names that read a shipped file of :mod:`adapters.data`: ``sample`` (64 word problems),
 ``arithmetic`` (700 short checked questions of seven kinds), ``parity`` (400 "Is N even or odd?") and
