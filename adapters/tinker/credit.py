@@ -55,7 +55,7 @@ def credit_weights(
     """
     if mode not in CREDIT_MODES:
         raise ValueError(f"credit must be one of {CREDIT_MODES}, got {mode!r}")
-    ids = [int(t) for t in action]
+    ids: list[int] = np.asarray(action, dtype=np.int64).tolist()
     weights: npt.NDArray[np.float64] = np.ones(len(ids), dtype=np.float64)
     if mode == "turn" or not ids:
         return weights

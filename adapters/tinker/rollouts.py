@@ -37,7 +37,7 @@ import numpy.typing as npt
 import tinker
 from tinker import types
 
-from adapters.tinker.convert import Transition
+from adapters.tinker.convert import Transition, _concat, _offsets
 from adapters.tinker.protocol import SamplingClient
 from adapters.tinker.renderers import Renderer
 from adapters.tinker.tokens import TokenArray, prompt_ids
@@ -358,43 +358,34 @@ def transcript_columns(results: Sequence[DebateResult]) -> TranscriptColumns:
     obs: list[npt.NDArray[np.int64]] = []
     acs: list[npt.NDArray[np.int64]] = []
     lps: list[npt.NDArray[np.float64]] = []
-    ob_len: list[int] = []
-    ac_len: list[int] = []
-    counts: list[int] = []
+    no_ids: npt.NDArray[np.int64] = np.zeros(0, np.int64)
+    no_logprobs: npt.NDArray[np.float64] = np.zeros(0, np.float64)
     for r in results:
-        counts.append(len(r.turns))
         for t in r.turns:
             agents.append(t.agent_id)
             rounds.append(t.round)
             texts.append(t.text)
-            arrays = t.arrays
-            has.append(arrays is not None)
-            if arrays is None:
-                ob_len.append(0)
-                ac_len.append(0)
-            else:
-                ob, ac, lp = arrays
-                obs.append(ob)
-                acs.append(ac)
-                lps.append(lp)
-                ob_len.append(ob.shape[0])
-                ac_len.append(ac.shape[0])
+            has.append(t.arrays is not None)
+            ob, ac, lp = t.arrays if t.arrays is not None else (no_ids, no_ids, no_logprobs)
+            obs.append(ob)
+            acs.append(ac)
+            lps.append(lp)
     return TranscriptColumns(
         ids=[r.transcript_id for r in results],
         questions=[r.spec.question for r in results],
         num_agents=[r.state.num_agents for r in results],
         max_rounds=[r.state.max_rounds for r in results],
         metas=metas,
-        turn_offsets_P1=_offsets_of(counts),
+        turn_offsets_P1=np.cumsum([0, *(len(r.turns) for r in results)], dtype=np.int64),
         agents=agents,
         rounds=rounds,
         texts=texts,
         has_tokens_K=np.asarray(has, dtype=np.bool_),
-        ob_tokens=_narrow(np.concatenate(obs) if obs else np.zeros(0, np.int64)),
-        ob_offsets_K1=_offsets_of(ob_len),
-        ac_tokens=_narrow(np.concatenate(acs) if acs else np.zeros(0, np.int64)),
-        ac_offsets_K1=_offsets_of(ac_len),
-        logprobs=np.concatenate(lps) if lps else np.zeros(0, np.float64),
+        ob_tokens=_narrow(_concat(obs, np.int64)),
+        ob_offsets_K1=_offsets(obs),
+        ac_tokens=_narrow(_concat(acs, np.int64)),
+        ac_offsets_K1=_offsets(acs),
+        logprobs=_concat(lps, np.float64),
     )
 
 
@@ -404,12 +395,6 @@ def _narrow(ids: npt.NDArray[np.int64]) -> npt.NDArray[np.signedinteger[Any]]:
     if ids.shape[0] and (int(ids.min()) < info.min or int(ids.max()) > info.max):
         return ids
     return ids.astype(np.int32)
-
-
-def _offsets_of(lengths: list[int]) -> npt.NDArray[np.int64]:
-    out: npt.NDArray[np.int64] = np.zeros(len(lengths) + 1, np.int64)
-    np.cumsum(lengths, out=out[1:])
-    return out
 
 
 @dataclass(frozen=True, slots=True, repr=False)
