@@ -163,6 +163,29 @@ def test_stop_sequences_end_rows_and_are_included() -> None:
     run(main())
 
 
+def test_top_k_and_top_p_filters() -> None:
+    """top_k keeps the k largest logits, top_p the smallest sorted prefix whose mass reaches p, and a row
+    with top_k <= 0 and top_p >= 1 is left exactly as it is, even when its tail's preceding mass rounds to
+    1 in float32 (the sampler then skips the sorts for a batch of such rows: the same draw)."""
+    probs = np.array([0.4, 0.3, 0.2, 0.1], np.float32)
+    tail = np.concatenate([[30.0], np.linspace(-10.0, -20.0, 255)]).astype(np.float32)
+    rows = np.stack([np.log(np.pad(probs, (0, 252), constant_values=1e-9)), tail] * 3)
+    top_k = jnp.array([2, -1, -1, 0, 0, 1])
+    top_p = jnp.array([1.0, 1.0, 0.5, 1.0, 0.95, 1.0])
+    out = np.asarray(m._top_k_top_p(jnp.asarray(rows), top_p, top_k))
+    finite = np.isfinite(out)
+    assert finite.sum(axis=1).tolist() == [2, 256, 2, 256, 4, 1]
+    assert finite[0, :2].all() and finite[2, :2].all() and finite[4, :4].all() and finite[5, 0]
+    np.testing.assert_array_equal(out[finite], rows[finite])  # kept logits are untouched
+    np.testing.assert_array_equal(out[[1, 3]], rows[[1, 3]])
+    keys = jax.random.split(jax.random.key(3), 6)
+    plain = m._choose(keys, jnp.asarray(rows), jnp.ones(6), jnp.ones(6), jnp.full(6, -1))
+    mixed = m._choose(keys, jnp.asarray(rows), jnp.ones(6), top_p, top_k)
+    for r in (1, 3):  # unfiltered rows draw the same token whether or not the batch filters
+        assert int(plain[0][r]) == int(mixed[0][r]) and float(plain[1][r]) == float(mixed[1][r])
+    assert all(finite[r, int(mixed[0][r])] for r in range(6))  # every draw is a kept token
+
+
 def test_sampler_is_a_snapshot_later_steps_never_change_it() -> None:
     async def main() -> None:
         trainer = await _trainer()

@@ -322,18 +322,18 @@ class GenerateResult(NamedTuple):
 
 
 def bucket_fine(n: int, *, minimum: int = 1) -> int:
-    """The smallest of 2ᵏ and 3·2ᵏ⁻¹ that is ≥ max(n, minimum): a padded length wasting at most a third.
+    """The smallest of 2ᵏ, 1.25·2ᵏ, 1.5·2ᵏ, 1.75·2ᵏ ≥ max(n, minimum): padding under a fifth of the size.
 
-    Sequence lengths are bucketed with it (attention costs T², so halving the padding matters);
-    twice as many shapes as :func:`bucket`, still few.
+    Sequence lengths and batch rows are bucketed with it (attention costs T², so padding matters);
+    four times as many shapes as :func:`bucket`, still few.
 
     Examples:
-        >>> [bucket_fine(n) for n in (1, 3, 5, 7, 13, 1300)]
-        [1, 3, 6, 8, 16, 1536]
+        >>> [bucket_fine(n) for n in (1, 3, 5, 7, 13, 24, 520, 1300)]
+        [1, 3, 5, 7, 14, 24, 640, 1536]
     """
     n = max(int(n), int(minimum), 1)
-    power = bucket(n)
-    return power * 3 // 4 if power >= 4 and power * 3 // 4 >= n else power
+    step = max(bucket(n) // 8, 1)  # n lies in (2ᵏ⁻¹, 2ᵏ]: round up to a multiple of 2ᵏ⁻³
+    return -(-n // step) * step
 
 
 class SampleRow(NamedTuple):
@@ -371,21 +371,30 @@ def _choose(
 ) -> tuple[jax.Array, jax.Array]:
     """One token per row (each row its own key and options) and its logprob at temperature 1."""
     logp = jax.nn.log_softmax(logits_B_V, axis=-1)
-    v = logits_B_V.shape[-1]
     scaled = logits_B_V / jnp.maximum(temperature_B, 1e-6)[:, None]
-    desc = -jnp.sort(-scaled, axis=-1)
-    kth = jnp.take_along_axis(desc, jnp.clip(top_k_B - 1, 0, v - 1)[:, None], -1)
-    scaled = jnp.where((top_k_B[:, None] > 0) & (scaled < kth), -jnp.inf, scaled)
-    # top-p: keep the smallest prefix of the sorted distribution whose mass reaches top_p.
-    desc = -jnp.sort(-scaled, axis=-1)
-    probs = jax.nn.softmax(desc, axis=-1)
-    before = jnp.cumsum(probs, axis=-1) - probs
-    keep = before < top_p_B[:, None]
-    cutoff = jnp.min(jnp.where(keep, desc, jnp.inf), axis=-1, keepdims=True)
-    scaled = jnp.where(scaled < cutoff, -jnp.inf, scaled)
+    # The two sorts of the filters cost more than the rest of a tiny model's decode step: skipped when
+    # no row asks for top-k or top-p (a row with top_k <= 0 and top_p >= 1 is never filtered).
+    filtering = jnp.any(top_k_B > 0) | jnp.any(top_p_B < 1)
+    scaled = jax.lax.cond(filtering, _top_k_top_p, lambda s, p, k: s, scaled, top_p_B, top_k_B)
     sampled = jax.vmap(jax.random.categorical)(keys_B, scaled)
     token = jnp.where(temperature_B <= 0, jnp.argmax(logits_B_V, axis=-1), sampled).astype(jnp.int32)
     return token, jnp.take_along_axis(logp, token[:, None], axis=-1)[:, 0]
+
+
+def _top_k_top_p(scaled_B_V: jax.Array, top_p_B: jax.Array, top_k_B: jax.Array) -> jax.Array:
+    """Logits outside each row's top-k (k > 0) and top-p nucleus (p < 1) set to -inf."""
+    v = scaled_B_V.shape[-1]
+    desc = -jnp.sort(-scaled_B_V, axis=-1)
+    kth = jnp.take_along_axis(desc, jnp.clip(top_k_B - 1, 0, v - 1)[:, None], -1)
+    scaled = jnp.where((top_k_B[:, None] > 0) & (scaled_B_V < kth), -jnp.inf, scaled_B_V)
+    # top-p: keep the smallest prefix of the sorted distribution whose mass reaches top_p; a row with
+    # top_p >= 1 keeps everything (its tail's preceding mass may round to 1).
+    desc = -jnp.sort(-scaled, axis=-1)
+    probs = jax.nn.softmax(desc, axis=-1)
+    before = jnp.cumsum(probs, axis=-1) - probs
+    keep = (before < top_p_B[:, None]) | (top_p_B[:, None] >= 1)
+    cutoff = jnp.min(jnp.where(keep, desc, jnp.inf), axis=-1, keepdims=True)
+    return jnp.where(scaled < cutoff, -jnp.inf, scaled)
 
 
 class _RowArrays(NamedTuple):
@@ -407,9 +416,10 @@ def _generate(params: Params, rows: _RowArrays, *, cfg: ModelConfig, max_new: in
     batch, p_b = rows.prompts_B_P.shape
     cache_len = p_b + max_new
     logits, (k_pre, v_pre) = _run_layers(cfg, params, rows.prompts_B_P)  # k_pre [L, B, P, H, dh]
-    shape = (cfg.num_layers, batch, cache_len, cfg.num_heads, cfg.head_dim)
-    k_cache = jnp.zeros(shape, k_pre.dtype).at[:, :, :p_b].set(k_pre)
-    v_cache = jnp.zeros(shape, v_pre.dtype).at[:, :, :p_b].set(v_pre)
+    # heads before positions: each step's attention reads the cache as it lies (no transpose of it)
+    shape = (cfg.num_layers, batch, cfg.num_heads, cache_len, cfg.head_dim)
+    k_cache = jnp.zeros(shape, k_pre.dtype).at[:, :, :, :p_b].set(k_pre.transpose(0, 1, 3, 2, 4))
+    v_cache = jnp.zeros(shape, v_pre.dtype).at[:, :, :, :p_b].set(v_pre.transpose(0, 1, 3, 2, 4))
     row = jnp.arange(batch)
     first = logits[row, rows.lengths_B - 1]
     n_stop_tokens = rows.stops_B_S_L.shape[-1]
@@ -425,11 +435,11 @@ def _generate(params: Params, rows: _RowArrays, *, cfg: ModelConfig, max_new: in
             q = _rope_rows((h @ lp["wq"]).reshape(heads), pos_B, cfg.rope_base)
             k = _rope_rows((h @ lp["wk"]).reshape(heads), pos_B, cfg.rope_base)
             v = (h @ lp["wv"]).reshape(heads)
-            kc = kc.at[layer, row, pos_B].set(k[:, 0])
-            vc = vc.at[layer, row, pos_B].set(v[:, 0])
-            scores = jnp.einsum("bthd,bshd->bhts", q, kc[layer]) * (cfg.head_dim**-0.5)
-            scores = jnp.where(allowed[:, None, None, :], scores, -1e30)
-            out = jnp.einsum("bhts,bshd->bthd", jax.nn.softmax(scores, axis=-1), vc[layer])
+            kc = kc.at[layer, row, :, pos_B].set(k[:, 0])
+            vc = vc.at[layer, row, :, pos_B].set(v[:, 0])
+            scores = jnp.einsum("bhd,bhsd->bhs", q[:, 0], kc[layer]) * (cfg.head_dim**-0.5)
+            scores = jnp.where(allowed[:, None, :], scores, -1e30)
+            out = jnp.einsum("bhs,bhsd->bhd", jax.nn.softmax(scores, axis=-1), vc[layer])
             x = x + out.reshape(batch, 1, -1) @ lp["wo"]
             x = _mlp(cfg, x, lp)
         logits = _rms_norm(x, params["final_norm"], cfg.norm_eps) @ params["lm_head"]
@@ -503,10 +513,11 @@ def generate_rows(
 ) -> GenerateResult:
     """Samples every row of ``rows`` in one batched prefill and decode loop (one ``jax.jit`` call).
 
-    Rows may differ in prompt, key, length and options. Shapes are bucketed to powers of two (rows
-    ≥ ``min_batch``, prompt ≥ 16, new tokens ≥ 8, stop sequences), so calls do not retrace. Row b is
-    the same as sampling it alone: token i is drawn with ``fold_in(rows[b].key, i)``, and no value of
-    another row enters its computation (up to float rounding of differently shaped matmuls).
+    Rows may differ in prompt, key, length and options. Shapes are bucketed (rows ≥ ``min_batch`` and
+    the prompt ≥ 16 by :func:`bucket_fine`; new tokens ≥ 8 and stop sequences to powers of two), so
+    calls do not retrace. Row b is the same as sampling it alone: token i is drawn with
+    ``fold_in(rows[b].key, i)``, and no value of another row enters its computation (up to float
+    rounding of differently shaped matmuls).
 
     Args:
         cfg: the model shape.
@@ -534,7 +545,7 @@ def generate_rows(
     stops = [[list(s) for s in r.stop_sequences if len(s) > 0] for r in rows]
     width = bucket(max((len(s) for ss in stops for s in ss), default=1))
     n_stops = bucket(max((len(ss) for ss in stops), default=1))
-    batch = bucket(len(rows), minimum=min_batch)
+    batch = bucket_fine(len(rows), minimum=min_batch)
     p_b = bucket_fine(max(len(r.prompt) for r in rows), minimum=16)
     max_tokens = [min(r.max_tokens, cfg.max_seq_len - len(r.prompt)) for r in rows]
     prompts = np.zeros((batch, p_b), np.int32)

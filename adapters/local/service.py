@@ -136,7 +136,9 @@ def _batch(data: Sequence[types.Datum], needed: tuple[str, ...], cfg: m.ModelCon
             if ids.size and (ids.min() < 0 or ids.max() >= cfg.vocab_size):
                 raise ValueError(f"data[{i}].{name} holds token ids outside [0, {cfg.vocab_size})")
         rows.append((tokens, arrays))
-    b, t = m.bucket(len(rows)), m.bucket_fine(max(len(r[0]) for r in rows), minimum=16)
+    t = m.bucket_fine(max(len(r[0]) for r in rows), minimum=16)
+    chunk = _chunk_rows(cfg, t)  # rows per call: more rows fill whole chunks (one shape per call)
+    b = m.bucket_fine(len(rows)) if len(rows) <= chunk else chunk * -(-len(rows) // chunk)
     out = _Batch(
         np.zeros((b, t), np.int32),
         np.zeros((b, t), np.int32),
