@@ -107,7 +107,10 @@ def test_local_tiny_run_through_the_cli_evaluates_and_reports(
     lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     assert [(x["step"], x["phase"]) for x in lines] == [(0, "warm_start"), (1, "rl")]
     saved = json.loads((run / "run.json").read_text())["config"]
-    assert saved["dataset"] == "arithmetic" and saved["correctness_weight"] == 1.0  # the local preset
+    from adapters.cli import train as cli_train
+
+    preset = {k: saved[k] for k in ("dataset", "correctness_weight", "credit", "warm_start_answers")}
+    assert preset == {k: cli_train.LOCAL_PRESET[k] for k in preset}  # the local preset
     for line in lines:  # evaluated where RL starts and at the end
         for name in ("eval/correct", "eval/parse_ok", "eval/pairwise_reward"):
             assert isinstance(line[name], float), (line["step"], name)
@@ -133,16 +136,17 @@ def test_local_runs_get_the_local_preset_under_file_and_flags(
 
     plain = config("--out", str(tmp_path / "a"))
     assert {k: getattr(plain, k) for k in cli_train.LOCAL_PRESET} == cli_train.LOCAL_PRESET
-    assert config("--steps", "3").steps == 3 and config("--steps", "3").dataset == "arithmetic"
+    preset_dataset = cli_train.LOCAL_PRESET["dataset"]
+    assert config("--steps", "3").steps == 3 and config("--steps", "3").dataset == preset_dataset
     toml = tmp_path / "c.toml"
     toml.write_text("batch_size = 5\n")
     from_file = config("--config", str(toml), "--max-tokens", "7")
-    assert (from_file.batch_size, from_file.max_tokens, from_file.dataset) == (5, 7, "arithmetic")
+    assert (from_file.batch_size, from_file.max_tokens, from_file.dataset) == (5, 7, preset_dataset)
     fake = config("--service", "fake")
     assert fake.dataset == "sample" and fake.warm_start_steps == 0  # the plain defaults
     monkeypatch.setenv("TINKER_API_KEY", "k")
     assert config("--model", "some/tinker-model").dataset == "sample"
-    assert config("--model", "tiny").dataset == "arithmetic"
+    assert config("--model", "tiny").dataset == preset_dataset
 
 
 @SHORT_SAMPLES
