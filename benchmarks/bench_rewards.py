@@ -1,12 +1,17 @@
 """Leave-one-out pairwise rewards: numpy and jitted JAX against the per-debate reference loop.
 
-A second table times parsed responses → rewards: our ``votes_from_responses`` + ``pairwise_rewards``
-(reading the votes the parser packed into ``ParsedResponse.vote_codes``; the packing's own cost, paid
-at parse time, and the per-vote path for responses without codes are rows of their own)
+A second table times parsed responses → rewards: from the parser's own vote columns
+(``kernel.parse_responses`` → ``ParsedBatch.votes`` + ``pairwise_rewards``: the same responses written as
+agent outputs and parsed once, outside the timer, as the reference's parsed responses are), and from a
+list of ``ParsedResponse`` objects with our ``votes_from_responses`` + ``pairwise_rewards`` (reading the
+votes the parser packed into ``ParsedResponse.vote_codes``; the packing's own cost, paid at parse time,
+and the per-vote path for responses without codes are rows of their own)
 against the reference's own reward computation on the same parsed responses (collect each debate's
 votes from its responses, then the per-agent loop), 4,096 debates × 5 agents × 120 votes (15
 responses of 8 votes each). tinker-cookbook 0.5.8 does not ship the debate recipe, so the peer is a
-transcription of REFERENCE.md §1–2 as straightforward Python; everything it does is in its timer.
+transcription of REFERENCE.md §1–2 as straightforward Python; everything it does is in its timer. A
+third table shows what the columns cost the parser: ``parse_responses`` against ``parse_response`` one
+text at a time, best of 7.
 
 ``python -m benchmarks rewards [--quick]``. Workload: D debates × N agents × V votes per debate
 (default 4,096 × 5 × 120 ≈ 491 k votes, ~3% malformed), plus a ragged batch with N ∈ [3, 8].
@@ -29,6 +34,8 @@ from kernel import (
     VoteArrays,
     pack_votes,
     pairwise_rewards,
+    parse_response,
+    parse_responses,
     vote_arrays,
     votes_from_responses,
 )
@@ -172,6 +179,22 @@ def make_responses(
     return ref, ours
 
 
+def _response_texts(debates: list[list[dict[str, Any]]]) -> tuple[list[str], list[int], list[int]]:
+    """Each reference response written as an agent output (its votes one per line), with its author and
+    debate, debate-major."""
+    texts, authors, groups = [], [], []
+    for p, responses in enumerate(debates):
+        for r in responses:
+            lines = "\n".join(f"Agent {a} {op} Agent {b}" for a, op, b in r["votes"])
+            texts.append(
+                f"<solution>42</solution><evaluation>fine</evaluation><comparison>{lines}</comparison>"
+                "<consensus>NO</consensus><consensus_reason>not yet</consensus_reason>"
+            )
+            authors.append(r["author"])
+            groups.append(p)
+    return texts, authors, groups
+
+
 def reference_from_responses(debates: list[list[dict[str, Any]]], num_agents: int) -> list[float]:
     """The reference's reward computation from parsed responses: gather each debate's votes, then
     :func:`reference_rewards`."""
@@ -201,8 +224,25 @@ def _run_parsed(quick: bool) -> dict[str, Any]:
     t_unpacked = time_call(lambda: pairwise_rewards(votes_from_responses(unpacked), n_P), repeat=repeat)
     every = [r.votes for d in ours for r in d]
     t_pack = time_call(lambda: [pack_votes(v) for v in every], repeat=repeat)
+    # The parser's own vote columns (kernel.parse_responses): the same responses as texts, parsed once
+    # outside the timer on both sides, as the parsed responses above are.
+    texts, authors, groups = _response_texts(ref)
+    batch = parse_responses(texts, authors)
+    assert [r.votes for r in batch.responses_R] == [r.votes for d in ours for r in d], "other votes parsed"
+
+    def run_columns() -> Any:
+        return pairwise_rewards(batch.votes(groups), n_P)
+
+    assert run_columns().rewards_PG.tolist() == expected
+    t_columns = time_call(run_columns, repeat=repeat)
     table = [
         ("reference (gather + loop)", t_ref * 1e3, num_votes / t_ref / 1e6, 1.0),
+        (
+            "ours from the parser's columns (ParsedBatch.votes + pairwise_rewards)",
+            t_columns * 1e3,
+            num_votes / t_columns / 1e6,
+            t_ref / t_columns,
+        ),
         (
             "ours (votes_from_responses + pairwise_rewards)",
             t_ours * 1e3,
@@ -228,7 +268,23 @@ def _run_parsed(quick: bool) -> dict[str, Any]:
         f"= {num_votes:,} votes"
     )
     print_table(title, ["implementation", "ms", "M votes/s", "× reference"], table)
+    # What the columns cost the parser: parse_responses against parse_response one text at a time.
+    sub = slice(0, len(texts) if quick else len(texts) // 8)
+    t_one = time_call(
+        lambda: [parse_response(t, a) for t, a in zip(texts[sub], authors[sub], strict=True)], repeat=7
+    )
+    t_batch = time_call(lambda: parse_responses(texts[sub], authors[sub]), repeat=7)
+    print_table(
+        f"the columns' cost at parse time ({len(texts[sub]):,} responses)",
+        ["parser", "ms", "× one by one"],
+        [
+            ("parse_response, one by one", t_one * 1e3, 1.0),
+            ("parse_responses (columns)", t_batch * 1e3, t_one / t_batch),
+        ],
+    )
     return {
+        "parsed.columns_x_ref": t_ref / t_columns,
+        "parsed.parse_batch_x_one_by_one": t_one / t_batch,
         "parsed.votes": num_votes,
         "parsed.x_ref": t_ref / t_ours,
         "parsed.votes_from_responses_x_ref": t_ref / t_votes,

@@ -14,6 +14,7 @@ from kernel import (
     _metrics,
     _observe,
     _parse,
+    _parse_batch,
     _rae,
     _render,
     _rewards,
@@ -30,6 +31,7 @@ from kernel._losses import *  # noqa: F403
 from kernel._metrics import *  # noqa: F403
 from kernel._observe import *  # noqa: F403
 from kernel._parse import *  # noqa: F403
+from kernel._parse_batch import *  # noqa: F403
 from kernel._rae import *  # noqa: F403
 from kernel._render import *  # noqa: F403
 from kernel._rewards import *  # noqa: F403
@@ -50,6 +52,7 @@ __all__ = sorted(
         *_metrics.__all__,
         *_observe.__all__,
         *_parse.__all__,
+        *_parse_batch.__all__,
         *_rae.__all__,
         *_render.__all__,
         *_rewards.__all__,
