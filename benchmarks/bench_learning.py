@@ -61,7 +61,7 @@ def _learning(quick: bool, out: str | None) -> dict[str, Any]:
     records = result.metrics
     evals = [r for r in records if isinstance(r.get("eval/correct"), float)]
     rl = [r for r in records if r.get("phase") == "rl"]
-    k = max(1, min(3, len(rl) // 2))
+    k = max(1, min(5, len(rl) // 2))  # windows of 5 RL steps at most (480 turns in the default run)
     start, end = (evals[0], evals[-1]) if evals else ({}, {})
     figures: dict[str, Any] = {
         "run_dir": run_dir,
