@@ -35,6 +35,7 @@ __all__ = [
     "ROUND1_VOTE_POLICIES",
     "AfterEnd",
     "BatchResult",
+    "ChunkFigures",
     "DatumOutput",
     "NumericResult",
     "ReplayedDebate",
@@ -43,6 +44,7 @@ __all__ = [
     "ScoreOptions",
     "build_datums",
     "check_estimator",
+    "chunk_figures",
     "compute_numeric",
     "debate_records",
     "end_reason",
@@ -866,6 +868,52 @@ def _stats(x: npt.NDArray[Any]) -> dict[str, float | None]:
     return {"mean": _r(np.mean(x)), "std": _r(np.std(x)), "min": _r(np.min(x)), "max": _r(np.max(x))}
 
 
+@dataclass(frozen=True)
+class ChunkFigures:
+    """What :class:`ScoreAccumulator` keeps of one scored chunk: plain counts, the per-agent figures and
+    the datums, without the chunk's debates (small, and picklable, so a chunk scored in another process
+    sends back only this)."""
+
+    estimator: tuple[str, dict[str, Any]]
+    errors: tuple[TranscriptError, ...]
+    counts: Counter[str]
+    ends: Counter[str]
+    failures: Counter[str]
+    values: dict[str, npt.NDArray[Any]]
+    datums: DatumOutput | None
+    scored: int
+
+
+def chunk_figures(result: BatchResult) -> ChunkFigures:
+    """The :class:`ChunkFigures` of a scored chunk."""
+    num = result.numeric
+    c: Counter[str] = Counter()
+    ends: Counter[str] = Counter()
+    failures: Counter[str] = Counter()
+    for r in result.replayed:
+        accepted = r.replay.accepted
+        c["turns"] += len(accepted)
+        c["ignored"] += len(r.ignored_turns)
+        ends[r.end] += 1
+        for k in accepted:
+            pr = r.parsed[k]
+            c["self_dropped"] += pr.self_votes_dropped
+            c["unreadable"] += len(pr.malformed_votes)
+            if not pr.ok:
+                failures[pr.reason] += 1
+    c["votes_total"] += int(np.sum(num.pairwise.total_votes_P))
+    c["votes_malformed"] += int(np.sum(num.pairwise.malformed_P))
+    c["votes_round1_dropped"] += int(np.sum(num.round1_dropped_V))
+    values = {
+        "rewards": np.asarray(num.pairwise.rewards_PG),
+        "returns": np.asarray(num.returns_PG),
+        "advantages": np.asarray(num.advantages_PG),
+    }
+    return ChunkFigures(
+        num.estimator, tuple(result.errors), c, ends, failures, values, result.datums, len(result.replayed)
+    )
+
+
 class ScoreAccumulator:
     """What the summary and the datum file of a streamed run need, gathered chunk by chunk.
 
@@ -906,33 +954,24 @@ class ScoreAccumulator:
 
     def add(self, result: BatchResult) -> None:
         """Adds one chunk (its line counts are the running totals of the stream)."""
-        num = result.numeric
-        replayed = result.replayed
-        self.estimator = num.estimator
         self.num_lines = max(self.num_lines, result.num_lines)
         self.num_blank = max(self.num_blank, result.num_blank)
-        self.errors.extend(result.errors)
-        c = self.counts
-        for r in replayed:
-            accepted = r.replay.accepted
-            c["turns"] += len(accepted)
-            c["ignored"] += len(r.ignored_turns)
-            self.ends[r.end] += 1
-            for k in accepted:
-                pr = r.parsed[k]
-                c["self_dropped"] += pr.self_votes_dropped
-                c["unreadable"] += len(pr.malformed_votes)
-                if not pr.ok:
-                    self.failures[pr.reason] += 1
-        c["votes_total"] += int(np.sum(num.pairwise.total_votes_P))
-        c["votes_malformed"] += int(np.sum(num.pairwise.malformed_P))
-        c["votes_round1_dropped"] += int(np.sum(num.round1_dropped_V))
-        self._values["rewards"].append(np.asarray(num.pairwise.rewards_PG))
-        self._values["returns"].append(np.asarray(num.returns_PG))
-        self._values["advantages"].append(np.asarray(num.advantages_PG))
-        if result.datums is not None:
-            self._add_datums(result.datums, self.scored)
-        self.scored += len(replayed)
+        self.add_figures(chunk_figures(result))
+
+    def add_figures(self, figures: ChunkFigures) -> None:
+        """Adds one chunk's :func:`chunk_figures` (made here or in another process); chunks go in input
+        order. Line counts are not touched: set :attr:`num_lines` and :attr:`num_blank` as the stream
+        is read."""
+        self.estimator = figures.estimator
+        self.errors.extend(figures.errors)
+        self.counts.update(figures.counts)
+        self.ends.update(figures.ends)
+        self.failures.update(figures.failures)
+        for name, values in figures.values.items():
+            self._values[name].append(values)
+        if figures.datums is not None:
+            self._add_datums(figures.datums, self.scored)
+        self.scored += figures.scored
 
     def _add_datums(self, datums: DatumOutput, debates_before: int) -> None:
         arrays = dict(datums.arrays)

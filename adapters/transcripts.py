@@ -590,9 +590,14 @@ class LineReader:
 
     __slots__ = ("_seen", "num_blank", "num_lines")
 
-    def __init__(self) -> None:
-        self._seen: dict[str, int] = {}
-        self.num_lines = 0
+    def __init__(self, *, first_line: int = 1, seen: dict[str, int] | None = None) -> None:
+        """``first_line``: the number of the first line fed (> 1: a part of a stream read from there;
+        only line 1 may start with a byte-order mark). ``seen``: ids read before, id → first line (the
+        reader adds to it)."""
+        if isinstance(first_line, bool) or not isinstance(first_line, int) or first_line < 1:
+            raise ValueError(f"first_line must be an integer >= 1, got {first_line!r}")
+        self._seen: dict[str, int] = {} if seen is None else seen
+        self.num_lines = first_line - 1
         self.num_blank = 0
 
     def feed(self, raw: str | bytes) -> Debate | TranscriptError | None:
