@@ -5,8 +5,11 @@
 :mod:`tools.samples` (2–5 agents, 1–3 rounds, one debate in 30 with token ids and logprobs) with fresh
 ids; nothing is shipped. Each side runs as its own child process on the same file and writes its
 per-debate results; the time is the child's wall time (start-up included), the memory its peak RSS
-(``os.wait4``). Ours: ``python -m adapters.cli score FILE --out OUT --quiet --json`` (the streaming CLI:
-records, datums and the summary). The peer: ``benchmarks._score_peer``, a minimal scorer assembled
+(``os.wait4``; with ``--jobs``, Linux reports the largest peak of the process and of the workers it
+reaped). Ours:
+``python -m adapters.cli score FILE --out OUT --quiet --json`` (the streaming CLI: records, datums and
+the summary), in this process and with ``--jobs 0`` (one worker process per CPU; the output is checked to
+be the same). The peer: ``benchmarks._score_peer``, a minimal scorer assembled
 from the reference's steps (v1 parser, win rates, float32 centering, tinker-cookbook's
 ``trajectory_to_data``); see its docstring. Sides alternate per round; best of k rounds each. The
 peer runs up to ``--peer-max`` (default 100 k) debates; at 1 M only our time and memory are measured.
@@ -15,6 +18,7 @@ peer runs up to ``--peer-max`` (default 100 k) debates; at 1 M only our time and
 from __future__ import annotations
 
 import argparse
+import filecmp
 import json
 import os
 import subprocess
@@ -64,33 +68,41 @@ def run_size(num_debates: int, rounds: int, tmp: Path, *, peer: bool = True) -> 
     size = write_transcript(src, num_debates)
     ours_cmd = [sys.executable, "-m", "adapters.cli", "score", str(src), "--out", str(tmp / "ours.jsonl")]
     ours_cmd += ["--quiet", "--json"]
+    jobs_cmd = [*ours_cmd, "--jobs", "0"]  # one worker process per CPU
+    jobs_cmd[jobs_cmd.index(str(tmp / "ours.jsonl"))] = str(tmp / "ours_jobs.jsonl")
     peer_cmd = [sys.executable, "-m", "benchmarks._score_peer", str(src), str(tmp / "peer.jsonl")]
     best: dict[str, tuple[float, int]] = {}
     for _ in range(rounds):
-        for name, cmd in (("ours", ours_cmd), ("peer", peer_cmd))[: 2 if peer else 1]:
+        sides = [("ours", ours_cmd), ("jobs", jobs_cmd)] + ([("peer", peer_cmd)] if peer else [])
+        for name, cmd in sides:
             t, rss = run_child(cmd)
             old = best.get(name)
             best[name] = (min(t, old[0]), max(rss, old[1])) if old else (t, rss)
     with open(tmp / "ours.jsonl", "rb") as f:
         assert sum(1 for _ in f) == num_debates
+    assert filecmp.cmp(tmp / "ours.jsonl", tmp / "ours_jobs.jsonl", shallow=False), (
+        "--jobs changed the output"
+    )
+    mine = {
+        "debates": num_debates,
+        "file_bytes": size,
+        "ours_s": best["ours"][0],
+        "ours_rss": best["ours"][1],
+        "jobs": os.cpu_count() or 1,
+        "jobs_s": best["jobs"][0],
+        "jobs_rss": best["jobs"][1],  # the largest of the parent's and the workers' peaks
+    }
     if not peer:
-        return {
-            "debates": num_debates,
-            "file_bytes": size,
-            "ours_s": best["ours"][0],
-            "ours_rss": best["ours"][1],
-        }
+        return mine
     else:
         with open(tmp / "peer.jsonl", "rb") as f:
             assert sum(1 for _ in f) == num_debates
     return {
-        "debates": num_debates,
-        "file_bytes": size,
-        "ours_s": best["ours"][0],
+        **mine,
         "peer_s": best["peer"][0],
-        "ours_rss": best["ours"][1],
         "peer_rss": best["peer"][1],
         "ratio": best["peer"][0] / best["ours"][0],
+        "jobs_ratio": best["peer"][0] / best["jobs"][0],
     }
 
 
@@ -119,8 +131,10 @@ def main(argv: list[str]) -> int:
                 f"{n:,}",
                 f"{res['file_bytes'] / mb:,.0f}",
                 n / res["ours_s"],
+                n / res["jobs_s"],
                 n / res["peer_s"] if "peer_s" in res else "-",
                 res.get("ratio", "-"),
+                res.get("jobs_ratio", "-"),
                 f"{res['ours_rss'] / mb:,.0f}",
                 f"{res['peer_rss'] / mb:,.0f}" if "peer_rss" in res else "-",
             ]
@@ -132,8 +146,10 @@ def main(argv: list[str]) -> int:
                 "debates",
                 "file MB",
                 "ours debates/s",
+                f"--jobs {os.cpu_count() or 1} debates/s",
                 "peer debates/s",
                 "× peer",
+                "--jobs × peer",
                 "ours peak MB",
                 "peer peak MB",
             ],

@@ -10,15 +10,21 @@ are scored. Exit status 0 when the input was processed (even with bad lines), 2 
 from __future__ import annotations
 
 import argparse
+import collections
+import concurrent.futures
 import contextlib
 import dataclasses
+import functools
 import gc
+import itertools
 import json
+import multiprocessing
+import os
 import shutil
 import sys
 import tempfile
 import zipfile
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, Final
 
@@ -27,9 +33,17 @@ import numpy as np
 import kernel
 from adapters import _json, data, pipeline
 from adapters._atomic import atomic_write, same_file
-from adapters.transcripts import ReadResult, read_transcript_file, read_transcripts
+from adapters.transcripts import (
+    Debate,
+    LineReader,
+    ReadResult,
+    TranscriptError,
+    read_transcript_file,
+    read_transcripts,
+)
 
 __all__ = [
+    "ScoredLines",
     "add_common_arguments",
     "add_parser",
     "check_outputs",
@@ -38,6 +52,8 @@ __all__ = [
     "format_table",
     "load_input",
     "run",
+    "score_lines",
+    "scored_in_parallel",
 ]
 
 EXIT_UNUSABLE = 2
@@ -126,6 +142,17 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("--quiet", action="store_true", help="print only the summary, not the per-debate table")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON line instead of text")
+    p.add_argument(
+        "--jobs",
+        type=count_argument,
+        default=1,
+        metavar="N",
+        help="score chunks of the input in N worker processes (0: one per CPU; default 1, this process); "
+        "the output is the same for any N",
+    )
+    p.add_argument(
+        "--chunk-size", type=count_argument, default=pipeline.DEFAULT_CHUNK_SIZE, help=argparse.SUPPRESS
+    )
     p.set_defaults(func=run)
     return p
 
@@ -260,8 +287,29 @@ def run(args: argparse.Namespace) -> int:
         records = None
         try:
             records = None if args.out is None else stack.enter_context(atomic_write(args.out))
-            for chunk in pipeline.score_chunks(
-                lines, options=options, chunk_size=pipeline.DEFAULT_CHUNK_SIZE
+            chunk_size = max(args.chunk_size, 1)
+            jobs = (os.cpu_count() or 1) if args.jobs == 0 else args.jobs
+            batch_wide = pipeline.resolve_estimator(options.estimator)[1]["scale"] in ("batch", "whiten")
+            if jobs > 1 and not batch_wide:  # batch-wide statistics need every debate: one chunk, here
+                for part in scored_in_parallel(
+                    lines,
+                    options,
+                    jobs=jobs,
+                    chunk_lines=chunk_size,
+                    records=records is not None,
+                    table_rows=keep_rows,
+                ):
+                    acc.num_lines += part.num_lines
+                    acc.num_blank += part.num_blank
+                    acc.add_figures(part.figures)
+                    if keep_rows is None or len(table) < keep_rows:
+                        table.extend(part.table[: None if keep_rows is None else keep_rows - len(table)])
+                    if records is not None:
+                        records.write(part.records)
+            for chunk in (
+                ()
+                if jobs > 1 and not batch_wide
+                else pipeline.score_chunks(lines, options=options, chunk_size=chunk_size)
             ):
                 acc.add(chunk)
                 if keep_rows is None or len(table) < keep_rows:
@@ -313,6 +361,111 @@ def run(args: argparse.Namespace) -> int:
             if not args.json:
                 print(f"wrote {datums.stats['datums']} datums to {datums_path}", file=out)
     return 0
+
+
+@dataclasses.dataclass(frozen=True)
+class ScoredLines:
+    """One chunk of input lines scored (in this process or a worker): what ``run`` writes and adds up.
+
+    Attributes:
+      num_lines, num_blank: the chunk's lines and blank lines.
+      ids: (id, line) of every debate read (the parent checks them against earlier chunks' ids).
+      figures: the chunk's :class:`pipeline.ChunkFigures` (errors with their file line numbers).
+      records: the ``--out`` lines of its scored debates ("" when not asked).
+      table: its first table rows (as many as asked).
+    """
+
+    num_lines: int
+    num_blank: int
+    ids: tuple[tuple[str, int], ...]
+    figures: pipeline.ChunkFigures
+    records: str
+    table: list[list[str]]
+
+
+def score_lines(
+    lines: Sequence[str | bytes],
+    first_line: int,
+    options: pipeline.ScoreOptions,
+    *,
+    records: bool,
+    table_rows: int | None,
+    seen: dict[str, int] | None = None,
+) -> ScoredLines:
+    """Reads and scores ``lines`` (file lines ``first_line`` …); ``seen``: the ids of earlier lines
+    (id → first line), added to; None: only this chunk's ids count for duplicates."""
+    reader = LineReader(first_line=first_line, seen=seen)
+    debates: list[Debate] = []
+    errors: list[TranscriptError] = []
+    for raw in lines:
+        got = reader.feed(raw)
+        if isinstance(got, TranscriptError):
+            errors.append(got)
+        elif got is not None:
+            debates.append(got)
+    result = pipeline.score(debates, options=options, read_errors=errors)
+    text = ""
+    if records:
+        text = "".join(map(_record_line, pipeline.debate_records(dataclasses.replace(result, errors=()))))
+    table = [] if table_rows == 0 else _table_rows(result, table_rows)
+    ids = tuple((d.id, d.line) for d in debates)
+    return ScoredLines(len(lines), reader.num_blank, ids, pipeline.chunk_figures(result), text, table)
+
+
+def scored_in_parallel(
+    lines: Iterable[str | bytes],
+    options: pipeline.ScoreOptions,
+    *,
+    jobs: int,
+    chunk_lines: int,
+    records: bool,
+    table_rows: int | None,
+    executor: concurrent.futures.Executor | None = None,
+) -> Iterator[ScoredLines]:
+    """Chunks of ``chunk_lines`` input lines scored by ``jobs`` worker processes, yielded in input order.
+
+    Every figure of a debate depends on that debate alone, except whether its id was used before: a
+    worker sees only its chunk's ids, so a chunk holding an id from an earlier chunk is read again here
+    with every id seen so far (rare: the result is the same as one reader over the whole file). At most
+    ``2 × jobs`` chunks are in flight, so memory stays bounded. The workers are started with ``spawn``
+    and shut down on return, error or interruption (pending chunks cancelled). ``executor``: use this
+    one instead (left running; tests pass a thread pool).
+    """
+    pool = executor or concurrent.futures.ProcessPoolExecutor(
+        jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_init
+    )
+    seen: dict[str, int] = {}
+    pending: collections.deque[tuple[list[str | bytes], int, concurrent.futures.Future[ScoredLines]]]
+    pending = collections.deque()
+    source = iter(lines)
+    first = 1
+    work = functools.partial(score_lines, options=options, records=records, table_rows=table_rows)
+    try:
+        while True:
+            chunk = list(itertools.islice(source, chunk_lines))
+            if chunk:
+                pending.append((chunk, first, pool.submit(work, chunk, first)))
+                first += len(chunk)
+            while pending and (not chunk or len(pending) >= 2 * jobs):
+                part_lines, part_first, future = pending.popleft()
+                part = future.result()
+                if any(ident in seen for ident, _ in part.ids):
+                    part = work(part_lines, part_first, seen=seen)
+                else:
+                    for ident, line in part.ids:
+                        seen[ident] = line
+                yield part
+            if not chunk:
+                return
+    finally:
+        for _, _, future in pending:
+            future.cancel()
+        if executor is None:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _worker_init() -> None:
+    gc.set_threshold(*_GC_THRESHOLDS)
 
 
 _GC_THRESHOLDS: Final = (50_000, 20, 20)
