@@ -134,3 +134,20 @@ def test_cli_table_and_summary_are_the_same_with_jobs(tmp_path: Path, capsys: An
         assert main(["score", str(path), "--json", "--jobs", jobs, "--estimator", "trl_grpo.batch"]) == 0
         printed[jobs] = capsys.readouterr()
     assert json.loads(printed["1"].out) == json.loads(printed["2"].out)  # batch-wide: one chunk, here
+
+
+def test_interrupted_run_writes_nothing(tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "in.jsonl"
+    path.write_text("\n".join(LINES) + "\n", "utf-8")
+
+    def interrupted(*args: Any, **kwargs: Any) -> Any:
+        yield from ()
+        raise KeyboardInterrupt
+
+    for jobs, name in (("1", "score_chunks"), ("2", "scored_in_parallel")):
+        target = pipeline if name == "score_chunks" else cli_score
+        monkeypatch.setattr(target, name, interrupted)
+        out_file = tmp_path / f"o{jobs}.jsonl"
+        assert main(["score", str(path), "--out", str(out_file), "--jobs", jobs]) == 130
+        assert "interrupted; nothing was written" in capsys.readouterr().err
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]

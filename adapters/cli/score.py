@@ -21,6 +21,7 @@ import json
 import multiprocessing
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import zipfile
@@ -259,6 +260,15 @@ def prepare(
 
 
 def run(args: argparse.Namespace) -> int:
+    """Runs ``score``; returns the exit status (130 when interrupted: nothing is written then)."""
+    try:
+        return _run(args)
+    except KeyboardInterrupt:
+        _err("interrupted; nothing was written")
+        return 130
+
+
+def _run(args: argparse.Namespace) -> int:
     """Runs ``score``; returns the exit status.
 
     The input is read and scored in chunks of ``pipeline.DEFAULT_CHUNK_SIZE`` debates
@@ -466,6 +476,7 @@ def scored_in_parallel(
 
 def _worker_init() -> None:
     gc.set_threshold(*_GC_THRESHOLDS)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the parent stops us
 
 
 _GC_THRESHOLDS: Final = (50_000, 20, 20)
