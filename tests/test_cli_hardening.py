@@ -165,14 +165,20 @@ def test_a_crash_while_writing_keeps_the_previous_file(tmp_path: Path, capsys: A
     out_file = tmp_path / "o.jsonl"
     out_file.write_text("previous results\n", "utf-8")
 
-    def boom(result: Any) -> list[dict[str, Any]]:
-        raise KeyboardInterrupt
+    for crash in (KeyboardInterrupt, RuntimeError):
 
-    monkeypatch.setattr(pipeline, "debate_records", boom)
-    with pytest.raises(KeyboardInterrupt):
-        main(["score", str(path), "--out", str(out_file), "--quiet"])
-    assert out_file.read_text("utf-8") == "previous results\n"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl", "o.jsonl"]  # no temporary file left
+        def boom(result: Any, crash: type[BaseException] = crash) -> list[dict[str, Any]]:
+            raise crash("the disk went away")
+
+        monkeypatch.setattr(pipeline, "debate_records", boom)
+        if crash is KeyboardInterrupt:  # Ctrl-C: exit status 130 and a message
+            assert main(["score", str(path), "--out", str(out_file), "--quiet"]) == 130
+            assert "interrupted; nothing was written" in capsys.readouterr().err
+        else:
+            with pytest.raises(RuntimeError, match="disk went away"):
+                main(["score", str(path), "--out", str(out_file), "--quiet"])
+        assert out_file.read_text("utf-8") == "previous results\n"
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl", "o.jsonl"]  # no temporary file left
 
 
 def test_atomic_write_replaces_only_on_success(tmp_path: Path) -> None:
