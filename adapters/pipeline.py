@@ -885,7 +885,15 @@ class ChunkFigures:
 
 
 def chunk_figures(result: BatchResult) -> ChunkFigures:
-    """The :class:`ChunkFigures` of a scored chunk."""
+    """The :class:`ChunkFigures` of a scored chunk.
+
+    Examples:
+      >>> line = '{"id": "%s", "question": "q", "num_agents": 2, "turns": [{"agent": 0, "text": "x"}]}'
+      >>> (chunk,) = score_chunks([line % "a", line % "b", "{"])
+      >>> f = chunk_figures(chunk)
+      >>> f.scored, dict(f.ends), [e.reason for e in f.errors], f.values["rewards"].shape
+      (2, {'parse_error': 2}, ['bad_json'], (4,))
+    """
     num = result.numeric
     c: Counter[str] = Counter()
     ends: Counter[str] = Counter()

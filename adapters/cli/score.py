@@ -403,7 +403,17 @@ def score_lines(
     seen: dict[str, int] | None = None,
 ) -> ScoredLines:
     """Reads and scores ``lines`` (file lines ``first_line`` …); ``seen``: the ids of earlier lines
-    (id → first line), added to; None: only this chunk's ids count for duplicates."""
+    (id → first line), added to; None: only this chunk's ids count for duplicates.
+
+    Examples:
+      >>> line = '{"id": "a", "question": "q", "num_agents": 2, "turns": [{"agent": 0, "text": "x"}]}'
+      >>> part = score_lines([line, "", line], 7, pipeline.ScoreOptions(), records=True, table_rows=0)
+      >>> part.num_lines, part.num_blank, part.ids, [(e.line, e.reason) for e in part.figures.errors]
+      (3, 1, (('a', 7),), [(9, 'duplicate_id')])
+      >>> part.records.count("\\n"), score_lines([line], 1, pipeline.ScoreOptions(), records=False,
+      ...     table_rows=None, seen={"a": 2}).figures.errors[0].message
+      (1, "id 'a' was already used on line 2")
+    """
     reader = LineReader(first_line=first_line, seen=seen)
     debates: list[Debate] = []
     errors: list[TranscriptError] = []
