@@ -20,11 +20,9 @@ import numpy.typing as npt
 from kernel._checks import as_int32_saturated
 from kernel._parse import PARSE_POLICIES, ParsePolicy, parse_response
 from kernel._types import ParsedResponse, pack_votes
-from kernel._votes import VoteArrays, _id_column
+from kernel._votes import _GET_CODES, _GET_OK, _VOTE_BYTES, VoteArrays, _code_columns, _id_column
 
 __all__ = ["ParsedBatch", "parse_responses"]
-
-_VOTE_BYTES = 12  # one packed vote: three int32
 
 
 class ParsedBatch(NamedTuple):
@@ -88,9 +86,6 @@ class ParsedBatch(NamedTuple):
         return VoteArrays(np.repeat(g, counts), np.repeat(self.author_ids_R, counts), *columns)
 
 
-_GET_CODES = operator.attrgetter("vote_codes")
-
-
 def parse_responses(
     texts_R: Sequence[str],
     author_ids_R: Sequence[int] | npt.NDArray[np.integer[Any]],
@@ -135,7 +130,7 @@ def parse_responses(
     offsets = np.zeros(len(responses) + 1, np.int64)
     np.cumsum(np.fromiter(map(len, codes), np.int64, len(codes)), out=offsets[1:])
     offsets //= _VOTE_BYTES
-    abc = np.frombuffer(b"".join(codes), dtype=np.int32).reshape(-1, 3).T.copy()
-    ok = np.fromiter(map(operator.attrgetter("ok"), responses), bool, len(responses))
+    a_V, op_V, b_V = _code_columns(b"".join(codes))
+    ok = np.fromiter(map(_GET_OK, responses), bool, len(responses))
     author_ids = _id_column([operator.index(a) for a in authors])  # parse_response checked each
-    return ParsedBatch(responses, ok, author_ids, offsets, abc[0], abc[1], abc[2])
+    return ParsedBatch(responses, ok, author_ids, offsets, a_V, op_V, b_V)

@@ -354,8 +354,14 @@ def _packed_votes(responses_P: Sequence[Sequence[ParsedResponse]], include_faile
         return None
     u = np.repeat(as_int32_saturated(np.concatenate(authors), "authors"), counts_R)
     g = np.repeat(np.concatenate(debate_ids), counts_R)
-    abc = np.frombuffer(b"".join(joined), dtype=np.int32).reshape(-1, 3).T.copy()
-    return VoteArrays(g, u, abc[0], abc[1], abc[2])
+    a, op, b = _code_columns(b"".join(joined))
+    return VoteArrays(g, u, a, op, b)
+
+
+def _code_columns(codes: bytes) -> tuple[Int32Array, Int32Array, Int32Array]:
+    """The (a, op code, b) columns of votes packed by :func:`pack_votes` (int32 triples, concatenated)."""
+    abc = np.frombuffer(codes, dtype=np.int32).reshape(-1, 3).T.copy()
+    return abc[0], abc[1], abc[2]
 
 
 def _unpacked_columns(votes_R: list[tuple[Vote, ...]]) -> tuple[Int32Array, Int32Array, Int32Array]:
