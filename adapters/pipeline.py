@@ -42,6 +42,7 @@ __all__ = [
     "Round1Votes",
     "ScoreAccumulator",
     "ScoreOptions",
+    "batch_wide",
     "build_datums",
     "check_estimator",
     "chunk_figures",
@@ -653,6 +654,17 @@ DEFAULT_CHUNK_SIZE: Final = 2048
 enough that a chunk's Python objects stay a few tens of MB."""
 
 
+def batch_wide(options: ScoreOptions) -> bool:
+    """Whether the estimator's advantages depend on every debate (``scale="batch"`` or ``"whiten"``), so
+    the input cannot be scored in independent chunks.
+
+    Examples:
+      >>> batch_wide(ScoreOptions()), batch_wide(ScoreOptions(estimator="trl_grpo.batch"))
+      (False, True)
+    """
+    return resolve_estimator(options.estimator)[1]["scale"] in ("batch", "whiten")
+
+
 def score_chunks(
     lines: Iterable[str | bytes],
     *,
@@ -689,7 +701,7 @@ def score_chunks(
     """
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
         raise ValueError(f"chunk_size must be an integer >= 1, got {chunk_size!r}")
-    if resolve_estimator(options.estimator)[1]["scale"] in ("batch", "whiten"):
+    if batch_wide(options):
         chunk_size = 2**62  # batch-wide statistics: one chunk
     reader = LineReader()
     debates: list[Debate] = []

@@ -18,9 +18,7 @@ from adapters.cli import main
 from adapters.cli import score as cli_score
 from tests.test_pipeline_stream import LINES, OPTIONS, _same_datums, _whole
 
-_PER_DEBATE = [
-    o for o in OPTIONS if pipeline.resolve_estimator(o.estimator)[1]["scale"] not in ("batch", "whiten")
-]
+_PER_DEBATE = [o for o in OPTIONS if not pipeline.batch_wide(o)]
 
 
 def _parallel(

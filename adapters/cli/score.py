@@ -299,8 +299,7 @@ def _run(args: argparse.Namespace) -> int:
             records = None if args.out is None else stack.enter_context(atomic_write(args.out))
             chunk_size = max(args.chunk_size, 1)
             jobs = (os.cpu_count() or 1) if args.jobs == 0 else args.jobs
-            batch_wide = pipeline.resolve_estimator(options.estimator)[1]["scale"] in ("batch", "whiten")
-            if jobs > 1 and not batch_wide:  # batch-wide statistics need every debate: one chunk, here
+            if jobs > 1 and not pipeline.batch_wide(options):  # batch-wide: one chunk, in this process
                 for part in scored_in_parallel(
                     lines,
                     options,
@@ -316,19 +315,18 @@ def _run(args: argparse.Namespace) -> int:
                         table.extend(part.table[: None if keep_rows is None else keep_rows - len(table)])
                     if records is not None:
                         records.write(part.records)
-            for chunk in (
-                ()
-                if jobs > 1 and not batch_wide
-                else pipeline.score_chunks(lines, options=options, chunk_size=chunk_size)
-            ):
-                acc.add(chunk)
-                if keep_rows is None or len(table) < keep_rows:
-                    table.extend(_table_rows(chunk, None if keep_rows is None else keep_rows - len(table)))
-                if records is not None:
-                    scored = pipeline.debate_records(dataclasses.replace(chunk, errors=()))
-                    records.writelines(map(_record_line, scored))
-                    del scored
-                del chunk  # neither the chunk nor its records stay alive while the next one is read
+            else:
+                for chunk in pipeline.score_chunks(lines, options=options, chunk_size=chunk_size):
+                    acc.add(chunk)
+                    if keep_rows is None or len(table) < keep_rows:
+                        table.extend(
+                            _table_rows(chunk, None if keep_rows is None else keep_rows - len(table))
+                        )
+                    if records is not None:
+                        scored = pipeline.debate_records(dataclasses.replace(chunk, errors=()))
+                        records.writelines(map(_record_line, scored))
+                        del scored
+                    del chunk  # neither the chunk nor its records stay alive while the next one is read
             errors = acc.sorted_errors()
             if records is not None:
                 for rec in pipeline.skipped_records(errors):
