@@ -8,8 +8,15 @@ a [batch, seq] block; ours both with full weights and through the service's LoRA
 this model's small ops on one core (two host devices or Eigen threads do not help), so training is also
 compared with torch on one thread, per core.
 
-``python -m benchmarks local [--quick] [--size small]``. The peer runs only if torch and transformers
-import; otherwise it is reported as skipped.
+On a GPU machine both sides run on the GPU (JAX's default device; torch's ``cuda``), torch synchronised
+before each clock read; the one-thread row is CPU-only. A GPU is far from full at the CPU workload, so
+``--batch``, ``--seq``, ``--new`` and ``--prompt-len`` set a larger one. Float32 matrix products run as
+each framework's default runs them unless ``--fp32-matmul`` says otherwise: JAX's default on recent NVIDIA
+GPUs is TensorFloat-32 and torch's is full float32, so ``tf32`` (JAX default, torch ``high``) and ``full``
+(both full float32) are the like-for-like settings.
+
+``python -m benchmarks local [--quick] [--size small] [--batch B --seq S --new N --prompt-len P]``. The
+peer runs only if torch and transformers import; otherwise it is reported as skipped.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ def _ours(size: str, batch: int, prompt_len: int, new: int, seq: int, repeat: in
     out: dict[str, float] = {"params": float(m.num_params(params))}
     out["sample_compile_s"] = time_compile(sample)
     out["sample_tok_s"] = batch * new / time_call(sample, repeat=repeat)
+    out["sampler_trainer_max_abs_dlogprob"] = _logprob_gap(cfg, params, prompt, sample())
 
     tokens = jnp.asarray(np.random.default_rng(1).integers(0, 256, (batch, seq)), jnp.int32)
     grad = jax.jit(jax.grad(lambda p: m.token_logprobs(cfg, p, tokens, tokens).sum()))
@@ -59,6 +67,21 @@ def _ours(size: str, batch: int, prompt_len: int, new: int, seq: int, repeat: in
     time_compile(lora_step)
     out["train_lora_tok_s"] = batch * seq / time_call(lora_step, repeat=repeat)
     return out
+
+
+def _logprob_gap(cfg: Any, params: Any, prompt: list[int], result: Any) -> float:
+    """max |sampler logprob − trainer logprob| over the sampled tokens (on-policy KL is ~0 iff this is)."""
+    import jax.numpy as jnp
+
+    from adapters.local import model as m
+
+    sampled_B_M = np.asarray(result.tokens_B_M)
+    full = np.concatenate([np.tile(np.asarray(prompt), (sampled_B_M.shape[0], 1)), sampled_B_M], 1)
+    tokens = jnp.asarray(full[:, :-1], jnp.int32)
+    trained = np.asarray(m.token_logprobs(cfg, params, tokens, jnp.asarray(full[:, 1:], jnp.int32)))
+    valid = np.arange(sampled_B_M.shape[1])[None, :] < np.asarray(result.lengths_B)[:, None]
+    sampled = np.asarray(result.logprobs_B_M)
+    return float(np.abs(trained[:, len(prompt) - 1 :] - sampled)[valid].max())
 
 
 def _peer(size: str, batch: int, prompt_len: int, new: int, seq: int, repeat: int) -> dict[str, float] | None:
@@ -85,12 +108,15 @@ def _peer(size: str, batch: int, prompt_len: int, new: int, seq: int, repeat: in
         mlp_bias=False,
     )
     torch.manual_seed(0)
-    model = LlamaForCausalLM(hf).eval()
-    prompt = torch.tensor(np.random.default_rng(0).integers(0, 256, (1, prompt_len))).repeat(batch, 1)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    model = LlamaForCausalLM(hf).to(device).eval()
+    prompt = torch.tensor(np.random.default_rng(0).integers(0, 256, (1, prompt_len)), device=device)
+    prompt = prompt.repeat(batch, 1)
 
     def sample() -> Any:
         with torch.no_grad():
-            return model.generate(
+            out = model.generate(
                 prompt,
                 attention_mask=torch.ones_like(prompt),
                 do_sample=True,
@@ -100,19 +126,25 @@ def _peer(size: str, batch: int, prompt_len: int, new: int, seq: int, repeat: in
                 pad_token_id=0,
                 eos_token_id=None,
             )
+        sync()
+        return out
 
     out: dict[str, float] = {"params": float(sum(p.numel() for p in model.parameters()))}
     out["sample_tok_s"] = batch * new / time_call(sample, repeat=repeat)
     model.train()
-    tokens = torch.tensor(np.random.default_rng(1).integers(0, 256, (batch, seq)))
+    tokens = torch.tensor(np.random.default_rng(1).integers(0, 256, (batch, seq)), device=device)
 
     def step() -> None:
         model.zero_grad(set_to_none=True)
         logits = model(tokens).logits
         torch.log_softmax(logits, -1).gather(-1, tokens[..., None]).sum().backward()
+        sync()
 
     out["train_tok_s"] = batch * seq / time_call(step, repeat=repeat)
     out["torch_threads"] = float(torch.get_num_threads())
+    out["on_gpu"] = float(device == "cuda")
+    if device == "cuda":
+        return out
     # XLA on CPU runs this model's small ops on one core: the per-core comparison, torch on one thread
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -123,53 +155,88 @@ def _peer(size: str, batch: int, prompt_len: int, new: int, seq: int, repeat: in
     return out
 
 
+def _set_fp32_matmul(mode: str) -> None:
+    """The same float32 matrix-product arithmetic on both sides (it matters on GPUs only)."""
+    import jax
+
+    jax.config.update("jax_default_matmul_precision", "tensorfloat32" if mode == "tf32" else "float32")
+    try:
+        import torch
+    except ImportError:
+        return
+    torch.set_float32_matmul_precision("high" if mode == "tf32" else "highest")
+
+
+def ours_platform() -> str:
+    """The platform of JAX's default device (``cpu``, ``gpu``, ``tpu``)."""
+    import jax
+
+    return str(jax.devices()[0].platform)
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks local")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--size", default=None, help="tiny, small or base (default small; tiny with --quick)")
+    parser.add_argument("--batch", type=int, default=None, help="rows sampled / trained at once")
+    parser.add_argument("--seq", type=int, default=None, help="training sequence length")
+    parser.add_argument("--new", type=int, default=None, help="tokens sampled per row")
+    parser.add_argument("--prompt-len", type=int, default=None, help="prompt tokens before sampling")
+    parser.add_argument(
+        "--fp32-matmul",
+        choices=("tf32", "full"),
+        default=None,
+        help="float32 matrix products on both sides: TensorFloat-32 or full float32 (default: each its own)",
+    )
     args = parser.parse_args(argv)
+    if args.fp32_matmul:
+        _set_fp32_matmul(args.fp32_matmul)
     size = args.size or ("tiny" if args.quick else "small")
     batch, prompt_len, new, seq = (4, 16, 16, 32) if args.quick else (8, 64, 64, 128)
+    batch = args.batch or batch
+    prompt_len = args.prompt_len or prompt_len
+    new = args.new or new
+    seq = args.seq or seq
     repeat = 2 if args.quick else 5
     start = time.perf_counter()
     ours = _ours(size, batch, prompt_len, new, seq, repeat)
     peer = _peer(size, batch, prompt_len, new, seq, repeat)
     threads = int(peer["torch_threads"]) if peer else 0
+    on_gpu = bool(peer and peer.get("on_gpu"))
+    torch_where = "torch on the GPU" if on_gpu else f"torch {threads} threads"
     rows: list[list[Any]] = [
-        ["sampling tok/s", ours["sample_tok_s"], peer["sample_tok_s"] if peer else "skipped"],
-        [
-            f"training tok/s (full; torch {threads} threads)",
-            ours["train_tok_s"],
-            peer["train_tok_s"] if peer else "skipped",
-        ],
-        [
-            "training tok/s (full; torch 1 thread)",
-            ours["train_tok_s"],
-            peer["train_1thread_tok_s"] if peer else "skipped",
-        ],
-        ["training tok/s (LoRA r=32)", ours["train_lora_tok_s"], "-", "-"],
+        ["sampling tok/s", ours["sample_tok_s"], peer["sample_tok_s"] if peer else "-"],
+        [f"training tok/s (full; {torch_where})", ours["train_tok_s"], peer["train_tok_s"] if peer else "-"],
     ]
+    if not on_gpu:
+        one = peer["train_1thread_tok_s"] if peer else "-"
+        rows.append(["training tok/s (full; torch 1 thread)", ours["train_tok_s"], one])
     if peer:
-        keys = ("sample_tok_s", "train_tok_s", "train_1thread_tok_s")
-        for row, key in zip(rows[:3], keys, strict=True):
-            row.append(ours[key.replace("_1thread", "")] / peer[key])
+        for row in rows:
+            row.append(row[1] / row[2])
+    rows.append(["training tok/s (LoRA r=32)", ours["train_lora_tok_s"], "-", "-"])
+    rows.append(["sampler vs trainer max |Δ logprob|", ours["sampler_trainer_max_abs_dlogprob"], "-", "-"])
     title = (
-        f"local JAX vs torch+transformers, size {size} ({ours['params']:,.0f} params), batch {batch}, "
-        f"prompt {prompt_len}, new {new}, train seq {seq}; compile: sample {ours['sample_compile_s']:.1f}s, "
-        f"train {ours['train_compile_s']:.1f}s"
+        f"local JAX ({ours_platform()}) vs torch+transformers, size {size} ({ours['params']:,.0f} params), "
+        f"batch {batch}, prompt {prompt_len}, new {new}, train seq {seq}, fp32 matmul "
+        f"{args.fp32_matmul or 'each default'}; compile: sample "
+        f"{ours['sample_compile_s']:.1f}s, train {ours['train_compile_s']:.1f}s"
     )
     if peer is None:
         rows = [row[:3] for row in rows]
     print_table(title, ["measure", "ours", "peer", "ratio"][: len(rows[0])], rows)
     if peer is None:
         print("peer skipped: torch and transformers are not importable")
-    figures = {f"ours_{k}": v for k, v in ours.items()}
+    figures: dict[str, Any] = {f"ours_{k}": v for k, v in ours.items()}
+    figures["jax_platform"] = ours_platform()
     if peer:
         figures.update({f"peer_{k}": v for k, v in peer.items()})
         figures["sample_ratio"] = ours["sample_tok_s"] / peer["sample_tok_s"]
         figures["train_ratio"] = ours["train_tok_s"] / peer["train_tok_s"]
-        figures["train_ratio_1thread"] = ours["train_tok_s"] / peer["train_1thread_tok_s"]
+        if not on_gpu:
+            figures["train_ratio_1thread"] = ours["train_tok_s"] / peer["train_1thread_tok_s"]
     figures["size"] = size
+    figures["fp32_matmul"] = args.fp32_matmul or "default"
     figures["wall_s"] = time.perf_counter() - start
     emit_json({"benchmark": "local", **figures})
     return 0
