@@ -10,10 +10,9 @@ compared with torch on one thread, per core.
 
 On a GPU machine both sides run on the GPU (JAX's default device; torch's ``cuda``), torch synchronised
 before each clock read; the one-thread row is CPU-only. A GPU is far from full at the CPU workload, so
-``--batch``, ``--seq``, ``--new`` and ``--prompt-len`` set a larger one. Float32 matrix products run as
-each framework's default runs them unless ``--fp32-matmul`` says otherwise: JAX's default on recent NVIDIA
-GPUs is TensorFloat-32 and torch's is full float32, so ``tf32`` (JAX default, torch ``high``) and ``full``
-(both full float32) are the like-for-like settings.
+``--batch``, ``--seq``, ``--new`` and ``--prompt-len`` set a larger one. Both sides multiply matrices in
+full float32: ours always does (``adapters.local.model.PRECISION``: TensorFloat-32 breaks sampler/trainer
+agreement), and torch is set to ``highest`` (its default).
 
 ``python -m benchmarks local [--quick] [--size small] [--batch B --seq S --new N --prompt-len P]``. The
 peer runs only if torch and transformers import; otherwise it is reported as skipped.
@@ -108,6 +107,7 @@ def _peer(size: str, batch: int, prompt_len: int, new: int, seq: int, repeat: in
         mlp_bias=False,
     )
     torch.manual_seed(0)
+    torch.set_float32_matmul_precision("highest")  # full float32, as ours
     device = "cuda" if torch.cuda.is_available() else "cpu"
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     model = LlamaForCausalLM(hf).to(device).eval()
@@ -155,18 +155,6 @@ def _peer(size: str, batch: int, prompt_len: int, new: int, seq: int, repeat: in
     return out
 
 
-def _set_fp32_matmul(mode: str) -> None:
-    """The same float32 matrix-product arithmetic on both sides (it matters on GPUs only)."""
-    import jax
-
-    jax.config.update("jax_default_matmul_precision", "tensorfloat32" if mode == "tf32" else "float32")
-    try:
-        import torch
-    except ImportError:
-        return
-    torch.set_float32_matmul_precision("high" if mode == "tf32" else "highest")
-
-
 def ours_platform() -> str:
     """The platform of JAX's default device (``cpu``, ``gpu``, ``tpu``)."""
     import jax
@@ -182,15 +170,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--seq", type=int, default=None, help="training sequence length")
     parser.add_argument("--new", type=int, default=None, help="tokens sampled per row")
     parser.add_argument("--prompt-len", type=int, default=None, help="prompt tokens before sampling")
-    parser.add_argument(
-        "--fp32-matmul",
-        choices=("tf32", "full"),
-        default=None,
-        help="float32 matrix products on both sides: TensorFloat-32 or full float32 (default: each its own)",
-    )
     args = parser.parse_args(argv)
-    if args.fp32_matmul:
-        _set_fp32_matmul(args.fp32_matmul)
     size = args.size or ("tiny" if args.quick else "small")
     batch, prompt_len, new, seq = (4, 16, 16, 32) if args.quick else (8, 64, 64, 128)
     batch = args.batch or batch
@@ -218,8 +198,7 @@ def main(argv: list[str]) -> int:
     rows.append(["sampler vs trainer max |Δ logprob|", ours["sampler_trainer_max_abs_dlogprob"], "-", "-"])
     title = (
         f"local JAX ({ours_platform()}) vs torch+transformers, size {size} ({ours['params']:,.0f} params), "
-        f"batch {batch}, prompt {prompt_len}, new {new}, train seq {seq}, fp32 matmul "
-        f"{args.fp32_matmul or 'each default'}; compile: sample "
+        f"batch {batch}, prompt {prompt_len}, new {new}, train seq {seq}; compile: sample "
         f"{ours['sample_compile_s']:.1f}s, train {ours['train_compile_s']:.1f}s"
     )
     if peer is None:
@@ -236,7 +215,6 @@ def main(argv: list[str]) -> int:
         if not on_gpu:
             figures["train_ratio_1thread"] = ours["train_tok_s"] / peer["train_1thread_tok_s"]
     figures["size"] = size
-    figures["fp32_matmul"] = args.fp32_matmul or "default"
     figures["wall_s"] = time.perf_counter() - start
     emit_json({"benchmark": "local", **figures})
     return 0

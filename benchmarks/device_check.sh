@@ -3,8 +3,8 @@
 #
 # The machine has JAX, torch, transformers and optax but no network: the few packages it lacks (tinker
 # and what it needs) travel as wheels in .whl/ (fetch them with `pip download --no-deps` for its Python).
-# Prints, and writes under $OUT: the local benchmark at the CPU workload and at a GPU-sized one (each with
-# both float32 matmul settings), and the local service's tests on the GPU.
+# Prints, and writes under $OUT: the local service's tests on the GPU, then the local benchmark at a
+# GPU-sized workload (`python -m benchmarks local` on the machine gives the CPU workload).
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     || exit 1
@@ -19,9 +19,6 @@ bench() {  # name, then the benchmark's flags
     shift
     timeout 240 python3 -m benchmarks local "$@" 2>&1 | tee "$OUT/$name.txt" | grep -v '^{'
 }
-bench small_tf32 --fp32-matmul tf32
-bench small_full --fp32-matmul full
-bench base_tf32 --size base --batch 64 --prompt-len 64 --new 128 --seq 512 --fp32-matmul tf32
-bench base_full --size base --batch 64 --prompt-len 64 --new 128 --seq 512 --fp32-matmul full
 timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_local_service.py tests/test_local_loop.py 2>&1 \
-    | tee "$OUT/tests.txt" | tail -25
+    | tee "$OUT/tests.txt" | tail -15
+bench base --size base --batch 64 --prompt-len 64 --new 128 --seq 512

@@ -63,6 +63,25 @@ LORA_TARGETS = ("wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down")
 LORA_ALPHA = 32.0
 """LoRA scale numerator: the adapter's update is (α/r)·A·B."""
 
+PRECISION = jax.lax.Precision.HIGHEST
+"""Every matrix product in full float32, on every device.
+
+JAX's default on recent NVIDIA GPUs is TensorFloat-32, which rounds the inputs to 10 mantissa bits: the
+sampler's one-token decode and the trainer's whole-sequence forward then round differently, and their
+logprobs of the same tokens differ by ~1e-3 (measured on an H100), so on-policy KL is not ~0. In full
+float32 they agree to ~1e-6 on CPU and GPU alike.
+"""
+
+
+def _mm(x: jax.Array, w: jax.Array) -> jax.Array:
+    """x @ w in full float32 (:data:`PRECISION`)."""
+    return jnp.matmul(x, w, precision=PRECISION)
+
+
+def _einsum(spec: str, a: jax.Array, b: jax.Array) -> jax.Array:
+    """``jnp.einsum`` in full float32 (:data:`PRECISION`)."""
+    return jnp.einsum(spec, a, b, precision=PRECISION)
+
 
 class ModelConfig(NamedTuple):
     """Shape of the transformer (hashable: a static argument under ``jax.jit``)."""
@@ -207,7 +226,7 @@ def merge_lora(params: Params, lora: Params | None) -> Params:
     layers = dict(params["layers"])
     for name, ab in lora.items():
         rank = ab["a"].shape[-1]
-        delta = jnp.einsum("lir,lro->lio", ab["a"], ab["b"]) * (LORA_ALPHA / rank)
+        delta = _einsum("lir,lro->lio", ab["a"], ab["b"]) * (LORA_ALPHA / rank)
         layers[name] = layers[name] + delta.astype(layers[name].dtype)
     return {**params, "layers": layers}
 
@@ -228,7 +247,7 @@ def _rope(x: jax.Array, positions: jax.Array, base: float) -> jax.Array:
 
 def _mlp(cfg: ModelConfig, x: jax.Array, lp: Params) -> jax.Array:
     h = _rms_norm(x, lp["mlp_norm"], cfg.norm_eps)
-    out: jax.Array = x + (jax.nn.silu(h @ lp["w_gate"]) * (h @ lp["w_up"])) @ lp["w_down"]
+    out: jax.Array = x + _mm(jax.nn.silu(_mm(h, lp["w_gate"])) * _mm(h, lp["w_up"]), lp["w_down"])
     return out
 
 
@@ -236,16 +255,16 @@ def _qkv(cfg: ModelConfig, x: jax.Array, lp: Params, positions: jax.Array) -> tu
     b, t, _ = x.shape
     h = _rms_norm(x, lp["attn_norm"], cfg.norm_eps)
     shape = (b, t, cfg.num_heads, cfg.head_dim)
-    q = _rope((h @ lp["wq"]).reshape(shape), positions, cfg.rope_base)
-    k = _rope((h @ lp["wk"]).reshape(shape), positions, cfg.rope_base)
-    return q, k, (h @ lp["wv"]).reshape(shape)
+    q = _rope(_mm(h, lp["wq"]).reshape(shape), positions, cfg.rope_base)
+    k = _rope(_mm(h, lp["wk"]).reshape(shape), positions, cfg.rope_base)
+    return q, k, _mm(h, lp["wv"]).reshape(shape)
 
 
 def _attend(q: jax.Array, k: jax.Array, v: jax.Array, allowed: jax.Array) -> jax.Array:
     """q [B, T, H, dh], k and v [B, S, H, dh], allowed bool [T, S] → [B, T, H·dh]."""
-    scores = jnp.einsum("bthd,bshd->bhts", q, k) * (q.shape[-1] ** -0.5)
+    scores = _einsum("bthd,bshd->bhts", q, k) * (q.shape[-1] ** -0.5)
     scores = jnp.where(allowed[None, None], scores, -1e30)
-    out = jnp.einsum("bhts,bshd->bthd", jax.nn.softmax(scores, axis=-1), v)
+    out = _einsum("bhts,bshd->bthd", jax.nn.softmax(scores, axis=-1), v)
     return out.reshape(*out.shape[:2], -1)
 
 
@@ -258,12 +277,12 @@ def _run_layers(
 
     def layer(x: jax.Array, lp: Params) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
         q, k, v = _qkv(cfg, x, lp, positions)
-        x = x + _attend(q, k, v, causal) @ lp["wo"]
+        x = x + _mm(_attend(q, k, v, causal), lp["wo"])
         return _mlp(cfg, x, lp), (k, v)
 
     x = params["embed"][tokens_B_T]
     x, (k, v) = jax.lax.scan(layer, x, params["layers"])
-    logits: jax.Array = _rms_norm(x, params["final_norm"], cfg.norm_eps) @ params["lm_head"]
+    logits: jax.Array = _mm(_rms_norm(x, params["final_norm"], cfg.norm_eps), params["lm_head"])
     return logits, (k, v)
 
 
@@ -432,17 +451,17 @@ def _generate(params: Params, rows: _RowArrays, *, cfg: ModelConfig, max_new: in
             lp = {name: w[layer] for name, w in layers.items()}
             h = _rms_norm(x, lp["attn_norm"], cfg.norm_eps)
             heads = (batch, 1, cfg.num_heads, cfg.head_dim)
-            q = _rope_rows((h @ lp["wq"]).reshape(heads), pos_B, cfg.rope_base)
-            k = _rope_rows((h @ lp["wk"]).reshape(heads), pos_B, cfg.rope_base)
-            v = (h @ lp["wv"]).reshape(heads)
+            q = _rope_rows(_mm(h, lp["wq"]).reshape(heads), pos_B, cfg.rope_base)
+            k = _rope_rows(_mm(h, lp["wk"]).reshape(heads), pos_B, cfg.rope_base)
+            v = _mm(h, lp["wv"]).reshape(heads)
             kc = kc.at[layer, row, :, pos_B].set(k[:, 0])
             vc = vc.at[layer, row, :, pos_B].set(v[:, 0])
-            scores = jnp.einsum("bhd,bhsd->bhs", q[:, 0], kc[layer]) * (cfg.head_dim**-0.5)
+            scores = _einsum("bhd,bhsd->bhs", q[:, 0], kc[layer]) * (cfg.head_dim**-0.5)
             scores = jnp.where(allowed[:, None, :], scores, -1e30)
-            out = jnp.einsum("bhs,bhsd->bhd", jax.nn.softmax(scores, axis=-1), vc[layer])
-            x = x + out.reshape(batch, 1, -1) @ lp["wo"]
+            out = _einsum("bhs,bhsd->bhd", jax.nn.softmax(scores, axis=-1), vc[layer])
+            x = x + _mm(out.reshape(batch, 1, -1), lp["wo"])
             x = _mlp(cfg, x, lp)
-        logits = _rms_norm(x, params["final_norm"], cfg.norm_eps) @ params["lm_head"]
+        logits = _mm(_rms_norm(x, params["final_norm"], cfg.norm_eps), params["lm_head"])
         return logits[:, 0], kc, vc
 
     def cond(state: tuple[Any, ...]) -> jax.Array:
