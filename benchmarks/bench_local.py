@@ -4,13 +4,13 @@ Same architecture and size on both sides (a ``LlamaConfig`` with our dims: RMSNo
 SwiGLU, no bias, untied output layer), randomly initialised, same batch, same run, CPU (or the default
 JAX / torch device). Sampling: ``num_samples`` continuations of one prompt with a KV cache, every row
 forced to ``max_tokens`` (no stop). Training: forward + backward of the summed token log-likelihood over
-a [batch, seq] block; ours both with full weights and through the service's LoRA path. XLA on CPU runs
-this model's small ops on one core (two host devices or Eigen threads do not help), so training is also
-compared with torch on one thread, per core.
+a [batch, seq] block; ours both with full weights and through the service's LoRA path. Each side uses
+every core it is given (XLA's CPU runtime spreads a step over the cores, torch its matrix products); run
+it under ``taskset -c 0`` for a per-core comparison.
 
 On a GPU machine both sides run on the GPU (JAX's default device; torch's ``cuda``), torch synchronised
-before each clock read; the one-thread row is CPU-only. A GPU is far from full at the CPU workload, so
-``--batch``, ``--seq``, ``--new`` and ``--prompt-len`` set a larger one. Both sides multiply matrices in
+before each clock read. A GPU is far from full at the CPU workload, so ``--batch``, ``--seq``, ``--new``
+and ``--prompt-len`` set a larger one. Both sides multiply matrices in
 full float32: ours always does (``adapters.local.model.PRECISION``: TensorFloat-32 breaks sampler/trainer
 agreement), and torch is set to ``highest`` (its default).
 
@@ -143,15 +143,6 @@ def _peer(size: str, batch: int, prompt_len: int, new: int, seq: int, repeat: in
     out["train_tok_s"] = batch * seq / time_call(step, repeat=repeat)
     out["torch_threads"] = float(torch.get_num_threads())
     out["on_gpu"] = float(device == "cuda")
-    if device == "cuda":
-        return out
-    # XLA on CPU runs this model's small ops on one core: the per-core comparison, torch on one thread
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        out["train_1thread_tok_s"] = batch * seq / time_call(step, repeat=repeat)
-    finally:
-        torch.set_num_threads(threads)
     return out
 
 
@@ -188,9 +179,6 @@ def main(argv: list[str]) -> int:
         ["sampling tok/s", ours["sample_tok_s"], peer["sample_tok_s"] if peer else "-"],
         [f"training tok/s (full; {torch_where})", ours["train_tok_s"], peer["train_tok_s"] if peer else "-"],
     ]
-    if not on_gpu:
-        one = peer["train_1thread_tok_s"] if peer else "-"
-        rows.append(["training tok/s (full; torch 1 thread)", ours["train_tok_s"], one])
     if peer:
         for row in rows:
             row.append(row[1] / row[2])
@@ -212,8 +200,6 @@ def main(argv: list[str]) -> int:
         figures.update({f"peer_{k}": v for k, v in peer.items()})
         figures["sample_ratio"] = ours["sample_tok_s"] / peer["sample_tok_s"]
         figures["train_ratio"] = ours["train_tok_s"] / peer["train_tok_s"]
-        if not on_gpu:
-            figures["train_ratio_1thread"] = ours["train_tok_s"] / peer["train_1thread_tok_s"]
     figures["size"] = size
     figures["wall_s"] = time.perf_counter() - start
     emit_json({"benchmark": "local", **figures})
