@@ -1,0 +1,77 @@
+"""The local model's CPU fast paths against their plain forms: blocked causal attention, recomputation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+jax = pytest.importorskip("jax")
+
+import jax.numpy as jnp  # noqa: E402
+
+from adapters.local import model as m  # noqa: E402
+
+
+def _plain_attention(q: Any, k: Any, v: Any) -> np.ndarray:
+    """Causal attention by the textbook formula in float64: softmax over keys s ≤ t of q·k / √dh."""
+    q, k, v = (np.asarray(a, np.float64) for a in (q, k, v))
+    t = q.shape[1]
+    scores = np.einsum("bthd,bshd->bhts", q, k) / np.sqrt(q.shape[-1])
+    scores = np.where(np.tril(np.ones((t, t), bool)), scores, -np.inf)
+    weights = np.exp(scores - scores.max(-1, keepdims=True))
+    weights /= weights.sum(-1, keepdims=True)
+    out = np.einsum("bhts,bshd->bthd", weights, v)
+    return out.reshape(*out.shape[:2], -1)
+
+
+_ATTEND = jax.jit(m._causal_attend, static_argnums=3)
+
+
+@settings(max_examples=15)
+@given(
+    t=st.integers(1, 40),
+    block=st.integers(1, 48),
+    heads=st.sampled_from([1, 2]),
+    seed=st.integers(0, 2**16),
+)
+def test_blocked_causal_attention_equals_the_formula(t: int, block: int, heads: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    q, k, v = (jnp.asarray(rng.standard_normal((2, t, heads, 4)), jnp.float32) for _ in range(3))
+    want = _plain_attention(q, k, v)
+    np.testing.assert_allclose(np.asarray(_ATTEND(q, k, v, block)), want, atol=2e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("t", [1, 5, 40])
+def test_cpu_forward_and_gradient_equal_the_plain_ones(t: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the fast path taken at every length (blocks of 4 queries: one block, whole blocks, a partial last
+    # one): logits and gradients against the path with one attention block and stored activations
+    cfg = m.SIZES["tiny"]
+    params = m.init_params(cfg, jax.random.key(0))
+    tokens = jnp.asarray(np.random.default_rng(t).integers(0, 256, (2, t)), jnp.int32)
+
+    def run() -> tuple[Any, Any]:
+        def objective(p: Any) -> Any:
+            return m.token_logprobs(cfg, p, tokens, tokens).sum()
+
+        return jax.jit(lambda p: (m.forward(cfg, p, tokens), jax.grad(objective)(p)))(params)
+
+    monkeypatch.setattr(m, "_tuned_for_cpu", lambda: True)
+    monkeypatch.setattr(m, "_MIN_QUERY_BLOCK", 4)
+    monkeypatch.setattr(m, "_MAX_QUERY_BLOCKS", 10**6)
+    fast = run()
+    monkeypatch.setattr(m, "_tuned_for_cpu", lambda: False)
+    plain = run()
+    np.testing.assert_allclose(np.asarray(fast[0]), np.asarray(plain[0]), atol=2e-5, rtol=1e-5)
+    for a, b in zip(jax.tree_util.tree_leaves(fast[1]), jax.tree_util.tree_leaves(plain[1]), strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-4, rtol=1e-4)
+
+
+def test_query_blocks_grow_with_the_length() -> None:
+    # at most _MAX_QUERY_BLOCKS blocks (compilation), at least _MIN_QUERY_BLOCK queries each
+    assert [m._query_block(t) for t in (1, 64, 1024, 1025, 4096)] == [64, 64, 64, 65, 256]
+    for t in range(1, 5000, 7):
+        assert -(-t // m._query_block(t)) <= m._MAX_QUERY_BLOCKS
