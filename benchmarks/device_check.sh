@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # The GPU check of the local service, as one call on a lent GPU machine (see docs/training.md).
 #
-# The machine has JAX, torch, transformers and optax but no network: the few packages it lacks (tinker
-# and what it needs) travel as wheels in .whl/ (fetch them with `pip download --no-deps` for its Python).
+# The machine has JAX, torch, transformers and optax but no network: the packages it lacks travel as
+# wheels in .whl/ (git-ignored), fetched here for its Python 3.12 with `pip download --no-deps
+# --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 ...`: tinker 0.38.0 and, of
+# its needs, pydantic, pydantic-core, annotated-types, typing-inspection, typing-extensions, distro,
+# orjson, pyqwest, opentelemetry-api, sniffio, zstandard, h2, hpack, hyperframe (about 15 MB).
 # Prints, and writes under $OUT: the local service's tests on the GPU, then the local benchmark at a
 # GPU-sized workload (`python -m benchmarks local` on the machine gives the CPU workload).
 set -u
