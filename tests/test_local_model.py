@@ -14,6 +14,7 @@ jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
 
 from adapters.local import model as m  # noqa: E402
+from tests._profile import examples  # noqa: E402
 
 
 def _plain_attention(q: Any, k: Any, v: Any) -> np.ndarray:
@@ -31,7 +32,7 @@ def _plain_attention(q: Any, k: Any, v: Any) -> np.ndarray:
 _ATTEND = jax.jit(m._causal_attend, static_argnums=3)
 
 
-@settings(max_examples=15)
+@settings(max_examples=examples(15))
 @given(
     t=st.integers(1, 40),
     block=st.integers(1, 48),
