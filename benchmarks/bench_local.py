@@ -10,9 +10,9 @@ it under ``taskset -c 0`` for a per-core comparison.
 
 On a GPU machine both sides run on the GPU (JAX's default device; torch's ``cuda``), torch synchronised
 before each clock read. A GPU is far from full at the CPU workload, so ``--batch``, ``--seq``, ``--new``
-and ``--prompt-len`` set a larger one. Both sides multiply matrices in
-full float32: ours always does (``adapters.local.model.PRECISION``: TensorFloat-32 breaks sampler/trainer
-agreement), and torch is set to ``highest`` (its default).
+and ``--prompt-len`` set a larger one. Both sides multiply matrices in full float32: ours always does
+(``adapters.local.model.PRECISION``: TensorFloat-32 breaks sampler/trainer agreement), and torch is set
+to ``highest`` (its default).
 
 ``python -m benchmarks local [--quick] [--size small] [--batch B --seq S --new N --prompt-len P]``. The
 peer runs only if torch and transformers import; otherwise it is reported as skipped.
@@ -146,7 +146,7 @@ def _peer(size: str, batch: int, prompt_len: int, new: int, seq: int, repeat: in
     return out
 
 
-def ours_platform() -> str:
+def _platform() -> str:
     """The platform of JAX's default device (``cpu``, ``gpu``, ``tpu``)."""
     import jax
 
@@ -173,6 +173,7 @@ def main(argv: list[str]) -> int:
     ours = _ours(size, batch, prompt_len, new, seq, repeat)
     peer = _peer(size, batch, prompt_len, new, seq, repeat)
     threads = int(peer["torch_threads"]) if peer else 0
+    platform = _platform()
     on_gpu = bool(peer and peer.get("on_gpu"))
     torch_where = "torch on the GPU" if on_gpu else f"torch {threads} threads"
     rows: list[list[Any]] = [
@@ -185,7 +186,7 @@ def main(argv: list[str]) -> int:
     rows.append(["training tok/s (LoRA r=32)", ours["train_lora_tok_s"], "-", "-"])
     rows.append(["sampler vs trainer max |Δ logprob|", ours["sampler_trainer_max_abs_dlogprob"], "-", "-"])
     title = (
-        f"local JAX ({ours_platform()}) vs torch+transformers, size {size} ({ours['params']:,.0f} params), "
+        f"local JAX ({platform}) vs torch+transformers, size {size} ({ours['params']:,.0f} params), "
         f"batch {batch}, prompt {prompt_len}, new {new}, train seq {seq}; compile: sample "
         f"{ours['sample_compile_s']:.1f}s, train {ours['train_compile_s']:.1f}s"
     )
@@ -195,7 +196,7 @@ def main(argv: list[str]) -> int:
     if peer is None:
         print("peer skipped: torch and transformers are not importable")
     figures: dict[str, Any] = {f"ours_{k}": v for k, v in ours.items()}
-    figures["jax_platform"] = ours_platform()
+    figures["jax_platform"] = platform
     if peer:
         figures.update({f"peer_{k}": v for k, v in peer.items()})
         figures["sample_ratio"] = ours["sample_tok_s"] / peer["sample_tok_s"]

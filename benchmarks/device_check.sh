@@ -17,11 +17,7 @@ mkdir -p "$OUT"
 nvidia-smi -L
 python3 -c "import jax, torch, transformers; print('jax', jax.__version__, jax.devices(), 'torch', torch.__version__, \
 torch.cuda.is_available(), 'transformers', transformers.__version__)"
-bench() {  # name, then the benchmark's flags
-    local name=$1
-    shift
-    timeout 240 python3 -m benchmarks local "$@" 2>&1 | tee "$OUT/$name.txt" | grep -v '^{'
-}
 timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_local_service.py tests/test_local_loop.py 2>&1 \
     | tee "$OUT/tests.txt" | tail -15
-bench base --size base --batch 64 --prompt-len 64 --new 128 --seq 512
+timeout 240 python3 -m benchmarks local --size base --batch 64 --prompt-len 64 --new 128 --seq 512 2>&1 \
+    | tee "$OUT/base.txt" | grep -v '^{'
