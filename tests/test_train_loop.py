@@ -315,6 +315,66 @@ def test_a_caller_that_froze_objects_keeps_its_freeze(tmp_path: Path) -> None:
         gc.unfreeze()
 
 
+class _CollectorSeen:
+    """A service whose training clients note whether the cyclic collector is on at each submission."""
+
+    def __init__(self, inner: Any, seen: list[tuple[str, bool]]) -> None:
+        self._inner, self._seen = inner, seen
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._inner, name)
+        if name not in ("forward_backward", "forward_backward_custom", "create_lora_training_client"):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self._seen.append((name, gc.isenabled()))
+            out = attr(*args, **kwargs)
+            if name != "create_lora_training_client":
+                return out
+
+            async def wrapped() -> Any:
+                return _CollectorSeen(await out, self._seen)
+
+            return wrapped()
+
+        return call
+
+
+def test_the_collector_is_held_off_from_the_kernel_stages_to_the_submission(tmp_path: Path) -> None:
+    seen: list[tuple[str, bool]] = []
+    on_at_metrics: list[bool] = []
+    progress = lambda step, total, record: on_at_metrics.append(gc.isenabled())  # noqa: E731
+    config = _config(tmp_path, steps=2, eval_every=0)
+    asyncio.run(run_training(config, _CollectorSeen(FakeServiceClient(seed=0), seen), progress=progress))
+    submissions = [on for name, on in seen if name == "forward_backward"]
+    assert submissions == [False, False]  # the datums were built and sent with the collector paused
+    assert on_at_metrics == [True, True] and gc.isenabled()  # and it ran again while the service computed
+
+
+def test_the_collector_is_on_again_after_a_crash_at_the_submission(tmp_path: Path) -> None:
+    plan = FaultPlan(at={("forward_backward", 0): Fault("crash")})
+    service, _ = with_faults(FakeServiceClient(seed=0), plan)
+    with pytest.raises(BaseExceptionGroup) as caught:
+        asyncio.run(run_training(_config(tmp_path, steps=1, eval_every=0), service))
+    assert caught.group_contains(SimulatedCrash)
+    assert gc.isenabled()
+
+
+def test_a_collector_the_caller_turned_off_stays_off(tmp_path: Path) -> None:
+    gc.disable()
+    try:
+        seen: list[bool] = []
+        progress = lambda step, total, record: seen.append(gc.isenabled())  # noqa: E731
+        asyncio.run(
+            run_training(
+                _config(tmp_path, steps=1, eval_every=0), FakeServiceClient(seed=0), progress=progress
+            )
+        )
+        assert seen == [False] and not gc.isenabled()
+    finally:
+        gc.enable()
+
+
 def test_a_max_tokens_shorter_than_the_warm_start_turns_is_warned_about(tmp_path: Path) -> None:
     # every sampled turn would be cut before its closing tags: a parse failure, not a learning signal
     config = _config(tmp_path, steps=1, warm_start_steps=1, max_tokens=100, eval_every=0)
