@@ -46,10 +46,11 @@ def _mean(values: list[Any]) -> float:
 
 def _learning(quick: bool, out: str | None) -> dict[str, Any]:
     from adapters.cli.train import LOCAL_PRESET, _compilation_cache
-    from adapters.local import LocalServiceClient
+    from adapters.local import LocalServiceClient, split_cpu
     from adapters.tinker.config import TrainConfig
     from adapters.tinker.train import run_training
 
+    split_cpu()  # as the CLI does (no effect where JAX already ran in this process)
     run_dir = out or tempfile.mkdtemp(prefix="bench-learning-")
     values = {**LOCAL_PRESET, **(_QUICK if quick else {}), "out": run_dir}
     config = TrainConfig.from_mapping(values)

@@ -1,4 +1,4 @@
-"""Hypothesis profiles, registered once.
+"""Hypothesis profiles, registered once; JAX's CPU split into two devices, as ``debate-kernel train`` does.
 
 ``HYPOTHESIS_PROFILE`` picks one explicitly; otherwise ``CI=true`` selects ``ci`` and anything else
 ``dev``. ``deep`` (thousands of examples) is opt-in: ``HYPOTHESIS_PROFILE=deep pytest``.
@@ -9,6 +9,14 @@ from __future__ import annotations
 import os
 
 from hypothesis import HealthCheck, settings
+
+try:  # before any JAX computation: the local service's training calls then run data-parallel, as in
+    # `debate-kernel train`, whichever test runs first (tests/test_local_devices.py checks one device)
+    from adapters.local import split_cpu
+except ImportError:  # the local extra is not installed
+    pass
+else:
+    split_cpu(2)
 
 _SUPPRESS = [HealthCheck.too_slow, HealthCheck.data_too_large]
 

@@ -8,10 +8,11 @@ Config: ``--config FILE`` (TOML, keys of :class:`adapters.tinker.config.TrainCon
 
 On the local service the keys of :data:`LOCAL_PRESET` replace the config defaults (a config file and
 flags still override them): with no flags at all, ``train`` runs warm start, evaluation, RL on self-play
-debates and a final evaluation on the shipped yes/no set, sized for about 6 minutes on 2 CPU cores.
+debates and a final evaluation on the shipped yes/no set, sized for about 5 minutes on 2 CPU cores.
 JAX's persistent compilation cache (``$XDG_CACHE_HOME/debate-kernel/jax``, or ``~/.cache/…``; set
 ``DEBATE_KERNEL_JAX_CACHE`` to another folder, or to an empty string to turn it off) lets later runs
-skip compilation.
+skip compilation. JAX's CPU backend is split into two devices (:func:`adapters.local.split_cpu`), over
+which training calls split their rows.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ LOCAL_PRESET: dict[str, Any] = {
     "save_every": 0,
     "max_tokens": 256,
 }
-"""The defaults of a run on the local service (``train`` with no flags), sized for about 6 minutes on 2
+"""The defaults of a run on the local service (``train`` with no flags), sized for about 5 minutes on 2
 CPU cores: the tiny model trained in full (its weights start random, and LoRA alone learns the format
 slowly); the shipped yes/no questions (eight, four of each answer: a task the tiny model can learn within
 the budget); the compact observation (a prompt of a few hundred bytes); a warm start on short well-formed
@@ -190,6 +191,7 @@ def _service(kind: str, config: TrainConfig) -> Any:
             "pass --model NAME of a Tinker base model to train on Tinker"
         ) from None
     _compilation_cache()
+    local.split_cpu()  # training calls run data-parallel over the cores (before JAX's first computation)
     return local.LocalServiceClient(seed=config.seed, root=Path(config.out) / "service")
 
 

@@ -5,6 +5,20 @@ Needs the ``local`` extra (optax, safetensors) and JAX. ``LocalServiceClient`` s
 """
 
 from adapters.local.model import SIZES, ModelConfig
-from adapters.local.service import LocalSamplingClient, LocalServiceClient, LocalTrainingClient
+from adapters.local.service import (
+    CPU_DEVICES,
+    LocalSamplingClient,
+    LocalServiceClient,
+    LocalTrainingClient,
+    split_cpu,
+)
 
-__all__ = ["SIZES", "LocalSamplingClient", "LocalServiceClient", "LocalTrainingClient", "ModelConfig"]
+__all__ = [
+    "CPU_DEVICES",
+    "SIZES",
+    "LocalSamplingClient",
+    "LocalServiceClient",
+    "LocalTrainingClient",
+    "ModelConfig",
+    "split_cpu",
+]

@@ -32,7 +32,7 @@ import json
 import tempfile
 import zlib
 from collections.abc import Callable, Mapping, Sequence
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
@@ -40,6 +40,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax  # type: ignore[import-untyped]
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
 from tinker import types
 
 from adapters.local import model as m
@@ -47,7 +49,7 @@ from adapters.tinker.futures import AwaitableFuture, CompletedFuture, completed,
 from adapters.tinker.tokenizers import ByteTokenizer
 from kernel.jax import cispo_loss, cross_entropy_loss, dro_loss, importance_sampling_loss, ppo_loss
 
-__all__ = ["LocalSamplingClient", "LocalServiceClient", "LocalTrainingClient"]
+__all__ = ["CPU_DEVICES", "LocalSamplingClient", "LocalServiceClient", "LocalTrainingClient", "split_cpu"]
 
 LOSS_FNS = ("cross_entropy", "importance_sampling", "ppo", "cispo", "dro")
 """The built-in losses this service computes."""
@@ -200,6 +202,73 @@ def _chunk_rows(cfg: m.ModelConfig, t: int) -> int:
     """Rows per training call: a power of two with rows·heads·T² ≤ the budget (at least one)."""
     fit = max(1, _ATTENTION_BUDGET // (cfg.num_heads * t * t))
     return 1 << (fit.bit_length() - 1)
+
+
+CPU_DEVICES = 2
+"""CPU devices :func:`split_cpu` makes by default (at most one per core): measured on 2 cores, where a
+training step on two devices took 0.75-0.85 of its time on one; other counts are not measured."""
+
+
+def split_cpu(devices: int | None = None) -> bool:
+    """Splits JAX's CPU backend into ``devices`` devices (default ``min(CPU_DEVICES, cores)``), so that
+    training calls on CPU run data-parallel (:func:`_row_mesh`); sampling stays on one device.
+
+    Must run before JAX's first computation in the process (JAX's ``jax_num_cpu_devices`` rule);
+    ``debate-kernel train`` calls it. Returns whether it took effect: False when JAX is already running
+    (nothing changes then). Other backends (a GPU) are not affected.
+
+    Raises:
+        ValueError: if ``devices`` is not an int >= 1.
+
+    Examples:
+        >>> split_cpu(0)
+        Traceback (most recent call last):
+        ValueError: devices must be an int >= 1, got 0
+    """
+    import os
+
+    if devices is None:
+        devices = max(1, min(CPU_DEVICES, os.cpu_count() or 1))
+    if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
+        raise ValueError(f"devices must be an int >= 1, got {devices!r}")
+    try:
+        jax.config.update("jax_num_cpu_devices", devices)  # type: ignore[no-untyped-call]
+    except RuntimeError:  # JAX's backends are initialized already
+        return False
+    return True
+
+
+def _row_mesh() -> Mesh | None:
+    """The devices a training call splits its rows among: every device of JAX's default backend, or
+    None when there is one (the call then runs as a plain ``jit``).
+
+    Several GPUs, or several CPU devices (``jax.config.update("jax_num_cpu_devices", n)`` before JAX's
+    first use; ``debate-kernel train`` does this), train data-parallel: each device computes its rows'
+    gradients and they are summed across devices. The sum's rounding depends on the device count, so
+    runs are reproducible for a given count, and equal across counts up to float rounding.
+    """
+    devices = jax.devices()
+    return None if len(devices) == 1 else _mesh_of(tuple(devices))
+
+
+_ROWS = P("rows")  # type: ignore[no-untyped-call]  # split along the first (row) axis
+_WHOLE = P()  # type: ignore[no-untyped-call]  # replicated on every device
+
+
+@cache
+def _mesh_of(devices: tuple[jax.Device, ...]) -> Mesh:
+    return Mesh(np.array(devices), ("rows",))
+
+
+def _rows_on(mesh: Mesh | None, arrays: tuple[np.ndarray, ...]) -> tuple[jax.Array, ...]:
+    """Row arrays [B, T] as JAX arrays, split by rows over ``mesh`` (B padded with rows of mask False,
+    which add nothing to the loss or the gradients, to a multiple of the device count)."""
+    if mesh is None:
+        return tuple(jnp.asarray(x) for x in arrays)
+    pad = -arrays[0].shape[0] % mesh.size
+    if pad:
+        arrays = tuple(np.concatenate([x, np.zeros((pad, *x.shape[1:]), x.dtype)]) for x in arrays)
+    return tuple(jax.device_put(arrays, NamedSharding(mesh, _ROWS)))
 
 
 def _params(frozen: m.Params | None, trainable: m.Params) -> m.Params:
@@ -563,17 +632,26 @@ class LocalTrainingClient:
     def _apply(
         self, batch: _Batch, loss_fn: str, options: tuple[tuple[str, float], ...], *, backward: bool
     ) -> types.ForwardBackwardOutput:
-        """Runs the batch in row chunks that bound attention memory; gradients and losses add up."""
+        """Runs the batch in row chunks that bound attention memory; gradients and losses add up.
+
+        With more than one device (:func:`_row_mesh`), each chunk's rows are split among the devices
+        and the weights and gradients are replicated on all of them (kept so in the state)."""
         s = self._state
         rows, t = batch.tokens.shape
         chunk = min(rows, _chunk_rows(s.cfg, t))
-        grads, total = s.grads, 0.0
+        mesh = _row_mesh()
+        trainable, frozen, grads = s.trainable, s.frozen, s.grads
+        if mesh is not None:
+            trainable, frozen, grads = jax.device_put((trainable, frozen, grads), NamedSharding(mesh, _WHOLE))
+        total = 0.0
         lps, ells = [], []
         for start in range(0, len(batch.lengths), chunk):
-            arrays = tuple(jnp.asarray(x[start : start + chunk]) for x in batch[:5])
+            host = tuple(x[start : start + chunk] for x in batch[:5])
+            count = host[0].shape[0]  # the rows of the chunk before any padding for the devices
+            arrays = _rows_on(mesh, host)
             loss, lp, ell, grads = _forward_backward(
-                s.trainable,
-                s.frozen,
+                trainable,
+                frozen,
                 grads,
                 arrays,
                 cfg=s.cfg,
@@ -582,9 +660,9 @@ class LocalTrainingClient:
                 backward=backward,
             )
             total += float(loss)
-            lps.append(np.asarray(lp, np.float32))
-            ells.append(np.asarray(ell, np.float32))
-        self._state = s._replace(grads=grads)
+            lps.append(np.asarray(lp, np.float32)[:count])
+            ells.append(np.asarray(ell, np.float32)[:count])
+        self._state = s._replace(trainable=trainable, frozen=frozen, grads=grads)
         lp_np, ell_np = np.concatenate(lps), np.concatenate(ells)
         outputs = [
             {
@@ -709,6 +787,8 @@ class LocalTrainingClient:
     def _snapshot(self, name: str | None) -> LocalSamplingClient:
         index = next(self._snapshots)
         params = self.merged_params()
+        if _row_mesh() is not None:  # sampling runs on one device (rows are not split there)
+            params = jax.device_put(params, jax.devices()[0])
         if name is not None:
             m.save_weights(self._service._path("weights", name), self._state.cfg, params)
         label = f"{self._name}-s{index}"
