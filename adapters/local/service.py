@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import os
 import tempfile
 import zlib
 from collections.abc import Callable, Mapping, Sequence
@@ -225,8 +226,6 @@ def split_cpu(devices: int | None = None) -> bool:
         Traceback (most recent call last):
         ValueError: devices must be an int >= 1, got 0
     """
-    import os
-
     if devices is None:
         devices = max(1, min(CPU_DEVICES, os.cpu_count() or 1))
     if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
