@@ -29,6 +29,10 @@ from adapters.local import LocalServiceClient, split_cpu  # noqa: E402
 from adapters.local import service as svc  # noqa: E402
 
 _ROOT = Path(__file__).resolve().parents[1]
+_TWO = pytest.mark.skipif(
+    jax.default_backend() != "cpu",
+    reason="the two devices are CPU ones (tests/conftest.py); a GPU is the default",
+)
 
 
 def _datum(rng: np.random.Generator, n: int) -> types.Datum:
@@ -81,8 +85,9 @@ def _one_device(root: str) -> dict[str, Any]:
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
+@_TWO
 def test_two_devices_train_as_one_does_up_to_rounding(tmp_path: Path) -> None:
-    assert len(jax.devices()) == 2  # tests/conftest.py
+    assert len(jax.devices()) == 2  # tests/conftest.py split the CPU before JAX started
     two = asyncio.run(_scenario(str(tmp_path / "two")))
     one = _one_device(str(tmp_path / "one"))
     assert (one["devices"], two["devices"]) == (1, 2)
@@ -93,6 +98,7 @@ def test_two_devices_train_as_one_does_up_to_rounding(tmp_path: Path) -> None:
     assert two["tokens"] == one["tokens"]
 
 
+@_TWO
 def test_training_rows_are_split_and_the_weights_replicated(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[Any] = []
     real = svc._forward_backward
