@@ -617,7 +617,7 @@ class LocalTrainingClient:
 
     def __init__(self, service: LocalServiceClient, state: _State, *, name: str) -> None:
         self._service, self._state, self._name = service, state, name
-        self._snapshots = itertools.count()
+        self._made = (state.step, 0)  # (optimizer step, samplers made at it)
 
     @property
     def step(self) -> int:
@@ -784,13 +784,17 @@ class LocalTrainingClient:
         return _run(lambda: self._load(path, with_optimizer=False))
 
     def _snapshot(self, name: str | None) -> LocalSamplingClient:
-        index = next(self._snapshots)
+        step = self._state.step
+        index = self._made[1] if self._made[0] == step else 0
         params = self.merged_params()
         if _row_mesh() is not None:  # sampling runs on one device (rows are not split there)
             params = jax.device_put(params, jax.devices()[0])
         if name is not None:
             m.save_weights(self._service._path("weights", name), self._state.cfg, params)
-        label = f"{self._name}-s{index}"
+        self._made = (step, index + 1)
+        # The sampler's random stream is named by the optimizer step and the samplers made since it, not
+        # by a count over the client's life: a run resumed from a saved state samples as the first run did.
+        label = f"{self._name}-t{step}-s{index}"
         return LocalSamplingClient(self._state.cfg, params, seed=self._service.seed, name=label)
 
     def save_weights_and_get_sampling_client(
