@@ -18,18 +18,15 @@ from adapters.tinker.train import run_training
 from tests._marks import SHORT_SAMPLES
 
 
+def _tiny(out: Path, **overrides: Any) -> TrainConfig:
+    """A run of the tiny model that takes seconds: 2 debates of 2 agents, one round, 16-token turns."""
+    values: dict[str, Any] = {"model": "tiny", "lora_rank": 4, "batch_size": 2, "num_agents": 2}
+    values.update(max_rounds=1, max_tokens=16, out=str(out))
+    return TrainConfig(**{**values, **overrides})
+
+
 def test_run_training_on_the_local_service(tmp_path: Path) -> None:
-    config = TrainConfig(
-        model="tiny",
-        lora_rank=4,
-        steps=2,
-        batch_size=2,
-        num_agents=2,
-        max_rounds=1,
-        max_tokens=16,
-        eval_questions=2,
-        out=str(tmp_path / "run"),
-    )
+    config = _tiny(tmp_path / "run", steps=2, eval_questions=2)
     service = LocalServiceClient(seed=0, root=tmp_path / "run" / "service")
     result = asyncio.run(run_training(config, service))
     lines = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
@@ -87,26 +84,13 @@ def test_lora_rank_zero_is_refused_where_only_lora_exists(tmp_path: Path) -> Non
 
 
 def test_a_resumed_run_repeats_the_uninterrupted_one(tmp_path: Path) -> None:
-    """Killed after its third step (a checkpoint every step) and resumed, the run's metrics equal those
-    of the run that was not interrupted, step for step: the samplers' random streams are part of the
-    saved state."""
+    """Crashed in its fourth step (a checkpoint after every step) and resumed, the run's metrics equal
+    those of the run that was not interrupted, step for step: a resumed run's samplers draw the random
+    streams the uninterrupted run's did."""
     from adapters.tinker.faults import Fault, FaultPlan, SimulatedCrash, with_faults
 
     def config(run: str) -> TrainConfig:
-        return TrainConfig(
-            model="tiny",
-            lora_rank=4,
-            steps=4,
-            batch_size=2,
-            num_agents=2,
-            max_rounds=1,
-            max_tokens=16,
-            eval_every=0,
-            eval_questions=0,
-            save_every=1,
-            temperature=1.0,
-            out=str(tmp_path / run),
-        )
+        return _tiny(tmp_path / run, steps=4, eval_every=0, eval_questions=0, save_every=1, temperature=1.0)
 
     whole = asyncio.run(run_training(config("whole"), LocalServiceClient(seed=0, root=tmp_path / "s1")))
     plan = FaultPlan(at={("optim_step", 3): Fault("crash")})  # the fourth step dies before its update
