@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 import numpy as np
@@ -39,8 +38,6 @@ def _ours(
     """Our figures that are not timings, and the steps to time: ``sample``, ``train``, ``train_lora``."""
     import jax
     import jax.numpy as jnp
-    from jax.sharding import NamedSharding
-    from jax.sharding import PartitionSpec as P
 
     from adapters.local import model as m
     from adapters.local import service as svc
@@ -62,15 +59,14 @@ def _ours(
     host = np.random.default_rng(1).integers(0, 256, (batch, seq)).astype(np.int32)
     rows = (host, host, np.ones((batch, seq), bool), np.ones((batch, seq), np.float32))
     tokens, _, mask, ones = svc._rows_on(mesh, rows)
-    replicate = (lambda x: x) if mesh is None else partial(jax.device_put, device=NamedSharding(mesh, P()))
-    weights = replicate(params)
+    weights = svc._replicated(mesh, params)
     grad = jax.jit(jax.grad(lambda p, t: m.token_logprobs(cfg, p, t, t).sum()))
 
     def train() -> Any:
         return grad(weights, tokens)
 
     out["train_compile_s"] = time_compile(train)
-    lora = replicate(m.init_lora(cfg, 32, jax.random.key(2)))
+    lora = svc._replicated(mesh, m.init_lora(cfg, 32, jax.random.key(2)))
     arrays = (tokens, tokens, mask, ones, jnp.zeros_like(ones))
     grads = jax.tree_util.tree_map(jnp.zeros_like, lora)
 

@@ -25,8 +25,9 @@ import tinker  # noqa: E402
 from jax.sharding import NamedSharding  # noqa: E402
 from tinker import types  # noqa: E402
 
-from adapters.local import LocalServiceClient, split_cpu  # noqa: E402
 from adapters.local import service as svc  # noqa: E402
+from adapters.local import split_cpu  # noqa: E402
+from tests.test_local_service import _trainer, rl_datum  # noqa: E402
 
 _ROOT = Path(__file__).resolve().parents[1]
 _TWO = pytest.mark.skipif(
@@ -36,19 +37,13 @@ _TWO = pytest.mark.skipif(
 
 
 def _datum(rng: np.random.Generator, n: int) -> types.Datum:
-    return types.Datum(
-        model_input=tinker.ModelInput.from_ints(rng.integers(0, 256, n).tolist()),
-        loss_fn_inputs={
-            "target_tokens": types.TensorData.from_numpy(rng.integers(0, 256, n).astype(np.int64)),
-            "logprobs": types.TensorData.from_numpy(np.full(n, -1.0, np.float32)),
-            "advantages": types.TensorData.from_numpy(rng.normal(size=n).astype(np.float32)),
-        },
-    )
+    """An RL datum of n positions: random tokens and advantages, sampler logprobs −1."""
+    return rl_datum(rng.integers(0, 256, n + 1).tolist(), [-1.0] * n, rng.normal(size=n).tolist())
 
 
 async def _scenario(root: str) -> dict[str, Any]:
     """Two LoRA steps on three datums (an odd row count), then a seeded sample from the snapshot."""
-    trainer = await LocalServiceClient(seed=0, root=root).create_lora_training_client("tiny", 4)
+    trainer = await _trainer(root=Path(root))
     rng = np.random.default_rng(0)
     data = [_datum(rng, n) for n in (5, 9, 12)]
     first = await trainer.forward_backward(data, "importance_sampling")
@@ -111,7 +106,7 @@ def test_training_rows_are_split_and_the_weights_replicated(monkeypatch: pytest.
 
     async def main() -> tuple[Any, Any]:
         with tempfile.TemporaryDirectory() as root:
-            trainer = await LocalServiceClient(seed=0, root=root).create_lora_training_client("tiny", 4)
+            trainer = await _trainer(root=Path(root))
             await trainer.forward_backward([_datum(np.random.default_rng(1), 6)] * 3, "importance_sampling")
             sampler = await trainer.save_weights_and_get_sampling_client()
             return trainer._state, sampler

@@ -259,6 +259,11 @@ def _mesh_of(devices: tuple[jax.Device, ...]) -> Mesh:
     return Mesh(np.array(devices), ("rows",))
 
 
+def _replicated(mesh: Mesh | None, tree: Any) -> Any:
+    """``tree`` (weights, gradients) on every device of ``mesh``; as it is when there is no mesh."""
+    return tree if mesh is None else jax.device_put(tree, NamedSharding(mesh, _WHOLE))
+
+
 def _rows_on(mesh: Mesh | None, arrays: tuple[np.ndarray, ...]) -> tuple[jax.Array, ...]:
     """Row arrays [B, T] as JAX arrays, split by rows over ``mesh`` (B padded with rows of mask False,
     which add nothing to the loss or the gradients, to a multiple of the device count)."""
@@ -639,9 +644,7 @@ class LocalTrainingClient:
         rows, t = batch.tokens.shape
         chunk = min(rows, _chunk_rows(s.cfg, t))
         mesh = _row_mesh()
-        trainable, frozen, grads = s.trainable, s.frozen, s.grads
-        if mesh is not None:
-            trainable, frozen, grads = jax.device_put((trainable, frozen, grads), NamedSharding(mesh, _WHOLE))
+        trainable, frozen, grads = _replicated(mesh, (s.trainable, s.frozen, s.grads))
         total = 0.0
         lps, ells = [], []
         for start in range(0, len(batch.lengths), chunk):
