@@ -17,7 +17,8 @@ mkdir -p "$OUT"
 nvidia-smi -L
 python3 -c "import jax, torch, transformers; print('jax', jax.__version__, jax.devices(), 'torch', torch.__version__, \
 torch.cuda.is_available(), 'transformers', transformers.__version__)"
-timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_local_service.py tests/test_local_loop.py 2>&1 \
+timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_local_service.py tests/test_local_loop.py \
+    tests/test_local_model.py tests/test_local_devices.py 2>&1 \
     | tee "$OUT/tests.txt" | tail -15
 timeout 240 python3 -m benchmarks local --size base --batch 64 --prompt-len 64 --new 128 --seq 512 2>&1 \
     | tee "$OUT/base.txt" | grep -v '^{'

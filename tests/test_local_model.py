@@ -47,9 +47,10 @@ def test_blocked_causal_attention_equals_the_formula(t: int, block: int, heads: 
 
 
 @pytest.mark.parametrize("t", [1, 5, 40])
-def test_cpu_forward_and_gradient_equal_the_plain_ones(t: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    # the fast path taken at every length (blocks of 4 queries: one block, whole blocks, a partial last
-    # one): logits and gradients against the path with one attention block and stored activations
+def test_blocked_forward_and_gradient_equal_the_plain_ones(t: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the fast paths taken at every length (blocks of 4 queries: one block, whole blocks, a partial last
+    # one; with and without recomputed layers): logits and gradients against one attention block and
+    # stored activations
     cfg = m.SIZES["tiny"]
     params = m.init_params(cfg, jax.random.key(0))
     tokens = jnp.asarray(np.random.default_rng(t).integers(0, 256, (2, t)), jnp.int32)
@@ -60,19 +61,27 @@ def test_cpu_forward_and_gradient_equal_the_plain_ones(t: int, monkeypatch: pyte
 
         return jax.jit(lambda p: (m.forward(cfg, p, tokens), jax.grad(objective)(p)))(params)
 
-    monkeypatch.setattr(m, "_tuned_for_cpu", lambda: True)
-    monkeypatch.setattr(m, "_MIN_QUERY_BLOCK", 4)
-    monkeypatch.setattr(m, "_MAX_QUERY_BLOCKS", 10**6)
-    fast = run()
-    monkeypatch.setattr(m, "_tuned_for_cpu", lambda: False)
+    monkeypatch.setattr(m, "_layout", lambda n: (False, n))
     plain = run()
-    np.testing.assert_allclose(np.asarray(fast[0]), np.asarray(plain[0]), atol=2e-5, rtol=1e-5)
-    for a, b in zip(jax.tree_util.tree_leaves(fast[1]), jax.tree_util.tree_leaves(plain[1]), strict=True):
-        np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-4, rtol=1e-4)
+    for remat in (True, False):  # the CPU layout, and the layout elsewhere (blocks, stored activations)
+        monkeypatch.setattr(m, "_layout", lambda n, remat=remat: (remat, 4))
+        fast = run()
+        np.testing.assert_allclose(np.asarray(fast[0]), np.asarray(plain[0]), atol=2e-5, rtol=1e-5)
+        for a, b in zip(jax.tree_util.tree_leaves(fast[1]), jax.tree_util.tree_leaves(plain[1]), strict=True):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-4, rtol=1e-4)
 
 
 def test_query_blocks_grow_with_the_length() -> None:
     # at most _MAX_QUERY_BLOCKS blocks (compilation), at least _MIN_QUERY_BLOCK queries each
-    assert [m._query_block(t) for t in (1, 64, 1024, 1025, 4096)] == [64, 64, 64, 65, 256]
+    assert [m._query_block(t, 64) for t in (1, 64, 1024, 1025, 4096)] == [64, 64, 64, 65, 256]
+    assert [m._query_block(t, 128) for t in (1, 512, 2048, 2049)] == [128, 128, 128, 129]
     for t in range(1, 5000, 7):
-        assert -(-t // m._query_block(t)) <= m._MAX_QUERY_BLOCKS
+        assert -(-t // m._query_block(t, 64)) <= m._MAX_QUERY_BLOCKS
+
+
+def test_the_layout_follows_the_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    # CPU: recomputed layers, blocks of 64 queries or more; elsewhere stored activations, blocks of 128
+    monkeypatch.setattr(jax, "default_backend", lambda: "cpu")
+    assert [m._layout(t) for t in (32, 512, 4096)] == [(True, 64), (True, 64), (True, 256)]
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    assert [m._layout(t) for t in (32, 512, 4096)] == [(False, 128), (False, 128), (False, 256)]
