@@ -22,12 +22,12 @@ import kernel
 from adapters import pipeline
 from adapters.tinker.config import TrainConfig
 from adapters.tinker.convert import datums_to_tinker
-from adapters.tinker.dataset import Question, is_correct
+from adapters.tinker.dataset import Question
 from adapters.tinker.fake import FakePolicy, FakeSamplingClient, initial_model_state
 from adapters.tinker.faults import FaultPlan, FaultyService, wrap_sampler
 from adapters.tinker.renderers import ByteRenderer
 from adapters.tinker.rollouts import DebateResult, run_debates, self_play
-from adapters.tinker.train import _last_solution, _Prepared, _replay_rollouts, _Shell, _split, _spoke
+from adapters.tinker.train import _Prepared, _replay_rollouts, _Shell, _split
 from adapters.transcripts import Debate, TranscriptError
 from tests._profile import examples
 
@@ -98,36 +98,8 @@ def _reference(shell: _Shell, results: Sequence[DebateResult], played: Sequence[
     if not replayed:
         return _Prepared([], [], record, [], [])
     numeric = pipeline.compute_numeric(replayed, options=options)
-    offsets = numeric.offsets_P1
-    num_debates = len(replayed)
-    correct = np.zeros(int(offsets[-1]), dtype=np.float64)
-    for p, r in enumerate(replayed):
-        for i in range(r.debate.num_agents):
-            correct[offsets[p] + i] = float(is_correct(_last_solution(r.state, i), played[p].spec.answer))
-    returns = numeric.returns_PG + c.correctness_weight * correct
-    group_ids = numeric.pairwise.group_ids_PG
-    if c.estimator == "rae":
-        roles = np.concatenate([np.arange(n) for n in numeric.num_agents_P]).astype(np.int64)
-        rae = kernel.rae_advantages(returns, roles, shell.rae, decay=c.rae_decay)
-        advantages = np.asarray(rae.advantages, dtype=np.float64)
-        shell.rae = np.asarray(rae.baselines_K, dtype=np.float64)
-    else:
-        _, opts = pipeline.resolve_estimator(c.estimator)
-        where = _spoke(played, offsets) if c.silent_agents == "exclude" else None
-        advantages = np.asarray(
-            kernel.grouped_advantages(returns, group_ids, num_debates, where=where, **opts).advantages,
-            dtype=np.float64,
-        )
-    removed = 0
-    keep_debate = np.ones(num_debates, dtype=bool)
-    if c.remove_constant_reward_groups:
-        keep = np.asarray(
-            kernel.constant_group_keep_mask(returns, group_ids, num_debates, keep_one_if_all_constant=True)
-        )
-        keep_debate = np.bincount(group_ids[keep], minlength=num_debates)[:num_debates] > 0
-        removed = int(num_debates - keep_debate.sum())
-    if c.negative_advantages == "zero":
-        advantages = np.where(advantages < 0, 0.0, advantages)
+    # the advantage stage is shared (what this oracle checks is the replay and the datums around it)
+    correct, returns, advantages, keep_debate, removed = shell.advantage_stage(replayed, played, numeric)
     numeric = numeric._replace(returns_PG=returns, advantages_PG=advantages)
     out = pipeline.build_datums(replayed, numeric, mode="robust")
     if out is not None and c.credit == "solution":

@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, TypeAlias
+from typing import Any, Final, Literal, TypeAlias, get_args
 
 import numpy as np
 import numpy.typing as npt
@@ -117,15 +117,7 @@ EndReason = Literal[
     "sampler_cancelled",
     "cancelled",
 ]
-END_REASONS: Final[tuple[EndReason, ...]] = (
-    "consensus",
-    "max_rounds",
-    "parse_failure",
-    "sampler_error",
-    "sampler_timeout",
-    "sampler_cancelled",
-    "cancelled",
-)
+END_REASONS: Final[tuple[EndReason, ...]] = get_args(EndReason)
 """How a rollout ended: every agent said YES in a round; the round limit; a response failed to parse
 (the failing agent's step reward is −1); the sampler raised or returned nothing; the sample took longer
 than ``sample_timeout``; the service cancelled the request; the whole batch was cancelled."""

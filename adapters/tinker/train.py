@@ -111,6 +111,16 @@ class TrainResult(NamedTuple):
     metrics: list[dict[str, Any]]
 
 
+class _Advantages(NamedTuple):
+    """The advantage stage of an RL step (:meth:`_Shell.advantage_stage`): rows ``[PG]``, debates ``[P]``."""
+
+    correct_PG: npt.NDArray[np.float64]  # 1.0 where the agent's last solution is the reference answer
+    returns_PG: npt.NDArray[np.float64]  # peer-vote returns + correctness_weight · correct
+    advantages_PG: npt.NDArray[np.float64]
+    keep_P: npt.NDArray[np.bool_]  # debates kept by remove_constant_reward_groups (all without it)
+    removed: int  # debates it removed
+
+
 @dataclass
 class _Prepared:
     data: list[tinker.Datum]
@@ -278,19 +288,15 @@ class _Shell:
         # columns cost a few ms on the loop; the debates are built where they are encoded
         await self.writer.write(path, transcript_columns(played))
 
-    def prepare_rl(self, results: Sequence[DebateResult], played: Sequence[DebateResult]) -> _Prepared:
-        """The step's datums from its rollouts, with only what the datums need before the submission:
-        the turns' tokens go straight from the rollouts into one ``kernel.build_datums`` call (no
-        transcripts), and the metrics that the datums do not need are left to :meth:`_Prepared.finish`.
-        The same datums and record as replaying the transcripts through the scoring pipeline
-        (``tests/test_train_prepare.py``)."""
+    def advantage_stage(
+        self,
+        replayed: Sequence[pipeline.ReplayedDebate],
+        played: Sequence[DebateResult],
+        numeric: pipeline.NumericResult,
+    ) -> _Advantages:
+        """Correctness, returns and advantages of the replayed debates by the configured estimator
+        (RAE updates its baselines), and the debates that constant-group removal keeps."""
         c = self.config
-        options = pipeline.ScoreOptions(policy=c.parse_policy, reward=c.reward_mode, estimator="default")
-        replayed = _replay_rollouts(played, options, self.rollout_config.parse_failure_reward)
-        record: dict[str, Any] = {"env/all/total_episodes": len(results)}
-        if not replayed:
-            return _Prepared([], [], {**record, **_nan_metrics()}, [], [])
-        numeric = pipeline.compute_numeric(replayed, options=options)
         offsets = numeric.offsets_P1
         num_debates = len(replayed)
         correct = np.zeros(int(offsets[-1]), dtype=np.float64)
@@ -324,6 +330,22 @@ class _Shell:
             removed = int(num_debates - keep_debate.sum())
         if c.negative_advantages == "zero":
             advantages = np.maximum(advantages, 0.0)
+        return _Advantages(correct, returns, advantages, keep_debate, removed)
+
+    def prepare_rl(self, results: Sequence[DebateResult], played: Sequence[DebateResult]) -> _Prepared:
+        """The step's datums from its rollouts, with only what the datums need before the submission:
+        the turns' tokens go straight from the rollouts into one ``kernel.build_datums`` call (no
+        transcripts), and the metrics that the datums do not need are left to :meth:`_Prepared.finish`.
+        The same datums and record as replaying the transcripts through the scoring pipeline
+        (``tests/test_train_prepare.py``)."""
+        c = self.config
+        options = pipeline.ScoreOptions(policy=c.parse_policy, reward=c.reward_mode, estimator="default")
+        replayed = _replay_rollouts(played, options, self.rollout_config.parse_failure_reward)
+        record: dict[str, Any] = {"env/all/total_episodes": len(results)}
+        if not replayed:
+            return _Prepared([], [], {**record, **_nan_metrics()}, [], [])
+        numeric = pipeline.compute_numeric(replayed, options=options)
+        correct, returns, advantages, keep_debate, removed = self.advantage_stage(replayed, played, numeric)
         numeric = numeric._replace(returns_PG=returns, advantages_PG=advantages)
         tokens = [[played[p].turns[k].arrays for k in r.replay.accepted] for p, r in enumerate(replayed)]
         credit = (
