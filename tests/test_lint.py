@@ -28,7 +28,7 @@ def test_ruff_format_clean() -> None:
     assert out.returncode == 0, out.stdout + out.stderr
 
 
-def test_mypy_clean_on_kernel() -> None:
+def test_mypy_clean_on_kernel_and_adapters() -> None:
     if shutil.which("mypy") is None and not _has_module("mypy"):
         pytest.skip("mypy not installed")
     out = _run(sys.executable, "-m", "mypy")

@@ -41,6 +41,8 @@ import kernel
 from adapters.bridges._estimators import estimator_options
 from adapters.bridges.scoring import score_rows
 from adapters.tinker.dataset import is_correct
+from kernel._parse import ParsePolicy
+from kernel._rewards import PairwiseMode
 
 __all__ = [
     "ESTIMATOR_PREFIX",
@@ -224,8 +226,8 @@ def compute_score(
     ground_truths: Sequence[Any],
     extra_infos: Sequence[Mapping[str, Any] | None],
     *,
-    policy: str = "robust",
-    mode: str = "win_rate",
+    policy: ParsePolicy = "robust",
+    mode: PairwiseMode = "win_rate",
     unvoted: float = 0.0,
     correctness_weight: float = 0.0,
     format_weight: float = 0.0,
@@ -263,11 +265,11 @@ def compute_score(
     keys: list[Hashable] = []
     agents: list[int] = []
     for r, info in enumerate(extra_infos):
-        for field in ("debate_id", "agent_id"):
-            if info is None or field not in info:
-                raise KeyError(
-                    f"extra_infos[{r}] has no {field!r}: each response must name its debate and agent"
-                )
+        missing = [f for f in ("debate_id", "agent_id") if info is None or f not in info]
+        if info is None or missing:
+            raise KeyError(
+                f"extra_infos[{r}] has no {missing[0]!r}: each response must name its debate and agent"
+            )
         keys.append(_hashable(info["debate_id"]))
         agents.append(info["agent_id"])
     sizes: dict[Hashable, int] = {}
@@ -303,4 +305,5 @@ def compute_score(
 
 
 def _hashable(key: Any) -> Hashable:
-    return key.item() if isinstance(key, np.generic) else key
+    out: Hashable = key.item() if isinstance(key, np.generic) else key
+    return out

@@ -165,9 +165,9 @@ def _compilation_cache() -> None:
         import jax
 
         os.makedirs(folder, exist_ok=True)
-        jax.config.update("jax_compilation_cache_dir", folder)
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
-        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+        jax.config.update("jax_compilation_cache_dir", folder)  # type: ignore[no-untyped-call]
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)  # type: ignore[no-untyped-call]
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)  # type: ignore[no-untyped-call]
     except (ImportError, OSError, AttributeError, ValueError):
         return
 

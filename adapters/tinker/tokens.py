@@ -193,8 +193,8 @@ def prompt_ids(model_input: types.ModelInput) -> npt.NDArray[np.int64]:
         >>> prompt_ids(types.ModelInput.from_ints([1, 2])).tolist()
         [1, 2]
     """
-    chunks = model_input.chunks
-    if not all(isinstance(c, types.EncodedTextChunk) for c in chunks):
+    chunks = [c for c in model_input.chunks if isinstance(c, types.EncodedTextChunk)]
+    if len(chunks) != len(model_input.chunks):
         return np.asarray(model_input.to_ints(), np.int64)
     if len(chunks) == 1:
         return np.asarray(chunks[0].tokens, np.int64)

@@ -36,7 +36,7 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -181,7 +181,7 @@ def _portable(debate: Debate) -> Debate:
     """``debate`` with array-backed token sequences as plain arrays, so the worker unpickles it without
     importing the SDK (the transcript encoder writes an integer array's ids as it writes a list's)."""
     turns = tuple(
-        dataclasses.replace(t, observation_tokens=np.asarray(t.observation_tokens))
+        dataclasses.replace(t, observation_tokens=cast("Sequence[int]", np.asarray(t.observation_tokens)))
         if t.observation_tokens is not None and hasattr(t.observation_tokens, "__array__")
         else t
         for t in debate.turns
