@@ -77,6 +77,35 @@ def test_cli_errors_are_clear(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert "not a run directory" in capsys.readouterr().err
 
 
+def test_a_model_the_local_service_cannot_run_is_a_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("TINKER_API_KEY", raising=False)
+    assert main(["train", "--model", "Qwen/Qwen3-8B", "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert "model 'Qwen/Qwen3-8B' is not served by the local service" in err
+    assert "needs TINKER_API_KEY" in err
+    weights = tmp_path / "w.safetensors"
+    weights.write_bytes(b"\x10" * 300)  # not a safetensors file
+    assert main(["train", "--model", str(weights), "--out", str(tmp_path / "r2")]) == 2
+    assert "cannot read weights file" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists() and not (tmp_path / "r2" / "metrics.jsonl").exists()
+
+
+def test_every_flag_says_what_it_sets_and_its_defaults(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--steps STEPS RL steps (optimizer steps on debate batches), after the warm-start steps." in text
+    assert "(default 30 on the local service, 10 on Tinker)" in text
+    assert "--seed SEED seeds the dataset order and sampling. (default 0)" in text
+    from adapters.cli.train import _FLAGS
+
+    starts = sorted(text.index(f"--{key.replace('_', '-')} {key.upper()} ") for key in _FLAGS)
+    for start, end in zip(starts, [*starts[1:], len(text)], strict=True):
+        assert "(default " in text[start:end], text[start:end]
+
+
 def test_report_draws_training_curves_of_a_run_dir(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

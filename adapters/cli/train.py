@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from adapters.tinker.checkpoint import RUN_FILE, CheckpointError
-from adapters.tinker.config import TrainConfig, load_config
+from adapters.tinker.config import TrainConfig, key_help, load_config
 from adapters.tinker.dataset import DatasetError
 
 __all__ = ["LOCAL_MODELS", "add_parser", "run"]
@@ -110,13 +110,30 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--out", metavar="RUN_DIR", help="the run directory (metrics.jsonl, transcripts, checkpoints)"
     )
     p.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its last checkpoint")
+    docs, defaults = key_help(), TrainConfig()
     for key, kind in _FLAGS.items():
-        p.add_argument("--" + key.replace("_", "-"), type=kind, dest=key, default=None, metavar=key.upper())
+        p.add_argument(
+            "--" + key.replace("_", "-"),
+            type=kind,
+            dest=key,
+            default=None,
+            metavar=key.upper(),
+            help=_flag_help(docs[key], getattr(defaults, key), LOCAL_PRESET.get(key)),
+        )
     p.add_argument(
         "--service", choices=("auto", "tinker", "local", "fake"), default="auto", help=argparse.SUPPRESS
     )
     p.set_defaults(func=run)
     return p
+
+
+def _flag_help(doc: str, default: Any, local: Any) -> str:
+    """A flag's help: the key's description and its defaults (the local service's where they differ)."""
+    text = doc.replace("``", "").replace("%", "%%")
+    where = f"default {default!r}" if local is None or local == default else f"default {local!r} on the "
+    if local is not None and local != default:
+        where += f"local service, {default!r} on Tinker"
+    return f"{text} ({where})"
 
 
 def _config(args: argparse.Namespace) -> TrainConfig:
@@ -190,8 +207,19 @@ def _service(kind: str, config: TrainConfig) -> Any:
             "the local service (adapters.local) is not available in this build; set TINKER_API_KEY and "
             "pass --model NAME of a Tinker base model to train on Tinker"
         ) from None
+    model = config.model
+    if model not in LOCAL_MODELS and not (model.endswith(".safetensors") and Path(model).is_file()):
+        tinker_hint = " (a Tinker base model needs TINKER_API_KEY set)"
+        if os.environ.get("TINKER_API_KEY"):
+            tinker_hint = ""
+        raise ValueError(
+            f"model {model!r} is not served by the local service, which runs {', '.join(LOCAL_MODELS)} "
+            f"or the path of an existing .safetensors file{tinker_hint}"
+        )
     _compilation_cache()
     local.split_cpu()  # training calls run data-parallel over the cores (before JAX's first computation)
+    if model not in LOCAL_MODELS:
+        local.model.load_weights(model)  # a file it cannot use is a clear error now, not deep in the run
     return local.LocalServiceClient(seed=config.seed, root=Path(config.out) / "service")
 
 
@@ -239,6 +267,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         service = _service(args.service, config)
+    except ValueError as e:
+        print(f"debate-kernel train: {e}", file=sys.stderr)
+        return 2
     except RuntimeError as e:
         print(f"debate-kernel train: {e}", file=sys.stderr)
         return 1

@@ -26,7 +26,7 @@ from typing import Any, Final, Literal, get_args, get_origin, get_type_hints
 
 import kernel
 
-__all__ = ["KERNEL_LOSSES", "SERVER_LOSSES", "TrainConfig", "load_config"]
+__all__ = ["KERNEL_LOSSES", "SERVER_LOSSES", "TrainConfig", "key_help", "load_config"]
 
 SERVER_LOSSES: Final = ("importance_sampling", "ppo", "cispo", "dro")
 """Losses computed by the service, by name (``forward_backward(data, loss_fn, loss_fn_config)``)."""
@@ -60,7 +60,9 @@ class TrainConfig:
         tinker-cookbook's ``group_size`` plays an environment group; advantages stay centred per debate):
         ``batch_size × group_size`` debates a step. The warm start and evaluations use each question once.
         (On the in-repo fake, whose samples are a pure function of the prompt, they are identical.)
-      num_agents, max_rounds: the debate's size.
+      num_agents: agents in a debate.
+      max_rounds: rounds in a debate at most (a round is one turn of every agent; a debate ends
+        earlier when every agent says YES in a round).
       history_rounds: earlier rounds shown in an observation (−1 all, 0 none, K the last K).
       observation: ``"default"``, ``"reference"`` or ``"compact"`` (``kernel.OBSERVATION_PRESETS``).
       parse_policy: ``"robust"`` or ``"reference"``.
@@ -85,7 +87,8 @@ class TrainConfig:
       remove_constant_reward_groups: drop debates whose total returns are all equal (keep one if all are).
       loss_fn: a server-side loss name (:data:`SERVER_LOSSES`) or a kernel loss (:data:`KERNEL_LOSSES`).
       loss_fn_config: the loss's options (e.g. ``clip_low_threshold``), sent as ``loss_fn_config``.
-      learning_rate, beta1, beta2, eps: Adam.
+      learning_rate: the RL steps' Adam learning rate.
+      beta1, beta2, eps: Adam's other parameters.
       num_substeps: optimizer steps per batch (the batch split in that many pieces, pipelined).
       kl_penalty_coef: KL penalty against the reference sampler (the initial or warm-started weights);
         0 turns it off.
@@ -94,7 +97,8 @@ class TrainConfig:
       eval_questions: questions per evaluation (each gives N debates, one per role of the policy).
       max_steps_off_policy: 0 trains on-policy (sample, then train); k > 0 samples up to k batches ahead
         while training, and drops (and counts) a batch sampled more than k policy versions ago.
-      max_tokens, temperature: sampling.
+      max_tokens: the most tokens sampled for one turn.
+      temperature: the sampling temperature.
       max_concurrent_debates: debates sampled at once.
       sample_timeout_s: a sample slower than this ends its debate (reason ``timeout``); 0: no limit.
       seed: seeds the dataset order and sampling.
@@ -260,6 +264,33 @@ def load_config(
         data = data["train"]
     config = TrainConfig.from_mapping(data, base=base)
     return TrainConfig.from_mapping(overrides or {}, base=config)
+
+
+def key_help() -> dict[str, str]:
+    """Every config key's description, from the ``Attributes`` section of :class:`TrainConfig`'s
+    docstring (an entry naming several keys, ``a, b: …``, describes each), whitespace joined.
+
+    Examples:
+        >>> key_help()["steps"]
+        'RL steps (optimizer steps on debate batches), after the warm-start steps.'
+        >>> key_help()["beta1"]
+        "Adam's other parameters."
+    """
+    doc = TrainConfig.__doc__ or ""
+    section = doc.split("Attributes:", 1)[1]
+    out: dict[str, str] = {}
+    names: list[str] = []
+    for line in section.splitlines():
+        entry = line[6:] if line.startswith("      ") and not line.startswith("       ") else None
+        if entry is not None and ": " in entry:
+            head, text = entry.split(": ", 1)
+            names = [n.strip() for n in head.split(",")]
+            for name in names:
+                out[name] = text.strip()
+        elif line.strip() and names:
+            for name in names:
+                out[name] += " " + line.strip()
+    return out
 
 
 def _check_type(name: str, value: Any, hint: Any) -> None:
