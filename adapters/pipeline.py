@@ -875,8 +875,8 @@ def summary(result: BatchResult) -> dict[str, Any]:
 
 
 def _stats(x: npt.NDArray[Any]) -> dict[str, float | None]:
-    if x.size == 0:
-        return {"mean": 0.0, "std": 0.0, "min": 0.0, "max": 0.0}
+    if x.size == 0:  # no agent scored: no figure (null in JSON, n/a in text), not a mean of 0
+        return {"mean": None, "std": None, "min": None, "max": None}
     return {"mean": _r(np.mean(x)), "std": _r(np.std(x)), "min": _r(np.min(x)), "max": _r(np.max(x))}
 
 

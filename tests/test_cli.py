@@ -200,6 +200,11 @@ def test_all_lines_bad_still_exits_0(tmp_path: Path, capsys: Any) -> None:
     assert main(["score", str(path)]) == 0
     out, err = capsys.readouterr()
     assert "debates: 0 scored, 2 skipped" in out and "line 1" in err and "line 2" in err
+    # no agent was scored: the reward figures are absent (n/a; null in JSON), not means of 0
+    assert "rewards: mean n/a, std n/a, range [n/a, n/a]" in out
+    assert main(["score", str(path), "--json", "--quiet"]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["advantages"] == {"mean": None, "std": None, "min": None, "max": None}
 
 
 def test_stdin(monkeypatch: Any, capsys: Any) -> None:
