@@ -399,3 +399,43 @@ def test_samples_run_from_an_unrelated_directory(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert f"debates: {len(SAMPLE_IDS)} scored" in proc.stdout
+
+
+class _Terminal:
+    """A stderr that says it is a terminal and keeps what is written to it."""
+
+    def __init__(self) -> None:
+        self.text = ""
+
+    def isatty(self) -> bool:
+        return True
+
+    def write(self, s: str) -> int:
+        self.text += s
+        return len(s)
+
+    def flush(self) -> None:
+        pass
+
+
+def test_a_terminal_sees_progress_per_chunk_and_a_clean_line_after(
+    tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    from adapters.cli import score as cli_score
+
+    lines = [json.dumps({**SIMPLE, "id": f"d{i}"}) for i in range(6)]
+    path = _write(tmp_path, lines)
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    ticks = iter(range(1000))
+    monkeypatch.setattr(cli_score.time, "monotonic", lambda: float(next(ticks)))  # 1 s a reading
+    assert main(["score", str(path), "--quiet", "--chunk-size", "2"]) == 0
+    shown = terminal.text.split("\r")[1:]
+    assert [s.split(" lines")[0] for s in shown[:-1]] == ["score: 2", "score: 4", "score: 6"]
+    assert "% of 0 MB, " in shown[0] and shown[2].startswith("score: 6 lines, 100% of 0 MB, ")
+    assert shown[-1] == "\033[K"  # cleared before the summary
+    assert "debates: 6 scored" in capsys.readouterr().out
+    # not a terminal: nothing but the summary
+    monkeypatch.setattr(sys, "stderr", sys.__stderr__)
+    assert main(["score", str(path), "--quiet", "--chunk-size", "2"]) == 0
+    assert capsys.readouterr().err == ""

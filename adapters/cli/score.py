@@ -22,8 +22,10 @@ import multiprocessing
 import os
 import shutil
 import signal
+import stat
 import sys
 import tempfile
+import time
 import zipfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -289,6 +291,8 @@ def _run(args: argparse.Namespace) -> int:
         except OSError as e:
             _err(f"cannot read {args.file}: {e.strerror or e}")
             return EXIT_UNUSABLE
+        progress = _Progress(sys.stderr, lines)
+        stack.callback(progress.close)  # the line is cleared before anything else is printed
         options = options_from_args(args)
         spool = _NpzSpool() if datums_path is not None else None
         acc = pipeline.ScoreAccumulator(options, datum_sink=None if spool is None else spool.add)
@@ -311,6 +315,7 @@ def _run(args: argparse.Namespace) -> int:
                     acc.num_lines += part.num_lines
                     acc.num_blank += part.num_blank
                     acc.add_figures(part.figures)
+                    progress.update(acc.num_lines)
                     if keep_rows is None or len(table) < keep_rows:
                         table.extend(part.table[: None if keep_rows is None else keep_rows - len(table)])
                     if records is not None:
@@ -318,6 +323,7 @@ def _run(args: argparse.Namespace) -> int:
             else:
                 for chunk in pipeline.score_chunks(lines, options=options, chunk_size=chunk_size):
                     acc.add(chunk)
+                    progress.update(acc.num_lines)
                     if keep_rows is None or len(table) < keep_rows:
                         table.extend(
                             _table_rows(chunk, None if keep_rows is None else keep_rows - len(table))
@@ -369,6 +375,51 @@ def _run(args: argparse.Namespace) -> int:
             if not args.json:
                 print(f"wrote {datums.stats['datums']} datums to {datums_path}", file=out)
     return 0
+
+
+class _Progress:
+    """A status line on stderr, rewritten as chunks are scored, when stderr is a terminal (nothing is
+    written otherwise): lines read, the share of the file read when it is a regular file, and lines
+    per second; at most every ``every`` seconds. :meth:`close` clears it, however the run ends."""
+
+    def __init__(self, stream: IO[str], source: object, *, clock: Any = None, every: float = 0.5) -> None:
+        self.stream, self.clock, self.every = stream, clock or time.monotonic, every
+        isatty = getattr(stream, "isatty", None)
+        self.on = bool(isatty is not None and isatty())
+        self.file: Any = None
+        self.total = 0
+        if self.on and hasattr(source, "tell") and hasattr(source, "fileno"):
+            try:
+                info = os.fstat(source.fileno())
+            except (OSError, ValueError):
+                info = None
+            if info is not None and stat.S_ISREG(info.st_mode) and info.st_size > 0:
+                self.file, self.total = source, info.st_size
+        self.start = self.last = self.clock()
+        self.lines = 0
+        self.shown = False
+
+    def update(self, lines: int) -> None:
+        if not self.on or lines == self.lines:
+            return
+        now = self.clock()
+        if now - self.last < self.every:
+            return
+        self.last, self.lines = now, lines
+        text = f"score: {lines:,} lines"
+        if self.file is not None:
+            with contextlib.suppress(OSError, ValueError):
+                text += f", {min(self.file.tell() / self.total, 1.0):.0%} of {self.total / 2**20:,.0f} MB"
+        text += f", {lines / max(now - self.start, 1e-9):,.0f} lines/s"
+        self.stream.write("\r" + text + "\033[K")
+        self.stream.flush()
+        self.shown = True
+
+    def close(self) -> None:
+        if self.shown:
+            self.stream.write("\r\033[K")
+            self.stream.flush()
+            self.shown = False
 
 
 @dataclasses.dataclass(frozen=True)
