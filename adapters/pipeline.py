@@ -1030,6 +1030,11 @@ class ScoreAccumulator:
         n_action, exact, nonfinite = self._datum_sums
         return int(n_action), int(exact), float(nonfinite)
 
+    def values(self, name: str) -> npt.NDArray[Any]:
+        """Every scored agent's ``"rewards"``, ``"returns"`` or ``"advantages"``, in input order."""
+        parts = self._values[name]
+        return np.concatenate(parts) if parts else np.zeros(0)
+
     def sorted_errors(self) -> list[TranscriptError]:
         """Every skipped line's error, by line."""
         return sorted(self.errors, key=lambda e: e.line)
@@ -1039,7 +1044,7 @@ class ScoreAccumulator:
         c = self.counts
         skipped = Counter(e.reason for e in self.errors)
         failures = sum(self.failures.values())
-        values = {k: np.concatenate(v) if v else np.zeros(0) for k, v in self._values.items()}
+        values = {k: self.values(k) for k in self._values}
         out: dict[str, Any] = {
             "policy": self.options.policy,
             "reward": self.options.reward,

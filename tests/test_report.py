@@ -20,10 +20,12 @@ from hypothesis import strategies as st
 
 from adapters import pipeline
 from adapters.cli import main
-from adapters.report import render_html, svg_histogram
+from adapters.report import render_html, render_report, svg_histogram
 from adapters.report.html import _nice_ticks
 from adapters.transcripts import read_transcripts
 from tests._profile import examples
+from tests.test_pipeline_stream import LINES as STREAM_LINES
+from tests.test_pipeline_stream import OPTIONS as STREAM_OPTIONS
 from tools.samples import sample_text
 
 CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
@@ -332,3 +334,29 @@ def test_the_reports_figures_are_strict_json(sample_report: Path) -> None:
 
     figures = json.loads(html_lib.unescape(m.group(1)), parse_constant=refuse)
     assert figures["debates_scored"] == len(read_transcripts(sample_text()).debates)
+
+
+@settings(max_examples=examples(15), deadline=None)
+@given(
+    chunk_size=st.integers(1, 12),
+    max_debates=st.integers(0, 20),
+    which=st.integers(0, len(STREAM_OPTIONS) - 1),
+)
+def test_a_streamed_report_is_the_whole_file_report(chunk_size: int, max_debates: int, which: int) -> None:
+    # render_report over chunks (what `debate-kernel report` runs) against render_html of the whole file
+    # scored at once: the same page whatever the chunking, detail sections crossing chunk edges included
+    options = STREAM_OPTIONS[which]
+    read = read_transcripts("".join(line + "\n" for line in STREAM_LINES))
+    whole = pipeline.score(
+        read.debates,
+        options=options,
+        read_errors=read.errors,
+        num_lines=read.num_lines,
+        num_blank=read.num_blank,
+    )
+    want = render_html(whole, source="s", max_debates=max_debates)
+    chunks = pipeline.score_chunks(iter(STREAM_LINES), options=options, chunk_size=chunk_size)
+    got = render_report(chunks, options, source="s", max_debates=max_debates)
+    assert got.page == want
+    assert (got.shown, got.debates) == (min(max_debates, len(whole.replayed)), len(whole.replayed))
+    assert got.errors == sorted(whole.errors, key=lambda e: e.line)

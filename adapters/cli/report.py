@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from adapters import pipeline
 from adapters._atomic import atomic_write
 from adapters.cli import score as cmd_score
-from adapters.report import DEFAULT_MAX_DEBATES, render_html
+from adapters.report import DEFAULT_MAX_DEBATES, render_report
 
 __all__ = ["add_parser", "run"]
 
@@ -52,18 +55,52 @@ def run(args: argparse.Namespace) -> int:
             return cmd_score.EXIT_UNUSABLE
         print(f"wrote {args.output} (training curves of {args.file})")
         return 0
-    got = cmd_score.prepare(args, {"--output": args.output})
-    if isinstance(got, int):
-        return got
-    source, result = got
-    page = render_html(result, source=source, title=args.title, max_debates=args.max_debates)
+    try:
+        return _report(args)
+    except KeyboardInterrupt:
+        cmd_score._err("interrupted; nothing was written")
+        return 130
+
+
+def _report(args: argparse.Namespace) -> int:
+    """Reads, scores and renders the input chunk by chunk (:func:`render_report`): memory stays bounded
+    as the file grows, and the page is that of the whole file scored at once."""
+    early = cmd_score.check_options(args, {"--output": args.output})
+    if early is not None:
+        return early
+    options = cmd_score.options_from_args(args)
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(cmd_score.fewer_gc_passes())
+        try:
+            source, lines = cmd_score.open_lines(args.file, stack)
+            progress = cmd_score.Progress(sys.stderr, lines)
+            stack.callback(progress.close)
+            chunks = pipeline.score_chunks(lines, options=options)
+            report = render_report(
+                _shown(chunks, progress),
+                options,
+                source=source,
+                title=args.title,
+                max_debates=args.max_debates,
+            )
+        except OSError as e:
+            cmd_score._err(f"cannot read {args.file}: {e.strerror or e}")
+            return cmd_score.EXIT_UNUSABLE
+    for error in report.errors:
+        cmd_score._err(f"{source}: {error}")
     try:
         with atomic_write(args.output) as f:
-            f.write(page)
+            f.write(report.page)
     except OSError as e:
         print(f"debate-kernel: cannot write {args.output}: {e.strerror or e}", file=sys.stderr)
         return cmd_score.EXIT_UNUSABLE
-    shown = min(len(result.replayed), args.max_debates)
-    size = len(page.encode("utf-8"))
-    print(f"wrote {args.output} ({size:,} bytes; {shown} of {len(result.replayed)} debates)")
+    size = len(report.page.encode("utf-8"))
+    print(f"wrote {args.output} ({size:,} bytes; {report.shown} of {report.debates} debates)")
     return 0
+
+
+def _shown(chunks: Iterator[pipeline.BatchResult], progress: Any) -> Iterator[pipeline.BatchResult]:
+    """The chunks, each counted on the progress line as it is scored."""
+    for chunk in chunks:
+        progress.update(chunk.num_lines)
+        yield chunk

@@ -39,21 +39,21 @@ from adapters._atomic import atomic_write, same_file
 from adapters.transcripts import (
     Debate,
     LineReader,
-    ReadResult,
     TranscriptError,
-    read_transcript_file,
-    read_transcripts,
 )
 
 __all__ = [
+    "Progress",
     "ScoredLines",
     "add_common_arguments",
     "add_parser",
+    "check_options",
     "check_outputs",
     "count_argument",
+    "fewer_gc_passes",
     "format_summary",
     "format_table",
-    "load_input",
+    "open_lines",
     "run",
     "score_lines",
     "scored_in_parallel",
@@ -167,15 +167,6 @@ def _err(msg: str) -> None:
     print(f"debate-kernel: {msg}", file=sys.stderr)
 
 
-def load_input(file: str | None) -> tuple[str, ReadResult]:
-    """Reads FILE (or the samples); raises OSError for an unusable file."""
-    if file is None:
-        return data.SAMPLE_DEBATES, read_transcripts(data.read_text(data.SAMPLE_DEBATES))
-    # A file name with bytes that are not UTF-8 arrives with surrogate escapes: shown with U+FFFD.
-    name = "<stdin>" if file == "-" else file.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-    return name, read_transcript_file(file)
-
-
 def options_from_args(args: argparse.Namespace) -> pipeline.ScoreOptions:
     """The pipeline options of the parsed CLI arguments."""
     return pipeline.ScoreOptions(
@@ -213,7 +204,7 @@ def check_outputs(file: str | None, outputs: Mapping[str, Path | None]) -> str |
     return None
 
 
-def _check_options(args: argparse.Namespace, outputs: Mapping[str, Path | None]) -> int | None:
+def check_options(args: argparse.Namespace, outputs: Mapping[str, Path | None]) -> int | None:
     """``--estimator list`` (prints the presets: exit 0), a bad ``--estimator`` or an unusable output path
     (exit 2); None when the run can go on."""
     if args.estimator.strip() == "list":
@@ -230,35 +221,6 @@ def _check_options(args: argparse.Namespace, outputs: Mapping[str, Path | None])
         _err(refused)
         return EXIT_UNUSABLE
     return None
-
-
-def prepare(
-    args: argparse.Namespace, outputs: Mapping[str, Path | None] | None = None
-) -> tuple[str, pipeline.BatchResult] | int:
-    """Shared front half of ``score`` and ``report``: check the options and output paths, read, score,
-    report bad lines.
-
-    Returns the source name and the result, or an exit status when the input, an option or an output
-    path is unusable.
-    """
-    early = _check_options(args, outputs or {})
-    if early is not None:
-        return early
-    try:
-        source, read = load_input(args.file)
-    except OSError as e:
-        _err(f"cannot read {args.file}: {e.strerror or e}")
-        return EXIT_UNUSABLE
-    result = pipeline.score(
-        read.debates,
-        options=options_from_args(args),
-        read_errors=read.errors,
-        num_lines=read.num_lines,
-        num_blank=read.num_blank,
-    )
-    for error in result.errors:
-        _err(f"{source}: {error}")
-    return source, result
 
 
 def run(args: argparse.Namespace) -> int:
@@ -281,17 +243,17 @@ def _run(args: argparse.Namespace) -> int:
     datums_path = args.datums_out
     if datums_path is None and args.out is not None:
         datums_path = args.out.with_name(args.out.stem + ".datums.npz")  # written only when tokens exist
-    early = _check_options(args, {"--out": args.out, "--datums-out": datums_path})
+    early = check_options(args, {"--out": args.out, "--datums-out": datums_path})
     if early is not None:
         return early
     with contextlib.ExitStack() as stack:
-        stack.enter_context(_fewer_gc_passes())
+        stack.enter_context(fewer_gc_passes())
         try:
-            source, lines = _open_lines(args.file, stack)
+            source, lines = open_lines(args.file, stack)
         except OSError as e:
             _err(f"cannot read {args.file}: {e.strerror or e}")
             return EXIT_UNUSABLE
-        progress = _Progress(sys.stderr, lines)
+        progress = Progress(sys.stderr, lines)
         stack.callback(progress.close)  # the line is cleared before anything else is printed
         options = options_from_args(args)
         spool = _NpzSpool() if datums_path is not None else None
@@ -377,7 +339,7 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-class _Progress:
+class Progress:
     """A status line on stderr, rewritten as chunks are scored, when stderr is a terminal (nothing is
     written otherwise): lines read, the share of the file read when it is a regular file, and lines
     per second; at most every ``every`` seconds. :meth:`close` clears it, however the run ends."""
@@ -545,7 +507,7 @@ the chunk's heap over and over (about 10 % of the run at 10 k debates); referenc
 
 
 @contextlib.contextmanager
-def _fewer_gc_passes() -> Iterator[None]:
+def fewer_gc_passes() -> Iterator[None]:
     """:data:`_GC_THRESHOLDS` for the duration, the previous thresholds after."""
     previous = gc.get_threshold()
     gc.set_threshold(*_GC_THRESHOLDS)
@@ -605,7 +567,7 @@ def _record_line(rec: dict[str, Any]) -> str:
         return _json.dumps(rec, ensure_ascii=False) + "\n"
 
 
-def _open_lines(file: str | None, stack: contextlib.ExitStack) -> tuple[str, Iterable[str | bytes]]:
+def open_lines(file: str | None, stack: contextlib.ExitStack) -> tuple[str, Iterable[str | bytes]]:
     """The source name and its lines, read lazily (the samples when FILE is omitted, ``-`` stdin)."""
     if file is None:
         lines = data.read_text(data.SAMPLE_DEBATES).split("\n")

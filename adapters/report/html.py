@@ -13,16 +13,17 @@ import html
 import math
 import sys
 from collections import Counter
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
 import kernel
 from adapters import _json, pipeline
+from adapters.transcripts import TranscriptError
 
-__all__ = ["DEFAULT_MAX_DEBATES", "render_html", "svg_histogram"]
+__all__ = ["DEFAULT_MAX_DEBATES", "Report", "render_html", "render_report", "svg_histogram"]
 
 DEFAULT_MAX_DEBATES = 500
 
@@ -412,7 +413,8 @@ def _agent_card(r: pipeline.ReplayedDebate, k: int) -> str:
     return "".join(out)
 
 
-def _debate_section(result: pipeline.BatchResult, p: int) -> str:
+def _debate_section(result: pipeline.BatchResult, p: int, index: int) -> str:
+    """Debate ``p`` of ``result``, the ``index``-th debate of the page."""
     num = result.numeric
     r = result.replayed[p]
     d = r.debate
@@ -427,7 +429,7 @@ def _debate_section(result: pipeline.BatchResult, p: int) -> str:
     search = f"{d.id} {d.question}".lower()
     colour = _END_COLOURS.get(r.end, "#9498a0")
     out = [
-        f'<details class="debate" id="debate-{p}" data-id="{_e(d.id)}" data-end="{_e(r.end)}" '
+        f'<details class="debate" id="debate-{index}" data-id="{_e(d.id)}" data-end="{_e(r.end)}" '
         f'data-votes="{total}" data-malformed="{bad}" data-search="{_e(search)}">',
         f"<summary><b>{_e(d.id)}</b> · {n} agents · {r.num_rounds} round(s) · {total} votes"
         + (f", {bad} malformed" if bad else "")
@@ -492,10 +494,47 @@ def render_html(
     title: str = "Debate report",
     max_debates: int = DEFAULT_MAX_DEBATES,
 ) -> str:
-    """The whole report page as one HTML string (no external resources)."""
-    s = pipeline.summary(result)
-    num = result.numeric
-    votes_per_debate = [float(x) for x in np.asarray(num.pairwise.total_votes_P)]
+    """The whole report page of one scored batch as one HTML string (no external resources)."""
+    return render_report([result], result.options, source=source, title=title, max_debates=max_debates).page
+
+
+class Report(NamedTuple):
+    """A rendered page, how many debates it details and how many it covers, and the skipped lines."""
+
+    page: str
+    shown: int
+    debates: int
+    errors: list[TranscriptError]
+
+
+def render_report(
+    chunks: Iterable[pipeline.BatchResult],
+    options: pipeline.ScoreOptions,
+    *,
+    source: str = "",
+    title: str = "Debate report",
+    max_debates: int = DEFAULT_MAX_DEBATES,
+) -> Report:
+    """The report page of a stream of scored chunks (:func:`pipeline.score_chunks`), in bounded memory.
+
+    Of each chunk it keeps what the summary keeps (:class:`pipeline.ScoreAccumulator`, datum statistics
+    without the datum arrays), one vote count per debate, and the detail sections of the first
+    ``max_debates`` debates, rendered as their chunk arrives. The page is the same for any chunking
+    of the same lines (``tests/test_report.py``)."""
+    acc = pipeline.ScoreAccumulator(options, datum_sink=lambda arrays: None)
+    votes_per_debate: list[float] = []
+    by_n: Counter[int] = Counter()
+    sections: list[str] = []
+    limit = max(max_debates, 0)
+    for chunk in chunks:
+        acc.add(chunk)
+        num = chunk.numeric
+        votes_per_debate.extend(float(x) for x in np.asarray(num.pairwise.total_votes_P))
+        by_n.update(int(x) for x in num.num_agents_P)
+        for p in range(min(limit - len(sections), len(chunk.replayed))):
+            sections.append(_debate_section(chunk, p, len(sections)))
+    errors = acc.sorted_errors()
+    s = acc.summary()
     body: list[str] = []
     body.append(
         f'<header><h1>{_e(title)}</h1><div class="meta">source <b>{_e(source)}</b> · policy '
@@ -513,9 +552,9 @@ def render_html(
     if "datums" in s:
         body.append(_card(s["datums"]["datums"], f"datums ({s['datums']['action_tokens']:,} action tokens)"))
     body.append('</div><div class="plots">')
-    body.append(svg_histogram(np.asarray(num.pairwise.rewards_PG), title="pairwise rewards (all agents)"))
-    body.append(svg_histogram(np.asarray(num.returns_PG), title="total returns", colour="#6cc5b0"))
-    body.append(svg_histogram(np.asarray(num.advantages_PG), title="advantages", colour="#efb118"))
+    body.append(svg_histogram(acc.values("rewards"), title="pairwise rewards (all agents)"))
+    body.append(svg_histogram(acc.values("returns"), title="total returns", colour="#6cc5b0"))
+    body.append(svg_histogram(acc.values("advantages"), title="advantages", colour="#efb118"))
     body.append(
         svg_histogram(
             votes_per_debate,
@@ -526,17 +565,16 @@ def render_html(
     )
     body.append(svg_category_bars(s["ends"], title="how debates ended", colours=_END_COLOURS))
     body.append(svg_category_bars(s["parse_failures_by_reason"], title="parse failures by reason"))
-    by_n = Counter(int(x) for x in num.num_agents_P)
     body.append(
         svg_category_bars({f"{k} agents": v for k, v in sorted(by_n.items())}, title="debates by size")
     )
     body.append("</div>")
-    if result.errors:
+    if errors:
         body.append(
-            f"<h3>Skipped lines ({len(result.errors)})</h3><table><thead><tr><th>line</th><th>id</th>"
+            f"<h3>Skipped lines ({len(errors)})</h3><table><thead><tr><th>line</th><th>id</th>"
             "<th>turn</th><th>reason</th><th>message</th></tr></thead><tbody>"
         )
-        for e in result.errors:
+        for e in errors:
             body.append(
                 f'<tr class="skipped" data-line="{e.line}"><td class="n">{e.line}</td>'
                 f"<td>{_e(e.debate_id or '')}</td>"
@@ -549,8 +587,8 @@ def render_html(
         + _e(_json.dumps(s, indent=1, sort_keys=True))
         + "</pre></details></section>"
     )
-    shown = min(len(result.replayed), max(max_debates, 0))
-    body.append(f'<section id="debates"><h2>Debates ({shown} of {len(result.replayed)} shown)</h2>')
+    shown = len(sections)
+    body.append(f'<section id="debates"><h2>Debates ({shown} of {acc.scored} shown)</h2>')
     body.append(
         '<div class="toolbar"><input id="filter" type="search" placeholder="filter by id or question" '
         'aria-label="filter"><select id="end-filter" aria-label="end"><option value="">any end</option>'
@@ -559,13 +597,13 @@ def render_html(
         '<button id="collapse" type="button">collapse all</button><span class="meta"><span id="shown">'
         f"{shown}</span> shown</span></div>"
     )
-    for p in range(shown):
-        body.append(_debate_section(result, p))
+    body.extend(sections)
     body.append("</section>")
-    return (
+    page = (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>\n"
         + "\n".join(body)
         + f"\n<script>{_JS}</script></body></html>\n"
     )
+    return Report(page, shown, acc.scored, errors)
