@@ -181,6 +181,25 @@ def test_a_crash_while_writing_keeps_the_previous_file(tmp_path: Path, capsys: A
         assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl", "o.jsonl"]  # no temporary file left
 
 
+def test_ctrl_c_during_a_report_keeps_the_previous_page(
+    tmp_path: Path, capsys: Any, monkeypatch: Any
+) -> None:
+    from adapters.report import html as report_html
+
+    path = _write(tmp_path / "in.jsonl", [_debate("a"), _debate("b")])
+    page = tmp_path / "r.html"
+    page.write_text("previous page\n", "utf-8")
+
+    def interrupted(*args: Any, **kwargs: Any) -> str:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(report_html, "_debate_section", interrupted)
+    assert main(["report", str(path), "-o", str(page)]) == 130
+    assert "interrupted; nothing was written" in capsys.readouterr().err
+    assert page.read_text("utf-8") == "previous page\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl", "r.html"]
+
+
 def test_atomic_write_replaces_only_on_success(tmp_path: Path) -> None:
     target = tmp_path / "x.bin"
     with atomic_write(target, "wb") as f:
