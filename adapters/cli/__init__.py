@@ -16,7 +16,8 @@ SUBCOMMANDS = ("score", "report", "train")
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="debate-kernel",
-        description="Score debates between LLM agents: parse, vote, reward, advantage, datums.",
+        description="Debating LLM agents: score transcripts (parse, vote, reward, advantage, datums), draw "
+        "HTML reports, and train the agents with RL on Tinker or the local service.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in SUBCOMMANDS:
