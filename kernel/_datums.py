@@ -495,6 +495,8 @@ def pad_datums(batch: DatumBatch, *, length: int | None = None, pad_token: int =
         >>> pad_datums(build_datums(t).datums, length=3).mask_D_T.tolist()
         [[False, True, False], [True, True, False]]
     """
+    if not isinstance(batch, DatumBatch):
+        raise TypeError(f"batch must be a DatumBatch (build_datums(...).datums), got {type(batch).__name__}")
     pad = check_int(pad_token, "pad_token", low=_INT64_MIN, high=_INT64_MAX)
     lengths_D = batch.lengths_D
     longest = int(lengths_D.max()) if lengths_D.size else 0
@@ -531,6 +533,12 @@ def _offsets(lengths: Any) -> Int64Array:
 
 def _checked(t: Trajectories) -> Trajectories:
     """Converts and checks every field; raises ValueError / TypeError naming the field."""
+    missing = [name for name in Trajectories._fields if not hasattr(t, name)]
+    if missing:
+        raise TypeError(
+            "trajectories must be a Trajectories (see trajectories_from_lists), got "
+            f"{type(t).__name__} without {', '.join(missing)}"
+        )
     ob = as_int_array(t.ob_tokens, "ob_tokens")
     ac = as_int_array(t.ac_tokens, "ac_tokens")
     lp = as_float_array(t.logprobs, "logprobs")

@@ -231,6 +231,7 @@ def current_agent(state: DebateState) -> int | None:
       >>> current_agent(abort(initial_state("q", num_agents=2, max_rounds=1), "timeout")) is None
       True
     """
+    _check_state(state)
     return None if state.done else state.turn % state.num_agents
 
 
@@ -249,7 +250,13 @@ def current_round(state: DebateState) -> int:
       >>> current_round(initial_state("q", num_agents=3, max_rounds=2))
       0
     """
+    _check_state(state)
     return state.turn // state.num_agents
+
+
+def _check_state(state: object) -> None:
+    if not isinstance(state, DebateState):
+        raise TypeError(f"state must be a DebateState, got {type(state).__name__}")
 
 
 def submit(

@@ -20,6 +20,7 @@ from typing import ClassVar, Final, SupportsIndex, cast
 
 import numpy as np
 
+from kernel._checks import check_int
 from kernel._episode import DebateState, _as_index, current_round
 from kernel._types import ParsedResponse
 
@@ -164,6 +165,10 @@ def clip_field(text: str, max_chars: int | None) -> str:
       >>> clip_field("abc", 3)
       'abc'
     """
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    if max_chars is not None:
+        check_int(max_chars, "max_chars", low=1)
     stripped = text.strip()
     if max_chars is None or len(stripped) <= max_chars:
         return stripped
@@ -189,6 +194,10 @@ def history_window(state: DebateState, config: ObservationConfig) -> range:
       >>> history_window(initial_state("q", num_agents=2, max_rounds=3), ObservationConfig.DEFAULT)
       range(0, 0)
     """
+    if not isinstance(state, DebateState):
+        raise TypeError(f"state must be a DebateState, got {type(state).__name__}")
+    if not isinstance(config, ObservationConfig):
+        raise TypeError(f"config must be an ObservationConfig, got {type(config).__name__}")
     total = len(state.rounds)
     k = config.history_rounds
     if k < 0:

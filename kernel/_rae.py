@@ -403,7 +403,11 @@ def rae_batch(
         raise ValueError(f"key_by must be one of {RAE_KEYINGS} or None, got {key_by!r}")
     if policy not in RAE_POLICIES:
         raise ValueError(f"policy must be one of {RAE_POLICIES}, got {policy!r}")
+    if isinstance(games, str | bytes) or not isinstance(games, Sequence):
+        raise TypeError(f"games must be a sequence of RAEGame, got {type(games).__name__}")
     for g, game in enumerate(games):
+        if not isinstance(game, RAEGame):
+            raise TypeError(f"games[{g}] must be an RAEGame, got {type(game).__name__}")
         if not isinstance(game.episode_type, str):
             raise TypeError(f"games[{g}].episode_type must be a str, got {type(game.episode_type).__name__}")
 

@@ -288,6 +288,10 @@ def votes_from_responses(
     votes_R: list[tuple[Vote, ...]] = []
     for p, responses in enumerate(responses_P):
         for response in responses:
+            if not isinstance(response, ParsedResponse):
+                raise TypeError(
+                    f"responses_P[{p}] must hold ParsedResponse objects, got {type(response).__name__}"
+                )
             votes = response.votes
             if votes and (response.ok or include_failed):
                 votes_R.append(votes)
@@ -345,8 +349,8 @@ def _packed_votes(responses_P: Sequence[Sequence[ParsedResponse]], include_faile
             vote_counts.append(np.fromiter(map(len, map(_GET_VOTES, part)), np.int64, len(part)))
             authors.append(np.fromiter(map(_GET_AUTHOR, part), np.int64, len(part)))  # int() of each
             debate_ids.append(debate_R)
-    except (TypeError, ValueError, OverflowError):  # no codes; an author that is not an int64
-        return None
+    except (TypeError, ValueError, OverflowError, AttributeError):  # no codes; an author that is not an
+        return None  # int64; not a ParsedResponse (the per-vote path names it)
     if not joined:
         return None
     counts_R = np.concatenate(vote_counts)

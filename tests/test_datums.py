@@ -324,6 +324,9 @@ def test_bad_arguments_raise_naming_the_argument() -> None:
     unsorted = trajectories_from_lists([[([1], [2], [0.0])], [([3], [4], [0.0])]], [1.0, 1.0])
     with pytest.raises(ValueError, match="traj_ids_N"):
         build_datums(unsorted._replace(traj_ids_N=np.array([1, 0])))
+    for wrong in (None, [([1, 2], [3], [-1.0])], {"ob_tokens": [1]}):
+        with pytest.raises(TypeError, match="trajectories must be a Trajectories"):
+            build_datums(wrong)  # type: ignore[arg-type]
 
 
 @given(token_trajectories(), st.sampled_from([np.int64, np.int32, np.uint8]))

@@ -73,3 +73,34 @@ def test_every_shape_suffix_in_the_kernel_is_in_the_readme_table() -> None:
                 used.setdefault(axis.rstrip("1"), path.name)
     missing = {axis: where for axis, where in used.items() if axis not in defined}
     assert not missing, f"suffixes used in kernel/ but not in the README table: {missing}"
+
+
+@pytest.mark.parametrize("module_name", ["kernel", "kernel.jax"])
+def test_no_public_function_crashes_deep_inside_on_junk(module_name: str) -> None:
+    """Every public function called with junk in each required argument (None, a string, a float, a
+    list of None, a dict) either works or raises TypeError / ValueError / KeyError naming what was
+    wrong: never an AttributeError or IndexError from deep inside."""
+    module = importlib.import_module(module_name)
+    crashes = []
+    for name in module.__all__:
+        f = getattr(module, name)
+        if not inspect.isfunction(f) and not (callable(f) and hasattr(f, "__wrapped__")):
+            continue
+        try:
+            params = inspect.signature(f).parameters.values()
+        except (TypeError, ValueError):
+            continue
+        positional = [
+            p
+            for p in params
+            if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
+        keywords = {p.name: 1 for p in params if p.default is p.empty and p.kind == p.KEYWORD_ONLY}
+        for junk in (None, "x", 3.5, [None], [[None]], {"a": 1}, -1):
+            try:
+                f(*([junk] * len(positional)), **keywords)
+            except (TypeError, ValueError, KeyError):
+                pass
+            except Exception as e:  # the point: anything else is a crash
+                crashes.append(f"{name}({junk!r}): {type(e).__name__}: {e}")
+    assert crashes == []
