@@ -27,6 +27,7 @@ import numpy.typing as npt
 import kernel
 from adapters.transcripts import Debate, LineReader, TranscriptError
 from kernel import DebateState, PairwiseRewards, ParsedResponse, ReplayResult, VoteArrays, VoteValidation
+from kernel._checks import check_each, check_type
 
 __all__ = [
     "AFTER_END_POLICIES",
@@ -112,6 +113,7 @@ def parse_turns(
     Returns:
       For each debate, one ``ParsedResponse`` per turn, in order.
     """
+    check_each(debates, Debate, "debates")
     parse = kernel.parse_response
     return [tuple(parse(t.text, t.agent, policy=policy) for t in d.turns) for d in debates]
 
@@ -167,6 +169,7 @@ def end_reason(state: DebateState) -> str:
       >>> end_reason(kernel.initial_state("2 + 2?", num_agents=2, max_rounds=1))
       'open'
     """
+    check_type(state, DebateState, "state")
     if state.consensus:
         return "consensus"
     if state.parse_failed:
@@ -200,6 +203,7 @@ def replay_debates(
       The replayed debates (input order), and one error per debate that could not be scored (turns
       after the end under ``after_end="error"``).
     """
+    check_each(debates, Debate, "debates")
     if options.after_end not in AFTER_END_POLICIES:
         raise ValueError(f"after_end must be one of {AFTER_END_POLICIES}, got {options.after_end!r}")
     out: list[ReplayedDebate] = []
@@ -314,6 +318,7 @@ def resolve_estimator(spec: str) -> tuple[str, dict[str, Any]]:
       ...
       ValueError: estimator option ddof: expected an integer, got '1.5'
     """
+    check_type(spec, str, "estimator spec")
     presets = kernel.ADVANTAGE_PRESETS
     items = [s.strip() for s in spec.split(",") if s.strip()]
     name = "default"
@@ -413,6 +418,7 @@ def compute_numeric(
     Returns:
       A :class:`NumericResult`.
     """
+    check_each(replayed, ReplayedDebate, "replayed")
     num_agents = np.fromiter((r.debate.num_agents for r in replayed), dtype=np.int64, count=len(replayed))
     offsets = np.concatenate(([0], np.cumsum(num_agents))).astype(np.int64)
     num_debates = len(replayed)
@@ -489,6 +495,8 @@ def build_datums(
     Returns:
       A :class:`DatumOutput`, or None when no turn carries tokens.
     """
+    check_each(replayed, ReplayedDebate, "replayed")
+    check_type(numeric, NumericResult, "numeric")
     transitions: list[list[tuple[Sequence[int], Sequence[int], Sequence[float] | None]]] = []
     rows: list[int] = []
     origin: list[tuple[int, int]] = []
@@ -662,6 +670,7 @@ def batch_wide(options: ScoreOptions) -> bool:
       >>> batch_wide(ScoreOptions()), batch_wide(ScoreOptions(estimator="trl_grpo.batch"))
       (False, True)
     """
+    check_type(options, ScoreOptions, "options")
     return resolve_estimator(options.estimator)[1]["scale"] in ("batch", "whiten")
 
 
@@ -778,6 +787,7 @@ def debate_records(result: BatchResult) -> list[dict[str, Any]]:
     advantages, per-turn parse summaries, and datum counts when tokens were present. A figure that is
     not finite is None (JSON null).
     """
+    check_type(result, BatchResult, "result")
     num = result.numeric
     out: list[dict[str, Any]] = []
     # Every per-vote and per-agent column as a Python list once per batch (no numpy scalar per value).
@@ -842,6 +852,8 @@ def debate_records(result: BatchResult) -> list[dict[str, Any]]:
 
 def skipped_records(errors: Iterable[TranscriptError]) -> list[dict[str, Any]]:
     """One JSON-ready record per skipped line: id (None when unread), line, status, and the error."""
+    errors = list(errors)
+    check_each(errors, TranscriptError, "errors")
     return [{"id": e.debate_id, "line": e.line, "status": "skipped", "error": e.to_record()} for e in errors]
 
 
@@ -869,6 +881,7 @@ def summary(result: BatchResult) -> dict[str, Any]:
     JSON-ready and strict: a figure that is not finite is None (JSON null), never NaN or Infinity.
     The same as :meth:`ScoreAccumulator.summary` after adding ``result`` alone.
     """
+    check_type(result, BatchResult, "result")
     acc = ScoreAccumulator(result.options)
     acc.add(result)
     return acc.summary()
@@ -906,6 +919,7 @@ def chunk_figures(result: BatchResult) -> ChunkFigures:
       >>> f.scored, dict(f.ends), [e.reason for e in f.errors], f.values["rewards"].shape
       (2, {'parse_error': 2}, ['bad_json'], (4,))
     """
+    check_type(result, BatchResult, "result")
     num = result.numeric
     c: Counter[str] = Counter()
     ends: Counter[str] = Counter()

@@ -29,6 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from adapters._atomic import atomic_write
+from kernel._checks import check_type
 
 __all__ = [
     "FORMAT",
@@ -534,7 +535,9 @@ def _split_lines(source: str | bytes | Iterable[str | bytes]) -> Iterator[str | 
             pieces.pop()  # the text ends with a newline: no line after it
         yield from pieces
     else:
-        yield from source
+        for number, line in enumerate(source, start=1):
+            check_type(line, (str, bytes), f"line {number} of source")
+            yield line
 
 
 def _strip_bom(raw: str | bytes) -> str | bytes:
@@ -667,6 +670,7 @@ def debate_to_record(debate: Debate, *, with_format: bool = True) -> dict[str, A
       >>> debate_from_record(debate_to_record(d)) == d
       True
     """  # noqa: E501
+    check_type(debate, Debate, "debate")
     rec: dict[str, Any] = {}
     if with_format:
         rec["format"] = FORMAT

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -139,6 +140,20 @@ def check_group_ids(group_ids: npt.NDArray[np.int64], num_groups: int, name: str
             f"{name} must lie in [0, num_groups] = [0, {num_groups}], "
             f"got values in [{group_ids.min()}, {group_ids.max()}]"
         )
+
+
+def check_type(value: object, kind: type | tuple[type, ...], name: str) -> None:
+    """Raises TypeError naming ``name`` unless ``value`` is an instance of ``kind``."""
+    if not isinstance(value, kind):
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        wanted = " or ".join(k.__name__ for k in kinds)
+        raise TypeError(f"{name} must be a {wanted}, got {type(value).__name__}")
+
+
+def check_each(values: Iterable[object], kind: type, name: str) -> None:
+    """:func:`check_type` of every item of ``values``, named ``name[i]``."""
+    for i, value in enumerate(values):
+        check_type(value, kind, f"{name}[{i}]")
 
 
 def check_choice(value: object, name: str, choices: tuple[str, ...]) -> None:

@@ -201,6 +201,10 @@ def compute_advantages(
       ValueError: an unknown preset; shapes that disagree.
     """
     options = estimator_options(estimator)
+    if not (hasattr(data, "batch") and hasattr(data, "non_tensor_batch")):
+        raise TypeError(
+            f"data must be a verl DataProto (with batch and non_tensor_batch), got {type(data).__name__}"
+        )
     if "response_mask" not in data.batch.keys():
         data.batch["response_mask"] = _require("verl.trainer.ppo.ray_trainer").compute_response_mask(data)
     columns = data.non_tensor_batch

@@ -22,6 +22,7 @@ import numpy.typing as npt
 import kernel
 from adapters import _json, pipeline
 from adapters.transcripts import TranscriptError
+from kernel._checks import check_type
 
 __all__ = ["DEFAULT_MAX_DEBATES", "Report", "render_html", "render_report", "svg_histogram"]
 
@@ -495,6 +496,7 @@ def render_html(
     max_debates: int = DEFAULT_MAX_DEBATES,
 ) -> str:
     """The whole report page of one scored batch as one HTML string (no external resources)."""
+    check_type(result, pipeline.BatchResult, "result")
     return render_report([result], result.options, source=source, title=title, max_debates=max_debates).page
 
 
@@ -521,6 +523,7 @@ def render_report(
     without the datum arrays), one vote count per debate, and the detail sections of the first
     ``max_debates`` debates, rendered as their chunk arrives. The page is the same for any chunking
     of the same lines (``tests/test_report.py``)."""
+    check_type(options, pipeline.ScoreOptions, "options")
     acc = pipeline.ScoreAccumulator(options, datum_sink=lambda arrays: None)
     votes_per_debate: list[float] = []
     by_n: Counter[int] = Counter()

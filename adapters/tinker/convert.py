@@ -33,6 +33,7 @@ from tinker import types
 
 from adapters.tinker.tokens import TokenArray, tokens_supported
 from kernel import DatumBatch, DatumResult, Trajectories, build_datums
+from kernel._checks import check_each, check_type
 
 __all__ = [
     "ChunkedTrajectories",
@@ -68,6 +69,8 @@ def transitions_from_response(prompt: tinker.ModelInput, response: types.SampleR
         >>> len(transitions_from_response(prompt, types.SampleResponse([seq, seq])))
         2
     """
+    check_type(prompt, tinker.ModelInput, "prompt")
+    check_type(response, types.SampleResponse, "response")
     return [(prompt, seq) for seq in response.sequences]
 
 
@@ -183,6 +186,7 @@ def datums_to_tinker(
         >>> datums_to_tinker(r.datums, include_mask=True)[0].loss_fn_inputs["mask"].tolist()
         [0.0, 1.0]
     """
+    check_type(batch, DatumBatch, "batch")
     n = batch.input_tokens.size
     low = min(int(batch.input_tokens.min()), int(batch.target_tokens.min())) if n else 0
     if n and max(int(batch.input_tokens.max()), int(batch.target_tokens.max())) > _INT32_MAX:
@@ -217,6 +221,8 @@ def without_mask(data: Sequence[tinker.Datum]) -> list[tinker.Datum]:
         >>> sorted(without_mask(datums_to_tinker(r.datums, include_mask=True))[0].loss_fn_inputs)
         ['advantages', 'logprobs', 'target_tokens']
     """
+    data = list(data)
+    check_each(data, tinker.Datum, "data")
     return [
         tinker.Datum(
             model_input=d.model_input,

@@ -30,6 +30,7 @@ from typing import NamedTuple
 import numpy as np
 
 from adapters import data
+from kernel._checks import check_type
 
 __all__ = [
     "SAMPLE_QUESTIONS",
@@ -92,6 +93,7 @@ def parse_questions(text: str, *, source: str = "<questions>") -> tuple[Question
       Traceback (most recent call last):
       adapters.tinker.dataset.DatasetError: <questions>:2: not JSON (Expecting value at column 1)
     """
+    check_type(text, str, "text")
     out: list[Question] = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():

@@ -34,6 +34,8 @@ import numpy as np
 import numpy.typing as npt
 from tinker import types
 
+from kernel._checks import check_type
+
 __all__ = ["TokenArray", "model_input_of", "prompt_ids", "tokens_supported"]
 
 
@@ -193,6 +195,7 @@ def prompt_ids(model_input: types.ModelInput) -> npt.NDArray[np.int64]:
         >>> prompt_ids(types.ModelInput.from_ints([1, 2])).tolist()
         [1, 2]
     """
+    check_type(model_input, types.ModelInput, "model_input")
     chunks = [c for c in model_input.chunks if isinstance(c, types.EncodedTextChunk)]
     if len(chunks) != len(model_input.chunks):
         return np.asarray(model_input.to_ints(), np.int64)
