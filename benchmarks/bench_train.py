@@ -120,14 +120,18 @@ def _zero_latency(debates: int, steps: int) -> dict[str, float]:
 
     with tempfile.TemporaryDirectory() as tmp:
         box = [0.0]
+        at_step_end: list[float] = []  # the fake's time so far, at each metrics line
         service = _Timed(FakeServiceClient(seed=0), box)
         t0 = time.perf_counter()
-        result = asyncio.run(run_training(_config(Path(tmp) / "run", debates, steps), service))  # type: ignore[arg-type]
+        config = _config(Path(tmp) / "run", debates, steps)
+        run = run_training(config, service, progress=lambda *_: at_step_end.append(box[0]))  # type: ignore[arg-type]
+        result = asyncio.run(run)
         total = time.perf_counter() - t0
     rows = result.metrics[1:] or result.metrics  # the first step pays imports and warm-up
     step = sum(m["time/total"] for m in rows) / len(rows)
     prepare = sum(m["time/prepare"] for m in rows) / len(rows)
-    server = box[0] / len(result.metrics)
+    # the fake's time within the same steps (from one metrics line to the next, as time/total)
+    server = (at_step_end[-1] - at_step_end[0]) / (len(at_step_end) - 1) if len(at_step_end) > 1 else box[0]
     turns = sum(m["env/all/total_turns"] for m in rows) / len(rows)
     return {
         "step_s": step,
