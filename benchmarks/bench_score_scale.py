@@ -11,7 +11,8 @@ reaped). Ours:
 the summary), in this process and with ``--jobs 0`` (one worker process per CPU; the output is checked to
 be the same). The peer: ``benchmarks._score_peer``, a minimal scorer assembled
 from the reference's steps (v1 parser, win rates, float32 centering, tinker-cookbook's
-``trajectory_to_data``); see its docstring. Sides alternate per round; best of k rounds each. The
+``trajectory_to_data``); see its docstring. Also ``debate-kernel report FILE -o OUT`` (the streamed
+HTML report: our time and peak memory, no peer). Sides alternate per round; best of k rounds each. The
 peer runs up to ``--peer-max`` (default 100 k) debates; at 1 M only our time and memory are measured.
 """
 
@@ -71,9 +72,11 @@ def run_size(num_debates: int, rounds: int, tmp: Path, *, peer: bool = True) -> 
     jobs_cmd = [*ours_cmd, "--jobs", "0"]  # one worker process per CPU
     jobs_cmd[jobs_cmd.index(str(tmp / "ours.jsonl"))] = str(tmp / "ours_jobs.jsonl")
     peer_cmd = [sys.executable, "-m", "benchmarks._score_peer", str(src), str(tmp / "peer.jsonl")]
+    report_cmd = [sys.executable, "-m", "adapters.cli", "report", str(src), "-o", str(tmp / "report.html")]
     best: dict[str, tuple[float, int]] = {}
     for _ in range(rounds):
-        sides = [("ours", ours_cmd), ("jobs", jobs_cmd)] + ([("peer", peer_cmd)] if peer else [])
+        sides = [("ours", ours_cmd), ("jobs", jobs_cmd), ("report", report_cmd)]
+        sides += [("peer", peer_cmd)] if peer else []
         for name, cmd in sides:
             t, rss = run_child(cmd)
             old = best.get(name)
@@ -91,6 +94,8 @@ def run_size(num_debates: int, rounds: int, tmp: Path, *, peer: bool = True) -> 
         "jobs": os.cpu_count() or 1,
         "jobs_s": best["jobs"][0],
         "jobs_rss": best["jobs"][1],  # the largest of the parent's and the workers' peaks
+        "report_s": best["report"][0],
+        "report_rss": best["report"][1],
     }
     if not peer:
         return mine
@@ -137,6 +142,8 @@ def main(argv: list[str]) -> int:
                 res.get("jobs_ratio", "-"),
                 f"{res['ours_rss'] / mb:,.0f}",
                 f"{res['peer_rss'] / mb:,.0f}" if "peer_rss" in res else "-",
+                n / res["report_s"],
+                f"{res['report_rss'] / mb:,.0f}",
             ]
         )
         figures["sizes"][str(n)] = res
@@ -152,6 +159,8 @@ def main(argv: list[str]) -> int:
                 "--jobs × peer",
                 "ours peak MB",
                 "peer peak MB",
+                "report debates/s",
+                "report peak MB",
             ],
             rows,
         )
