@@ -632,3 +632,54 @@ def test_turn_fast_path_is_the_checked_turn_on_every_near_miss() -> None:
         assert _outcome(transcripts._turn_from_record, odd, 0, 1) == _outcome(
             transcripts._checked_turn, odd, 0, 1
         )
+
+
+_JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=6)
+    | st.sampled_from(["\ud800", "\udc00x", "\ud83d\ude00", "\x00", "\u2028"]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=8,
+)
+_BASE_LINES = [json.dumps(r, ensure_ascii=False) for r in samples.generate_debates(6, seed=11, token_every=2)]
+
+
+@st.composite
+def _edited_lines(draw: st.DrawFn) -> bytes:
+    """A generated debate line, then edited: a field set to any JSON value (huge integers, NaN, lone
+    surrogates included; json.dumps writes them), and / or bytes deleted, inserted or replaced."""
+    rec = json.loads(draw(st.sampled_from(_BASE_LINES)))
+    if draw(st.booleans()):
+        path = draw(st.sampled_from(["id", "question", "num_agents", "max_rounds", "meta", "turns", "t"]))
+        value = draw(_JSON_VALUES)
+        if path == "t" and rec["turns"]:
+            turn = rec["turns"][draw(st.integers(0, len(rec["turns"]) - 1))]
+            turn[draw(st.sampled_from(["agent", "text", "round", "action_tokens", "logprobs", "x"]))] = value
+        else:
+            rec[path] = value
+    text = json.dumps(rec, ensure_ascii=draw(st.booleans())).encode("utf-8", "surrogatepass")
+    for _ in range(draw(st.integers(0, 2))):
+        at = draw(st.integers(0, len(text)))
+        cut = draw(st.integers(0, 3))
+        text = text[:at] + draw(st.binary(max_size=3)) + text[at + cut :]
+    return text
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(line=_edited_lines())
+@example(line=json.dumps({**json.loads(_BASE_LINES[0]), "id": 2**66}).encode())  # orjson: a float
+@example(line=b'{"id": "a", "question": "q", "num_agents": 2.0, "turns": [], "meta": [NaN, 1e999]}')
+@example(line=b'{"id": "a", "question": "\\ud800", "num_agents": 2, "turns": []}')
+@example(line=b'{"id": "a", "question": "\xed\xa0\x80", "num_agents": 2, "turns": []}')
+def test_the_orjson_reader_reads_what_the_json_reader_reads(line: bytes) -> None:
+    # parse_line through orjson where it stands in for json.loads, against the json path alone: the same
+    # debate or the same error (reason and message) for any line, well-formed or not
+    assert transcripts._orjson_loads is not None  # orjson comes with the tinker SDK of the test extra
+    fast = transcripts.parse_line(line, 3)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(transcripts, "_orjson_loads", None)
+        slow = transcripts.parse_line(line, 3)
+    assert repr(fast) == repr(slow)
