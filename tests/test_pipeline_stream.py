@@ -54,15 +54,20 @@ OPTIONS = [
 ]
 
 
-def _whole(lines: list[str], options: pipeline.ScoreOptions) -> tuple[str, dict[str, Any], Any]:
+def whole_result(lines: list[str], options: pipeline.ScoreOptions) -> pipeline.BatchResult:
+    """The lines read and scored at once: the oracle of every streamed path."""
     read = read_transcripts("".join(line + "\n" for line in lines))
-    result = pipeline.score(
+    return pipeline.score(
         read.debates,
         options=options,
         read_errors=read.errors,
         num_lines=read.num_lines,
         num_blank=read.num_blank,
     )
+
+
+def _whole(lines: list[str], options: pipeline.ScoreOptions) -> tuple[str, dict[str, Any], Any]:
+    result = whole_result(lines, options)
     records = "".join(_json.dumps(r, ensure_ascii=False) + "\n" for r in pipeline.debate_records(result))
     return records, pipeline.summary(result), result.datums
 

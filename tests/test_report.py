@@ -26,6 +26,7 @@ from adapters.transcripts import read_transcripts
 from tests._profile import examples
 from tests.test_pipeline_stream import LINES as STREAM_LINES
 from tests.test_pipeline_stream import OPTIONS as STREAM_OPTIONS
+from tests.test_pipeline_stream import whole_result
 from tools.samples import sample_text
 
 CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
@@ -346,14 +347,7 @@ def test_a_streamed_report_is_the_whole_file_report(chunk_size: int, max_debates
     # render_report over chunks (what `debate-kernel report` runs) against render_html of the whole file
     # scored at once: the same page whatever the chunking, detail sections crossing chunk edges included
     options = STREAM_OPTIONS[which]
-    read = read_transcripts("".join(line + "\n" for line in STREAM_LINES))
-    whole = pipeline.score(
-        read.debates,
-        options=options,
-        read_errors=read.errors,
-        num_lines=read.num_lines,
-        num_blank=read.num_blank,
-    )
+    whole = whole_result(STREAM_LINES, options)
     want = render_html(whole, source="s", max_debates=max_debates)
     chunks = pipeline.score_chunks(iter(STREAM_LINES), options=options, chunk_size=chunk_size)
     got = render_report(chunks, options, source="s", max_debates=max_debates)
