@@ -525,19 +525,20 @@ def render_report(
     of the same lines (``tests/test_report.py``)."""
     check_type(options, pipeline.ScoreOptions, "options")
     acc = pipeline.ScoreAccumulator(options, datum_sink=lambda arrays: None)
-    votes_per_debate: list[float] = []
+    votes_parts: list[npt.NDArray[np.float64]] = []  # valid votes per debate, chunk by chunk
     by_n: Counter[int] = Counter()
     sections: list[str] = []
     limit = max(max_debates, 0)
     for chunk in chunks:
         acc.add(chunk)
         num = chunk.numeric
-        votes_per_debate.extend(float(x) for x in np.asarray(num.pairwise.total_votes_P))
+        votes_parts.append(np.asarray(num.pairwise.total_votes_P, dtype=np.float64))
         by_n.update(int(x) for x in num.num_agents_P)
         for p in range(min(limit - len(sections), len(chunk.replayed))):
             sections.append(_debate_section(chunk, p, len(sections)))
     errors = acc.sorted_errors()
     s = acc.summary()
+    votes_per_debate = np.concatenate(votes_parts) if votes_parts else np.zeros(0)
     body: list[str] = []
     body.append(
         f'<header><h1>{_e(title)}</h1><div class="meta">source <b>{_e(source)}</b> · policy '
@@ -563,7 +564,7 @@ def render_report(
             votes_per_debate,
             title="valid votes per debate",
             colour="#a463f2",
-            bins=min(20, int(max(votes_per_debate, default=0)) + 1),
+            bins=min(20, int(votes_per_debate.max(initial=0)) + 1),
         )
     )
     body.append(svg_category_bars(s["ends"], title="how debates ended", colours=_END_COLOURS))
