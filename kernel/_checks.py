@@ -147,7 +147,8 @@ def check_type(value: object, kind: type | tuple[type, ...], name: str) -> None:
     if not isinstance(value, kind):
         kinds = kind if isinstance(kind, tuple) else (kind,)
         wanted = " or ".join(k.__name__ for k in kinds)
-        raise TypeError(f"{name} must be a {wanted}, got {type(value).__name__}")
+        article = "an" if wanted[0] in "AEIOUaeiou" else "a"
+        raise TypeError(f"{name} must be {article} {wanted}, got {type(value).__name__}")
 
 
 def check_each(values: Iterable[object], kind: type, name: str) -> None:

@@ -28,7 +28,7 @@ from typing import Any, Final, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from kernel._checks import as_int_array, check_same_length
+from kernel._checks import as_int_array, check_same_length, check_type
 from kernel._types import ParsedResponse
 
 __all__ = [
@@ -231,7 +231,7 @@ def current_agent(state: DebateState) -> int | None:
       >>> current_agent(abort(initial_state("q", num_agents=2, max_rounds=1), "timeout")) is None
       True
     """
-    _check_state(state)
+    check_type(state, DebateState, "state")
     return None if state.done else state.turn % state.num_agents
 
 
@@ -250,13 +250,8 @@ def current_round(state: DebateState) -> int:
       >>> current_round(initial_state("q", num_agents=3, max_rounds=2))
       0
     """
-    _check_state(state)
+    check_type(state, DebateState, "state")
     return state.turn // state.num_agents
-
-
-def _check_state(state: object) -> None:
-    if not isinstance(state, DebateState):
-        raise TypeError(f"state must be a DebateState, got {type(state).__name__}")
 
 
 def submit(
@@ -307,10 +302,8 @@ def submit(
       >>> submit(r.state, 0, said(0, True)).reason
       'debate_over'
     """
-    if not isinstance(state, DebateState):
-        raise TypeError(f"state must be a DebateState, got {type(state).__name__}")
-    if not isinstance(parsed, ParsedResponse):
-        raise TypeError(f"parsed must be a ParsedResponse, got {type(parsed).__name__}")
+    check_type(state, DebateState, "state")
+    check_type(parsed, ParsedResponse, "parsed")
     agent = _as_index(agent_id, "agent_id")
     n = state.num_agents
     rejected = _rejection(agent, parsed, n, state.turn, state.done)
@@ -356,8 +349,7 @@ def abort(state: DebateState, reason: str) -> DebateState:
       >>> abort(s, "later") is s
       True
     """
-    if not isinstance(state, DebateState):
-        raise TypeError(f"state must be a DebateState, got {type(state).__name__}")
+    check_type(state, DebateState, "state")
     if not isinstance(reason, str):
         raise TypeError(f"reason must be a str, got {type(reason).__name__}")
     if not reason:
@@ -444,8 +436,7 @@ def replay(
     done = consensus = parse_failed = False
     abort_reason = ""
     for index, (agent_id, parsed) in enumerate(turns):
-        if not isinstance(parsed, ParsedResponse):
-            raise TypeError(f"parsed must be a ParsedResponse, got {type(parsed).__name__}")
+        check_type(parsed, ParsedResponse, "parsed")
         agent = _as_index(agent_id, "agent_id")
         reason = _rejection(agent, parsed, n, turn, done)
         if reason:

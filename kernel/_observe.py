@@ -20,7 +20,7 @@ from typing import ClassVar, Final, SupportsIndex, cast
 
 import numpy as np
 
-from kernel._checks import check_int
+from kernel._checks import check_int, check_type
 from kernel._episode import DebateState, _as_index, current_round
 from kernel._types import ParsedResponse
 
@@ -165,8 +165,7 @@ def clip_field(text: str, max_chars: int | None) -> str:
       >>> clip_field("abc", 3)
       'abc'
     """
-    if not isinstance(text, str):
-        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    check_type(text, str, "text")
     if max_chars is not None:
         check_int(max_chars, "max_chars", low=1)
     stripped = text.strip()
@@ -194,10 +193,8 @@ def history_window(state: DebateState, config: ObservationConfig) -> range:
       >>> history_window(initial_state("q", num_agents=2, max_rounds=3), ObservationConfig.DEFAULT)
       range(0, 0)
     """
-    if not isinstance(state, DebateState):
-        raise TypeError(f"state must be a DebateState, got {type(state).__name__}")
-    if not isinstance(config, ObservationConfig):
-        raise TypeError(f"config must be an ObservationConfig, got {type(config).__name__}")
+    check_type(state, DebateState, "state")
+    check_type(config, ObservationConfig, "config")
     total = len(state.rounds)
     k = config.history_rounds
     if k < 0:
@@ -388,10 +385,8 @@ def build_observation(
       You speak first, so there is nothing to judge yet. Propose your solution, and write N/A in both
       <evaluation> and <comparison>.
     """
-    if not isinstance(state, DebateState):
-        raise TypeError(f"state must be a DebateState, got {type(state).__name__}")
-    if not isinstance(config, ObservationConfig):
-        raise TypeError(f"config must be an ObservationConfig, got {type(config).__name__}")
+    check_type(state, DebateState, "state")
+    check_type(config, ObservationConfig, "config")
     agent_id = _as_index(agent_id, "agent_id")
     if not 0 <= agent_id < state.num_agents:
         raise ValueError(f"agent_id must lie in [0, {state.num_agents}), got {agent_id}")

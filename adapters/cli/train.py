@@ -130,10 +130,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def _flag_help(doc: str, default: Any, local: Any) -> str:
     """A flag's help: the key's description and its defaults (the local service's where they differ)."""
     text = doc.replace("``", "").replace("%", "%%")
-    where = f"default {default!r}" if local is None or local == default else f"default {local!r} on the "
-    if local is not None and local != default:
-        where += f"local service, {default!r} on Tinker"
-    return f"{text} ({where})"
+    if local is None or local == default:
+        return f"{text} (default {default!r})"
+    return f"{text} (default {local!r} on the local service, {default!r} on Tinker)"
 
 
 def _config(args: argparse.Namespace) -> TrainConfig:
@@ -208,7 +207,7 @@ def _service(kind: str, config: TrainConfig) -> Any:
             "pass --model NAME of a Tinker base model to train on Tinker"
         ) from None
     model = config.model
-    if model not in LOCAL_MODELS and not (model.endswith(".safetensors") and Path(model).is_file()):
+    if not local.serves(model):
         tinker_hint = " (a Tinker base model needs TINKER_API_KEY set)"
         if os.environ.get("TINKER_API_KEY"):
             tinker_hint = ""

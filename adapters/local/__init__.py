@@ -10,6 +10,7 @@ from adapters.local.service import (
     LocalSamplingClient,
     LocalServiceClient,
     LocalTrainingClient,
+    serves,
     split_cpu,
 )
 
@@ -20,5 +21,6 @@ __all__ = [
     "LocalServiceClient",
     "LocalTrainingClient",
     "ModelConfig",
+    "serves",
     "split_cpu",
 ]

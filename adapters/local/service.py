@@ -50,7 +50,14 @@ from adapters.tinker.futures import AwaitableFuture, CompletedFuture, completed,
 from adapters.tinker.tokenizers import ByteTokenizer
 from kernel.jax import cispo_loss, cross_entropy_loss, dro_loss, importance_sampling_loss, ppo_loss
 
-__all__ = ["CPU_DEVICES", "LocalSamplingClient", "LocalServiceClient", "LocalTrainingClient", "split_cpu"]
+__all__ = [
+    "CPU_DEVICES",
+    "LocalSamplingClient",
+    "LocalServiceClient",
+    "LocalTrainingClient",
+    "serves",
+    "split_cpu",
+]
 
 LOSS_FNS = ("cross_entropy", "importance_sampling", "ppo", "cispo", "dro")
 """The built-in losses this service computes."""
@@ -81,11 +88,22 @@ def _run(work: Callable[[], Any]) -> CompletedFuture[Any]:
         return failed(exc)
 
 
+def serves(base_model: str) -> bool:
+    """Whether ``base_model`` names a model this service can start from: a size of :data:`SIZES`, or an
+    existing ``.safetensors`` file (whose contents :func:`~adapters.local.model.load_weights` checks).
+
+    Examples:
+        >>> serves("tiny"), serves("Qwen/Qwen3-8B")
+        (True, False)
+    """
+    return base_model in m.SIZES or (base_model.endswith(".safetensors") and Path(base_model).is_file())
+
+
 def _resolve_base(base_model: str, seed: int) -> tuple[m.ModelConfig, m.Params]:
     if base_model in m.SIZES:
         cfg = m.SIZES[base_model]
         return cfg, m.init_params(cfg, jax.random.key(seed))
-    if base_model.endswith(".safetensors") and Path(base_model).is_file():
+    if serves(base_model):
         return m.load_weights(base_model)
     raise ValueError(
         f"unknown base_model {base_model!r}: expected one of {sorted(m.SIZES)} "
