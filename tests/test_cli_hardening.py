@@ -90,6 +90,21 @@ def test_a_lone_surrogate_refuses_its_line_and_nothing_crashes(tmp_path: Path, c
     assert "fine" in page.read_text("utf-8")
 
 
+def test_a_directory_given_to_score_says_what_to_pass_instead(tmp_path: Path, capsys: Any) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    assert main(["score", str(plain)]) == 2
+    assert "FILE must be a transcript file" in capsys.readouterr().err
+    run = tmp_path / "run"
+    (run / "transcripts").mkdir(parents=True)
+    for step in (2, 3):
+        _write(run / "transcripts" / f"step-{step:06d}.jsonl", [_debate(f"s{step}")])
+    assert main(["score", str(run)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1
+    assert "step-000003.jsonl" in err and f"cat {run / 'transcripts'}/step-*.jsonl | debate-kernel score -" in err
+
+
 def test_report_title_with_undecodable_bytes_is_written_escaped(tmp_path: Path, capsys: Any) -> None:
     page = tmp_path / "r.html"
     assert main(["report", "-o", str(page), "--title", "runs \udcff"]) == 0  # argv of b"runs \xff"

@@ -251,7 +251,7 @@ def _run(args: argparse.Namespace) -> int:
         try:
             source, lines = open_lines(args.file, stack)
         except OSError as e:
-            _err(f"cannot read {args.file}: {e.strerror or e}")
+            _err(f"cannot read {args.file}: {e.strerror or e}{directory_hint(args.file)}")
             return EXIT_UNUSABLE
         progress = Progress(sys.stderr, lines)
         stack.callback(progress.close)  # the line is cleared before anything else is printed
@@ -565,6 +565,25 @@ def _record_line(rec: dict[str, Any]) -> str:
         return _PLAIN_ENCODER.encode(rec) + "\n"
     except (TypeError, ValueError):  # a numpy scalar or a non-finite float: the strict encoder's walk
         return _json.dumps(rec, ensure_ascii=False) + "\n"
+
+
+def directory_hint(file: str | None) -> str:
+    """What to do instead when FILE is a directory (else ""): a training run writes its transcripts as
+    one file per step, which ``score`` reads one at a time or together from standard input.
+
+    Examples:
+      >>> directory_hint("no/such/file.jsonl")
+      ''
+    """
+    if file is None or file == "-" or not os.path.isdir(file):
+        return ""
+    steps = sorted(Path(file, "transcripts").glob("step-*.jsonl"))
+    if not steps:
+        return "; FILE must be a transcript file (debate-transcript/1 JSON Lines)"
+    return (
+        f"; it is a training run: score one step's transcripts ({steps[-1]}) or all of them with "
+        f"`cat {Path(file, 'transcripts')}/step-*.jsonl | debate-kernel score -`"
+    )
 
 
 def open_lines(file: str | None, stack: contextlib.ExitStack) -> tuple[str, Iterable[str | bytes]]:
