@@ -102,7 +102,8 @@ def test_a_directory_given_to_score_says_what_to_pass_instead(tmp_path: Path, ca
     assert main(["score", str(run)]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1
-    assert "step-000003.jsonl" in err and f"cat {run / 'transcripts'}/step-*.jsonl | debate-kernel score -" in err
+    assert "step-000003.jsonl" in err
+    assert f"cat {run / 'transcripts'}/step-*.jsonl | debate-kernel score -" in err
 
 
 def test_report_title_with_undecodable_bytes_is_written_escaped(tmp_path: Path, capsys: Any) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, get_args
 
 import numpy as np
 import pytest
@@ -61,10 +61,10 @@ def test_blocked_forward_and_gradient_equal_the_plain_ones(t: int, monkeypatch: 
 
         return jax.jit(lambda p: (m.forward(cfg, p, tokens), jax.grad(objective)(p)))(params)
 
-    monkeypatch.setattr(m, "_layout", lambda n: (False, n))
+    monkeypatch.setattr(m, "_layout", lambda b, n: ("all", n))
     plain = run()
-    for remat in (True, False):  # the CPU layout, and the layout elsewhere (blocks, stored activations)
-        monkeypatch.setattr(m, "_layout", lambda n, remat=remat: (remat, 4))
+    for keep in get_args(m.Kept):  # every layout: recomputed layers, kept products, stored activations
+        monkeypatch.setattr(m, "_layout", lambda b, n, keep=keep: (keep, 4))
         fast = run()
         np.testing.assert_allclose(np.asarray(fast[0]), np.asarray(plain[0]), atol=2e-5, rtol=1e-5)
         for a, b in zip(jax.tree_util.tree_leaves(fast[1]), jax.tree_util.tree_leaves(plain[1]), strict=True):
@@ -79,12 +79,26 @@ def test_query_blocks_grow_with_the_length() -> None:
         assert -(-t // m._query_block(t, 64)) <= m._MAX_QUERY_BLOCKS
 
 
-def test_the_layout_follows_the_backend(monkeypatch: pytest.MonkeyPatch) -> None:
-    # CPU: recomputed layers, blocks of 64 queries or more; elsewhere stored activations, blocks of 128
+def test_the_layout_follows_the_backend_and_the_call_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    # CPU: blocks of 64 queries or more; layers recomputed, keeping their products' outputs in calls of
+    # up to 512 tokens per device. Elsewhere: stored activations, blocks of 128 queries or more
     monkeypatch.setattr(jax, "default_backend", lambda: "cpu")
-    assert [m._layout(t) for t in (32, 512, 4096)] == [(True, 64), (True, 64), (True, 256)]
+    monkeypatch.setattr(jax, "device_count", lambda: 2)
+    assert [m._layout(b, t) for b, t in ((32, 32), (2, 512), (8, 128), (1, 4096))] == [
+        ("projections", 64),
+        ("projections", 64),
+        ("projections", 64),
+        ("inputs", 256),
+    ]
+    assert [m._layout(b, t) for b, t in ((33, 32), (16, 128), (3, 512))] == [("inputs", 64)] * 3
+    monkeypatch.setattr(jax, "device_count", lambda: 1)
+    assert m._layout(8, 128) == ("inputs", 64)
     monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
-    assert [m._layout(t) for t in (32, 512, 4096)] == [(False, 128), (False, 128), (False, 256)]
+    assert [m._layout(b, t) for b, t in ((1, 32), (64, 512), (1, 4096))] == [
+        ("all", 128),
+        ("all", 128),
+        ("all", 256),
+    ]
 
 
 _PICK = jax.jit(m._pick)

@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -287,9 +287,9 @@ def _causal_attend(q: jax.Array, k: jax.Array, v: jax.Array, block: int) -> jax.
 def _run_layers(
     cfg: ModelConfig, params: Params, tokens_B_T: jax.Array
 ) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
-    t = tokens_B_T.shape[1]
+    b, t = tokens_B_T.shape
     positions = jnp.arange(t)
-    remat, block = _layout(t)
+    keep, block = _layout(b, t)
 
     def layer(x: jax.Array, lp: Params) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
         q, k, v = _qkv(cfg, x, lp, positions)
@@ -297,7 +297,7 @@ def _run_layers(
         return _mlp(cfg, x, lp), (k, v)
 
     x = params["embed"][tokens_B_T]
-    x, (k, v) = jax.lax.scan(jax.checkpoint(layer) if remat else layer, x, params["layers"])
+    x, (k, v) = jax.lax.scan(_with_kept(layer, keep), x, params["layers"])
     logits: jax.Array = _mm(_rms_norm(x, params["final_norm"], cfg.norm_eps), params["lm_head"])
     return logits, (k, v)
 
@@ -312,20 +312,44 @@ def _query_block(t: int, minimum: int) -> int:
     return max(minimum, -(-t // _MAX_QUERY_BLOCKS))
 
 
-def _layout(t: int) -> tuple[bool, int]:
-    """(recompute each layer in the backward pass, queries per attention block) for length ``t``.
+Kept = Literal["all", "projections", "inputs"]
+"""What a layer keeps for the backward pass: every activation; the outputs of its weight products
+(the rest is recomputed from the layer's input); or only its input (the whole layer is recomputed)."""
+
+_SMALL_CALL_TOKENS = 512  # tokens per device up to which a CPU layer keeps its products' outputs
+
+
+def _layout(b: int, t: int) -> tuple[Kept, int]:
+    """(what each layer keeps for the backward pass, queries per attention block) for a [b, t] call.
 
     Attention runs in causal blocks (:func:`_causal_attend`), which skips the masked half of the
     [T, T] scores: on CPU blocks of at least 64 queries (the ``tiny`` model on 16 × 640 tokens,
     800 → 460 ms a training step), elsewhere at least 128 (one H100, the ``base`` model on 64 × 512
     tokens: 475 k → 544 k tokens/s; with 64-query blocks 516 k, and 8 × 128 tokens 13 % slower than one
-    block). On CPU only, each layer is also recomputed from its input in the backward pass instead of
-    reading stored activations, whose stacked [L, B, T, ·] buffers the layer scan zero-fills, copies and
-    slices at a higher cost than the recomputation (the ``small`` model on 8 × 128 tokens on the 2-core
-    machine: 155 → 133 ms); on the H100 it changed nothing at 64 × 512 (513 k against 516 k).
+    block). Off CPU a layer keeps all its activations. On CPU it keeps only its input and is recomputed
+    in the backward pass, as reading stored activations, whose stacked [L, B, T, ·] buffers the layer
+    scan zero-fills, copies and slices, costs more than the recomputation (the ``small`` model on
+    8 × 128 tokens on the 2-core machine: 155 → 133 ms; on the H100 it changed nothing at 64 × 512:
+    513 k against 516 k); except in small calls, up to :data:`_SMALL_CALL_TOKENS` tokens per device
+    (``jax.device_count()``: training calls split their rows over every device), where it also keeps
+    the outputs of its weight products and recomputes only the cheap rest. Best of 7-21, two CPU
+    devices, whole recompute → products kept: ``tiny`` 8 × 128 tokens 12.5 → 11.1 ms, ``small``
+    4 × 128 40.8 → 38.1, 8 × 128 81-86 → 76-77, ``base`` 8 × 128 274 → 260; above the threshold it
+    loses (``tiny`` 32 × 128 45.5 → 49.3 ms, ``small`` 16 × 128 169 → 174, 8 × 256 189 → 202).
     """
-    cpu = jax.default_backend() == "cpu"
-    return cpu, _query_block(t, _MIN_QUERY_BLOCK["cpu" if cpu else "other"])
+    if jax.default_backend() != "cpu":
+        return "all", _query_block(t, _MIN_QUERY_BLOCK["other"])
+    small = b * t <= _SMALL_CALL_TOKENS * jax.device_count()
+    return ("projections" if small else "inputs"), _query_block(t, _MIN_QUERY_BLOCK["cpu"])
+
+
+def _with_kept(layer: Callable[..., Any], keep: Kept) -> Callable[..., Any]:
+    """``layer`` as the backward pass sees it, keeping ``keep`` (:data:`Kept`)."""
+    if keep == "all":
+        return layer
+    if keep == "inputs":
+        return jax.checkpoint(layer)
+    return jax.checkpoint(layer, policy=jax.checkpoint_policies.dots_with_no_batch_dims_saveable)
 
 
 def forward(cfg: ModelConfig, params: Params, tokens_B_T: jax.Array) -> jax.Array:
