@@ -344,12 +344,21 @@ def _layout(b: int, t: int) -> tuple[Kept, int]:
 
 
 def _with_kept(layer: Callable[..., Any], keep: Kept) -> Callable[..., Any]:
-    """``layer`` as the backward pass sees it, keeping ``keep`` (:data:`Kept`)."""
+    """``layer`` as the backward pass sees it, keeping ``keep`` (:data:`Kept`).
+
+    The layer runs inside ``jax.lax.scan``, which already keeps XLA from merging the recomputation
+    with the forward pass, so ``jax.checkpoint``'s own guard against that (``prevent_cse``, which
+    also blocks other fusions) is off, as JAX's documentation advises for a scan body: 5-8 % off a
+    CPU training step at every shape measured (two devices, best of 5-15: ``small`` 8 × 128 tokens
+    75.4 → 69.3 ms, 16 × 128 162.3 → 154.5, ``tiny`` 16 × 640 340.6 → 323.4, ``base`` 8 × 128
+    268.0 → 255.6).
+    """
     if keep == "all":
         return layer
     if keep == "inputs":
-        return jax.checkpoint(layer)
-    return jax.checkpoint(layer, policy=jax.checkpoint_policies.dots_with_no_batch_dims_saveable)
+        return jax.checkpoint(layer, prevent_cse=False)
+    policy = jax.checkpoint_policies.dots_with_no_batch_dims_saveable
+    return jax.checkpoint(layer, prevent_cse=False, policy=policy)
 
 
 def forward(cfg: ModelConfig, params: Params, tokens_B_T: jax.Array) -> jax.Array:
