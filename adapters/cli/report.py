@@ -11,6 +11,7 @@ from typing import Any
 
 from adapters import pipeline
 from adapters._atomic import atomic_write
+from adapters._gc import fewer_gc_passes
 from adapters.cli import score as cmd_score
 from adapters.report import DEFAULT_MAX_DEBATES, render_report
 
@@ -70,7 +71,7 @@ def _report(args: argparse.Namespace) -> int:
         return early
     options = cmd_score.options_from_args(args)
     with contextlib.ExitStack() as stack:
-        stack.enter_context(cmd_score.fewer_gc_passes())
+        stack.enter_context(fewer_gc_passes())
         try:
             source, lines = cmd_score.open_lines(args.file, stack)
             progress = cmd_score.Progress(sys.stderr, lines)

@@ -36,6 +36,7 @@ import numpy as np
 import kernel
 from adapters import _json, data, pipeline
 from adapters._atomic import atomic_write, same_file
+from adapters._gc import GC_THRESHOLDS, fewer_gc_passes
 from adapters.transcripts import (
     Debate,
     LineReader,
@@ -50,7 +51,6 @@ __all__ = [
     "check_options",
     "check_outputs",
     "count_argument",
-    "fewer_gc_passes",
     "format_summary",
     "format_table",
     "open_lines",
@@ -496,25 +496,8 @@ def scored_in_parallel(
 
 
 def _worker_init() -> None:
-    gc.set_threshold(*_GC_THRESHOLDS)
+    gc.set_threshold(*GC_THRESHOLDS)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the parent stops us
-
-
-_GC_THRESHOLDS: Final = (50_000, 20, 20)
-"""``gc.set_threshold`` while ``score`` streams: a chunk allocates hundreds of thousands of acyclic
-container objects (debates, parsed turns, records), and with the default 700 the cyclic collector walks
-the chunk's heap over and over (about 10 % of the run at 10 k debates); reference counting frees them."""
-
-
-@contextlib.contextmanager
-def fewer_gc_passes() -> Iterator[None]:
-    """:data:`_GC_THRESHOLDS` for the duration, the previous thresholds after."""
-    previous = gc.get_threshold()
-    gc.set_threshold(*_GC_THRESHOLDS)
-    try:
-        yield
-    finally:
-        gc.set_threshold(*previous)
 
 
 class _NpzSpool:

@@ -26,6 +26,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from adapters._gc import fewer_gc_passes
 from adapters.tinker.checkpoint import RUN_FILE, CheckpointError
 from adapters.tinker.config import TrainConfig, key_help, load_config
 from adapters.tinker.dataset import DatasetError
@@ -273,9 +274,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"debate-kernel train: {e}", file=sys.stderr)
         return 1
     try:
-        result = asyncio.run(
-            run_training(config, service, resume=bool(args.resume), progress=_progress(sys.stderr))
-        )
+        with fewer_gc_passes():  # the loop's objects are freed by reference counting (adapters._gc)
+            result = asyncio.run(
+                run_training(config, service, resume=bool(args.resume), progress=_progress(sys.stderr))
+            )
     except (CheckpointError, DatasetError) as e:
         print(f"debate-kernel train: {e}", file=sys.stderr)
         return 2

@@ -1,0 +1,42 @@
+"""Fewer passes of Python's cyclic garbage collector while a command runs.
+
+``score``, ``report`` and ``train`` allocate hundreds of thousands of short-lived container objects
+(debates, parsed turns, records, rollout turns, datums) that reference counting frees; none of them
+forms a cycle the collector must find. With the default thresholds (700, 10, 10) the collector runs
+every few hundred allocations and walks the young objects, and every tenth time the older ones too:
+about 10 % of ``score`` on 10 k debates, and 1.7 % of a training step of 64 debates (174 ms of
+collections over 12 steps of the latency benchmark, on the critical path when they fall there).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+from collections.abc import Iterator
+from typing import Final
+
+__all__ = ["GC_THRESHOLDS", "fewer_gc_passes"]
+
+GC_THRESHOLDS: Final = (50_000, 20, 20)
+"""``gc.set_threshold`` while a command runs: a young-generation pass every 50,000 net allocations."""
+
+
+@contextlib.contextmanager
+def fewer_gc_passes() -> Iterator[None]:
+    """:data:`GC_THRESHOLDS` for the duration, the previous thresholds after (however the block ends).
+
+    Examples:
+        >>> import gc
+        >>> before = gc.get_threshold()
+        >>> with fewer_gc_passes():
+        ...     gc.get_threshold()
+        (50000, 20, 20)
+        >>> gc.get_threshold() == before
+        True
+    """
+    previous = gc.get_threshold()
+    gc.set_threshold(*GC_THRESHOLDS)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*previous)
