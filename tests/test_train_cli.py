@@ -68,7 +68,7 @@ def test_cli_errors_are_clear(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     bad = tmp_path / "c.toml"
     bad.write_text("stepz = 3\n")
     assert main(["train", "--service", "fake", "--config", str(bad), "--out", str(tmp_path / "r")]) == 2
-    assert "unknown config key 'stepz'; valid keys:" in capsys.readouterr().err
+    assert "unknown config key 'stepz' (did you mean 'steps'?); valid keys:" in capsys.readouterr().err
     data = tmp_path / "q.jsonl"
     data.write_text('{"question": "1+1?", "answer": "2"}\n{oops\n')
     assert main(["train", "--service", "fake", "--dataset", str(data), "--out", str(tmp_path / "r2")]) == 2

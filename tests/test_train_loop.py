@@ -227,6 +227,9 @@ def test_metrics_truncation_drops_torn_and_later_lines(tmp_path: Path) -> None:
 def test_config_errors_name_the_key(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="unknown config key 'bogus'; valid keys: model"):
         TrainConfig.from_mapping({"bogus": 1})
+    hint = r"unknown config key 'learning-rat' \(did you mean 'learning_rate'\?\)"
+    with pytest.raises(ValueError, match=hint):
+        TrainConfig.from_mapping({"learning-rat": 1e-4})
     with pytest.raises(TypeError, match="config key steps must be an int"):
         TrainConfig.from_mapping({"steps": "3"})
     with pytest.raises(ValueError, match="config key loss_fn"):

@@ -10,12 +10,13 @@ Examples:
     (3, 2, 3)
     >>> TrainConfig.from_mapping({"stpes": 3})  # doctest: +ELLIPSIS
     Traceback (most recent call last):
-    ValueError: unknown config key 'stpes'; valid keys: model, lora_rank, steps, ...
+    ValueError: unknown config key 'stpes' (did you mean 'steps'?); valid keys: model, lora_rank, steps, ...
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import tomllib
 import types as pytypes
@@ -234,7 +235,9 @@ class TrainConfig:
         for raw, value in values.items():
             key = str(raw).replace("-", "_")
             if key not in valid:
-                raise ValueError(f"unknown config key {raw!r}; valid keys: {', '.join(valid)}")
+                close = difflib.get_close_matches(key, valid, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise ValueError(f"unknown config key {raw!r}{hint}; valid keys: {', '.join(valid)}")
             clean[key] = value
         return dataclasses.replace(base or cls(), **clean)
 
