@@ -27,7 +27,7 @@ import numpy.typing as npt
 import kernel
 from adapters.transcripts import Debate, LineReader, TranscriptError
 from kernel import DebateState, PairwiseRewards, ParsedResponse, ReplayResult, VoteArrays, VoteValidation
-from kernel._checks import check_each, check_type
+from kernel._checks import check_each, check_type, did_you_mean
 
 __all__ = [
     "AFTER_END_POLICIES",
@@ -325,7 +325,8 @@ def resolve_estimator(spec: str) -> tuple[str, dict[str, Any]]:
     if items and "=" not in items[0]:
         name = items.pop(0)
     if name not in presets:
-        raise ValueError(f"unknown estimator {name!r}; known presets: {', '.join(sorted(presets))}")
+        hint = did_you_mean(name, presets)
+        raise ValueError(f"unknown estimator {name!r}{hint}; known presets: {', '.join(sorted(presets))}")
     base = dataclasses.asdict(presets[name])
     overrides: dict[str, Any] = {}
     for item in items:
@@ -334,7 +335,8 @@ def resolve_estimator(spec: str) -> tuple[str, dict[str, Any]]:
         if not sep or not key:
             raise ValueError(f"estimator option {item!r} must look like key=value")
         if key not in base:
-            raise ValueError(f"unknown estimator option {key!r}; options: {', '.join(base)}")
+            hint = did_you_mean(key, base)
+            raise ValueError(f"unknown estimator option {key!r}{hint}; options: {', '.join(base)}")
         try:
             overrides[key] = _coerce(key, value)
         except ValueError as e:

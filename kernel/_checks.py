@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable
 from typing import Any
 
@@ -155,6 +156,18 @@ def check_each(values: Iterable[object], kind: type, name: str) -> None:
     """:func:`check_type` of every item of ``values``, named ``name[i]``."""
     for i, value in enumerate(values):
         check_type(value, kind, f"{name}[{i}]")
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """`` (did you mean 'X'?)`` for the choice closest to a misspelt ``word`` (difflib's ratio ≥ 0.6), or
+    ``""`` when none is close: for errors that list what is valid.
+
+    Examples:
+        >>> did_you_mean("stpes", ["steps", "seed"]), did_you_mean("zzz", ["steps"])
+        (" (did you mean 'steps'?)", '')
+    """
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def check_choice(value: object, name: str, choices: tuple[str, ...]) -> None:

@@ -330,6 +330,9 @@ def test_negative_counts_are_usage_errors(argv: list[str], capsys: Any) -> None:
         ("positive_only=maybe", "estimator option positive_only: expected true or false"),
         ("scale=sideways", "estimator option scale: expected one of none, group, batch, whiten"),
         ("default,baseline=3", "estimator option baseline: expected one of mean, leave_one_out"),
+        ("verl_grpo.nrom", "unknown estimator 'verl_grpo.nrom' (did you mean 'verl_grpo.norm'?); known"),
+        ("default,scal=group", "unknown estimator option 'scal' (did you mean 'scale'?); options:"),
+        ("zzz", "unknown estimator 'zzz'; known presets:"),
     ],
 )
 def test_wrong_estimator_values_name_the_option(spec: str, needle: str, capsys: Any) -> None:

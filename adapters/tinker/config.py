@@ -16,7 +16,6 @@ Examples:
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 import tomllib
 import types as pytypes
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any, Final, Literal, get_args, get_origin, get_type_hints
 
 import kernel
+from kernel._checks import did_you_mean
 
 __all__ = ["KERNEL_LOSSES", "SERVER_LOSSES", "TrainConfig", "key_help", "load_config"]
 
@@ -235,8 +235,7 @@ class TrainConfig:
         for raw, value in values.items():
             key = str(raw).replace("-", "_")
             if key not in valid:
-                close = difflib.get_close_matches(key, valid, n=1)
-                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                hint = did_you_mean(key, valid)
                 raise ValueError(f"unknown config key {raw!r}{hint}; valid keys: {', '.join(valid)}")
             clean[key] = value
         return dataclasses.replace(base or cls(), **clean)
