@@ -85,6 +85,8 @@ def test_a_model_the_local_service_cannot_run_is_a_clear_error(
     err = capsys.readouterr().err
     assert "model 'Qwen/Qwen3-8B' is not served by the local service" in err
     assert "needs TINKER_API_KEY" in err
+    assert main(["train", "--model", "smal", "--out", str(tmp_path / "r1")]) == 2
+    assert "model 'smal' (did you mean 'small'?) is not served" in capsys.readouterr().err
     weights = tmp_path / "w.safetensors"
     weights.write_bytes(b"\x10" * 300)  # not a safetensors file
     assert main(["train", "--model", str(weights), "--out", str(tmp_path / "r2")]) == 2

@@ -30,6 +30,7 @@ from adapters._gc import fewer_gc_passes
 from adapters.tinker.checkpoint import RUN_FILE, CheckpointError
 from adapters.tinker.config import TrainConfig, key_help, load_config
 from adapters.tinker.dataset import DatasetError
+from kernel._checks import did_you_mean
 
 __all__ = ["LOCAL_MODELS", "add_parser", "run"]
 
@@ -213,8 +214,8 @@ def _service(kind: str, config: TrainConfig) -> Any:
         if os.environ.get("TINKER_API_KEY"):
             tinker_hint = ""
         raise ValueError(
-            f"model {model!r} is not served by the local service, which runs {', '.join(LOCAL_MODELS)} "
-            f"or the path of an existing .safetensors file{tinker_hint}"
+            f"model {model!r}{did_you_mean(model, LOCAL_MODELS)} is not served by the local service, which "
+            f"runs {', '.join(LOCAL_MODELS)} or the path of an existing .safetensors file{tinker_hint}"
         )
     _compilation_cache()
     local.split_cpu()  # training calls run data-parallel over the cores (before JAX's first computation)
