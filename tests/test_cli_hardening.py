@@ -90,20 +90,51 @@ def test_a_lone_surrogate_refuses_its_line_and_nothing_crashes(tmp_path: Path, c
     assert "fine" in page.read_text("utf-8")
 
 
-def test_a_directory_given_to_score_says_what_to_pass_instead(tmp_path: Path, capsys: Any) -> None:
+def test_a_directory_without_transcripts_says_what_score_reads(tmp_path: Path, capsys: Any) -> None:
     plain = tmp_path / "plain"
-    plain.mkdir()
+    (plain / "transcripts").mkdir(parents=True)
+    (plain / "transcripts" / "notes.jsonl").write_text("{}\n")  # not a step file
     assert main(["score", str(plain)]) == 2
-    assert "FILE must be a transcript file" in capsys.readouterr().err
-    run = tmp_path / "run"
-    (run / "transcripts").mkdir(parents=True)
-    for step in (2, 3):
-        _write(run / "transcripts" / f"step-{step:06d}.jsonl", [_debate(f"s{step}")])
-    assert main(["score", str(run)]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1
-    assert "step-000003.jsonl" in err
-    assert f"cat {run / 'transcripts'}/step-*.jsonl | debate-kernel score -" in err
+    assert "FILE must be a transcript file (debate-transcript/1 JSON Lines) or the directory of a " in err
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_run_directory_is_scored_as_its_transcripts_in_step_order(
+    tmp_path: Path, capsys: Any, jobs: str
+) -> None:
+    # what `cat RUN/transcripts/step-*.jsonl | debate-kernel score -` gives, with the steps in numeric
+    # order (step-1000000 after step-999999) and a last line without its newline kept apart
+    run = tmp_path / "run"
+    (run / "transcripts").mkdir(parents=True)
+    steps = {999_999: [_debate("a"), "not json"], 2: [_debate("b", n=2)], 1_000_000: [_debate("c")]}
+    for step, lines in steps.items():
+        _write(run / "transcripts" / f"step-{step:06d}.jsonl", lines)
+    last = run / "transcripts" / "step-1000000.jsonl"
+    last.write_text(last.read_text("utf-8").rstrip("\n"), "utf-8")
+    whole = _write(tmp_path / "whole.jsonl", [line for step in sorted(steps) for line in steps[step]])
+    results = []
+    for source in (run, whole):
+        out_file = tmp_path / f"{source.name}.out.jsonl"
+        assert main(["score", str(source), "--json", "--out", str(out_file), "--jobs", jobs]) == 0
+        out, err = capsys.readouterr()
+        summary = _strict_loads(out)
+        named = summary.pop("source")
+        results.append((named, summary, out_file.read_text("utf-8"), err.replace(named, "SOURCE")))
+    (run_source, *run_rest), (_, *whole_rest) = results
+    assert run_source == str(run / "transcripts" / "step-*.jsonl")
+    assert run_rest == whole_rest
+    assert [json.loads(line)["id"] for line in results[0][2].splitlines()] == ["b", "a", "c", None]
+    refused = run / "transcripts" / "step-000002.jsonl"
+    assert main(["score", str(run), "--out", str(refused)]) == 2
+    assert "is an input file (a transcript of the run); refusing to overwrite it" in capsys.readouterr().err
+    unreadable = run / "transcripts" / "step-000005.jsonl"
+    unreadable.mkdir()  # read after step 2's file: the run stops there, naming it, and writes nothing
+    out_file = tmp_path / "partial.jsonl"
+    assert main(["score", str(run), "--out", str(out_file), "--jobs", jobs]) == 2
+    assert f"cannot read {unreadable}: Is a directory" in capsys.readouterr().err
+    assert not out_file.exists()
 
 
 def test_report_title_with_undecodable_bytes_is_written_escaped(tmp_path: Path, capsys: Any) -> None:
@@ -181,7 +212,7 @@ def test_a_crash_while_writing_keeps_the_previous_file(tmp_path: Path, capsys: A
     out_file = tmp_path / "o.jsonl"
     out_file.write_text("previous results\n", "utf-8")
 
-    for crash in (KeyboardInterrupt, RuntimeError):
+    for crash in (KeyboardInterrupt, OSError, RuntimeError):
 
         def boom(result: Any, crash: type[BaseException] = crash) -> list[dict[str, Any]]:
             raise crash("the disk went away")
@@ -190,6 +221,9 @@ def test_a_crash_while_writing_keeps_the_previous_file(tmp_path: Path, capsys: A
         if crash is KeyboardInterrupt:  # Ctrl-C: exit status 130 and a message
             assert main(["score", str(path), "--out", str(out_file), "--quiet"]) == 130
             assert "interrupted; nothing was written" in capsys.readouterr().err
+        elif crash is OSError:  # a failed write: exit status 2, and the partial file is not committed
+            assert main(["score", str(path), "--out", str(out_file), "--quiet"]) == 2
+            assert f"cannot write {out_file}: the disk went away" in capsys.readouterr().err
         else:
             with pytest.raises(RuntimeError, match="disk went away"):
                 main(["score", str(path), "--out", str(out_file), "--quiet"])

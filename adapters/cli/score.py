@@ -27,7 +27,7 @@ import sys
 import tempfile
 import time
 import zipfile
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, Final
 
@@ -55,6 +55,7 @@ __all__ = [
     "format_table",
     "open_lines",
     "run",
+    "run_transcripts",
     "score_lines",
     "scored_in_parallel",
 ]
@@ -79,7 +80,9 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
         "file",
         nargs="?",
         default=None,
-        help="transcript file (debate-transcript/1 JSON Lines; '-' reads stdin); default: the sample debates",
+        help="transcript file (debate-transcript/1 JSON Lines; '-' reads stdin) or a training run's "
+        "directory (score: its transcripts in step order; report: its training curves); default: the "
+        "sample debates",
     )
     p.add_argument(
         "--policy",
@@ -194,10 +197,12 @@ def check_outputs(file: str | None, outputs: Mapping[str, Path | None]) -> str |
       '--out and --datums-out both name a.jsonl'
     """
     source = data.path(data.SAMPLE_DEBATES) if file is None else None if file == "-" else Path(file)
+    sources = run_transcripts(file) or ([] if source is None else [source])
     named = [(option, path) for option, path in outputs.items() if path is not None]
     for i, (option, path) in enumerate(named):
-        if source is not None and same_file(path, source):
-            return f"{option} {path} is the input file; refusing to overwrite it"
+        if any(same_file(path, s) for s in sources):
+            what = "the input file" if len(sources) == 1 else "an input file (a transcript of the run)"
+            return f"{option} {path} is {what}; refusing to overwrite it"
         for other, other_path in named[:i]:
             if same_file(path, other_path):
                 return f"{other} and {option} both name {path}"
@@ -230,6 +235,14 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         _err("interrupted; nothing was written")
         return 130
+    except _Unusable as e:
+        _err(str(e))
+        return EXIT_UNUSABLE
+
+
+class _Unusable(Exception):
+    """Ends ``score`` with exit status 2 and its message; raised out of the run's ``ExitStack``, which then
+    discards the ``--out`` it was writing (a ``return`` from inside would commit the partial file)."""
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -251,7 +264,7 @@ def _run(args: argparse.Namespace) -> int:
         try:
             source, lines = open_lines(args.file, stack)
         except OSError as e:
-            _err(f"cannot read {args.file}: {e.strerror or e}{directory_hint(args.file)}")
+            _err(f"cannot read {args.file}: {e.strerror or e}{_directory_hint(args.file)}")
             return EXIT_UNUSABLE
         progress = Progress(sys.stderr, lines)
         stack.callback(progress.close)  # the line is cleared before anything else is printed
@@ -300,12 +313,11 @@ def _run(args: argparse.Namespace) -> int:
                 for rec in pipeline.skipped_records(errors):
                     records.write(_record_line(rec))
                 stack.pop_all().close()  # commits --out (os.replace) before anything is printed
-        except OSError as e:
-            if records is None or getattr(e, "filename", None) == args.file:
-                _err(f"cannot read {args.file}: {e.strerror or e}")
-            else:
-                _err(f"cannot write {args.out}: {e.strerror or e}")
-            return EXIT_UNUSABLE
+        except OSError as e:  # raised on through the stack, so that it discards a partial --out
+            name = getattr(e, "filename", None)
+            if records is None or name in _input_names(args.file):
+                raise _Unusable(f"cannot read {name or args.file}: {e.strerror or e}") from None
+            raise _Unusable(f"cannot write {args.out}: {e.strerror or e}") from None
     for error in errors:
         _err(f"{source}: {error}")
     out = sys.stdout
@@ -550,27 +562,44 @@ def _record_line(rec: dict[str, Any]) -> str:
         return _json.dumps(rec, ensure_ascii=False) + "\n"
 
 
-def directory_hint(file: str | None) -> str:
-    """What to do instead when FILE is a directory (else ""): a training run writes its transcripts as
-    one file per step, which ``score`` reads one at a time or together from standard input.
+def run_transcripts(file: str | None) -> list[Path]:
+    """The transcript files of the training run in directory ``file``, in step order (a run writes
+    ``transcripts/step-NNNNNN.jsonl`` per step); [] when ``file`` is not such a directory.
 
     Examples:
-      >>> directory_hint("no/such/file.jsonl")
+      >>> run_transcripts("no/such/run")
+      []
+    """
+    if file is None or file == "-" or not os.path.isdir(file):
+        return []
+    steps = [p for p in Path(file, "transcripts").glob("step-*.jsonl") if p.stem[5:].isdigit()]
+    return sorted(steps, key=lambda p: int(p.stem[5:]))  # by number: step-1000000 after step-999999
+
+
+def _input_names(file: str | None) -> set[str]:
+    """The paths ``score`` reads for FILE, as an ``OSError`` names them: FILE, or a run's transcripts."""
+    return {str(p) for p in run_transcripts(file)} or {str(file)}
+
+
+def _directory_hint(file: str | None) -> str:
+    """What to pass instead when FILE is a directory that holds no run's transcripts (else "").
+
+    Examples:
+      >>> _directory_hint("no/such/file.jsonl")
       ''
     """
     if file is None or file == "-" or not os.path.isdir(file):
         return ""
-    steps = sorted(Path(file, "transcripts").glob("step-*.jsonl"))
-    if not steps:
-        return "; FILE must be a transcript file (debate-transcript/1 JSON Lines)"
     return (
-        f"; it is a training run: score one step's transcripts ({steps[-1]}) or all of them with "
-        f"`cat {Path(file, 'transcripts')}/step-*.jsonl | debate-kernel score -`"
+        "; FILE must be a transcript file (debate-transcript/1 JSON Lines) or the directory of a "
+        "training run (with transcripts/step-*.jsonl)"
     )
 
 
 def open_lines(file: str | None, stack: contextlib.ExitStack) -> tuple[str, Iterable[str | bytes]]:
-    """The source name and its lines, read lazily (the samples when FILE is omitted, ``-`` stdin)."""
+    """The source name and its lines, read lazily: the samples when FILE is omitted, ``-`` stdin, the
+    directory of a training run its transcript files one after the other in step order (line numbers
+    then count across them, as for their concatenation on stdin)."""
     if file is None:
         lines = data.read_text(data.SAMPLE_DEBATES).split("\n")
         if not lines[-1]:
@@ -579,7 +608,19 @@ def open_lines(file: str | None, stack: contextlib.ExitStack) -> tuple[str, Iter
     if file == "-":
         return "<stdin>", sys.stdin.buffer
     name = file.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    steps = run_transcripts(file)
+    if steps:
+        chained = _lines_of(steps)
+        stack.callback(chained.close)  # closes the file being read if the run stops early
+        return str(Path(name, "transcripts", "step-*.jsonl")), chained
     return name, stack.enter_context(open(file, "rb"))  # closed by the stack
+
+
+def _lines_of(paths: Sequence[Path]) -> Generator[bytes, None, None]:
+    """The lines of each file in turn (a last line without a newline stays a line of its own)."""
+    for path in paths:
+        with open(path, "rb") as f:
+            yield from f
 
 
 # ------------------------------------------------------------------------------------------------
