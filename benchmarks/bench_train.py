@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from adapters._gc import fewer_gc_passes
+from adapters.tinker.checkpoint import transcript_path
 from adapters.tinker.futures import DeferredFuture
 from benchmarks._common import print_table
 
@@ -176,7 +177,7 @@ def _with_latency(debates: int, steps: int, sample_s: float, fb_s: float) -> dic
         rows = result.metrics[1:] or result.metrics  # the first step pays imports and warm-up
         n = len(rows)
         for m in rows:
-            lines = (run / "transcripts" / f"step-{m['step']:06d}.jsonl").read_text().splitlines()
+            lines = transcript_path(run, m["step"]).read_text().splitlines()
             longest = max(len(json.loads(line)["turns"]) for line in lines)
             bound = longest * sample_s + fb_s
             step = m["time/total"]  # wall time per step (the next batch's sampling overlaps the metrics)

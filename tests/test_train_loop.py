@@ -208,11 +208,26 @@ def test_incomplete_checkpoint_is_ignored_and_foreign_one_refused(tmp_path: Path
     run = ck.init_run(tmp_path / "r", {"a": 1}, resume=False)
     ck.save_checkpoint(run, 2, {"x": 1})
     (tmp_path / "r" / "checkpoints" / "step-000004").mkdir()  # crashed before its marker
+    odd = tmp_path / "r" / "checkpoints" / "step-\u00b2"  # a digit to str.isdigit, not to int()
+    odd.mkdir()
+    (odd / ck.COMPLETE).write_text("x\n")
     latest = ck.latest_checkpoint(run)
     assert latest is not None and latest.steps_done == 2
     other = run._replace(run_id="someone-else")
     with pytest.raises(ck.CheckpointError, match="another run"):
         ck.latest_checkpoint(other)
+
+
+def test_transcript_files_are_the_step_files_in_numeric_order(tmp_path: Path) -> None:
+    assert ck.transcript_files(tmp_path) == []
+    steps = (999_999, 2, 1_000_000)
+    for step in steps:
+        ck.transcript_path(tmp_path, step).parent.mkdir(exist_ok=True)
+        ck.transcript_path(tmp_path, step).write_text("")
+    for other in ("notes.jsonl", "step-\u00b2.jsonl", "step-3.json"):
+        (tmp_path / ck.TRANSCRIPTS / other).write_text("")
+    assert ck.transcript_files(tmp_path) == [ck.transcript_path(tmp_path, s) for s in sorted(steps)]
+    assert ck.transcript_path(tmp_path, 12).name == "step-000012.jsonl"
 
 
 def test_metrics_truncation_drops_torn_and_later_lines(tmp_path: Path) -> None:

@@ -37,6 +37,7 @@ import kernel
 from adapters import _json, data, pipeline
 from adapters._atomic import atomic_write, same_file
 from adapters._gc import GC_THRESHOLDS, fewer_gc_passes
+from adapters.tinker.checkpoint import transcript_files
 from adapters.transcripts import (
     Debate,
     LineReader,
@@ -572,8 +573,7 @@ def run_transcripts(file: str | None) -> list[Path]:
     """
     if file is None or file == "-" or not os.path.isdir(file):
         return []
-    steps = [p for p in Path(file, "transcripts").glob("step-*.jsonl") if p.stem[5:].isdigit()]
-    return sorted(steps, key=lambda p: int(p.stem[5:]))  # by number: step-1000000 after step-999999
+    return transcript_files(file)
 
 
 def _input_names(file: str | None) -> set[str]:

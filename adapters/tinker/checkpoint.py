@@ -31,6 +31,7 @@ __all__ = [
     "METRICS",
     "RESUMABLE_KEYS",
     "RUN_FILE",
+    "TRANSCRIPTS",
     "Checkpoint",
     "CheckpointError",
     "RunInfo",
@@ -39,6 +40,8 @@ __all__ = [
     "latest_checkpoint",
     "read_metrics",
     "save_checkpoint",
+    "transcript_files",
+    "transcript_path",
     "truncate_metrics",
     "write_json_atomic",
     "write_text_atomic",
@@ -47,6 +50,7 @@ __all__ = [
 RUN_FILE = "run.json"
 METRICS = "metrics.jsonl"
 CHECKPOINTS = "checkpoints"
+TRANSCRIPTS = "transcripts"
 COMPLETE = "COMPLETE"
 LOOP_STATE = "loop_state.json"
 
@@ -134,9 +138,41 @@ def init_run(run_dir: str | Path, config: Mapping[str, Any], *, resume: bool) ->
     return RunInfo(root, run_id, dict(config))
 
 
+def _step_name(step: int, suffix: str = "") -> str:
+    return f"step-{step:06d}{suffix}"
+
+
+def _step_of(name: str, suffix: str = "") -> int | None:
+    """N of a ``step-N`` name ending in ``suffix`` (ASCII digits only), or None for any other name.
+
+    Examples:
+        >>> _step_of("step-000012"), _step_of("step-1000000.jsonl", ".jsonl"), _step_of("step-\u00b2")
+        (12, 1000000, None)
+    """
+    if not (name.startswith("step-") and name.endswith(suffix)):
+        return None
+    digits = name[5 : len(name) - len(suffix)]
+    return int(digits) if digits.isascii() and digits.isdigit() else None
+
+
+def transcript_path(run_dir: str | Path, step: int) -> Path:
+    """Where a run writes the debates of step ``step``: ``transcripts/step-NNNNNN.jsonl``."""
+    return Path(run_dir, TRANSCRIPTS, _step_name(step, ".jsonl"))
+
+
+def transcript_files(run_dir: str | Path) -> list[Path]:
+    """The transcript files of the run in ``run_dir``, in step order (by number: ``step-1000000`` after
+    ``step-999999``); [] when it has none."""
+    folder = Path(run_dir, TRANSCRIPTS)
+    if not folder.is_dir():
+        return []
+    found = [(_step_of(p.name, ".jsonl"), p) for p in folder.iterdir()]
+    return [p for _, p in sorted((s, p) for s, p in found if s is not None)]
+
+
 def save_checkpoint(run: RunInfo, steps_done: int, state: Mapping[str, Any]) -> Path:
     """Writes the loop state of a checkpoint after ``steps_done`` steps, then its ``COMPLETE`` marker."""
-    path = run.run_dir / CHECKPOINTS / f"step-{steps_done:06d}"
+    path = run.run_dir / CHECKPOINTS / _step_name(steps_done)
     path.mkdir(parents=True, exist_ok=True)
     write_json_atomic(path / LOOP_STATE, {**state, "run_id": run.run_id, "steps_done": steps_done})
     write_text_atomic(path / COMPLETE, run.run_id + "\n")
@@ -154,9 +190,9 @@ def latest_checkpoint(run: RunInfo) -> Checkpoint | None:
         return None
     found: list[tuple[int, Path]] = []
     for child in root.iterdir():
-        name = child.name
-        if name.startswith("step-") and name[5:].isdigit() and (child / COMPLETE).is_file():
-            found.append((int(name[5:]), child))
+        step = _step_of(child.name)
+        if step is not None and (child / COMPLETE).is_file():
+            found.append((step, child))
     if not found:
         return None
     steps_done, path = max(found)

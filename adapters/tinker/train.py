@@ -284,7 +284,7 @@ class _Shell:
             self.unwritten = None
 
     async def write_transcripts(self, step: int, played: Sequence[DebateResult]) -> None:
-        path = self.run.run_dir / "transcripts" / f"step-{step:06d}.jsonl"
+        path = ck.transcript_path(self.run.run_dir, step)
         # columns cost a few ms on the loop; the debates are built where they are encoded
         await self.writer.write(path, transcript_columns(played))
 
