@@ -571,9 +571,7 @@ def run_transcripts(file: str | None) -> list[Path]:
       >>> run_transcripts("no/such/run")
       []
     """
-    if file is None or file == "-" or not os.path.isdir(file):
-        return []
-    return transcript_files(file)
+    return [] if file is None or file == "-" else transcript_files(file)
 
 
 def _input_names(file: str | None) -> set[str]:
