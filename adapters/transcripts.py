@@ -571,9 +571,7 @@ def _split_lines(source: str | bytes | Iterable[str | bytes]) -> Iterator[str | 
             pieces.pop()  # the text ends with a newline: no line after it
         yield from pieces
     else:
-        for number, line in enumerate(source, start=1):
-            check_type(line, (str, bytes), f"line {number} of source")
-            yield line
+        yield from source
 
 
 def _strip_bom(raw: str | bytes) -> str | bytes:
@@ -640,8 +638,13 @@ class LineReader:
         self.num_blank = 0
 
     def feed(self, raw: str | bytes) -> Debate | TranscriptError | None:
-        """Reads the next line: its debate, its error, or None for a blank line (counted)."""
+        """Reads the next line: its debate, its error, or None for a blank line (counted).
+
+        Raises:
+          TypeError: ``raw`` is not a str or bytes (naming its line).
+        """
         self.num_lines += 1
+        check_type(raw, (str, bytes), f"line {self.num_lines} of source")
         if self.num_lines == 1:
             raw = _strip_bom(raw)
         stripped = raw.strip()

@@ -683,3 +683,13 @@ def test_the_orjson_reader_reads_what_the_json_reader_reads(line: bytes) -> None
         m.setattr(transcripts, "_orjson_loads", None)
         slow = transcripts.parse_line(line, 3)
     assert repr(fast) == repr(slow)
+
+
+def test_a_line_that_is_not_text_is_a_type_error_naming_it_on_every_reader() -> None:
+    # read_transcripts and the streaming pipeline share the line reader's check
+    from adapters import pipeline
+
+    with pytest.raises(TypeError, match="line 2 of source must be a str or bytes, got NoneType"):
+        read_transcripts(["", None])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="line 2 of source must be a str or bytes, got int"):
+        list(pipeline.score_chunks([b"", 3]))  # type: ignore[list-item]
