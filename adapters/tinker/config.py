@@ -96,6 +96,8 @@ class TrainConfig:
       save_every: checkpoint every K steps (and at the end); 0: only at the end.
       eval_every: evaluate every K steps (and at the end); 0: only at the end.
       eval_questions: questions per evaluation (each gives N debates, one per role of the policy).
+      eval_repeats: how many times an evaluation plays each of those debates (fresh samples each time):
+        ``eval_questions × N × eval_repeats`` debates, a standard error √R smaller than one pass.
       max_steps_off_policy: 0 trains on-policy (sample, then train); k > 0 samples up to k batches ahead
         while training, and drops (and counts) a batch sampled more than k policy versions ago.
       max_tokens: the most tokens sampled for one turn.
@@ -140,6 +142,7 @@ class TrainConfig:
     save_every: int = 20
     eval_every: int = 20
     eval_questions: int = 8
+    eval_repeats: int = 1
     max_steps_off_policy: int = 0
     max_tokens: int = 512
     temperature: float = 1.0
@@ -151,7 +154,15 @@ class TrainConfig:
         hints = get_type_hints(type(self))
         for f in fields(self):
             _check_type(f.name, getattr(self, f.name), hints[f.name])
-        positive = ("batch_size", "group_size", "num_agents", "max_rounds", "num_substeps", "max_tokens")
+        positive = (
+            "batch_size",
+            "group_size",
+            "num_agents",
+            "max_rounds",
+            "num_substeps",
+            "max_tokens",
+            "eval_repeats",
+        )
         for name in positive:
             if getattr(self, name) < 1:
                 raise ValueError(f"config key {name} must be >= 1, got {getattr(self, name)}")

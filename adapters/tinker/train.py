@@ -816,7 +816,9 @@ async def evaluate(
     fixed: SamplingClient | None,
 ) -> dict[str, float]:
     """Fixed-opponent evaluation: for each of the first ``eval_questions`` questions, N debates with the
-    policy in role i of debate i and the fixed sampler elsewhere; role-averaged metrics.
+    policy in role i of debate i and the fixed sampler elsewhere, each played ``eval_repeats`` times
+    (repeat k's debates are ``eval{k}-q{p}-r{i}``; ``eval-q{p}-r{i}`` with one repeat); role-averaged
+    metrics.
 
     Returns:
       ``eval/correct`` (the policy's final solution is right), ``eval/parse_ok`` (share of the policy's
@@ -825,14 +827,18 @@ async def evaluate(
     qs = list(questions[: config.eval_questions])
     if not qs:
         return {}
-    specs = fixed_opponents(
-        [q.question for q in qs],
-        policy,
-        fixed if fixed is not None else policy,
-        num_agents=config.num_agents,
-        answers=[q.answer for q in qs],
-        id_prefix="eval-q",
-    )
+    specs = [
+        spec
+        for k in range(config.eval_repeats)
+        for spec in fixed_opponents(
+            [q.question for q in qs],
+            policy,
+            fixed if fixed is not None else policy,
+            num_agents=config.num_agents,
+            answers=[q.answer for q in qs],
+            id_prefix="eval-q" if config.eval_repeats == 1 else f"eval{k}-q",
+        )
+    ]
     rollout = RolloutConfig(
         num_agents=config.num_agents,
         max_rounds=config.max_rounds,
