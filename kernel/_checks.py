@@ -188,11 +188,31 @@ def check_real(value: object, name: str, *, finite: bool = False, positive: bool
     return out
 
 
+def check_bool(value: object, name: str) -> bool:
+    """Checks that ``value`` is a bool (Python or numpy): a flag given as ``"no"`` or ``0`` would read as
+    its truth value otherwise. Returns it as a Python bool.
+
+    Examples:
+        >>> check_bool(True, "flag")
+        True
+        >>> check_bool("no", "flag")
+        Traceback (most recent call last):
+        TypeError: flag must be a bool, got str 'no'
+    """
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
+    return bool(value)
+
+
 def check_int(value: object, name: str, *, low: int | None = None, high: int | None = None) -> int:
     """Checks that ``value`` is an integer (not a bool) in ``[low, high]``; returns it as an int."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
     out = int(value)
     if (low is not None and out < low) or (high is not None and out > high):
+        if high is None:
+            raise ValueError(f"{name} must be >= {low}, got {out}")
+        if low is None:
+            raise ValueError(f"{name} must be <= {high}, got {out}")
         raise ValueError(f"{name} must lie in [{low}, {high}], got {out}")
     return out

@@ -31,6 +31,7 @@ from kernel._checks import (
     as_bool_array,
     as_float_array,
     as_int_array,
+    check_bool,
     check_choice,
     check_int,
     check_same_length,
@@ -69,8 +70,9 @@ DATUM_STATUS: Final[tuple[str, ...]] = (
 input/target split"); ``logprob_count_mismatch``: a transition's logprob count differs from its action
 length (the reference's bare AssertionError); ``missing_logprobs``: a transition without logprobs (the
 reference's ValueError "Logprobs are not available"); ``not_trainable``: excluded by ``where``;
-``value_out_of_range``: a finite logprob or advantage beyond float32's range, which would become ±inf in
-the float32 datum (the reference sends the inf).
+``value_out_of_range``: a logprob or advantage that is NaN or ±inf, or finite but beyond float32's range,
+which would become ±inf in the float32 datum (the reference sends the NaN or inf, which poisons the
+step's gradients).
 """
 
 _OK, _SHORT, _MISMATCH, _MISSING, _NOT_TRAINABLE, _OUT_OF_RANGE = range(6)
@@ -189,8 +191,8 @@ class DatumReport(NamedTuple):
         logprob_count_mismatch: trajectories whose first problem is a logprob count ≠ action length.
         missing_logprobs: trajectories whose first problem is a transition without logprobs.
         not_trainable: trajectories skipped because ``where`` is False.
-        value_out_of_range: trajectories whose first problem is a finite logprob or advantage that float32
-            cannot hold.
+        value_out_of_range: trajectories whose first problem is a logprob or advantage that is not a
+            finite float32 (NaN, ±inf, or beyond float32's range).
         segments_dropped: would-be datums (segments with ≥ 1 token) lost to one of the four problems:
             every segment of a failed trajectory in ``reference`` mode, only the bad ones in ``robust``.
         parse_failed: emitted action tokens masked out because their transition failed to parse.
@@ -259,6 +261,16 @@ def trajectories_from_lists(
             f"advantages_B must have one value per trajectory ({len(transitions_B)}), got {adv.shape[0]}"
         )
     flat = [tr for traj in transitions_B for tr in traj]
+    if not all(isinstance(tr, tuple | list) and len(tr) == 3 for tr in flat):
+        b, k, tr = next(
+            (b, k, tr)
+            for b, traj in enumerate(transitions_B)
+            for k, tr in enumerate(traj)
+            if not (isinstance(tr, tuple | list) and len(tr) == 3)
+        )
+        raise ValueError(
+            f"transitions_B[{b}][{k}] must be an (ob_tokens, ac_tokens, logprobs) triple, got {tr!r}"
+        )
     counts_B = np.fromiter((len(traj) for traj in transitions_B), np.int64, len(transitions_B))
     obs = [tr[0] for tr in flat]
     acs = [tr[1] for tr in flat]
@@ -351,6 +363,7 @@ def build_datums(
         [0.0, 0.0, 0.0, 0.0, 0.5]
     """
     check_choice(mode, "mode", DATUM_MODES)
+    drop_zero_advantage = check_bool(drop_zero_advantage, "drop_zero_advantage")
     t = _checked(trajectories)
     num_b = int(t.advantages_B.shape[0])
     num_n = int(t.traj_ids_N.shape[0])
@@ -497,6 +510,7 @@ def pad_datums(batch: DatumBatch, *, length: int | None = None, pad_token: int =
     """
     if not isinstance(batch, DatumBatch):
         raise TypeError(f"batch must be a DatumBatch (build_datums(...).datums), got {type(batch).__name__}")
+    batch = _consistent(batch)
     pad = check_int(pad_token, "pad_token", low=_INT64_MIN, high=_INT64_MAX)
     lengths_D = batch.lengths_D
     longest = int(lengths_D.max()) if lengths_D.size else 0
@@ -522,6 +536,33 @@ def pad_datums(batch: DatumBatch, *, length: int | None = None, pad_token: int =
 
 # ---------------------------------------------------------------------------------------------------------
 # Internals
+
+
+def _consistent(batch: DatumBatch) -> DatumBatch:
+    """``batch`` with numpy arrays, checked to be one datum batch: five per-token arrays of one length and
+    offsets rising from 0 to it (a batch built by hand or edited may not be); raises naming the field."""
+    arrays = {name: np.asarray(getattr(batch, name)) for name in DatumBatch._fields}
+    for name, a in arrays.items():
+        if a.ndim != 1:
+            raise ValueError(f"batch.{name} must be one-dimensional, got shape {a.shape}")
+    n = arrays["input_tokens"].shape[0]
+    for name in ("target_tokens", "logprobs", "advantages", "mask"):
+        if arrays[name].shape[0] != n:
+            got = arrays[name].shape[0]
+            raise ValueError(f"batch.{name} must have one value per input token ({n}), got {got}")
+    off = arrays["offsets_D1"]
+    if (
+        off.dtype.kind not in "iu"
+        or off.shape[0] == 0
+        or int(off[0]) != 0
+        or int(off[-1]) != n
+        or bool((np.diff(off) < 0).any())
+    ):
+        raise ValueError(f"batch.offsets_D1 must be integers rising from 0 to the token count {n}, got {off}")
+    num_d, got = off.shape[0] - 1, arrays["traj_ids_D"].shape[0]
+    if got != num_d:
+        raise ValueError(f"batch.traj_ids_D must have one id per datum ({num_d}), got {got}")
+    return DatumBatch(**arrays)
 
 
 def _offsets(lengths: Any) -> Int64Array:
@@ -585,16 +626,17 @@ def _count_in_runs(flag: BoolArray, offsets_N1: Int64Array, skip_N: BoolArray) -
 
 
 def _overflows_float32(x: npt.NDArray[np.floating[Any]]) -> BoolArray:
-    """Where a finite value becomes ±inf in float32 (never for float32 input)."""
+    """Where a value is not a finite float32: NaN, ±inf, or finite but beyond float32's range."""
     if x.dtype.itemsize <= 4:
-        return np.zeros(x.shape, np.bool_)
-    with np.errstate(over="ignore"):
-        out: BoolArray = np.isfinite(x) & ~np.isfinite(x.astype(np.float32))
+        narrow: BoolArray = ~np.isfinite(x)
+        return narrow
+    with np.errstate(over="ignore", invalid="ignore"):
+        out: BoolArray = ~np.isfinite(x.astype(np.float32))
     return out
 
 
 def _overflows_float32_N(t: Trajectories) -> BoolArray:
-    """[N] whether a transition's sampler logprobs hold a finite value beyond float32's range."""
+    """[N] whether a transition's sampler logprobs hold a value that is not a finite float32."""
     bad = _overflows_float32(t.logprobs)
     if not bad.any():
         return np.zeros(t.traj_ids_N.shape[0], np.bool_)

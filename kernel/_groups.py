@@ -17,7 +17,14 @@ from typing import Any, TypeAlias
 import numpy as np
 import numpy.typing as npt
 
-from kernel._checks import as_bool_array, as_float_array, as_int_array, check_group_ids, check_same_length
+from kernel._checks import (
+    as_bool_array,
+    as_float_array,
+    as_int_array,
+    check_bool,
+    check_group_ids,
+    check_same_length,
+)
 
 __all__ = ["constant_group_keep_mask", "dense_group_ids", "total_returns"]
 
@@ -64,7 +71,8 @@ def dense_group_ids(*keys_PG: npt.ArrayLike | Sequence[Hashable]) -> tuple[npt.N
       ``(group_ids_PG [PG] int32, num_groups)``.
 
     Raises:
-      ValueError: no keys, a key that is not one-dimensional, or keys of different lengths.
+      ValueError: no keys, a key that is not one-dimensional, keys of different lengths, or a NaN key
+        (NaN ≠ NaN: its rows would be one group or many depending on how the keys were passed).
 
     Examples:
       >>> dense_group_ids(["q7", "q7", "q2", "q7"], ["a", "b", "a", "a"])
@@ -91,10 +99,18 @@ def _dense_codes(key: Any, name: str) -> IntArray:
         arr = np.asarray(key)
     if arr.ndim != 1:
         raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
+    if arr.dtype.kind in "fc" and bool(np.isnan(arr).any()):
+        row = int(np.flatnonzero(np.isnan(arr))[0])
+        raise ValueError(f"{name} holds NaN at row {row}: a key must equal itself")
     if arr.dtype.kind in "biufUS":
         return _first_appearance(arr)[0]
     lookup: dict[Hashable, int] = {}
-    return np.fromiter((lookup.setdefault(v, len(lookup)) for v in arr), np.int64, arr.shape[0])
+    codes = np.fromiter((lookup.setdefault(v, len(lookup)) for v in arr), np.int64, arr.shape[0])
+    for v in lookup:  # each distinct key once: a NaN (any float type) would be a group of its own per object
+        if isinstance(v, float | np.floating | complex | np.complexfloating) and v != v:
+            row = next(i for i, x in enumerate(arr) if x is v)
+            raise ValueError(f"{name} holds NaN at row {row}: a key must equal itself")
+    return codes
 
 
 def _first_appearance(arr: npt.NDArray[Any]) -> tuple[IntArray, int]:
@@ -194,6 +210,7 @@ def constant_group_keep_mask(
     g = as_int_array(group_ids_PG, "group_ids_PG")
     check_same_length(rewards_PG=r, group_ids_PG=g)
     check_group_ids(g, p, "group_ids_PG")
+    keep_one = check_bool(keep_one_if_all_constant, "keep_one_if_all_constant")
     valid = (g < p) & np.isfinite(r)
     if where is not None:
         w = as_bool_array(where, "where")
@@ -206,6 +223,6 @@ def constant_group_keep_mask(
     np.maximum.at(hi, h, np.where(valid, r, -np.inf))
     varying = (hi - lo) > tolerance  # inf - inf is nan for empty groups: not varying
     keep: BoolArray = valid & varying[h]
-    if keep_one_if_all_constant and not keep.any() and valid.any():
+    if keep_one and not keep.any() and valid.any():
         keep = valid & (h == h[valid].min())
     return keep

@@ -141,12 +141,14 @@ def _mean_of_means(bk: Backend, sums: Any, counts: Any) -> Any:
 
 
 def _aggregate(bk: Backend, ell: Any, keep: Any, opts: _Aggregation) -> Any:
+    """The aggregated loss in ``ell``'s dtype, summed and divided in float32 at least (``Backend.wide``)."""
     xp = bk.xp
     dtype = ell.dtype
+    ell = bk.wide(ell)
     if opts.aggregation == "sum":
         value = xp.sum(ell)
     elif opts.aggregation == "token_mean":
-        value = xp.sum(ell) / xp.maximum(xp.count_nonzero(keep), 1).astype(dtype)
+        value = xp.sum(ell) / xp.maximum(xp.count_nonzero(keep), 1).astype(ell.dtype)
     elif opts.segment_ids is not None:
         ids = bk.as_int(opts.segment_ids, "segment_ids")
         if tuple(ids.shape) != tuple(ell.shape):
@@ -156,11 +158,11 @@ def _aggregate(bk: Backend, ell: Any, keep: Any, opts: _Aggregation) -> Any:
             raise ValueError(f"segment_ids must lie in [0, num_segments] = [0, {n}]")
         flat_ids = ids.reshape(-1)
         sums = bk.segment_sum(ell.reshape(-1), flat_ids, n)
-        counts = bk.segment_sum(keep.reshape(-1).astype(dtype), flat_ids, n)
+        counts = bk.segment_sum(keep.reshape(-1).astype(ell.dtype), flat_ids, n)
         value = _mean_of_means(bk, sums, counts)
     elif ell.ndim >= 2:
         sums = xp.sum(ell, axis=-1).reshape(-1)
-        counts = xp.count_nonzero(keep, axis=-1).reshape(-1).astype(dtype)
+        counts = xp.count_nonzero(keep, axis=-1).reshape(-1).astype(ell.dtype)
         value = _mean_of_means(bk, sums, counts)
     else:
         raise ValueError("seq_mean_token_mean on rank-1 (packed) input needs segment_ids and num_segments")
@@ -174,7 +176,8 @@ def _result(bk: Backend, ell: Any, keep: Any, clipped: Any, opts: _Aggregation) 
     ell = xp.where(keep, ell, xp.zeros((), ell.dtype))
     n = xp.count_nonzero(keep)
     n_clipped = 0 if clipped is None else xp.count_nonzero(clipped & keep)
-    fraction = xp.asarray(n_clipped, dtype=ell.dtype) / xp.maximum(n, 1).astype(ell.dtype)
+    wide = bk.wide(ell).dtype
+    fraction = xp.asarray(n_clipped, dtype=wide) / xp.maximum(n, 1).astype(wide)
     return TokenLoss(
         loss=_aggregate(bk, ell, keep, opts),
         per_token_loss=ell,

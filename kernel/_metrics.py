@@ -18,9 +18,11 @@ from kernel._checks import (
     as_int_array,
     as_mask,
     check_group_ids,
+    check_real,
     check_same_length,
     check_same_shape,
 )
+from kernel._groups import check_num_groups
 from kernel._namespace import NUMPY, Backend
 
 __all__ = [
@@ -87,9 +89,10 @@ def _kl_sample_train(bk: Backend, sampler_logprobs: Any, train_logprobs: Any, ma
     lp_q = xp.where(action, lp_q.astype(dtype), zero)
     diff = lp_q - xp.where(action, lp_t.astype(dtype), zero)
     n = xp.count_nonzero(action)
-    count = xp.maximum(n, 1).astype(dtype)
+    lp_q, diff = bk.wide(lp_q), bk.wide(diff)  # float16 / bfloat16: summed and divided in float32
+    count = xp.maximum(n, 1).astype(lp_q.dtype)
     empty = n == 0
-    nan = xp.asarray(xp.nan, dtype=dtype)
+    nan = xp.asarray(xp.nan, dtype=lp_q.dtype)
     v1 = xp.where(empty, nan, xp.sum(diff) / count)
     v2 = xp.where(empty, nan, 0.5 * (xp.sum(diff * diff) / count))
     entropy = xp.where(empty, nan, -(xp.sum(lp_q) / count))
@@ -111,7 +114,8 @@ def kl_sample_train(
         kl_sample_train_v1 = Σ d / n,   kl_sample_train_v2 = ½·Σ d² / n,   entropy = −Σ lp_q / n.
 
     Token-weighted: datums are not averaged separately. Computed in the inputs' float dtype (float32
-    stays float32, as in the reference; float64 is never downcast). Values at positions with mask ≤ 0
+    stays float32, as in the reference; float64 is never downcast; float16 and bfloat16 are summed and
+    divided in float32, then rounded back). Values at positions with mask ≤ 0
     (including NaN or ±inf ones) never reach the result.
 
     Args:
@@ -251,6 +255,8 @@ def trajectory_metrics(
     groups = as_int_array(group_ids_PG, "group_ids_PG")
     check_same_length(ob_tokens=ob, ac_tokens=ac, turn_episode_ids=turn_ep)
     num_episodes = check_same_length(returns_PG=returns, group_ids_PG=groups)
+    num_groups = check_num_groups(num_groups)
+    good_threshold = check_real(good_threshold, "good_threshold")
     check_group_ids(groups, num_groups, "group_ids_PG")
     check_group_ids(turn_ep, num_episodes, "turn_episode_ids")
     for name, counts in (("ob_tokens", ob), ("ac_tokens", ac)):

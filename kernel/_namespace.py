@@ -41,6 +41,11 @@ class Backend(NamedTuple):
     count_dtype: Any
     eager: bool
 
+    def wide(self, x: Any) -> Any:
+        """``x`` in a float dtype of at least 32 bits, for sums and divisions by counts: a float16
+        or bfloat16 count overflows past 65,504 tokens (float32 and float64 are returned as they are)."""
+        return self.xp.asarray(x, dtype=self.xp.result_type(x.dtype, self.xp.float32))
+
 
 def _segment_sum(data: npt.NDArray[Any], ids: npt.NDArray[np.int64], n: int) -> npt.NDArray[Any]:
     return np.bincount(ids, weights=data, minlength=n + 1)[:n].astype(data.dtype)

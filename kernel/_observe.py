@@ -215,11 +215,16 @@ def system_prompt(agent_id: int, num_agents: int) -> str:
     Returns:
       The prompt text.
 
+    Raises:
+      TypeError: ``agent_id`` or ``num_agents`` is not an int (a bool is refused).
+      ValueError: ``num_agents < 1`` or ``agent_id`` outside ``[0, num_agents)``.
+
     Examples:
       >>> print(system_prompt(1, 3).splitlines()[0])
       You are Agent 1, one of 3 agents (Agent 0 to Agent 2) debating the same question.
     """
-    i, last = agent_id, num_agents - 1
+    num_agents = check_int(num_agents, "num_agents", low=1)
+    i, last = check_int(agent_id, "agent_id", low=0, high=num_agents - 1), num_agents - 1
     return "\n".join(
         [
             f"You are Agent {i}, one of {num_agents} agents (Agent 0 to Agent {last}) debating the same "

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from kernel._checks import as_int32_saturated
+from kernel._checks import as_int32_saturated, check_bool
 from kernel._parse import PARSE_POLICIES, ParsePolicy, parse_response
 from kernel._types import ParsedResponse, pack_votes
 from kernel._votes import _GET_CODES, _GET_OK, _VOTE_BYTES, VoteArrays, _code_columns, _id_column
@@ -67,6 +67,7 @@ class ParsedBatch(NamedTuple):
           >>> v.group_ids_V.tolist(), v.authors_V.tolist(), v.a_V.tolist(), v.b_V.tolist()
           ([7], [0], [1], [2])
         """
+        include_failed = check_bool(include_failed, "include_failed")
         num = len(self.responses_R)
         groups = np.asarray(group_ids_R)
         if groups.shape != (num,) or not (groups.dtype.kind in "iu" or num == 0):

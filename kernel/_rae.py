@@ -177,6 +177,8 @@ def rae_advantages(
     x = rewards.astype(np.float64) * scale
     if not np.isfinite(x[live]).all():
         raise ValueError("rewards_PG must be finite on live rows (mask bad rows with where=)")
+    if not np.isfinite(base).all():
+        raise ValueError("baselines_K must be finite (a state carried from an earlier batch always is)")
     ids = np.where(live, key_ids, num_keys)  # dead rows read the padding slot
     b64 = base.astype(np.float64)
     counts = np.bincount(ids, minlength=num_keys + 1)[:num_keys].astype(np.int64)
@@ -276,6 +278,23 @@ class RAEState(NamedTuple):
         """Dense ids of ``keys`` (``K`` for a key not in the table, i.e. a padding id)."""
         table = {k: i for i, k in enumerate(self.keys)}
         return np.array([table.get(k, len(self.keys)) for k in keys], dtype=np.int64)
+
+
+def _check_state(state: object) -> None:
+    """Raises unless ``state`` is an :class:`RAEState` with one finite baseline per key."""
+    if not isinstance(state, RAEState):
+        raise TypeError(f"state must be an RAEState (RAEState.empty() to start), got {type(state).__name__}")
+    if not isinstance(state.keys, tuple):
+        raise TypeError(f"state.keys must be a tuple of keys, got {type(state.keys).__name__}")
+    base = as_float_array(state.baselines_K, "state.baselines_K")
+    if base.ndim != 1 or base.shape[0] != len(state.keys):
+        raise ValueError(
+            f"state.baselines_K must hold one baseline per key ({len(state.keys)}), got shape {base.shape}"
+        )
+    if len(set(state.keys)) != len(state.keys):
+        raise ValueError("state.keys must not repeat a key")
+    if not np.isfinite(base).all():
+        raise ValueError("state.baselines_K must be finite")
 
 
 class RAEGame(NamedTuple):
@@ -410,6 +429,13 @@ def rae_batch(
             raise TypeError(f"games[{g}] must be an RAEGame, got {type(game).__name__}")
         if not isinstance(game.episode_type, str):
             raise TypeError(f"games[{g}].episode_type must be a str, got {type(game.episode_type).__name__}")
+        if not isinstance(game.rewards, Mapping):
+            raise TypeError(f"games[{g}].rewards must be a mapping actor -> reward, got {game.rewards!r}")
+        if isinstance(game.step_actors, str | bytes) or not isinstance(game.step_actors, Sequence):
+            raise TypeError(
+                f"games[{g}].step_actors must be a sequence of actors, got {type(game.step_actors).__name__}"
+            )
+    _check_state(state)
 
     by_type: dict[str, list[int]] = {}
     for g, game in enumerate(games):

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from kernel._parse import _MAX_COMPARISON_LINES, _MAX_ID_DIGITS
 from kernel._types import Vote
 
 __all__ = ["render_response"]
@@ -29,6 +30,11 @@ def _vote_line(vote: Sequence[Any], index: int) -> str:
         raise ValueError(f"comparisons[{index}].op must be one of {_OPS}, got {op!r}")
     if a < 0 or b < 0:
         raise ValueError(f"comparisons[{index}] agent ids must be >= 0, got {vote!r}")
+    if max(a, b) >= 10**_MAX_ID_DIGITS:
+        raise ValueError(
+            f"comparisons[{index}] agent ids must have at most {_MAX_ID_DIGITS} digits (the robust parser "
+            f"reads no longer ids), got {vote!r}"
+        )
     return f"Agent {a} {op} Agent {b}"
 
 
@@ -63,7 +69,8 @@ def render_response(
     Raises:
       TypeError: a text field is not a ``str``, ``consensus`` is not a bool, a vote is not a sequence,
         or a vote id is not an integer.
-      ValueError: a vote is not a triple, its operator is not ``">"`` or ``"="``, or an id is negative.
+      ValueError: a vote is not a triple, its operator is not ``">"`` or ``"="``, an id is negative or
+        longer than 9 digits, or there are more than 512 votes (what the robust parser reads back).
 
     References:
       The output contract of the v1 debate recipe (../shared/REFERENCE.md §1).
@@ -103,7 +110,13 @@ def render_response(
     if isinstance(comparisons, str):
         comparison = comparisons
     else:
-        comparison = "\n".join(_vote_line(vote, i) for i, vote in enumerate(comparisons))
+        votes = list(comparisons)
+        if len(votes) > _MAX_COMPARISON_LINES:
+            raise ValueError(
+                f"comparisons must hold at most {_MAX_COMPARISON_LINES} votes (the robust parser reads no "
+                f"more lines), got {len(votes)}"
+            )
+        comparison = "\n".join(_vote_line(vote, i) for i, vote in enumerate(votes))
     if not comparison.strip():
         comparison = "N/A"
     return (

@@ -228,7 +228,7 @@ def _weights(
         if tuple(wc.shape) != (cols,):
             raise ValueError(f"weights_C must have shape ({cols},), one per component, got {tuple(wc.shape)}")
         if bk.eager:
-            _check_weights(wc, "weights_C")
+            _check_weights(wc, "weights_C", dtype)
         return xp.broadcast_to(wc.astype(dtype), (rows, cols))
     wac = bk.as_float(weights_ac, "weights_A_C")
     if wac.ndim != 2 or int(wac.shape[1]) != cols:
@@ -239,7 +239,7 @@ def _weights(
     if tuple(ids.shape) != (rows,):
         raise ValueError(f"actor_ids_PG must have shape ({rows},), one per row, got {tuple(ids.shape)}")
     if bk.eager:
-        _check_weights(wac, "weights_A_C")
+        _check_weights(wac, "weights_A_C", dtype)
         actors = int(wac.shape[0])
         bad = (ids < 0) | (ids >= actors)
         if bool(bad.any()):
@@ -247,10 +247,19 @@ def _weights(
     return wac.astype(dtype)[ids]
 
 
-def _check_weights(w: npt.NDArray[Any], name: str) -> None:
+def _check_weights(w: npt.NDArray[Any], name: str, dtype: Any) -> None:
+    """Finite, ≥ 0, and the same in ``dtype`` (the components'): neither ±inf nor 0 after the cast."""
     if not bool(np.isfinite(w).all()) or bool((w < 0).any()):
         bad = w[~(np.isfinite(w) & (w >= 0))].ravel()[0]
         raise ValueError(f"{name} must be finite and >= 0, got {bad}")
+    with np.errstate(over="ignore", under="ignore"):
+        cast = w.astype(dtype)
+    lost = ~np.isfinite(cast) | ((cast == 0) & (w != 0))
+    if bool(lost.any()):
+        raise ValueError(
+            f"{name} must be representable in the components' dtype {np.dtype(dtype).name}, "
+            f"got {w[lost].ravel()[0]}"
+        )
 
 
 def _check_values(x: npt.NDArray[Any], m: npt.NDArray[Any], w: npt.NDArray[Any], missing: str) -> None:

@@ -10,6 +10,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Final, NamedTuple
 
+import numpy as np
+
 __all__ = [
     "OP_EQ",
     "OP_GT",
@@ -172,8 +174,10 @@ def pack_votes(votes: Iterable[tuple[int, str, int]]) -> bytes:
     except KeyError:
         pass
     try:
-        return b"".join(map(_BYTES_BY_VALUE.__getitem__, votes))
-    except (KeyError, TypeError):  # a large or odd id, another operator, an unhashable field
+        packed = b"".join(map(_BYTES_BY_VALUE.__getitem__, votes))
+        if all(a.__class__ is int and b.__class__ is int for a, _, b in votes):  # 2.0 == 2 as a key
+            return packed
+    except (KeyError, TypeError, ValueError):  # a large or odd id, another operator, an odd field
         pass
     flat = array.array("i")
     for k, vote in enumerate(votes):
@@ -186,12 +190,11 @@ def pack_votes(votes: Iterable[tuple[int, str, int]]) -> bytes:
 
 
 def _saturate(x: object, name: str) -> int:
-    """An agent id as an int32, clamped at the int32 bounds (as the vote arrays store it)."""
-    try:
-        value: int = int(x)  # type: ignore[call-overload]
-    except (TypeError, ValueError, OverflowError):
-        raise ValueError(f"{name} must be an integer agent id, got {x!r}") from None
-    return min(max(value, _INT32_MIN), _INT32_MAX)
+    """An agent id (a Python or numpy integer; a bool is one, as in Python) as an int32, clamped at the
+    int32 bounds (as the vote arrays store it)."""
+    if not isinstance(x, int | np.integer):
+        raise ValueError(f"{name} must be an integer agent id, got {x!r}")
+    return min(max(int(x), _INT32_MIN), _INT32_MAX)
 
 
 assert array.array("i").itemsize == 4, "vote_codes assumes a 4-byte C int"

@@ -31,6 +31,7 @@ from kernel._checks import (
     as_float_array,
     as_int32_saturated,
     as_int_array,
+    check_bool,
     check_group_ids,
     check_same_length,
 )
@@ -279,6 +280,7 @@ def votes_from_responses(
     """
     if not isinstance(responses_P, list | tuple):  # read twice where the packed path gives up
         responses_P = list(responses_P)
+    include_failed = check_bool(include_failed, "include_failed")
     packed = _packed_votes(responses_P, include_failed)
     if packed is not None:
         return packed
@@ -417,6 +419,10 @@ _ID_FIELDS: Final = VoteArrays._fields[:5]
 
 def _vote_fields(votes: VoteArrays) -> tuple[Int32Array, Int32Array, Int32Array, Int32Array, Int32Array]:
     """The five id fields as int32 arrays of one length (ids beyond int32 clamped)."""
+    if not isinstance(votes, VoteArrays):
+        raise TypeError(
+            f"votes must be a VoteArrays (vote_arrays, votes_from_responses), got {type(votes).__name__}"
+        )
     names = _ID_FIELDS
     fields = [as_int32_saturated(x, f"votes.{name}") for name, x in zip(names, votes[:5], strict=True)]
     check_same_length(**dict(zip(names, fields, strict=True)))

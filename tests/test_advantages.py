@@ -1005,3 +1005,15 @@ def test_rescaled_path_equals_the_fast_path_bit_for_bit() -> None:
         assert slow.num_out_of_range == 0
 
     check()
+
+
+def test_dense_group_ids_refuses_nan_keys() -> None:
+    """NaN keys made two groups from a list and one from an array: a key must equal itself."""
+    from kernel import dense_group_ids
+
+    for keys in ([float("nan"), float("nan")], np.array([1.0, np.nan]), ["a", np.float32("nan")]):
+        with pytest.raises(ValueError, match=r"keys_PG\[0\] holds NaN at row \d: a key must equal itself"):
+            dense_group_ids(keys)
+    with pytest.raises(ValueError, match=r"keys_PG\[1\] holds NaN at row 1"):
+        dense_group_ids([1, 2], np.array([0.5, np.nan]))
+    assert dense_group_ids([1.5, 2.5, 1.5])[0].tolist() == [0, 1, 0]

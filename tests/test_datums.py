@@ -566,3 +566,47 @@ def test_token_ids_and_pad_token_beyond_int64_name_the_argument() -> None:
     assert pad_datums(batch, length=4, pad_token=-(2**63)).input_tokens_D_T.tolist() == [
         [1, 2, -(2**63), -(2**63)]
     ]
+
+
+@pytest.mark.parametrize("mode", ["robust", "reference"])
+def test_non_finite_advantages_and_logprobs_are_out_of_range(mode: str) -> None:
+    """NaN and ±inf went into the datum with status ok, while a finite 1e39 (inf in float32) was refused;
+    every value that is not a finite float32 is ``value_out_of_range`` now, in float64 and float32 input."""
+    from kernel import DATUM_STATUS, build_datums, trajectories_from_lists
+
+    out_of_range = DATUM_STATUS.index("value_out_of_range")
+    for adv, lp in [(np.nan, -0.5), (np.inf, -0.5), (1e39, -0.5), (1.0, np.nan), (1.0, -np.inf)]:
+        for dtype in (np.float64, np.float32):
+            t = trajectories_from_lists([[([1, 2], [3], [lp])], [([4, 5], [6], [-0.1])]], [adv, 1.0])
+            if dtype == np.float32:
+                with np.errstate(over="ignore"):
+                    t = t._replace(
+                        advantages_B=t.advantages_B.astype(dtype), logprobs=t.logprobs.astype(dtype)
+                    )
+            r = build_datums(t, mode=mode)
+            assert r.status_B.tolist() == [out_of_range, 0], (adv, lp, dtype)
+            assert r.report.value_out_of_range == 1 and r.datums.num_datums == 1  # the good one stays
+            assert np.isfinite(r.datums.advantages).all() and np.isfinite(r.datums.logprobs).all()
+
+
+def test_bad_flags_and_hand_built_batches_get_clear_errors() -> None:
+    from kernel import DatumBatch, build_datums, pad_datums, trajectories_from_lists
+
+    t = trajectories_from_lists([[([1, 2], [3], [-0.5])]], [0.0])
+    with pytest.raises(TypeError, match="drop_zero_advantage must be a bool, got str 'no'"):
+        build_datums(t, drop_zero_advantage="no")  # type: ignore[arg-type]
+    with pytest.raises(
+        ValueError, match=r"transitions_B\[0\]\[1\] must be an \(ob_tokens, ac_tokens, logprobs\)"
+    ):
+        trajectories_from_lists([[([1, 2], [3], [-0.5]), ([1, 2], [3])]], [1.0])
+    by_hand = DatumBatch([1, 2], [2, 3], [0.0, 0.0], [0.0, 0.0], [False, True], [0, 2], [0])  # type: ignore[arg-type]
+    assert pad_datums(by_hand).input_tokens_D_T.tolist() == [[1, 2]]
+    d = build_datums(trajectories_from_lists([[([1, 2], [3], [-0.5])]], [1.0])).datums
+    with pytest.raises(
+        ValueError, match=r"batch\.offsets_D1 must be integers rising from 0 to the token count 2"
+    ):
+        pad_datums(d._replace(offsets_D1=np.array([0, 5])))
+    with pytest.raises(ValueError, match=r"batch\.mask must have one value per input token \(2\), got 1"):
+        pad_datums(d._replace(mask=d.mask[:1]))
+    with pytest.raises(ValueError, match=r"batch\.traj_ids_D must have one id per datum \(1\), got 0"):
+        pad_datums(d._replace(traj_ids_D=d.traj_ids_D[:0]))

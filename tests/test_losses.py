@@ -504,3 +504,29 @@ def test_ratio_times_advantage_matches_float64_wherever_representable(
         # at the edge of float32 (1e38 to its max) a value is finite or ±inf, but always of its sign
         edge, w = got[~fits & ~over], want[~fits & ~over]
         assert np.all((np.isinf(edge) | np.isclose(edge, w, rtol=5e-5)) & (np.sign(edge) == np.sign(w)))
+
+
+@pytest.mark.parametrize("xp_name", ["numpy", "jax"])
+def test_half_precision_means_divide_in_float32(xp_name: str) -> None:
+    """A float16 count is inf past 65,504 tokens: token means over 70,000 float16 tokens were 0 (and the
+    KL metrics 0 / NaN). Sums and divisions now run in float32, the result rounds back to float16."""
+    n = 70_000
+    mod: Any = kernel if xp_name == "numpy" else kjax
+    arr: Any = np.asarray if xp_name == "numpy" else jnp.asarray
+    ell = arr(np.full(n, 0.001, np.float16))
+    for agg in ("token_mean", "seq_mean_token_mean"):
+        x = ell if agg == "token_mean" else ell.reshape(2, -1)
+        out = mod.aggregate_token_loss(x, aggregation=agg)
+        assert out.dtype == np.float16 and abs(float(out) - 0.001) < 1e-5
+    loss = mod.importance_sampling_loss(
+        arr(np.zeros(n, np.float16)),
+        arr(np.zeros(n, np.float16)),
+        arr(np.ones(n, np.float16)),
+        aggregation="token_mean",
+    )
+    assert float(loss.loss) == -1.0 and float(loss.clip_fraction) == 0.0
+    m = mod.kl_sample_train(
+        arr(np.full(n, -1, np.float16)), arr(np.full(n, -1.5, np.float16)), np.ones(n, bool)
+    )
+    assert (float(m.kl_sample_train_v1), float(m.kl_sample_train_v2), float(m.entropy)) == (0.5, 0.125, 1.0)
+    assert m.entropy.dtype == np.float16

@@ -471,3 +471,15 @@ def test_public_names_exported_with_docstrings() -> None:
     for name in ("KLMetrics", "TrajectoryMetrics", "StepMetrics", "kl_sample_train", "trajectory_metrics"):
         assert name in kernel.__all__ and getattr(kernel, name).__doc__
     assert "kl_sample_train" in kjax.__all__
+
+
+def test_trajectory_metrics_checks_num_groups_and_the_threshold() -> None:
+    args = ([1], [1], [0], [1.0], [0])
+    for bad in (1.0, None, True, np.array([1])):
+        with pytest.raises(TypeError, match="num_groups must be an int"):
+            kernel.trajectory_metrics(*args, num_groups=bad)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="num_groups must be >= 0"):
+        kernel.trajectory_metrics(*args, num_groups=-1)
+    with pytest.raises(TypeError, match="good_threshold must be a real number"):
+        kernel.trajectory_metrics(*args, num_groups=1, good_threshold="0.5")  # type: ignore[arg-type]
+    assert kernel.trajectory_metrics(*args, num_groups=np.int64(1)).frac_all_good == 1.0

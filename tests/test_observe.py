@@ -414,3 +414,17 @@ def _slow_window(state: DebateState, cfg: ObservationConfig) -> list[int]:
     if cfg.count_partial_round:
         return everything[-k:]
     return complete[-k:] + partial
+
+
+def test_system_prompt_checks_its_ids() -> None:
+    """It rendered ``Agent 5, one of 3 agents`` and ``one of 0 agents (Agent 0 to Agent -1)``."""
+    from kernel import system_prompt
+
+    with pytest.raises(ValueError, match=r"agent_id must lie in \[0, 2\], got 5"):
+        system_prompt(5, 3)
+    with pytest.raises(ValueError, match="num_agents must be >= 1, got 0"):
+        system_prompt(0, 0)
+    for bad in (1.5, True, "x"):
+        with pytest.raises(TypeError, match="agent_id must be an integer"):
+            system_prompt(bad, 3)  # type: ignore[arg-type]
+    assert system_prompt(np.int64(2), 3).startswith("You are Agent 2, one of 3 agents")

@@ -406,3 +406,31 @@ def test_reference_error_state_holds_earlier_types_only(games: list[RAEGame]) ->
         assert info.value.state.as_dict() == rae_batch(good, RAEState.empty(), decay=0.5).state.as_dict()
     else:
         assume(False)
+
+
+def test_a_state_whose_keys_and_baselines_disagree_is_refused() -> None:
+    """A state built by hand with one baseline too few read 0 for the missing key (and one too many read
+    the stray value); a NaN baseline gave NaN advantages. Each is an error naming the state now."""
+    from kernel import RAEGame, RAEState, rae_advantages, rae_batch
+
+    games = [RAEGame("kuhn", {"0": 1.0, "1": -1.0}, ["0", "1"])]
+    two_keys = (("kuhn", "0"), ("kuhn", "1"))
+    with pytest.raises(ValueError, match=r"state\.baselines_K must hold one baseline per key \(2\)"):
+        rae_batch(games, RAEState(two_keys, np.array([0.0])), decay=0.9)
+    with pytest.raises(ValueError, match=r"one baseline per key \(1\)"):
+        rae_batch(games, RAEState(two_keys[:1], np.array([0.0, 5.0])), decay=0.9)
+    with pytest.raises(ValueError, match=r"state\.baselines_K must be finite"):
+        rae_batch(games, RAEState(two_keys, np.array([0.0, np.nan])), decay=0.9)
+    with pytest.raises(ValueError, match=r"state\.keys must not repeat"):
+        rae_batch(games, RAEState(two_keys[:1] * 2, np.zeros(2)), decay=0.9)
+    with pytest.raises(TypeError, match=r"state must be an RAEState"):
+        rae_batch(games, None, decay=0.9)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"games\[0\]\.rewards must be a mapping"):
+        rae_batch([RAEGame("k", [1.0], ["0"])], RAEState.empty(), decay=0.9)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"games\[0\]\.step_actors must be a sequence"):
+        rae_batch([RAEGame("k", {"0": 1.0}, 5)], RAEState.empty(), decay=0.9)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"baselines_K must be finite"):
+        rae_advantages([1.0], [0], [np.nan], decay=0.5)
+    # a consistent state built by hand still works
+    out = rae_batch(games, RAEState(two_keys, np.array([0.5, 0.0])), decay=0.5)
+    assert out.advantages[0] == {"0": 0.5, "1": -1.0}

@@ -110,3 +110,30 @@ def test_robust_round_trip_survives_reasoning_fences_and_stop_strings(
             f["consensus"],
         )
         assert got.votes == tuple(f["comparisons"])
+
+
+def test_render_refuses_votes_the_parser_would_not_read_back() -> None:
+    """An id of 10 digits rendered fine and parsed back as a malformed vote, as did a 513th vote line."""
+    with pytest.raises(ValueError, match=r"comparisons\[0\] agent ids must have at most 9 digits"):
+        render_response(
+            solution="s",
+            evaluation="e",
+            comparisons=[Vote(10**9, ">", 1)],
+            consensus=True,
+            consensus_reason="r",
+        )
+    with pytest.raises(ValueError, match="comparisons must hold at most 512 votes"):
+        render_response(
+            solution="s",
+            evaluation="e",
+            comparisons=[Vote(1, ">", 2)] * 513,
+            consensus=True,
+            consensus_reason="r",
+        )
+    for votes in ([Vote(10**9 - 1, ">", 1)], [Vote(1, ">", 2)] * 512):
+        text = render_response(
+            solution="s", evaluation="e", comparisons=votes, consensus=True, consensus_reason="r"
+        )
+        for policy in PARSE_POLICIES:
+            parsed = parse_response(text, 0, policy=policy)
+            assert list(parsed.votes) == votes and not parsed.malformed_votes

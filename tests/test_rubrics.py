@@ -267,3 +267,17 @@ def test_jax_twin_checks_host_values_and_refuses_error_mode() -> None:
         jax_rubric(np.ones((2, 2)), missing="error")
     with pytest.raises(ValueError, match="components_PG_C must have rank 2"):
         jax_rubric(np.ones(2))
+
+
+def test_weights_must_survive_the_components_dtype() -> None:
+    """Weights were checked in float64 and then cast to the components' float32: 1e39 became inf (NaN
+    rewards) and 1e-46 became 0 (a missing component with that weight passed ``missing="error"``)."""
+    x = np.ones((1, 2), np.float32)
+    for w in (1e39, 1e-46):
+        with pytest.raises(
+            ValueError, match="weights_C must be representable in the components' dtype float32"
+        ):
+            rubric_rewards(x, weights_C=[w, 1.0])
+    with pytest.raises(ValueError, match="weights_A_C must be representable"):
+        rubric_rewards(x, weights_A_C=[[1e39, 1.0]], actor_ids_PG=[0])
+    assert np.isfinite(rubric_rewards(x.astype(np.float64), weights_C=[1e39, 1.0]).rewards_PG).all()

@@ -396,3 +396,34 @@ def test_pack_votes_names_a_bad_vote() -> None:
         pack_votes([(0, ">", 1), (0, 1)])
     with pytest.raises(ValueError, match=r"votes\[0\]\.a must be an integer agent id"):
         pack_votes([(None, ">", 1)])
+
+
+def test_pack_votes_refuses_ids_that_are_not_integers() -> None:
+    """A float or a string id was read as an int (1.5 → 1, "1" → 1); each is refused now. (A bool is an
+    int, as in Python and in the other vote paths: test_packed_votes_give_the_columns_of_the_vote_tuples.)"""
+    for bad in (1.5, "1", np.float64(2.0), None):
+        with pytest.raises(ValueError, match=r"votes\[0\]\.a must be an integer agent id"):
+            pack_votes([Vote(bad, ">", 2)])  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match=r"votes\[1\]\.b must be an integer agent id"):
+            pack_votes([Vote(0, ">", 1), Vote(2, "=", bad)])  # type: ignore[arg-type]
+    assert np.frombuffer(pack_votes([Vote(np.int64(1), ">", np.int32(2))]), np.int32).tolist() == [1, 0, 2]
+
+
+def test_vote_functions_name_a_votes_argument_that_is_not_vote_arrays() -> None:
+    from kernel import bradley_terry_rewards, pairwise_rewards, validate_votes
+
+    for fn in (validate_votes, pairwise_rewards, bradley_terry_rewards):
+        for bad in (([0], [0], [0], [0], [1]), None):
+            with pytest.raises(TypeError, match="votes must be a VoteArrays"):
+                fn(bad, [2])  # type: ignore[arg-type]
+
+
+def test_include_failed_must_be_a_bool() -> None:
+    from kernel import ParsedResponse, parse_responses
+
+    failed = [[ParsedResponse.make(0, ok=False, votes=(Vote(1, ">", 2),))]]
+    with pytest.raises(TypeError, match="include_failed must be a bool, got str 'no'"):
+        votes_from_responses(failed, include_failed="no")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="include_failed must be a bool"):
+        parse_responses(["no tags"], [0]).votes([0], include_failed=1)  # type: ignore[arg-type]
+    assert votes_from_responses(failed, include_failed=np.bool_(True)).a_V.tolist() == [1]
