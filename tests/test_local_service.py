@@ -477,3 +477,192 @@ def test_a_bad_request_in_a_batch_fails_alone() -> None:
             await other
 
     run(main())
+
+
+def test_sampling_options_that_overflowed_inside_a_batch_fail_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A top_k or stop id of 2**31 passed the checks and overflowed int32 inside the batched call, which
+    failed every request queued with it; top_p = 1e-46 (0 in float32) always sampled token 0. A stop id
+    outside the vocabulary and such a top_p are refused on their own now; a top_k beyond the vocabulary
+    keeps every token (as -1 does); and when a batched
+    call fails anyway, its requests are sampled again one by one, so only a request failing alone fails."""
+
+    async def main() -> None:
+        sampler = await (await _trainer()).save_weights_and_get_sampling_client()
+        bad_params = {
+            "stop": GREEDY.model_copy(update={"stop": [2**31]}),
+            "top_p": GREEDY.model_copy(update={"top_p": 1e-46}),
+        }
+        for name, params in bad_params.items():
+            futures = [sampler.sample(PROMPT, 1, GREEDY) for _ in range(2)]
+            futures.append(sampler.sample(PROMPT, 1, params))
+            futures += [sampler.sample(PROMPT, 2, GREEDY) for _ in range(2)]
+            out = await asyncio.gather(*futures, return_exceptions=True)
+            assert isinstance(out[2], ValueError) and name in str(out[2]), (name, out[2])
+            assert all(isinstance(r, types.SampleResponse) for k, r in enumerate(out) if k != 2)
+        for k in (10**6, 2**31, 2**70):
+            wide = await sampler.sample(PROMPT, 1, GREEDY.model_copy(update={"top_k": k}))
+            assert wide.sequences[0].tokens == (await sampler.sample(PROMPT, 1, GREEDY)).sequences[0].tokens
+        # a failure inside the batched call (not a validation error): the others still return
+        calls: list[int] = []
+        generate = m.generate_rows
+
+        def flaky(cfg: Any, params: Any, rows: list[Any], **kw: Any) -> Any:
+            calls.append(len(rows))
+            if any(r.max_tokens == 7 for r in rows):
+                raise RuntimeError("boom")
+            return generate(cfg, params, rows, **kw)
+
+        monkeypatch.setattr(m, "generate_rows", flaky)
+        seven = GREEDY.model_copy(update={"max_tokens": 7})
+        futures = [
+            sampler.sample(PROMPT, 2, GREEDY),
+            sampler.sample(PROMPT, 1, seven),
+            sampler.sample(PROMPT, 1, GREEDY),
+        ]
+        out = await asyncio.gather(*futures, return_exceptions=True)
+        assert isinstance(out[1], RuntimeError) and calls[0] == 4
+        assert [len(r.sequences) for r in (out[0], out[2])] == [2, 1]
+        monkeypatch.setattr(m, "generate_rows", generate)
+        alone = await sampler.sample(PROMPT, 2, GREEDY)
+        assert [s.tokens for s in out[0].sequences] == [s.tokens for s in alone.sequences]
+
+    run(main())
+
+
+def test_batched_samples_of_one_request_have_distinct_sequence_ids() -> None:
+    async def main() -> None:
+        sampler = await (await _trainer()).save_weights_and_get_sampling_client()
+        batched = await sampler.sample(PROMPT, 3, GREEDY)  # inside a loop: queued and batched
+        ids = [s.sequence_id for s in batched.sequences]
+        assert len(set(ids)) == 3 and [i.rsplit("-", 1)[1] for i in ids] == ["0", "1", "2"]
+
+    run(main())
+    sampler = run(_trainer()).save_weights_and_get_sampling_client().result()
+    direct = sampler.sample(PROMPT, 3, GREEDY).result()  # outside a loop: at once
+    assert [s.sequence_id.rsplit("-", 1)[1] for s in direct.sequences] == ["0", "1", "2"]
+
+
+def test_adam_parameters_that_break_the_weights_are_refused() -> None:
+    """beta1 = 1, beta2 = 1 and eps = 0 passed and turned the weights into NaN; a negative or NaN
+    grad_clip_norm meant no clipping. Each is an error now, and the state is unchanged."""
+
+    async def main() -> None:
+        trainer = await _trainer()
+        await trainer.forward_backward([ce_datum(TOKENS)], "cross_entropy")
+        before = trainer._state
+        bad = {"beta1": 1.0, "beta2": 1.5, "eps": 0.0, "grad_clip_norm": -1.0}
+        for key, value in bad.items():
+            with pytest.raises(ValueError, match=key):
+                await trainer.optim_step(ADAM.model_copy(update={key: value}))
+            assert trainer._state is before
+        with pytest.raises(ValueError, match="grad_clip_norm"):
+            await trainer.optim_step(ADAM.model_copy(update={"grad_clip_norm": float("nan")}))
+        await trainer.optim_step(ADAM)
+        assert all(bool(jnp.isfinite(x).all()) for x in jax.tree_util.tree_leaves(trainer.merged_params()))
+
+    run(main())
+
+
+def test_a_custom_loss_that_fails_commits_nothing() -> None:
+    """A metric that is not a number raised after the weighted pass had added its gradients (the next
+    step's gradient norm doubled); a NaN gradient was accumulated. Both are refused before any change."""
+
+    async def main() -> None:
+        trainer = await _trainer()
+        grads = trainer._state.grads
+        data = [ce_datum(TOKENS)]
+        with pytest.raises(ValueError, match=r"metrics\['note'\] must be a number"):
+            await trainer.forward_backward_custom(
+                data, lambda d, lps: (-sum(jnp.sum(x) for x in lps), {"note": "hi"})
+            )
+        with pytest.raises(ValueError, match="gradient with respect to the logprobs is not finite"):
+            await trainer.forward_backward_custom(
+                data, lambda d, lps: (jnp.nan * sum(jnp.sum(x) for x in lps), {})
+            )
+        with pytest.raises(TypeError, match=r"loss_fn must return a \(loss, metrics\) pair"):
+            await trainer.forward_backward_custom(data, lambda d, lps: sum(jnp.sum(x) for x in lps))
+        assert _leaves_equal(trainer._state.grads, grads)  # still all zero
+
+    run(main())
+
+
+def test_training_and_scoring_inputs_are_checked() -> None:
+    async def main() -> None:
+        trainer = await _trainer()
+        grads = trainer._state.grads
+        for targets in (np.full(13, np.nan, np.float32), np.array(TOKENS[1:], np.float32) + 0.7):
+            datum = types.Datum(
+                model_input=types.ModelInput.from_ints(TOKENS[:-1]),
+                loss_fn_inputs={"target_tokens": types.TensorData.from_numpy(targets), "weights": [1.0] * 13},
+            )
+            with pytest.raises(
+                ValueError, match=r"data\[0\]\.loss_fn_inputs\['target_tokens'\] must hold integer"
+            ):
+                await trainer.forward_backward([datum], "cross_entropy")
+        assert trainer._state.grads is grads
+        whole = types.TensorData.from_numpy(np.array(TOKENS[1:], np.float32))
+        datum = types.Datum(
+            model_input=types.ModelInput.from_ints(TOKENS[:-1]),
+            loss_fn_inputs={"target_tokens": whole, "weights": [1.0] * 13},
+        )
+        same = (
+            await trainer.forward([datum], "cross_entropy"),
+            await trainer.forward([ce_datum(TOKENS)], "cross_entropy"),
+        )
+        assert same[0].metrics == same[1].metrics
+        sampler = await trainer.save_weights_and_get_sampling_client()
+        for ids in ([72, 5000, 33], [72, -1, 33], [72, 262, 33]):
+            with pytest.raises(ValueError, match=r"prompt token ids must be in \[0, 262\)"):
+                await sampler.compute_logprobs(types.ModelInput.from_ints(ids))
+        with pytest.raises(ValueError, match=r"rank must be at most the model's d_model \(64\)"):
+            await LocalServiceClient(seed=0).create_lora_training_client("tiny", rank=65)
+
+    run(main())
+
+
+def test_weights_and_checkpoints_with_wrong_dtypes_or_config_types_are_refused(tmp_path: Path) -> None:
+    """An int32 tensor loaded and broke the client at its next call; a float config field crashed deep
+    in JAX; a negative norm_eps or a NaN weight trained to NaN. Each is refused at load, naming the file."""
+    from safetensors.numpy import load, save
+
+    cfg = m.SIZES["tiny"]
+    params = m.init_params(cfg, jax.random.key(0))
+    good = tmp_path / "good.safetensors"
+    m.save_weights(good, cfg, params)
+    meta = {"config": __import__("json").dumps(cfg._asdict())}
+    flat = load(good.read_bytes())
+    variants: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+        "dtype int32": ({"embed": flat["embed"].astype(np.int32)}, {}),
+        "dtype float16": ({"lm_head": flat["lm_head"].astype(np.float16)}, {}),
+        "non-finite": ({"lm_head": np.full_like(flat["lm_head"], np.nan)}, {}),
+        "d_model must be an int": ({}, {"d_model": 64.0}),
+        "num_heads must be an int": ({}, {"num_heads": 4.0}),
+        "rope_base must be a finite number": ({}, {"rope_base": "x"}),
+        "norm_eps must be a finite number": ({}, {"norm_eps": -1}),
+    }
+    for name, (tensors, config) in variants.items():
+        path = tmp_path / f"bad-{len(config)}-{len(tensors)}-{abs(hash(name))}.safetensors"
+        metadata = {"config": __import__("json").dumps({**cfg._asdict(), **config})} if config else meta
+        path.write_bytes(save({**flat, **tensors}, metadata=metadata))
+        with pytest.raises(ValueError, match=name.split()[0]) as info:
+            LocalServiceClient(seed=0).create_lora_training_client(str(path), rank=4).result()
+        assert path.name in str(info.value), name
+
+    async def checkpoint() -> None:
+        trainer = await LocalServiceClient(seed=0, root=tmp_path).create_lora_training_client("tiny", rank=4)
+        state = Path((await trainer.save_state("good")).path)
+        saved = load(state.read_bytes())
+        from safetensors import safe_open
+
+        with safe_open(str(state), framework="numpy") as f:
+            state_meta = f.metadata()
+        saved["frozen.embed"] = saved["frozen.embed"].astype(np.int32)
+        bad = tmp_path / "bad-state.safetensors"
+        bad.write_bytes(save(saved, metadata=state_meta))
+        before = trainer._state
+        with pytest.raises(ValueError, match=r"bad-state\.safetensors.*dtype int32"):
+            await trainer.load_state_with_optimizer(str(bad))
+        assert trainer._state is before
+        await trainer.forward_backward([ce_datum(TOKENS)], "cross_entropy")  # still works
+
+    run(checkpoint())

@@ -119,6 +119,14 @@ def bucket(n: int, *, minimum: int = 1) -> int:
 
 
 def _check_config(cfg: ModelConfig) -> None:
+    for name in ("vocab_size", "d_model", "num_layers", "num_heads", "d_ff", "max_seq_len"):
+        value = getattr(cfg, name)
+        if isinstance(value, bool) or not isinstance(value, int | np.integer):
+            raise ValueError(f"ModelConfig.{name} must be an int, got {value!r}")
+    for name in ("rope_base", "norm_eps"):
+        value = getattr(cfg, name)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
+            raise ValueError(f"ModelConfig.{name} must be a finite number > 0, got {value!r}")
     if cfg.d_model % cfg.num_heads or cfg.head_dim % 2:
         raise ValueError(
             f"d_model ({cfg.d_model}) must be a multiple of num_heads ({cfg.num_heads}) "
@@ -603,8 +611,14 @@ def check_row(cfg: ModelConfig, row: SampleRow, *, where: str = "row") -> None:
         )
     if row.max_tokens < 1:
         raise ValueError(f"{where}.max_tokens must be >= 1, got {row.max_tokens}")
-    if not 0.0 < row.top_p <= 1.0:
-        raise ValueError(f"{where}.top_p must be in (0, 1], got {row.top_p}")
+    if not 0.0 < np.float32(row.top_p) <= 1.0:  # as the sampler reads it: 1e-46 is 0 in float32
+        raise ValueError(f"{where}.top_p must be in (0, 1] (in float32), got {row.top_p}")
+    if isinstance(row.top_k, bool) or not isinstance(row.top_k, int | np.integer):
+        raise ValueError(f"{where}.top_k must be an int (-1 or 0: no top-k), got {row.top_k!r}")
+    for s in row.stop_sequences:
+        ints = all(isinstance(t, int | np.integer) and not isinstance(t, bool) for t in s)
+        if not ints or any(not 0 <= t < cfg.vocab_size for t in s):
+            raise ValueError(f"{where}.stop token ids must be ints in [0, {cfg.vocab_size}), got {list(s)}")
     if not math.isfinite(row.temperature):
         raise ValueError(f"{where}.temperature must be finite, got {row.temperature}")
     if any(not 0 <= t < cfg.vocab_size for t in row.prompt):
@@ -663,7 +677,9 @@ def generate_rows(
     for b, r in enumerate(rows):
         prompts[b, : len(r.prompt)] = r.prompt
         lengths[b], budget[b] = len(r.prompt), max_tokens[b]
-        temperature[b], top_p[b], top_k[b] = r.temperature, r.top_p, r.top_k
+        # top_k beyond the vocabulary keeps every token, as -1 does (and fits int32)
+        temperature[b], top_p[b] = r.temperature, r.top_p
+        top_k[b] = max(-1, min(int(r.top_k), cfg.vocab_size))
         for j, s in enumerate(stops[b]):
             stop_arr[b, j, width - len(s) :] = s
             valid[b, j, width - len(s) :] = True
@@ -796,6 +812,7 @@ def load_weights(path: str | Path) -> tuple[ModelConfig, Params]:
         raise ValueError(f"cannot read weights file {str(path)!r}: {exc}") from exc
     try:
         cfg = ModelConfig(**json.loads(meta["config"]))
+        _check_config(cfg)
     except Exception as exc:
         raise ValueError(f"weights file {str(path)!r} has no valid 'config' metadata: {exc}") from exc
     expected = jax.eval_shape(lambda: init_params(cfg, jax.random.key(0)))
@@ -816,3 +833,7 @@ def _check_like(expected: Any, actual: Any, where: str) -> None:
             raise ValueError(
                 f"{where}: tensor {name!r} has shape {tuple(act[name].shape)}, expected {tuple(e.shape)}"
             )
+        if act[name].dtype != e.dtype:
+            raise ValueError(f"{where}: tensor {name!r} has dtype {act[name].dtype}, expected {e.dtype}")
+        if not bool(jnp.isfinite(act[name]).all()):
+            raise ValueError(f"{where}: tensor {name!r} holds non-finite values")

@@ -147,7 +147,14 @@ def _batch(data: Sequence[types.Datum], needed: tuple[str, ...], cfg: m.ModelCon
                     f"data[{i}].loss_fn_inputs[{key!r}] has shape {list(arr.shape)}, "
                     f"but model_input has {n} tokens (expected shape [{n}])"
                 )
-            if key != "target_tokens" and not np.all(np.isfinite(arr)):
+            if key == "target_tokens":
+                whole = arr.dtype.kind == "f" and np.array_equal(arr, np.round(arr))  # NaN is not
+                if arr.dtype.kind not in "iu" and not whole:
+                    raise ValueError(
+                        f"data[{i}].loss_fn_inputs['target_tokens'] must hold integer token ids, got dtype "
+                        f"{arr.dtype} with non-integer values"
+                    )
+            elif not np.all(np.isfinite(arr)):
                 raise ValueError(f"data[{i}].loss_fn_inputs[{key!r}] holds non-finite values")
             arrays[key] = arr
         for name, ids in (
@@ -403,6 +410,7 @@ def _read_state(path: str | Path) -> _State:
         )
     try:
         cfg = m.ModelConfig(**json.loads(meta["config"]))
+        m._check_config(cfg)
         rank, step, base_model = int(meta["rank"]), int(meta["step"]), meta["base_model"]
     except Exception as exc:
         raise ValueError(f"{where} has corrupt metadata: {exc}") from exc
@@ -520,13 +528,17 @@ class LocalSamplingClient:
         m.check_row(self._cfg, rows[0], where="request")
         return rows
 
-    def _response(self, call: int, result: m.GenerateResult, start: int, count: int) -> types.SampleResponse:
+    def _response(
+        self, call: int, result: m.GenerateResult, start: int, count: int, first: int = 0
+    ) -> types.SampleResponse:
+        """The SampleResponse of result rows ``start … start + count − 1``, sample ``first`` onwards of
+        request ``call``."""
         toks, lps = np.asarray(result.tokens_B_M), np.asarray(result.logprobs_B_M, dtype=np.float32)
         lengths, stopped = np.asarray(result.lengths_B), np.asarray(result.stopped_B)
         sequences = [
             types.SampledSequence(
                 stop_reason="stop" if stopped[b] else "length",
-                sequence_id=f"{self._name}-{call}-{b - start}",
+                sequence_id=f"{self._name}-{call}-{first + b - start}",
                 tokens_np=toks[b, : lengths[b]].astype(np.int32),
                 logprobs_np=lps[b, : lengths[b]].copy(),
             )
@@ -538,7 +550,9 @@ class LocalSamplingClient:
         """Samples every queued request in batched calls; resolves their futures in request order.
 
         Rows are grouped by prompt length (fewer padded positions) into calls of at most
-        :func:`_rows_per_call` rows; a failing call fails the requests it held, and only those.
+        :func:`_rows_per_call` rows. When a call fails, each of its requests is sampled again on its
+        own (the same tokens: a row never depends on the others), so only a request that fails alone
+        fails.
         """
         queue, self._queue, self._flush_pending = self._queue, [], False
         live = [q for q in queue if not q.future.done()]  # a cancelled request is skipped
@@ -557,10 +571,20 @@ class LocalSamplingClient:
                     self._cfg, self._params, [live[i].rows[j] for i, j in group], min_batch=_MIN_ROWS
                 )
                 for b, (i, j) in enumerate(group):
-                    outcome[i][j] = self._response(live[i].call, result, b, 1).sequences[0]
+                    outcome[i][j] = self._response(live[i].call, result, b, 1, j).sequences[0]
             except Exception as exc:
-                for i, _ in group:
-                    errors.setdefault(i, exc)
+                requests = sorted({i for i, _ in group})
+                if len(requests) == 1:
+                    errors.setdefault(requests[0], exc)
+                    continue
+                for r in requests:  # a call that fails for one request's sake: each request alone
+                    mine = [(i, j) for i, j in group if i == r]
+                    try:
+                        alone = m.generate_rows(self._cfg, self._params, [live[r].rows[j] for _, j in mine])
+                        for b, (_, j) in enumerate(mine):
+                            outcome[r][j] = self._response(live[r].call, alone, b, 1, j).sequences[0]
+                    except Exception as own:
+                        errors.setdefault(r, own)
         for i, q in enumerate(live):
             if i in errors:
                 q.future.set_exception(errors[i])
@@ -606,9 +630,12 @@ class LocalSamplingClient:
         """log p(token_t | tokens_<t) for every prompt token (None for the first), as in the SDK."""
 
         def work() -> list[float | None]:
-            tokens = np.asarray(prompt.to_ints(), np.int32)
-            if not 1 <= tokens.size <= self._cfg.max_seq_len:
-                raise ValueError(f"prompt must hold 1 to {self._cfg.max_seq_len} tokens, got {tokens.size}")
+            ids = prompt.to_ints()
+            if not 1 <= len(ids) <= self._cfg.max_seq_len:
+                raise ValueError(f"prompt must hold 1 to {self._cfg.max_seq_len} tokens, got {len(ids)}")
+            if any(not 0 <= t < self._cfg.vocab_size for t in ids):
+                raise ValueError(f"prompt token ids must be in [0, {self._cfg.vocab_size})")
+            tokens = np.asarray(ids, np.int32)
             lp = _logprobs(self._cfg, self._params, tokens)
             return [None, *(float(x) for x in lp)]
 
@@ -729,14 +756,35 @@ class LocalTrainingClient:
         batch = _batch(data, ("target_tokens",), self._state.cfg)
         forward = self._apply(batch, "cross_entropy", (), backward=False)
         lp = [jnp.asarray(o["logprobs"].to_numpy()) for o in forward.loss_fn_outputs]
-        loss, pullback, metrics = jax.vjp(lambda lps: loss_fn(data, lps), lp, has_aux=True)
+
+        def checked(lps: list[jax.Array]) -> Any:
+            out = loss_fn(data, lps)
+            if not (isinstance(out, tuple) and len(out) == 2):
+                raise TypeError(f"loss_fn must return a (loss, metrics) pair, got {type(out).__name__}")
+            return out
+
+        loss, pullback, metrics = jax.vjp(checked, lp, has_aux=True)
         loss = jnp.asarray(loss)
         (grads,) = pullback(jnp.ones_like(loss))
         weights = np.zeros_like(batch.first)
         for i, (g, n) in enumerate(zip(grads, batch.lengths, strict=True)):
             weights[i, :n] = -np.asarray(g, np.float32)
+        if not np.isfinite(weights).all():
+            raise ValueError(
+                f"loss_fn's gradient with respect to the logprobs is not finite (loss "
+                f"{float(jnp.sum(loss))}); nothing was accumulated"
+            )
+        try:
+            pairs = dict(metrics)
+        except (TypeError, ValueError):
+            raise TypeError(f"loss_fn's metrics must be a mapping name -> number, got {metrics!r}") from None
+        metrics_out: dict[str, float] = {}
+        for k, v in pairs.items():  # converted before the weighted pass: a bad metric commits nothing
+            try:
+                metrics_out[str(k)] = float(v)
+            except (TypeError, ValueError):
+                raise ValueError(f"loss_fn's metrics[{k!r}] must be a number, got {v!r}") from None
         out = self._apply(batch._replace(first=weights), "cross_entropy", (), backward=True)
-        metrics_out = {k: float(v) for k, v in dict(metrics).items()}
         metrics_out["surrogate_loss:sum"] = out.metrics["loss:sum"]
         metrics_out["loss:sum"] = float(jnp.sum(loss))
         return types.ForwardBackwardOutput(out.loss_fn_output_type, out.loss_fn_outputs, metrics_out)
@@ -758,11 +806,17 @@ class LocalTrainingClient:
         s = self._state
         values = {"learning_rate": p.learning_rate, "b1": p.beta1, "b2": p.beta2, "eps": p.eps}
         values["weight_decay"] = getattr(p, "weight_decay", 0.0)
-        for k, v in values.items():
+        clip_norm = getattr(p, "grad_clip_norm", 0.0) or 0.0
+        for k, v in {**values, "grad_clip_norm": clip_norm}.items():
             if not np.isfinite(v) or v < 0:
                 raise ValueError(f"AdamParams {k} must be a finite number >= 0, got {v}")
+        for k in ("b1", "b2"):  # β = 1 never forgets the first gradient; its bias correction divides by 0
+            if not values[k] < 1:
+                raise ValueError(f"AdamParams beta{k[1]} must be < 1, got {values[k]}")
+        if not np.float32(values["eps"]) > 0:  # ε = 0 divides 0 by 0 wherever a gradient entry is 0
+            raise ValueError(f"AdamParams eps must be > 0 (in float32), got {values['eps']}")
         hyper = {k: jnp.asarray(v, jnp.float32) for k, v in values.items()}
-        clip = jnp.asarray(getattr(p, "grad_clip_norm", 0.0) or 0.0, jnp.float32)
+        clip = jnp.asarray(clip_norm, jnp.float32)
         trainable, opt_state, grads, norm = _optim_step(s.trainable, s.opt_state, s.grads, hyper, clip)
         self._state = s._replace(trainable=trainable, opt_state=opt_state, grads=grads, step=s.step + 1)
         return types.OptimStepResponse(metrics={"grad_norm": float(norm)})
@@ -879,6 +933,8 @@ class LocalServiceClient:
 
     def _new(self, base_model: str, rank: int) -> LocalTrainingClient:
         cfg, base = _resolve_base(base_model, self.seed)
+        if rank > cfg.d_model:  # every adapted matrix has d_model rows or columns: no longer low-rank
+            raise ValueError(f"rank must be at most the model's d_model ({cfg.d_model}), got {rank}")
         index = next(self._clients)
         if rank > 0:
             lora = m.init_lora(cfg, rank, jax.random.fold_in(jax.random.key(self.seed), 1 + index))
