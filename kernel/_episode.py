@@ -28,7 +28,7 @@ from typing import Any, Final, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from kernel._checks import as_int_array, check_same_length, check_type
+from kernel._checks import as_int_array, check_real, check_same_length, check_type
 from kernel._types import ParsedResponse
 
 __all__ = [
@@ -305,6 +305,7 @@ def submit(
     check_type(state, DebateState, "state")
     check_type(parsed, ParsedResponse, "parsed")
     agent = _as_index(agent_id, "agent_id")
+    failure_reward = check_real(parse_failure_reward, "parse_failure_reward", finite=True)
     n = state.num_agents
     rejected = _rejection(agent, parsed, n, state.turn, state.done)
     if rejected:
@@ -313,7 +314,7 @@ def submit(
         ended = replace(
             state, done=True, aborted=True, parse_failed=True, abort_reason=parsed.reason or "parse_error"
         )
-        return StepResult(ended, float(parse_failure_reward), True, "")
+        return StepResult(ended, failure_reward, True, "")
     if state.turn % n == 0:
         rounds = (*state.rounds, (parsed,))
     else:

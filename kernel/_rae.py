@@ -453,6 +453,8 @@ def rae_batch(
             row_key.append((game.episode_type if key_by == "episode_type_actor" else None, actor))
             if isinstance(reward, bool) or not isinstance(reward, int | float | np.floating | np.integer):
                 raise TypeError(f"games[{g}].rewards[{actor!r}] must be a real number, got {reward!r}")
+            if not math.isfinite(reward):
+                raise ValueError(f"games[{g}].rewards[{actor!r}] must be finite, got {reward!r}")
             row_reward.append(float(reward))
 
     if order == "legos":

@@ -90,15 +90,22 @@ def component_weights(
     Raises:
       ValueError: a name the mapping gives that is not a component (the message lists the components),
         repeated names, or a negative or non-finite weight.
-      TypeError: a weight that is not a real number.
+      TypeError: a weight that is not a real number, ``names`` that are not a sequence of strings, or
+        ``weights`` that is not a mapping.
 
     Examples:
       >>> component_weights(["correct", "format", "votes"], {"votes": 0.5})
       array([1. , 1. , 0.5])
     """
+    if isinstance(names, str | bytes):
+        raise TypeError(f"names must be a sequence of component names, got the string {names!r}")
     cols = list(names)
+    if not all(isinstance(c, str) for c in cols):
+        raise TypeError(f"names must be strings, got {cols}")
     if len(set(cols)) != len(cols):
         raise ValueError(f"names must be distinct, got {cols}")
+    if weights is not None and not isinstance(weights, Mapping):
+        raise TypeError(f"weights must be a mapping name -> weight, got {type(weights).__name__}")
     given = dict(weights or {})
     unknown = [k for k in given if k not in cols]
     if unknown:

@@ -599,3 +599,17 @@ def test_round1_vote_check_matches_a_loop(rows: list[tuple[int, int, int, int]])
         bad = r == 0 and author >= 0 and named_later
         assert chk.valid_V[v] == (not bad)
         assert chk.reason_V[v] == (ROUND1_NOT_YET_SPOKEN if bad else ROUND1_VALID)
+
+
+def test_parse_failure_reward_must_be_a_finite_number() -> None:
+    import math
+
+    from kernel import ParsedResponse, initial_state, submit
+
+    state = initial_state("q", num_agents=2, max_rounds=1)
+    failed = ParsedResponse.make(0, ok=False)
+    with pytest.raises(TypeError, match="parse_failure_reward must be a real number"):
+        submit(state, 0, failed, parse_failure_reward="x")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="parse_failure_reward must be finite"):
+        submit(state, 0, failed, parse_failure_reward=math.nan)
+    assert submit(state, 0, failed, parse_failure_reward=-2).reward == -2.0

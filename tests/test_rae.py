@@ -434,3 +434,14 @@ def test_a_state_whose_keys_and_baselines_disagree_is_refused() -> None:
     # a consistent state built by hand still works
     out = rae_batch(games, RAEState(two_keys, np.array([0.5, 0.0])), decay=0.5)
     assert out.advantages[0] == {"0": 0.5, "1": -1.0}
+
+
+def test_a_nan_reward_in_a_game_is_named_by_its_game_and_actor() -> None:
+    from kernel import RAEGame, RAEState, rae_batch
+
+    with pytest.raises(ValueError, match=r"games\[1\]\.rewards\['0'\] must be finite, got nan"):
+        rae_batch(
+            [RAEGame("k", {"0": 1.0}, ["0"]), RAEGame("k", {"0": math.nan}, ["0"])],
+            RAEState.empty(),
+            decay=0.9,
+        )

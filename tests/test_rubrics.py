@@ -281,3 +281,13 @@ def test_weights_must_survive_the_components_dtype() -> None:
     with pytest.raises(ValueError, match="weights_A_C must be representable"):
         rubric_rewards(x, weights_A_C=[[1e39, 1.0]], actor_ids_PG=[0])
     assert np.isfinite(rubric_rewards(x.astype(np.float64), weights_C=[1e39, 1.0]).rewards_PG).all()
+
+
+def test_component_weights_refuses_a_string_of_names_and_a_list_of_weights() -> None:
+    """``component_weights("abc")`` made three components a, b, c."""
+    with pytest.raises(TypeError, match="names must be a sequence of component names, got the string 'abc'"):
+        component_weights("abc")
+    with pytest.raises(TypeError, match="names must be strings"):
+        component_weights([1, 2])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="weights must be a mapping name -> weight, got list"):
+        component_weights(["a", "b"], [1.0, 2.0])  # type: ignore[arg-type]
