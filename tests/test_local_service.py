@@ -666,3 +666,25 @@ def test_weights_and_checkpoints_with_wrong_dtypes_or_config_types_are_refused(t
         await trainer.forward_backward([ce_datum(TOKENS)], "cross_entropy")  # still works
 
     run(checkpoint())
+
+
+def test_arguments_of_the_wrong_type_are_named() -> None:
+    service = LocalServiceClient(seed=0)
+    for base in (None, 123):
+        with pytest.raises(TypeError, match="base_model must be a model name or a weights file path"):
+            service.create_lora_training_client(base, rank=4).result()  # type: ignore[arg-type]
+    trainer = service.create_lora_training_client("tiny", rank=4).result()
+    with pytest.raises(ValueError, match="loss_fn must be one of"):
+        trainer.forward_backward([ce_datum(TOKENS)], ["ppo"]).result()  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="loss_fn_config must be a mapping"):
+        trainer.forward_backward([ce_datum(TOKENS)], "ppo", [1, 2]).result()  # type: ignore[arg-type]
+    sampler = trainer.save_weights_and_get_sampling_client().result()
+    with pytest.raises(
+        TypeError, match=r"sampling_params must be a tinker\.types\.SamplingParams, got NoneType"
+    ):
+        sampler.sample(PROMPT, 1, None).result()  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"prompt must be a tinker\.types\.ModelInput, got list"):
+        sampler.sample([72, 105], 1, GREEDY).result()  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"prompt must be a tinker\.types\.ModelInput"):
+        sampler.compute_logprobs([72, 105]).result()  # type: ignore[arg-type]
+    assert len(sampler.sample(PROMPT, 1, GREEDY).result().sequences[0].tokens) == 12

@@ -100,6 +100,8 @@ def serves(base_model: str) -> bool:
 
 
 def _resolve_base(base_model: str, seed: int) -> tuple[m.ModelConfig, m.Params]:
+    if not isinstance(base_model, str):
+        raise TypeError(f"base_model must be a model name or a weights file path (str), got {base_model!r}")
     if base_model in m.SIZES:
         cfg = m.SIZES[base_model]
         return cfg, m.init_params(cfg, jax.random.key(seed))
@@ -188,8 +190,10 @@ def _batch(data: Sequence[types.Datum], needed: tuple[str, ...], cfg: m.ModelCon
 
 
 def _options(loss_fn: str, config: Mapping[str, float | str] | None) -> tuple[tuple[str, float], ...]:
-    if loss_fn not in _INPUTS:
+    if not isinstance(loss_fn, str) or loss_fn not in _INPUTS:
         raise ValueError(f"loss_fn must be one of {list(LOSS_FNS)}, got {loss_fn!r}")
+    if config is not None and not isinstance(config, Mapping):
+        raise TypeError(f"loss_fn_config must be a mapping option -> number, got {type(config).__name__}")
     config = dict(config or {})
     unknown = sorted(set(config) - set(_OPTIONS[loss_fn]))
     if unknown:
@@ -496,6 +500,11 @@ class LocalSamplingClient:
         self, call: int, prompt: types.ModelInput, num_samples: int, params: types.SamplingParams
     ) -> list[m.SampleRow]:
         """The request's rows, validated in full; row j's key is ``fold_in(request key, j)``."""
+        if not isinstance(prompt, types.ModelInput):
+            raise TypeError(f"prompt must be a tinker.types.ModelInput, got {type(prompt).__name__}")
+        if not isinstance(params, types.SamplingParams):
+            kind = type(params).__name__
+            raise TypeError(f"sampling_params must be a tinker.types.SamplingParams, got {kind}")
         tokens = prompt.to_ints()
         if len(tokens) >= self._cfg.max_seq_len:
             raise ValueError(
@@ -630,6 +639,8 @@ class LocalSamplingClient:
         """log p(token_t | tokens_<t) for every prompt token (None for the first), as in the SDK."""
 
         def work() -> list[float | None]:
+            if not isinstance(prompt, types.ModelInput):
+                raise TypeError(f"prompt must be a tinker.types.ModelInput, got {type(prompt).__name__}")
             ids = prompt.to_ints()
             if not 1 <= len(ids) <= self._cfg.max_seq_len:
                 raise ValueError(f"prompt must hold 1 to {self._cfg.max_seq_len} tokens, got {len(ids)}")
