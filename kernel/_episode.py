@@ -425,6 +425,7 @@ def replay(
       (True, 'missing_solution')
     """
     state = initial_state(question, num_agents=num_agents, max_rounds=max_rounds)
+    failure_reward = check_real(parse_failure_reward, "parse_failure_reward", finite=True)
     n, limit = state.num_agents, state.max_rounds
     rewards: list[float] = []
     accepted: list[int] = []
@@ -446,7 +447,7 @@ def replay(
             continue
         accepted.append(index)
         if not parsed.ok:
-            rewards.append(float(parse_failure_reward))
+            rewards.append(failure_reward)
             done = parse_failed = True
             abort_reason = parsed.reason or "parse_error"
             continue

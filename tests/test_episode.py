@@ -613,3 +613,14 @@ def test_parse_failure_reward_must_be_a_finite_number() -> None:
     with pytest.raises(ValueError, match="parse_failure_reward must be finite"):
         submit(state, 0, failed, parse_failure_reward=math.nan)
     assert submit(state, 0, failed, parse_failure_reward=-2).reward == -2.0
+
+
+def test_replay_checks_parse_failure_reward_as_submit_does() -> None:
+    import math
+
+    from kernel import replay
+
+    with pytest.raises(ValueError, match="parse_failure_reward must be finite"):
+        replay("q", [], num_agents=2, max_rounds=1, parse_failure_reward=math.nan)
+    with pytest.raises(TypeError, match="parse_failure_reward must be a real number"):
+        replay("q", [], num_agents=2, max_rounds=1, parse_failure_reward="x")  # type: ignore[arg-type]
