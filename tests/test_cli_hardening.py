@@ -417,3 +417,303 @@ def test_train_without_the_training_extras_is_a_clear_error(
     monkeypatch.setitem(sys.modules, "adapters.tinker.train", None)  # as if tinker were not installed
     assert main(["train", "--steps", "1", "--out", str(tmp_path / "run")]) == 2
     assert "pip install -e '.[local]'" in capsys.readouterr().err
+
+
+# --- review of the outputs: a run's own files, stdin, the records/datums pair, messages ---------------
+
+
+def _token_debate(ident: str) -> dict[str, Any]:
+    """A two-agent debate whose turns carry tokens (so it gives datums)."""
+    rec = _debate(ident, n=2)
+    for turn in rec["turns"]:
+        turn.update(observation_tokens=[1, 2], action_tokens=[3, 4], logprobs=[-0.5, -0.25])
+    return rec
+
+
+def _run_dir(tmp_path: Path, metrics: list[str] | None = None) -> Path:
+    """A training run directory as ``train`` leaves it (the files ``report RUN_DIR`` and ``score``
+    read), without running a service."""
+    run = tmp_path / "run"
+    (run / "transcripts").mkdir(parents=True)
+    lines = metrics or [json.dumps({"step": s, "env/all/reward/total": 0.1 * s}) for s in range(3)]
+    (run / "metrics.jsonl").write_text("".join(line + "\n" for line in lines), "utf-8")
+    (run / "run.json").write_text('{"run_id": "r", "config": {}}\n', "utf-8")
+    _write(run / "transcripts" / "step-000000.jsonl", [_token_debate("a")])
+    return run
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_report_of_a_run_directory_refuses_to_overwrite_the_runs_files(tmp_path: Path, capsys: Any) -> None:
+    run = _run_dir(tmp_path)
+    before = _snapshot(run)
+    for target, needle in [
+        (run / "metrics.jsonl", "is an input of the run"),
+        (run / "run.json", "is an input of the run"),
+        (run / "transcripts" / "step-000000.jsonl", "is an input of the run"),
+        (tmp_path / "x" / ".." / "run" / "metrics.jsonl", "is an input of the run"),
+        (run / "notes.txt", "a report there must be an .html file"),
+        (run, "is a directory"),
+    ]:
+        assert main(["report", str(run), "-o", str(target)]) == 2, target
+        out, err = capsys.readouterr()
+        assert out == "" and err.count("\n") == 1 and needle in err, err
+        assert _snapshot(run) == before
+    (tmp_path / "link.jsonl").hardlink_to(run / "metrics.jsonl")
+    assert main(["report", str(run), "-o", str(tmp_path / "link.jsonl")]) == 2
+    assert "is an input of the run" in capsys.readouterr().err and _snapshot(run) == before
+    assert main(["report", str(run), "-o", str(run / "curves.html")]) == 0  # a page in the run: fine
+    assert main(["report", str(run), "-o", str(run / "curves.html")]) == 0  # and again, over itself
+    # the FILE branch refuses its input as before
+    step = run / "transcripts" / "step-000000.jsonl"
+    assert main(["report", str(step), "-o", str(step)]) == 2
+    assert "is the input file; refusing to overwrite it" in capsys.readouterr().err
+
+
+@pytest.fixture
+def stdin_from(monkeypatch: Any) -> Any:
+    """Puts a file on standard input (file descriptor 0 and ``sys.stdin``) for the test, then the
+    previous one back."""
+    saved = os.dup(0)
+    opened: list[Any] = []
+
+    def put(path: Path) -> None:
+        fd = os.open(path, os.O_RDONLY)
+        os.dup2(fd, 0)
+        os.close(fd)
+        opened.append(open(0, encoding="utf-8", closefd=False))
+        monkeypatch.setattr(sys, "stdin", opened[-1])
+
+    yield put
+    monkeypatch.undo()
+    for f in opened:
+        f.close()
+    os.dup2(saved, 0)
+    os.close(saved)
+
+
+def test_an_output_that_is_the_file_on_stdin_is_refused(tmp_path: Path, capsys: Any, stdin_from: Any) -> None:
+    path = _write(tmp_path / "s.jsonl", [_token_debate("a")])
+    before = path.read_bytes()
+    alias = tmp_path / "alias.jsonl"
+    alias.hardlink_to(path)
+    stdin_from(path)
+    for argv, needle in [
+        (["score", "-", "--quiet", "--out", str(path)], "--out"),
+        (["score", "-", "--quiet", "--out", str(alias)], "--out"),
+        (["score", "-", "--quiet", "--datums-out", str(path)], "--datums-out"),
+        (["report", "-", "-o", str(path)], "--output"),
+    ]:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert f"{needle} " in err and "is the input file (standard input); refusing to overwrite it" in err
+        assert path.read_bytes() == before
+
+
+def test_a_run_without_tokens_removes_the_stale_datums_of_its_out(tmp_path: Path, capsys: Any) -> None:
+    tokens = _write(tmp_path / "tok.jsonl", [_token_debate("a"), _token_debate("b")])
+    plain = _write(tmp_path / "plain.jsonl", [_debate("c")])
+    out_file, datums = tmp_path / "r.jsonl", tmp_path / "r.datums.npz"
+    for quiet in (False, True):
+        assert main(["score", str(tokens), "--quiet", "--out", str(out_file)]) == 0
+        assert datums.exists()
+        capsys.readouterr()
+        assert main(["score", str(plain), "--out", str(out_file), *(["--quiet"] if quiet else [])]) == 0
+        err = capsys.readouterr().err
+        assert not datums.exists() and [r["id"] for r in map(json.loads, out_file.open())] == ["c"]
+        said = f"removed {datums}: it held the datums of an earlier {out_file}, and no turn of this input"
+        assert (said not in err) if quiet else (said in err), err
+    # a --datums-out the user named is theirs: left as it was, with the warning
+    named = tmp_path / "named.npz"
+    named.write_bytes(b"earlier datums")
+    assert main(["score", str(plain), "--quiet", "--out", str(out_file), "--datums-out", str(named)]) == 0
+    assert "no turn carries tokens" in capsys.readouterr().err and named.read_bytes() == b"earlier datums"
+
+
+def _previous_pair(tmp_path: Path) -> tuple[Path, Path, dict[str, bytes]]:
+    """``r.jsonl`` and ``r.datums.npz`` of an earlier run, and the folder's files."""
+    out_file = tmp_path / "r.jsonl"
+    out_file.write_text("previous records\n", "utf-8")
+    (tmp_path / "r.datums.npz").write_bytes(b"previous datums")
+    return out_file, tmp_path / "r.datums.npz", _snapshot(tmp_path)
+
+
+def test_a_datums_out_that_cannot_be_written_leaves_the_previous_pair(tmp_path: Path, capsys: Any) -> None:
+    tokens = _write(tmp_path / "tok.jsonl", [_token_debate("a")])
+    (tmp_path / "somedir").mkdir()
+    out_file, _, before = _previous_pair(tmp_path)
+    for datums_out, needle in [
+        (tmp_path / "somedir", f"--datums-out {tmp_path / 'somedir'} is a directory, not a file"),
+        (tmp_path / "nodir" / "d.npz", f"cannot write {tmp_path / 'nodir' / 'd.npz'}: No such file"),
+    ]:
+        assert (
+            main(["score", str(tokens), "--quiet", "--out", str(out_file), "--datums-out", str(datums_out)])
+            == 2
+        )
+        out, err = capsys.readouterr()
+        assert needle in err and err.count("\n") == 1 and out == "", err
+        assert _snapshot(tmp_path) == before  # neither file replaced, no temporary file left
+
+
+def _failing_rename(monkeypatch: Any, suffix: str, error: BaseException) -> None:
+    """``os.replace`` raises ``error`` for a target ending in ``suffix`` (the others are renamed)."""
+    real = os.replace
+
+    def replace(src: Any, dst: Any) -> None:
+        if str(dst).endswith(suffix):
+            raise error
+        real(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+
+
+def test_a_failed_rename_of_the_datums_leaves_no_mismatched_pair(
+    tmp_path: Path, capsys: Any, monkeypatch: Any
+) -> None:
+    tokens = _write(tmp_path / "tok.jsonl", [_token_debate("a")])
+    out_file, datums, before = _previous_pair(tmp_path)
+    # --out's rename fails: nothing is replaced (the datums, renamed after it, are discarded)
+    _failing_rename(monkeypatch, ".jsonl", OSError(5, "Input/output error"))
+    assert main(["score", str(tokens), "--quiet", "--out", str(out_file)]) == 2
+    assert capsys.readouterr().err == f"debate-kernel: cannot write {out_file}: Input/output error\n"
+    assert _snapshot(tmp_path) == before
+    monkeypatch.undo()
+    # the datums' rename fails after --out's: the earlier datums, which no longer match, are removed
+    _failing_rename(monkeypatch, ".npz", OSError(5, "Input/output error"))
+    assert main(["score", str(tokens), "--quiet", "--out", str(out_file)]) == 2
+    err = capsys.readouterr().err
+    assert f"cannot write {datums}: Input/output error; {out_file} was written without its datums" in err
+    assert f"(the earlier {datums}, of the records it replaced, was removed)" in err
+    assert json.loads(out_file.read_text("utf-8"))["id"] == "a" and not datums.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.jsonl", "tok.jsonl"]
+    # a named --datums-out is not removed: the message says it is an earlier run's
+    named = tmp_path / "named.npz"
+    named.write_bytes(b"earlier datums")
+    assert main(["score", str(tokens), "--quiet", "--out", str(out_file), "--datums-out", str(named)]) == 2
+    err = capsys.readouterr().err
+    assert f"{out_file} was written without its datums; {named} still holds an earlier run's datums" in err
+    assert named.read_bytes() == b"earlier datums"
+
+
+def test_ctrl_c_after_the_records_are_written_says_so(tmp_path: Path, capsys: Any, monkeypatch: Any) -> None:
+    from adapters.cli import score as cli_score
+
+    tokens = _write(tmp_path / "tok.jsonl", [_token_debate("a")])
+    out_file, datums, _ = _previous_pair(tmp_path)
+
+    def interrupted(s: Any) -> str:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli_score, "format_summary", interrupted)  # after the commit, while printing
+    assert main(["score", str(tokens), "--quiet", "--out", str(out_file)]) == 130
+    err = capsys.readouterr().err
+    assert f"interrupted after writing {out_file} and {datums} (complete)" in err and "nothing" not in err
+    assert json.loads(out_file.read_text("utf-8"))["id"] == "a"
+    with np.load(datums) as z:
+        assert z["offsets_D1"].shape == (3,)  # the new datums: two, of debate "a"
+    monkeypatch.undo()
+    # Ctrl-C between the two renames: the records are new, the earlier datums are removed, and it is said
+    out_file, datums, _ = _previous_pair(tmp_path)
+    _failing_rename(monkeypatch, ".npz", KeyboardInterrupt())
+    assert main(["score", str(tokens), "--quiet", "--out", str(out_file)]) == 130
+    err = capsys.readouterr().err
+    assert (
+        f"interrupted after writing {out_file} (complete); {out_file} was written without its datums" in err
+    )
+    assert json.loads(out_file.read_text("utf-8"))["id"] == "a" and not datums.exists()
+
+
+def test_an_output_directory_that_is_missing_is_named_as_the_output(tmp_path: Path, capsys: Any) -> None:
+    path = _write(tmp_path / "in.jsonl", [_debate("a")])
+    run = _run_dir(tmp_path)
+    missing = tmp_path / "nodir"
+    for argv, target in [
+        (["score", str(path), "--quiet", "--out", str(missing / "x.jsonl")], missing / "x.jsonl"),
+        (["report", str(run), "-o", str(missing / "r.html")], missing / "r.html"),
+        (["report", str(path), "-o", str(missing / "r.html")], missing / "r.html"),
+    ]:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err == f"debate-kernel: cannot write {target}: No such file or directory\n", err
+
+
+def test_report_of_a_run_with_undecodable_metrics_names_the_file(tmp_path: Path, capsys: Any) -> None:
+    run = _run_dir(tmp_path)
+    (run / "metrics.jsonl").write_bytes(b'{"step": 0, "note": "\xff"}\n')
+    page = tmp_path / "r.html"
+    assert main(["report", str(run), "-o", str(page)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and "metrics.jsonl" in err and not page.exists(), err
+
+
+def test_report_of_a_run_skips_a_metric_beyond_float_range(tmp_path: Path, capsys: Any) -> None:
+    huge = '{"step": 0, "env/all/reward/total": 1' + "0" * 400 + "}"
+    run = _run_dir(tmp_path, [huge, json.dumps({"step": 1, "env/all/reward/total": 0.5})])
+    page = tmp_path / "r.html"
+    assert main(["report", str(run), "-o", str(page)]) == 0
+    text = page.read_text("utf-8")
+    assert "env/all/reward/total" in text and "<circle" in text  # step 1's point alone: step 0's skipped
+
+
+def test_report_of_a_run_directory_takes_the_title(tmp_path: Path, capsys: Any) -> None:
+    run = _run_dir(tmp_path)
+    page = tmp_path / "r.html"
+    assert main(["report", str(run), "-o", str(page), "--title", "Curves <of> run"]) == 0
+    assert "<title>Curves &lt;of&gt; run</title>" in page.read_text("utf-8")
+    assert main(["report", str(run), "-o", str(page)]) == 0
+    assert "<title>Training run run</title>" in page.read_text("utf-8")
+    assert main(["report", "-o", str(page)]) == 0  # scored debates keep their default title
+    assert "<title>Debate report</title>" in page.read_text("utf-8")
+
+
+@pytest.mark.parametrize("command", ["score", "report"])
+def test_sigterm_while_writing_discards_the_temporary_file(
+    tmp_path: Path, capsys: Any, monkeypatch: Any, command: str
+) -> None:
+    path = _write(tmp_path / "in.jsonl", [_debate("a"), _debate("b")])
+    target = tmp_path / "o.out"
+    target.write_text("previous\n", "utf-8")
+
+    def fallback(signum: int, frame: Any) -> None:
+        raise AssertionError("SIGTERM reached the test's handler: the command set none of its own")
+
+    handler = signal.signal(signal.SIGTERM, fallback)
+
+    def terminated(*args: Any, **kwargs: Any) -> Any:
+        os.kill(os.getpid(), signal.SIGTERM)  # the handler raises here, while the temporary file is open
+        time.sleep(5)
+        raise AssertionError("SIGTERM was not turned into an exception")
+
+    if command == "score":
+        monkeypatch.setattr(pipeline, "debate_records", terminated)
+        argv = ["score", str(path), "--quiet", "--out", str(target)]
+    else:
+        monkeypatch.setattr("adapters.cli.report.atomic_write", _writing_then(terminated))
+        argv = ["report", str(path), "-o", str(target)]
+    try:
+        assert main(argv) == 143
+        assert signal.getsignal(signal.SIGTERM) == fallback  # put back after the run
+    finally:
+        signal.signal(signal.SIGTERM, handler)
+    assert "terminated; nothing was written" in capsys.readouterr().err
+    assert target.read_text("utf-8") == "previous\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl", "o.out"]
+
+
+def _writing_then(action: Any) -> Any:
+    """An ``atomic_write`` that calls ``action`` once its temporary file is open."""
+
+    def write(path: Any, mode: Any = "w") -> Any:
+        import contextlib
+
+        @contextlib.contextmanager
+        def opened() -> Any:
+            with atomic_write(path, mode) as f:
+                action()
+                yield f
+
+        return opened()
+
+    return write

@@ -10,12 +10,17 @@ from pathlib import Path
 from typing import Any
 
 from adapters import pipeline
-from adapters._atomic import atomic_write
+from adapters._atomic import atomic_write, same_file
 from adapters._gc import fewer_gc_passes
 from adapters.cli import score as cmd_score
 from adapters.report import DEFAULT_MAX_DEBATES, render_report
+from adapters.report.training import render_training_html
+from adapters.tinker.checkpoint import METRICS, RUN_FILE, transcript_files
 
-__all__ = ["add_parser", "run"]
+__all__ = ["DEFAULT_TITLE", "add_parser", "check_run_output", "run"]
+
+DEFAULT_TITLE = "Debate report"
+"""The page title of scored debates when ``--title`` is not given."""
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -37,33 +42,90 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help=f"detail sections for the first N debates (default {DEFAULT_MAX_DEBATES}); "
         "the summary covers all",
     )
-    p.add_argument("--title", default="Debate report", help="page title")
+    p.add_argument(
+        "--title",
+        default=None,
+        help=f"page title (default {DEFAULT_TITLE!r}; of a run directory's curves: 'Training run NAME')",
+    )
     p.set_defaults(func=run)
     return p
 
 
 def run(args: argparse.Namespace) -> int:
-    """Runs ``report``; returns the exit status. A run directory of ``train`` gives its training curves."""
-    if args.file is not None and Path(args.file).is_dir():
-        from adapters.report.training import render_training_html
-
-        try:
-            page = render_training_html(args.file)
-            with atomic_write(args.output) as f:
-                f.write(page)
-        except (OSError, ValueError) as e:
-            print(f"debate-kernel: {e}", file=sys.stderr)
-            return cmd_score.EXIT_UNUSABLE
-        print(f"wrote {args.output} (training curves of {args.file})")
-        return 0
+    """Runs ``report``; returns the exit status (130 when interrupted, 143 on SIGTERM). A run directory
+    of ``train`` gives its training curves."""
+    written: list[Path] = []
     try:
-        return _report(args)
-    except KeyboardInterrupt:
-        cmd_score._err("interrupted; nothing was written")
-        return 130
+        with cmd_score._sigterm_interrupts():
+            if args.file is not None and Path(args.file).is_dir():
+                return _training_report(args, written)
+            return _report(args, written)
+    except KeyboardInterrupt as e:
+        return cmd_score._stopped(e, written)
 
 
-def _report(args: argparse.Namespace) -> int:
+def check_run_output(run_dir: Path, output: Path) -> str | None:
+    """Why ``output`` cannot take the training report of the run in ``run_dir``, or None: a directory, an
+    input of the run (its ``metrics.jsonl``, ``run.json``, transcripts or any other existing file of the
+    run that is not an HTML page), or a new file inside the run directory that is not an ``.html`` page.
+
+    Examples:
+      >>> check_run_output(Path("runs/r1"), Path("runs/r1/metrics.jsonl"))
+      '--output runs/r1/metrics.jsonl is an input of the run in runs/r1; refusing to overwrite it'
+      >>> check_run_output(Path("runs/r1"), Path("runs/r1/curves.html")) is None
+      True
+    """
+    if output.is_dir():
+        return f"--output {output} is a directory, not a file"
+    inputs = [run_dir / METRICS, run_dir / RUN_FILE, *transcript_files(run_dir)]
+    inside = output.resolve().is_relative_to(run_dir.resolve())
+    page = output.suffix.lower() in (".html", ".htm")
+    if any(same_file(output, p) for p in inputs) or (inside and output.exists() and not page):
+        return f"--output {output} is an input of the run in {run_dir}; refusing to overwrite it"
+    if inside and not page:
+        return (
+            f"--output {output} is inside the run directory {run_dir}: a report there must be an .html file"
+        )
+    return None
+
+
+def _training_report(args: argparse.Namespace, written: list[Path]) -> int:
+    """Writes the training curves of the run directory ``args.file``; returns the exit status."""
+    run_dir = Path(args.file)
+    refused = check_run_output(run_dir, args.output)
+    if refused is not None:
+        cmd_score._err(refused)
+        return cmd_score.EXIT_UNUSABLE
+    try:
+        page = render_training_html(run_dir, title=args.title)
+    except UnicodeDecodeError as e:
+        cmd_score._err(f"cannot read {run_dir / METRICS}: not UTF-8 text ({e.reason} at byte {e.start})")
+        return cmd_score.EXIT_UNUSABLE
+    except OSError as e:
+        cmd_score._err(f"cannot read {e.filename or run_dir / METRICS}: {e.strerror or e}")
+        return cmd_score.EXIT_UNUSABLE
+    except ValueError as e:
+        cmd_score._err(str(e))
+        return cmd_score.EXIT_UNUSABLE
+    if not _write_page(args.output, page, written):
+        return cmd_score.EXIT_UNUSABLE
+    print(f"wrote {args.output} (training curves of {args.file})")
+    return 0
+
+
+def _write_page(path: Path, page: str, written: list[Path]) -> bool:
+    """Writes ``page`` to ``path`` (atomically); False, with the reason on stderr, when it cannot."""
+    try:
+        with atomic_write(path) as f:
+            f.write(page)
+    except OSError as e:
+        cmd_score._err(f"cannot write {path}: {e.strerror or e}")
+        return False
+    written.append(path)
+    return True
+
+
+def _report(args: argparse.Namespace, written: list[Path]) -> int:
     """Reads, scores and renders the input chunk by chunk (:func:`render_report`): memory stays bounded
     as the file grows, and the page is that of the whole file scored at once."""
     early = cmd_score.check_options(args, {"--output": args.output})
@@ -81,7 +143,7 @@ def _report(args: argparse.Namespace) -> int:
                 _shown(chunks, progress),
                 options,
                 source=source,
-                title=args.title,
+                title=DEFAULT_TITLE if args.title is None else args.title,
                 max_debates=args.max_debates,
             )
         except OSError as e:
@@ -89,11 +151,7 @@ def _report(args: argparse.Namespace) -> int:
             return cmd_score.EXIT_UNUSABLE
     for error in report.errors:
         cmd_score._err(f"{source}: {error}")
-    try:
-        with atomic_write(args.output) as f:
-            f.write(report.page)
-    except OSError as e:
-        print(f"debate-kernel: cannot write {args.output}: {e.strerror or e}", file=sys.stderr)
+    if not _write_page(args.output, report.page, written):
         return cmd_score.EXIT_UNUSABLE
     size = len(report.page.encode("utf-8"))
     print(f"wrote {args.output} ({size:,} bytes; {report.shown} of {report.debates} debates)")

@@ -27,7 +27,7 @@ import sys
 import tempfile
 import time
 import zipfile
-from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, Final
 
@@ -184,8 +184,9 @@ def options_from_args(args: argparse.Namespace) -> pipeline.ScoreOptions:
 
 
 def check_outputs(file: str | None, outputs: Mapping[str, Path | None]) -> str | None:
-    """Why the output paths cannot be used, or None: an output that is the input file (or the shipped
-    samples when FILE is omitted), or two outputs of the run naming the same file.
+    """Why the output paths cannot be used, or None: an output that is the input file (the shipped samples
+    when FILE is omitted; standard input when it is a regular file), a directory, or two outputs of the
+    run naming the same file.
 
     Args:
       file: the FILE argument (None: the samples; ``-``: standard input).
@@ -196,6 +197,8 @@ def check_outputs(file: str | None, outputs: Mapping[str, Path | None]) -> str |
       '--out runs.jsonl is the input file; refusing to overwrite it'
       >>> check_outputs(None, {"--out": Path("a.jsonl"), "--datums-out": Path("a.jsonl")})
       '--out and --datums-out both name a.jsonl'
+      >>> check_outputs(None, {"--out": Path(".")})
+      '--out . is a directory, not a file'
     """
     source = data.path(data.SAMPLE_DEBATES) if file is None else None if file == "-" else Path(file)
     sources = run_transcripts(file) or ([] if source is None else [source])
@@ -204,10 +207,29 @@ def check_outputs(file: str | None, outputs: Mapping[str, Path | None]) -> str |
         if any(same_file(path, s) for s in sources):
             what = "the input file" if len(sources) == 1 else "an input file (a transcript of the run)"
             return f"{option} {path} is {what}; refusing to overwrite it"
+        if file == "-" and _is_stdin(path):
+            return f"{option} {path} is the input file (standard input); refusing to overwrite it"
+        if os.path.isdir(path):
+            return f"{option} {path} is a directory, not a file"
         for other, other_path in named[:i]:
             if same_file(path, other_path):
                 return f"{other} and {option} both name {path}"
     return None
+
+
+def _is_stdin(path: Path) -> bool:
+    """Whether standard input is the regular file ``path`` (the same device and inode).
+
+    Examples:
+      >>> _is_stdin(Path("no/such/file.jsonl"))
+      False
+    """
+    try:
+        given = os.fstat(0)
+        other = os.stat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(given.st_mode) and (given.st_dev, given.st_ino) == (other.st_dev, other.st_ino)
 
 
 def check_options(args: argparse.Namespace, outputs: Mapping[str, Path | None]) -> int | None:
@@ -229,35 +251,218 @@ def check_options(args: argparse.Namespace, outputs: Mapping[str, Path | None]) 
     return None
 
 
-def run(args: argparse.Namespace) -> int:
-    """Runs ``score``; returns the exit status (130 when interrupted: nothing is written then)."""
+EXIT_INTERRUPTED: Final = 130
+"""Exit status of a run stopped by Ctrl-C (SIGINT)."""
+EXIT_TERMINATED: Final = 143
+"""Exit status of a run stopped by SIGTERM."""
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the signal lands (see :func:`_sigterm_interrupts`): the run stops as on
+    Ctrl-C, so every output it was writing is discarded, and exits :data:`EXIT_TERMINATED`."""
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    """The SIGTERM handler of :func:`_sigterm_interrupts`."""
+    raise _Terminated
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """Within the block, SIGTERM raises :class:`_Terminated` (the previous handler is put back after);
+    outside the main thread, where no handler can be set, signals stay as they are."""
     try:
-        return _run(args)
-    except KeyboardInterrupt:
-        _err("interrupted; nothing was written")
-        return 130
+        previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _stopped(e: KeyboardInterrupt, written: Sequence[Path], *, note: str = "") -> int:
+    """Reports a run stopped by Ctrl-C or SIGTERM (what was written, complete, before it stopped) and
+    returns its exit status."""
+    what = "terminated" if isinstance(e, _Terminated) else "interrupted"
+    done = " and ".join(map(str, written))
+    _err(f"{what} after writing {done} (complete){note}" if written else f"{what}; nothing was written")
+    return EXIT_TERMINATED if isinstance(e, _Terminated) else EXIT_INTERRUPTED
+
+
+def run(args: argparse.Namespace) -> int:
+    """Runs ``score``; returns the exit status (130 when interrupted, 143 on SIGTERM: what was written
+    then is said)."""
+    outputs = _Outputs(args.out, *_datums_target(args))
+    try:
+        with _sigterm_interrupts():
+            return _run(args, outputs)
+    except KeyboardInterrupt as e:
+        return _stopped(e, outputs.written, note=outputs.datums_note())
     except _Unusable as e:
         _err(str(e))
         return EXIT_UNUSABLE
 
 
 class _Unusable(Exception):
-    """Ends ``score`` with exit status 2 and its message; raised out of the run's ``ExitStack``, which then
-    discards the ``--out`` it was writing (a ``return`` from inside would commit the partial file)."""
+    """Ends ``score`` with exit status 2 and its message; raised out of the run's :class:`_Outputs`,
+    which then discards what it was writing (a ``return`` from inside would commit the partial file)."""
 
 
-def _run(args: argparse.Namespace) -> int:
+def _cannot_write(path: Path, e: OSError) -> str:
+    return f"cannot write {path}: {e.strerror or e}"
+
+
+def _datums_target(args: argparse.Namespace) -> tuple[Path | None, bool]:
+    """Where the datums go (None: nowhere), and whether that is the default path next to ``--out``."""
+    if args.datums_out is not None:
+        return args.datums_out, False
+    if args.out is None:
+        return None, False
+    return args.out.with_name(args.out.stem + ".datums.npz"), True  # written only when tokens exist
+
+
+class _Outputs:
+    """The files of one ``score`` run, committed together: ``--out`` and its datums are each written to a
+    temporary file (:func:`atomic_write`), and renamed over their targets only once both are complete,
+    ``--out`` first. An error or interruption before then discards both.
+
+    A datums file at the default path (``<out stem>.datums.npz``) belongs to the records next to it: when
+    ``--out`` is committed without datums of its own (no turn carries tokens, or the datums' rename
+    failed or was interrupted), an earlier file there is removed, so that it is never taken for the
+    datums of the new records. A ``--datums-out`` the user named is never removed.
+
+    Attributes:
+      out, datums: the target paths (None: not written).
+      default_datums: ``datums`` is the default path of ``out``.
+      records: the open temporary ``--out`` file while the run writes it (None without ``--out``).
+      written: the targets committed so far, in order.
+      removed: the stale datums file removed, or None.
+    """
+
+    def __init__(self, out: Path | None, datums: Path | None, default_datums: bool) -> None:
+        self.out, self.datums, self.default_datums = out, datums, default_datums
+        self.records: IO[str] | None = None
+        self.written: list[Path] = []
+        self.removed: Path | None = None
+        self.datums_expected = False
+        self.removal_error: str | None = None
+        self._stack = contextlib.ExitStack()
+        self._late = contextlib.ExitStack()  # the datums: closed (committed) after --out
+
+    def __enter__(self) -> _Outputs:
+        self._stack.enter_context(self._late)
+        if self.out is not None:
+            self._stack.push(self._note(self.out))
+            try:
+                self.records = self._stack.enter_context(atomic_write(self.out))
+            except OSError as e:
+                self._stack.close()
+                raise _Unusable(_cannot_write(self.out, e)) from None
+        return self
+
+    def _note(self, path: Path) -> Callable[..., None]:
+        """An exit callback that records ``path`` as written when the writer below it committed it."""
+
+        def note(exc_type: type[BaseException] | None, *rest: object) -> None:
+            if exc_type is None:
+                self.written.append(path)
+
+        return note
+
+    def write(self, text: str) -> None:
+        """Appends to the ``--out`` temporary file (a no-op without ``--out``)."""
+        self.writelines((text,))
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        """Appends ``lines`` to the ``--out`` temporary file (a no-op without ``--out``); a failed write
+        is an :class:`_Unusable` naming ``--out``."""
+        if self.records is None or self.out is None:
+            return
+        try:
+            self.records.writelines(lines)
+        except OSError as e:
+            raise _Unusable(_cannot_write(self.out, e)) from None
+
+    def add_datums(self, spool: _NpzSpool) -> None:
+        """Writes the datums to their temporary file (fsync'ed: their rename is all that is left)."""
+        assert self.datums is not None
+        self.datums_expected = True
+        try:
+            self._late.push(self._note(self.datums))
+            f = self._late.enter_context(atomic_write(self.datums, "wb"))
+            spool.write_npz(f)
+            f.flush()
+            os.fsync(f.fileno())
+        except OSError as e:
+            raise _Unusable(_cannot_write(self.datums, e)) from None
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+        """Commits (no exception) or discards both files; a failed rename is an :class:`_Unusable` that
+        says what was written."""
+        try:
+            self._stack.__exit__(exc_type, exc, tb)
+        except BaseException as e:
+            self._drop_stale()
+            if isinstance(e, OSError):
+                raise _Unusable(self._commit_failure(e)) from None
+            raise
+        self._drop_stale()
+
+    def _drop_stale(self) -> None:
+        """Removes the default datums file when ``--out`` was committed without its new datums."""
+        if self.out not in self.written or self.datums in self.written or not self.default_datums:
+            return
+        assert self.datums is not None
+        try:
+            if stat.S_ISREG(os.stat(self.datums).st_mode):
+                os.unlink(self.datums)
+                self.removed = self.datums
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            self.removal_error = f"cannot remove {self.datums}: {e.strerror or e}"
+
+    def _commit_failure(self, e: OSError) -> str:
+        """The message of a failed commit: the file whose rename failed, and what was written."""
+        if self.out in self.written:  # the datums' rename failed, after --out's
+            assert self.datums is not None
+            return _cannot_write(self.datums, e) + self.datums_note()
+        failed = self.out if self.out is not None else self.datums
+        assert failed is not None
+        return _cannot_write(failed, e)
+
+    def datums_note(self) -> str:
+        """What became of the datums file when ``--out`` was committed without new datums ("" when both
+        were committed, or neither)."""
+        if self.out not in self.written or self.datums in self.written:
+            return ""
+        if not self.datums_expected:
+            return (
+                ""
+                if self.removed is None
+                else f"; removed the earlier {self.removed} (no turn carries tokens)"
+            )
+        note = f"; {self.out} was written without its datums"
+        if self.removed is not None:
+            return note + f" (the earlier {self.removed}, of the records it replaced, was removed)"
+        if self.removal_error is not None:
+            return note + f"; {self.removal_error}: it holds an earlier run's datums"
+        if self.datums is not None and self.datums.exists():
+            return note + f"; {self.datums} still holds an earlier run's datums"
+        return note
+
+
+def _run(args: argparse.Namespace, outputs: _Outputs) -> int:
     """Runs ``score``; returns the exit status.
 
     The input is read and scored in chunks of ``pipeline.DEFAULT_CHUNK_SIZE`` debates
     (:func:`pipeline.score_chunks`); records go to ``--out`` as each chunk is scored (the file appears
-    only once the run succeeds), so memory stays flat as the file grows. The output is the same as one
-    whole-file :func:`pipeline.score`.
+    only once the run succeeds, together with its datums), so memory stays flat as the file grows. The
+    output is the same as one whole-file :func:`pipeline.score`.
     """
-    datums_path = args.datums_out
-    if datums_path is None and args.out is not None:
-        datums_path = args.out.with_name(args.out.stem + ".datums.npz")  # written only when tokens exist
-    early = check_options(args, {"--out": args.out, "--datums-out": datums_path})
+    early = check_options(args, {"--out": args.out, "--datums-out": outputs.datums})
     if early is not None:
         return early
     with contextlib.ExitStack() as stack:
@@ -270,55 +475,78 @@ def _run(args: argparse.Namespace) -> int:
         progress = Progress(sys.stderr, lines)
         stack.callback(progress.close)  # the line is cleared before anything else is printed
         options = options_from_args(args)
-        spool = _NpzSpool() if datums_path is not None else None
+        spool = _NpzSpool() if outputs.datums is not None else None
+        if spool is not None:
+            stack.callback(spool.close)
         acc = pipeline.ScoreAccumulator(options, datum_sink=None if spool is None else spool.add)
-        table: list[list[str]] = []
         keep_rows = 0 if args.quiet or args.json else args.limit
-        records = None
-        try:
-            records = None if args.out is None else stack.enter_context(atomic_write(args.out))
-            chunk_size = max(args.chunk_size, 1)
-            jobs = (os.cpu_count() or 1) if args.jobs == 0 else args.jobs
-            if jobs > 1 and not pipeline.batch_wide(options):  # batch-wide: one chunk, in this process
-                for part in scored_in_parallel(
-                    lines,
-                    options,
-                    jobs=jobs,
-                    chunk_lines=chunk_size,
-                    records=records is not None,
-                    table_rows=keep_rows,
-                ):
-                    acc.num_lines += part.num_lines
-                    acc.num_blank += part.num_blank
-                    acc.add_figures(part.figures)
-                    progress.update(acc.num_lines)
-                    if keep_rows is None or len(table) < keep_rows:
-                        table.extend(part.table[: None if keep_rows is None else keep_rows - len(table)])
-                    if records is not None:
-                        records.write(part.records)
-            else:
-                for chunk in pipeline.score_chunks(lines, options=options, chunk_size=chunk_size):
-                    acc.add(chunk)
-                    progress.update(acc.num_lines)
-                    if keep_rows is None or len(table) < keep_rows:
-                        table.extend(
-                            _table_rows(chunk, None if keep_rows is None else keep_rows - len(table))
-                        )
-                    if records is not None:
-                        scored = pipeline.debate_records(dataclasses.replace(chunk, errors=()))
-                        records.writelines(map(_record_line, scored))
-                        del scored
-                    del chunk  # neither the chunk nor its records stay alive while the next one is read
+        with outputs:  # commits --out and the datums together, on success only
+            table = _score_into(args, lines, options, acc, progress, outputs, keep_rows)
             errors = acc.sorted_errors()
-            if records is not None:
-                for rec in pipeline.skipped_records(errors):
-                    records.write(_record_line(rec))
-                stack.pop_all().close()  # commits --out (os.replace) before anything is printed
-        except OSError as e:  # raised on through the stack, so that it discards a partial --out
-            name = getattr(e, "filename", None)
-            if records is None or name in _input_names(args.file):
-                raise _Unusable(f"cannot read {name or args.file}: {e.strerror or e}") from None
-            raise _Unusable(f"cannot write {args.out}: {e.strerror or e}") from None
+            for rec in pipeline.skipped_records(errors):
+                outputs.write(_record_line(rec))
+            if spool is not None and acc.datums() is not None:
+                outputs.add_datums(spool)
+    _print_results(args, outputs, source, acc, table, errors)
+    return 0
+
+
+def _score_into(
+    args: argparse.Namespace,
+    lines: Iterable[str | bytes],
+    options: pipeline.ScoreOptions,
+    acc: pipeline.ScoreAccumulator,
+    progress: Progress,
+    outputs: _Outputs,
+    keep_rows: int | None,
+) -> list[list[str]]:
+    """Scores every line into ``acc``, writing the records of scored debates to ``outputs``; returns the
+    first ``keep_rows`` table rows (all when None). An ``OSError`` is an :class:`_Unusable` naming the
+    file (an input it names, else ``--out``)."""
+    table: list[list[str]] = []
+    records = outputs.records is not None
+    try:
+        chunk_size = max(args.chunk_size, 1)
+        jobs = (os.cpu_count() or 1) if args.jobs == 0 else args.jobs
+        if jobs > 1 and not pipeline.batch_wide(options):  # batch-wide: one chunk, in this process
+            for part in scored_in_parallel(
+                lines, options, jobs=jobs, chunk_lines=chunk_size, records=records, table_rows=keep_rows
+            ):
+                acc.num_lines += part.num_lines
+                acc.num_blank += part.num_blank
+                acc.add_figures(part.figures)
+                progress.update(acc.num_lines)
+                if keep_rows is None or len(table) < keep_rows:
+                    table.extend(part.table[: None if keep_rows is None else keep_rows - len(table)])
+                outputs.write(part.records)
+        else:
+            for chunk in pipeline.score_chunks(lines, options=options, chunk_size=chunk_size):
+                acc.add(chunk)
+                progress.update(acc.num_lines)
+                if keep_rows is None or len(table) < keep_rows:
+                    table.extend(_table_rows(chunk, None if keep_rows is None else keep_rows - len(table)))
+                if records:
+                    scored = pipeline.debate_records(dataclasses.replace(chunk, errors=()))
+                    outputs.writelines(map(_record_line, scored))
+                    del scored
+                del chunk  # neither the chunk nor its records stay alive while the next one is read
+    except OSError as e:  # raised on through the outputs, which discard a partial --out
+        name = getattr(e, "filename", None)
+        if outputs.out is None or name in _input_names(args.file):
+            raise _Unusable(f"cannot read {name or args.file}: {e.strerror or e}") from None
+        raise _Unusable(_cannot_write(outputs.out, e)) from None
+    return table
+
+
+def _print_results(
+    args: argparse.Namespace,
+    outputs: _Outputs,
+    source: str,
+    acc: pipeline.ScoreAccumulator,
+    table: list[list[str]],
+    errors: Sequence[TranscriptError],
+) -> None:
+    """The bad lines (stderr), then the table and summary, then what was written (stdout)."""
     for error in errors:
         _err(f"{source}: {error}")
     out = sys.stdout
@@ -334,22 +562,15 @@ def _run(args: argparse.Namespace) -> int:
     if args.out is not None and not args.json:
         print(f"wrote {acc.scored + len(errors)} records to {args.out}", file=out)
     datums = acc.datums()
-    if datums_path is not None and (args.datums_out is not None or datums is not None):
-        if datums is None:
-            _err("no turn carries tokens: no datums to write")
-        else:
-            assert spool is not None
-            try:
-                with atomic_write(datums_path, "wb") as f:
-                    spool.write_npz(f)
-            except OSError as e:
-                _err(f"cannot write {datums_path}: {e.strerror or e}")
-                return EXIT_UNUSABLE
-            finally:
-                spool.close()
-            if not args.json:
-                print(f"wrote {datums.stats['datums']} datums to {datums_path}", file=out)
-    return 0
+    if datums is None and args.datums_out is not None:
+        _err("no turn carries tokens: no datums to write")
+    if datums is not None and outputs.datums is not None and not args.json:
+        print(f"wrote {datums.stats['datums']} datums to {outputs.datums}", file=out)
+    if outputs.removed is not None and not args.quiet:
+        stale = f"it held the datums of an earlier {args.out}"
+        _err(f"removed {outputs.removed}: {stale}, and no turn of this input carries tokens")
+    if outputs.removal_error is not None:
+        _err(f"{outputs.removal_error}: it holds an earlier run's datums, not those of {args.out}")
 
 
 class Progress:

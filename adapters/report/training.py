@@ -39,9 +39,20 @@ _COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd")
 
 
 def _value(v: Any) -> float | None:
+    """A metric's point: a finite float, or None (no point) for anything else, an integer beyond float
+    range included.
+
+    Examples:
+        >>> _value(2), _value(float("nan")), _value(10**400), _value(True)
+        (2.0, None, None, None)
+    """
     if isinstance(v, bool) or not isinstance(v, int | float):
         return None
-    return float(v) if math.isfinite(v) else None
+    try:
+        x = float(v)
+    except OverflowError:
+        return None
+    return x if math.isfinite(x) else None
 
 
 def svg_line_chart(
