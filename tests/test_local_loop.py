@@ -79,6 +79,7 @@ def test_lora_rank_zero_is_refused_where_only_lora_exists(tmp_path: Path) -> Non
     config = TrainConfig(lora_rank=0, steps=1, out=str(tmp_path / "run"))
     with pytest.raises(ValueError, match=r"lora_rank = 0 .*needs the local service"):
         asyncio.run(run_training(config, FakeServiceClient()))
+    assert not (tmp_path / "run").exists()  # refused before run.json, which a corrected rerun would meet
     with pytest.raises(ValueError, match="config key lora_rank must be >= 0"):
         TrainConfig(lora_rank=-1)
 
@@ -110,3 +111,27 @@ def test_a_resumed_run_repeats_the_uninterrupted_one(tmp_path: Path) -> None:
     assert json.dumps(untimed(resumed.metrics), sort_keys=True) == json.dumps(
         untimed(whole.metrics), sort_keys=True
     )
+
+
+def test_a_run_resumes_from_another_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The service was given a root relative to the working directory; the checkpoint records the saved
+    states against the run directory, so a resume from elsewhere loads this run's state, not a
+    same-named path's there."""
+    (tmp_path / "a").mkdir()
+    monkeypatch.chdir(tmp_path / "a")
+    config = _tiny(Path("run"), steps=1, eval_every=0, eval_questions=0, save_every=1)
+    asyncio.run(run_training(config, LocalServiceClient(seed=0, root=Path("run", "service"))))
+    saved = json.loads(Path("run/checkpoints/step-000001/loop_state.json").read_text())
+    assert saved["state_path"] == "$RUN_DIR/service/states/step-000001.safetensors"
+    decoy = tmp_path / "c" / "run" / "service" / "states"
+    decoy.mkdir(parents=True)
+    (decoy / "step-000001.safetensors").write_bytes(b"another run's state")
+    monkeypatch.chdir(tmp_path / "c")
+    run_dir = tmp_path / "a" / "run"
+    more = TrainConfig.from_mapping({"steps": 2, "out": str(run_dir)}, base=config)
+    result = asyncio.run(
+        run_training(more, LocalServiceClient(seed=0, root=run_dir / "service"), resume=True)
+    )
+    assert [m["step"] for m in result.metrics] == [0, 1]

@@ -205,3 +205,186 @@ def test_every_config_key_has_a_row_in_the_training_docs() -> None:
     first_cells = [line.split("|")[1] for line in doc.splitlines() if line.startswith("| `")]
     named = set(re.findall(r"`([a-z_0-9]+)`", " ".join(first_cells)))
     assert [k for k in TrainConfig.keys() if k not in named] == []
+
+
+FAKE = ["train", *ARGS, "--eval-every", "0"]
+
+
+def test_resume_takes_run_json_as_the_base_and_defaults_for_keys_it_lacks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "run"
+    assert main([*FAKE, "--steps", "1", "--out", str(run)]) == 0
+    saved = json.loads((run / "run.json").read_text())
+    del saved["config"]["eval_repeats"]  # a run started before the key was added
+    (run / "run.json").write_text(json.dumps(saved))
+    assert main(["train", "--service", "fake", "--resume", str(run), "--steps", "2"]) == 0
+    more = tmp_path / "more.toml"
+    more.write_text("steps = 3\n")  # the run's batch_size (2) stays: the file sits over run.json
+    assert main(["train", "--service", "fake", "--resume", str(run), "--config", str(more)]) == 0
+    assert _steps(run) == [0, 1, 2]
+    more.write_text("steps = 4\nbatch_size = 16\n")
+    capsys.readouterr()
+    assert main(["train", "--service", "fake", "--resume", str(run), "--config", str(more)]) == 2
+    assert "batch_size: run has 2, given 16" in capsys.readouterr().err
+
+
+def test_a_fresh_run_refuses_a_directory_of_other_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mine = tmp_path / "d"
+    (mine / "transcripts").mkdir(parents=True)
+    (mine / "metrics.jsonl").write_text('{"my": "metrics"}\n')
+    (mine / "transcripts" / "step-000000.jsonl").write_text("PRECIOUS\n")
+    assert main([*FAKE, "--steps", "1", "--out", str(mine)]) == 2
+    err = capsys.readouterr().err
+    assert f"{mine} is not empty and holds no run (run.json)" in err and "Traceback" not in err
+    assert (mine / "metrics.jsonl").read_text() == '{"my": "metrics"}\n'
+    assert (mine / "transcripts" / "step-000000.jsonl").read_text() == "PRECIOUS\n"
+    data = tmp_path / "q" / "metrics.jsonl"
+    data.parent.mkdir()
+    data.write_text('{"question": "1+1?", "answer": "2"}\n')
+    assert main([*FAKE, "--steps", "1", "--dataset", str(data), "--out", str(data.parent)]) == 2
+    assert data.read_text() == '{"question": "1+1?", "answer": "2"}\n'
+    (tmp_path / "file").write_text("x")
+    assert main([*FAKE, "--steps", "1", "--out", str(tmp_path / "file")]) == 2
+    assert "file is not a directory" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert main([*FAKE, "--steps", "1", "--out", str(tmp_path / "empty")]) == 0
+
+
+def test_resume_stops_at_an_unreadable_metrics_line_and_cuts_only_a_torn_last_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "r3"
+    assert main([*FAKE, "--steps", "3", "--save-every", "1", "--out", str(run)]) == 0
+    metrics = run / "metrics.jsonl"
+    good = metrics.read_bytes()
+    lines = good.splitlines(keepends=True)
+    metrics.write_bytes(lines[0] + b'{"advantage/max": 0.3\n' + lines[2])
+    broken = metrics.read_bytes()
+    resume = ["train", "--service", "fake", "--resume", str(run), "--steps", "4"]
+    capsys.readouterr()
+    assert main(resume) == 2
+    err = capsys.readouterr().err
+    assert f"{metrics}:2: not JSON" in err and "Traceback" not in err
+    assert metrics.read_bytes() == broken
+    metrics.write_bytes(good[:-1] + b"\xff\n")  # invalid UTF-8 in the middle of the last complete line
+    assert main(resume) == 2
+    assert f"{metrics}:3: not UTF-8 text" in capsys.readouterr().err
+    metrics.write_bytes(good + b"\xff")  # a torn last line: cut
+    assert main(resume) == 0
+    assert _steps(run) == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize(
+    ("edit", "problem"),
+    [
+        ("[]", "is unreadable: not a JSON object"),
+        ('{"run_id": "RUN"}', 'has no "loop" state'),
+        ('{"run_id": "RUN", "loop": {"step": "x"}}', "loop state is malformed"),
+        ("drop state_path", "'state_path' is None, not a path"),
+        ("garbage state", "cannot load its saved state"),
+        ("missing state", "cannot load its saved state"),
+    ],
+)
+def test_a_corrupt_checkpoint_is_a_one_line_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], edit: str, problem: str
+) -> None:
+    run = tmp_path / "run"
+    assert main([*FAKE, "--steps", "2", "--save-every", "1", "--out", str(run)]) == 0
+    loop_state = run / "checkpoints" / "step-000002" / "loop_state.json"
+    saved = json.loads(loop_state.read_text())
+    state_file = run / "service" / "states" / "step-000002.json"
+    if edit == "drop state_path":
+        loop_state.write_text(json.dumps({k: v for k, v in saved.items() if k != "state_path"}))
+    elif edit == "garbage state":
+        state_file.write_text("garbage")
+    elif edit == "missing state":
+        state_file.unlink()
+    else:
+        loop_state.write_text(edit.replace("RUN", saved["run_id"]))
+    capsys.readouterr()
+    assert main(["train", "--service", "fake", "--resume", str(run), "--steps", "3"]) == 2
+    err = capsys.readouterr().err
+    assert str(loop_state) in err and problem in err
+    assert "Traceback" not in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("argv", "toml", "error"),
+    [
+        (
+            ["--correctness-weight", "nan"],
+            "",
+            "config key correctness_weight must be a finite number, got nan",
+        ),
+        (
+            ["--correctness-weight", "inf"],
+            "",
+            "config key correctness_weight must be a finite number, got inf",
+        ),
+        (["--kl-penalty-coef", "inf"], "", "config key kl_penalty_coef must be a finite number, got inf"),
+        (["--kl-penalty-coef", "nan"], "", "config key kl_penalty_coef must be a finite number, got nan"),
+        (["--seed", "-1"], "", "config key seed must be an int in [0, 2**32), got -1"),
+        ([], "temperature = inf", "config key temperature must be a finite number, got inf"),
+        ([], "eps = -1.0", "config key eps must be a finite number > 0, got -1.0"),
+        ([], "sample_timeout_s = nan", "config key sample_timeout_s must be a finite number, got nan"),
+        ([], 'dataset = ""', "config key dataset is empty"),
+        (["--num-agents", "1", "--estimator", "default,singleton=error"], "", "refuses groups of one sample"),
+        ([], "lora_rank = 0", "config key lora_rank = 0 (full fine-tuning) needs the local service"),
+        ([], "[train]\nsteps = 1\n[eval]\nx = 1", "unknown config key or table 'eval' beside [train]"),
+    ],
+)
+def test_config_errors_come_before_the_run_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], toml: str, error: str
+) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text(toml + "\n")
+    run = tmp_path / "run"
+    assert main([*FAKE, "--steps", "1", "--config", str(config), *argv, "--out", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert error in err and "Traceback" not in err
+    assert not run.exists()  # a corrected rerun is not told the directory holds a run
+
+
+def test_a_dataset_without_answers_is_refused_for_the_correctness_reward(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = tmp_path / "q.jsonl"
+    data.write_text('{"question": "q1"}\n')
+    argv = [
+        *FAKE,
+        "--steps",
+        "1",
+        "--dataset",
+        str(data),
+        "--correctness-weight",
+        "1",
+        "--out",
+        str(tmp_path / "r"),
+    ]
+    assert main(argv) == 2
+    assert 'no question has an "answer", and config key correctness_weight = 1.0' in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+
+
+def test_run_files_and_config_files_are_named_in_their_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "run"
+    assert main([*FAKE, "--steps", "1", "--out", str(run)]) == 0
+    saved = json.loads((run / "run.json").read_text())
+    (run / "run.json").write_text(json.dumps({**saved, "config": []}))
+    capsys.readouterr()
+    assert main(["train", "--service", "fake", "--resume", str(run)]) == 2
+    assert f'{run / "run.json"} is unreadable: its "config" is not an object' in capsys.readouterr().err
+    (run / "run.json").write_text(json.dumps({**saved, "config": {**saved["config"], "retired_key": 1}}))
+    assert main(["train", "--service", "fake", "--resume", str(run)]) == 2
+    assert f"{run / 'run.json'}: unknown config key 'retired_key'" in capsys.readouterr().err
+    toml = tmp_path / "c.toml"
+    toml.write_bytes(b"steps = \xff\n")
+    assert main([*FAKE, "--config", str(toml), "--out", str(tmp_path / "r2")]) == 2
+    assert f"{toml}: not UTF-8 text" in capsys.readouterr().err
+    toml.write_bytes(b"\xef\xbb\xbfsteps = 1\n")  # a byte order mark
+    assert main([*FAKE, "--config", str(toml), "--out", str(tmp_path / "r2")]) == 0

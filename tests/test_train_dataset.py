@@ -13,6 +13,7 @@ from adapters.tinker.config import TrainConfig
 from adapters.tinker.dataset import (
     Cursor,
     DatasetError,
+    Question,
     batch_at,
     cursor_at,
     extract_final_answer,
@@ -23,6 +24,8 @@ from adapters.tinker.dataset import (
 from adapters.tinker.fake import FakeServiceClient
 from adapters.tinker.train import run_training
 from tests._marks import SHORT_SAMPLES
+
+SMALL = {"batch_size": 2, "num_agents": 2, "max_rounds": 2, "max_tokens": 128, "eval_questions": 1}
 
 
 def test_shipped_questions_all_have_checkable_answers() -> None:
@@ -86,6 +89,64 @@ def test_missing_file_is_a_dataset_error(tmp_path: Path) -> None:
         load_questions(tmp_path / "none.jsonl")
 
 
+def test_a_misspelt_key_is_named_with_a_hint() -> None:
+    with pytest.raises(
+        DatasetError, match=r"<questions>:2: unknown key 'Answer' \(did you mean 'answer'\?\)"
+    ):
+        parse_questions('{"question": "q0"}\n{"question": "q1", "Answer": "4"}\n')
+    with pytest.raises(DatasetError, match="<questions>:1: unknown key 'notes'; a line holds"):
+        parse_questions('{"question": "q1", "notes": "x"}')
+    with pytest.raises(DatasetError, match='<questions>:1: "kind" must be a string'):
+        parse_questions('{"question": "q1", "kind": 3}')
+    assert parse_questions('{"question": "q", "answer": 1, "kind": "add"}') == (Question("q", "1"),)
+
+
+def test_an_answer_too_long_for_int_is_a_dataset_error_naming_the_line() -> None:
+    long_number = r"<questions>:2: a number too long to read .*write it as a string"
+    with pytest.raises(DatasetError, match=long_number):
+        parse_questions('{"question": "a"}\n{"question": "q", "answer": ' + "1" * 5000 + "}\n")
+    digits = "1" * 5000  # as a string it is read, and compared as text
+    assert parse_questions(f'{{"question": "q", "answer": "{digits}"}}')[0].answer == digits
+
+
+def test_lines_end_at_newline_only_and_a_byte_order_mark_is_skipped(tmp_path: Path) -> None:
+    text = '{"question": "a\u2028b\u0085c\u2029d", "answer": 1}\r\n{"question": "x"}\r\n'
+    assert parse_questions(text) == (Question("a\u2028b\x85c\u2029d", "1"), Question("x"))
+    path = tmp_path / "q.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + '{"question": "q\u2028"}\n'.encode())
+    assert load_questions(path) == (Question("q\u2028"),)
+    path.write_bytes(b'{"question": "q"}\n\xff\n')
+    with pytest.raises(DatasetError, match=r"q\.jsonl: not UTF-8 text"):
+        load_questions(path)
+
+
+def test_an_empty_dataset_name_is_named() -> None:
+    with pytest.raises(DatasetError, match="the dataset name is empty"):
+        load_questions("")
+    with pytest.raises(ValueError, match="config key dataset is empty"):
+        TrainConfig(dataset="")
+
+
+@pytest.mark.parametrize(
+    ("options", "needs"),
+    [
+        ({"correctness_weight": 1.0}, "correctness_weight = 1.0"),
+        ({"warm_start_steps": 1}, "warm_start_steps = 1"),
+    ],
+)
+def test_a_dataset_without_answers_is_refused_where_answers_are_needed(
+    tmp_path: Path, options: dict[str, object], needs: str
+) -> None:
+    data = tmp_path / "q.jsonl"
+    data.write_text('{"question": "q1"}\n{"question": "q2"}\n')
+    config = TrainConfig.from_mapping(
+        {**SMALL, "out": str(tmp_path / "run"), "dataset": str(data), **options}
+    )
+    with pytest.raises(DatasetError, match=f'no question has an "answer", and config key {needs}'):
+        asyncio.run(run_training(config, FakeServiceClient(seed=0)))
+    assert not (tmp_path / "run").exists()  # refused before the run directory is made
+
+
 @pytest.mark.parametrize(
     ("solution", "answer", "ok"),
     [
@@ -120,9 +181,6 @@ def test_cursor_is_contiguous_and_each_epoch_a_permutation(batch: int, n: int, s
     if epoch_start.position == 0 and len(seen) >= n:
         assert sorted(seen[:n]) == list(range(n))
     assert batch_at(Cursor(0, 0), batch, n, seed=seed) == batch_at(Cursor(0, 0), batch, n, seed=seed)
-
-
-SMALL = {"batch_size": 2, "num_agents": 2, "max_rounds": 2, "max_tokens": 128, "eval_questions": 1}
 
 
 @pytest.mark.parametrize(

@@ -495,3 +495,240 @@ def test_an_evaluation_plays_each_debate_eval_repeats_times(
         assert [s.question for s in played] == [q.question for q in questions for _ in range(2)] * repeats
     with pytest.raises(ValueError, match="eval_repeats must be >= 1"):
         _config(tmp_path, eval_repeats=0)
+
+
+@pytest.mark.parametrize(
+    ("values", "error"),
+    [
+        ({"correctness_weight": math.nan}, "config key correctness_weight must be a finite number, got nan"),
+        ({"correctness_weight": math.inf}, "config key correctness_weight must be a finite number, got inf"),
+        ({"kl_penalty_coef": math.inf}, "config key kl_penalty_coef must be a finite number, got inf"),
+        ({"kl_penalty_coef": math.nan}, "config key kl_penalty_coef must be a finite number, got nan"),
+        ({"temperature": math.inf}, "config key temperature must be a finite number, got inf"),
+        ({"sample_timeout_s": math.nan}, "config key sample_timeout_s must be a finite number, got nan"),
+        ({"rae_decay": math.nan}, "config key rae_decay must be a finite number, got nan"),
+        ({"learning_rate": 10**400}, "config key learning_rate must be a finite number"),
+        ({"eps": -1.0}, r"config key eps must be a finite number > 0, got -1.0"),
+        ({"eps": 0}, r"config key eps must be a finite number > 0, got 0"),
+        ({"loss_fn_config": {"clip": math.nan}}, "config key loss_fn_config: clip must be a finite number"),
+        ({"seed": -1}, r"config key seed must be an int in \[0, 2\*\*32\), got -1"),
+        ({"seed": 2**32}, r"config key seed must be an int in \[0, 2\*\*32\)"),
+        (
+            {"num_agents": 1, "estimator": "default,singleton=error"},
+            r"config key estimator 'default,singleton=error' refuses groups of one sample",
+        ),
+    ],
+)
+def test_non_finite_and_out_of_range_values_are_refused(values: dict[str, Any], error: str) -> None:
+    with pytest.raises(ValueError, match=error):
+        TrainConfig.from_mapping(values)
+
+
+def test_ints_are_numbers_for_optional_number_keys_too(tmp_path: Path) -> None:
+    from adapters.tinker.config import load_config
+
+    toml = tmp_path / "c.toml"
+    toml.write_text("warm_start_learning_rate = 1\nlearning_rate = 1\n")
+    config = load_config(toml)
+    assert config.warm_start_learning_rate == 1.0 and isinstance(config.warm_start_learning_rate, float)
+    assert isinstance(config.learning_rate, float)
+    message = r"config key warm_start_learning_rate must be a number \(or left out\), got str 'x'"
+    with pytest.raises(TypeError, match=message):
+        TrainConfig.from_mapping({"warm_start_learning_rate": "x"})
+    with pytest.raises(TypeError, match="config key steps must be an int, got bool True"):
+        TrainConfig.from_mapping({"steps": True})
+
+
+def test_config_files_name_themselves_and_take_a_bom_and_one_train_table(tmp_path: Path) -> None:
+    from adapters.tinker.config import load_config
+
+    toml = tmp_path / "c.toml"
+    toml.write_bytes(b"\xef\xbb\xbfsteps = 3\n")
+    assert load_config(toml).steps == 3
+    toml.write_bytes(b"steps = \xff\n")
+    with pytest.raises(ValueError, match=r"c\.toml: not UTF-8 text \(invalid start byte at byte 8\)"):
+        load_config(toml)
+    toml.write_text("[train]\nsteps = 3\n[train.loss_fn_config]\nclip_low_threshold = 0.8\n")
+    assert load_config(toml).loss_fn_config == {"clip_low_threshold": 0.8}
+    toml.write_text("[train]\nsteps = 3\n[eval]\nx = 1\n")
+    with pytest.raises(ValueError, match=r"c\.toml: unknown config key or table 'eval' beside \[train\]"):
+        load_config(toml)
+    toml.write_text("seed = 1\n[train]\nsteps = 3\n")
+    with pytest.raises(ValueError, match=r"c\.toml: seed lies outside the \[train\] table"):
+        load_config(toml)
+    toml.write_text("temperature = inf\n")
+    with pytest.raises(ValueError, match=r"c\.toml: config key temperature must be a finite number, got inf"):
+        load_config(toml)
+
+
+def test_a_resumed_run_whose_config_lacks_a_later_key_takes_its_default(tmp_path: Path) -> None:
+    config = _config(tmp_path, steps=1, eval_every=0)
+    asyncio.run(run_training(config, FakeServiceClient(seed=0, root=tmp_path / "service")))
+    run_file = tmp_path / "run" / ck.RUN_FILE
+    saved = json.loads(run_file.read_text())
+    del saved["config"]["eval_repeats"]  # a run started before the key existed
+    run_file.write_text(json.dumps(saved))
+    more = TrainConfig.from_mapping({"steps": 2}, base=config)
+    result = asyncio.run(
+        run_training(more, FakeServiceClient(seed=0, root=tmp_path / "service"), resume=True)
+    )
+    assert [m["step"] for m in result.metrics] == [0, 1]
+    other = TrainConfig.from_mapping({"eval_repeats": 2}, base=more)
+    with pytest.raises(ck.CheckpointError, match="eval_repeats: run has 1, given 2"):
+        asyncio.run(run_training(other, FakeServiceClient(seed=0), resume=True))
+
+
+def test_a_fresh_run_needs_a_new_or_empty_directory(tmp_path: Path) -> None:
+    busy = tmp_path / "busy"
+    (busy / "transcripts").mkdir(parents=True)
+    (busy / "metrics.jsonl").write_text('{"my": "metrics"}\n')
+    with pytest.raises(ck.CheckpointError, match="busy is not empty and holds no run"):
+        ck.init_run(busy, {}, resume=False)
+    assert (busy / "metrics.jsonl").read_text() == '{"my": "metrics"}\n'
+    assert sorted(p.name for p in busy.iterdir()) == ["metrics.jsonl", "transcripts"]
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ck.CheckpointError, match="file is not a directory"):
+        ck.init_run(tmp_path / "file", {}, resume=False)
+    (tmp_path / "empty").mkdir()
+    assert ck.init_run(tmp_path / "empty", {"a": 1}, resume=False).config == {"a": 1}
+    with pytest.raises(ck.CheckpointError, match=r"already holds a run; pass --resume .* or remove it"):
+        ck.init_run(tmp_path / "empty", {"a": 1}, resume=False)
+
+
+def _metrics_file(tmp_path: Path, tail: bytes) -> bytes:
+    for step in (0, 1, 2):
+        ck.append_metrics(tmp_path, {"step": step})
+    with open(tmp_path / ck.METRICS, "ab") as f:
+        f.write(tail)
+    return (tmp_path / ck.METRICS).read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("tail", "line", "problem"),
+    [
+        (b'{"advantage/max": 0.3\n{"step": 3}\n', 4, "not JSON"),
+        (b"\xff\n", 4, "not UTF-8 text"),
+        (b'[1]\n{"step": 3}\n', 4, "not a JSON object"),
+        (b'{"loss": 1}\n', 4, "no step number"),
+    ],
+)
+def test_an_unreadable_metrics_line_before_the_last_stops_a_resume(
+    tmp_path: Path, tail: bytes, line: int, problem: str
+) -> None:
+    before = _metrics_file(tmp_path, tail)
+    with pytest.raises(ck.CheckpointError, match=rf"metrics\.jsonl:{line}: {problem}"):
+        ck.truncate_metrics(tmp_path, 2)
+    assert (tmp_path / ck.METRICS).read_bytes() == before  # untouched
+    assert [r["step"] for r in ck.read_metrics(tmp_path)] == [0, 1, 2, 3][: 3 + tail.count(b'"step"')]
+
+
+@pytest.mark.parametrize("torn", [b'{"step": 3', b"\xff", b'{"step": 3}'])
+def test_a_torn_last_line_is_cut(tmp_path: Path, torn: bytes) -> None:
+    _metrics_file(tmp_path, torn)
+    assert [r["step"] for r in ck.truncate_metrics(tmp_path, 3)] == [0, 1, 2]
+    assert (tmp_path / ck.METRICS).read_bytes().count(b"\n") == 3
+
+
+def test_saved_state_paths_inside_the_run_are_recorded_against_it(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    inside = str(run / "service" / "states" / "s.json")
+    assert ck.stored_path(run, inside) == "$RUN_DIR/service/states/s.json"
+    assert ck.stored_path(run, "fake://" + inside) == "fake://$RUN_DIR/service/states/s.json"
+    assert ck.stored_path(run, str(tmp_path / "elsewhere")) == str(tmp_path / "elsewhere")
+    assert ck.stored_path(run, "tinker://abc/weights/1") == "tinker://abc/weights/1"
+    moved = tmp_path / "moved"
+    where = moved / "checkpoints" / "step-000001" / "loop_state.json"
+    expected = str(moved.resolve() / "service" / "states" / "s.json")
+    assert (
+        ck.saved_path(moved, "fake://$RUN_DIR/service/states/s.json", checkpoint=where)
+        == "fake://" + expected
+    )
+    with pytest.raises(ck.CheckpointError, match="lies outside the run directory"):
+        ck.saved_path(moved, "$RUN_DIR/../other/s.json", checkpoint=where)
+
+
+def test_old_checkpoints_with_working_directory_paths_resume_only_from_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Checkpoints used to record the path the service gave, relative to the working directory; from
+    another one, a same-named path would be another run's state."""
+    monkeypatch.chdir(tmp_path)
+    where = Path("run", "checkpoints", "step-000001", "loop_state.json")
+    old = "run/service/states/step-000001.json"
+    assert ck.saved_path("run", old, checkpoint=where) == str((tmp_path / old).resolve())
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    with pytest.raises(
+        ck.CheckpointError, match="recorded relative to the directory the run was started from"
+    ):
+        ck.saved_path(tmp_path / "run", old, checkpoint=where)
+
+
+def test_a_run_resumes_from_another_directory_and_after_a_move(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "a").mkdir()
+    monkeypatch.chdir(tmp_path / "a")
+    config = TrainConfig.from_mapping({**SMALL, "out": "run", "steps": 2, "save_every": 1, "eval_every": 0})
+    asyncio.run(run_training(config, FakeServiceClient(seed=0, root=Path("run", "service"))))
+    saved = json.loads((tmp_path / "a/run/checkpoints/step-000002/loop_state.json").read_text())
+    assert saved["state_path"] == "fake://$RUN_DIR/service/states/step-000002.json"
+    assert saved["fixed_state_path"] == "fake://$RUN_DIR/service/states/fixed.json"
+    (tmp_path / "a" / "run").rename(tmp_path / "b")
+    decoy = tmp_path / "c" / "run" / "service" / "states"  # the same relative path, another run's
+    decoy.mkdir(parents=True)
+    (decoy / "step-000002.json").write_text("not this run's state")
+    monkeypatch.chdir(tmp_path / "c")
+    moved = TrainConfig.from_mapping({"out": str(tmp_path / "b"), "steps": 3}, base=config)
+    service = FakeServiceClient(seed=0, root=tmp_path / "b" / "service")
+    result = asyncio.run(run_training(moved, service, resume=True))
+    assert [m["step"] for m in result.metrics] == [0, 1, 2]
+    loads = [e.detail for e in service.events if e.kind == "load"]
+    assert loads == [
+        f"fake://{(tmp_path / 'b/service/states').resolve()}/{n}.json" for n in ("step-000002", "fixed")
+    ]
+
+
+def _checkpointed_run(tmp_path: Path) -> tuple[TrainConfig, Path]:
+    config = _config(tmp_path, steps=2, save_every=1, eval_every=0)
+    asyncio.run(run_training(config, FakeServiceClient(seed=0, root=tmp_path / "run" / "service")))
+    return TrainConfig.from_mapping({"steps": 3}, base=config), tmp_path / "run/checkpoints/step-000002"
+
+
+def _edit_loop_state(checkpoint: Path, edit: Any) -> None:
+    path = checkpoint / "loop_state.json"
+    state = json.loads(path.read_text())
+    path.write_text(json.dumps(edit(state)))
+
+
+@pytest.mark.parametrize(
+    ("edit", "problem"),
+    [
+        (lambda s: [], "is unreadable: not a JSON object"),
+        (lambda s: {k: v for k, v in s.items() if k != "state_path"}, "'state_path' is None, not a path"),
+        (lambda s: {**s, "loop": {"step": "x"}}, "is unusable: loop state is malformed"),
+        (lambda s: {k: v for k, v in s.items() if k != "loop"}, 'has no "loop" state'),
+        (lambda s: {**s, "fixed_state_path": 3}, "'fixed_state_path' is 3, not a path"),
+        (lambda s: {**s, "rae_baselines": ["x"]}, "'rae_baselines' is \\['x'\\], not 2 numbers"),
+    ],
+)
+def test_a_corrupt_loop_state_is_named(tmp_path: Path, edit: Any, problem: str) -> None:
+    config, checkpoint = _checkpointed_run(tmp_path)
+    _edit_loop_state(checkpoint, edit)
+    with pytest.raises(ck.CheckpointError, match=rf"step-000002/loop_state\.json.* {problem}"):
+        asyncio.run(run_training(config, FakeServiceClient(seed=0), resume=True))
+
+
+@pytest.mark.parametrize("name", ["step-000002.json", "fixed.json"])
+@pytest.mark.parametrize("content", [None, "garbage", "{}"])
+def test_a_missing_or_corrupt_saved_state_is_named(tmp_path: Path, name: str, content: str | None) -> None:
+    config, _ = _checkpointed_run(tmp_path)
+    state = tmp_path / "run" / "service" / "states" / name
+    if content is None:
+        state.unlink()
+    else:
+        state.write_text(content)
+    before = (tmp_path / "run" / ck.METRICS).read_bytes()
+    with pytest.raises(ck.CheckpointError, match=rf"loop_state\.json: cannot load its saved state .*{name}"):
+        asyncio.run(run_training(config, FakeServiceClient(seed=0), resume=True))
+    assert (tmp_path / "run" / ck.METRICS).read_bytes() == before

@@ -1,7 +1,9 @@
 """``debate-kernel train``: train debating agents (Tinker, the local service, or the in-repo fake).
 
 Config: ``--config FILE`` (TOML, keys of :class:`adapters.tinker.config.TrainConfig`), then flags. With
-``--resume RUN_DIR`` the run's own config (``run.json``) is the base. Service: ``TINKER_API_KEY`` set and
+``--resume RUN_DIR`` the run's own config (``run.json``; a key it lacks, added after the run started, takes
+its default) is the base, under the file's keys and the flags, which must still agree with the run's
+outside the keys a resume may change. Service: ``TINKER_API_KEY`` set and
 ``--model`` not a local model name → ``tinker.ServiceClient()``; otherwise the local JAX service
 (:mod:`adapters.local`). ``--service fake`` (hidden, for tests) uses the in-repo fake, persisted under
 ``RUN_DIR/service``. One progress line per step on stderr (a bar on a terminal).
@@ -20,14 +22,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
-import json
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from adapters._gc import fewer_gc_passes
-from adapters.tinker.checkpoint import RUN_FILE, CheckpointError
+from adapters.tinker.checkpoint import RUN_FILE, CheckpointError, read_run
 from adapters.tinker.config import TrainConfig, key_help, load_config
 from adapters.tinker.dataset import DatasetError
 from kernel._checks import did_you_mean
@@ -156,23 +157,32 @@ def _is_local(kind: str, config: TrainConfig) -> bool:
 
 
 def _plain_config(args: argparse.Namespace, *, base: TrainConfig | None = None) -> TrainConfig:
+    """The config of the flags over the ``--config`` file over ``base`` (with ``--resume``: the run's)."""
     overrides: dict[str, Any] = {k: getattr(args, k) for k in _FLAGS if getattr(args, k) is not None}
     if args.resume:
         if args.out and Path(args.out) != Path(args.resume):
             raise ValueError("--out and --resume name different directories")
         overrides["out"] = args.resume
+        base = _run_config(Path(args.resume))
     elif args.out:
         overrides["out"] = args.out
     if args.config is not None:
         return load_config(args.config, overrides=overrides, base=base)
-    if args.resume:
-        run_file = Path(args.resume) / RUN_FILE
-        try:
-            saved = json.loads(run_file.read_text(encoding="utf-8"))["config"]
-        except (OSError, ValueError, KeyError) as e:
-            raise CheckpointError(f"{args.resume} is not a run directory ({run_file}: {e})") from None
-        return TrainConfig.from_mapping({**saved, **overrides})
     return TrainConfig.from_mapping(overrides, base=base)
+
+
+def _run_config(run_dir: Path) -> TrainConfig:
+    """The config a run was started with (its ``run.json``); a key the file lacks takes its default.
+
+    Raises:
+      CheckpointError: not a run directory, or a ``run.json`` that is unreadable or holds a key or value
+        this version does not accept (naming the file).
+    """
+    _, saved = read_run(run_dir)
+    try:
+        return TrainConfig.from_mapping(saved)
+    except (ValueError, TypeError) as e:
+        raise CheckpointError(f"{run_dir / RUN_FILE}: {e}") from None
 
 
 def _compilation_cache() -> None:
@@ -256,7 +266,7 @@ def _progress(stream: Any) -> Any:
 def run(args: argparse.Namespace) -> int:
     """Runs ``train``; returns the exit status (0 done, 2 bad config / data / run directory, 1 service)."""
     try:
-        from adapters.tinker.train import run_training
+        from adapters.tinker.train import check_service, run_training
     except ImportError as e:
         print(
             f"debate-kernel train: needs the training extras ({e.name or e} is not installed); "
@@ -272,6 +282,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         service = _service(args.service, config)
+        if not args.resume:
+            check_service(config, service)
     except ValueError as e:
         print(f"debate-kernel train: {e}", file=sys.stderr)
         return 2

@@ -12,12 +12,19 @@ fsynced and renamed over the target (``os.replace``). A checkpoint directory wit
 marker is ignored (a crash in the middle of a checkpoint). The metrics line of step ``s`` is written
 before the checkpoint after ``s``; on resume from the checkpoint after step ``s``, every line of a later
 step (and a torn last line) is cut, so each step appears exactly once however often the run is killed.
+Any other line that cannot be read stops the resume, the file untouched: nothing else is cut.
+
+A fresh run is made only in a new or empty directory: one that holds files but no ``run.json`` is
+refused, so nothing of the user's is overwritten. A checkpoint records the service's saved states that
+lie inside the run directory as ``$RUN_DIR/…`` (after the URI scheme, if any), so a run resumes from any
+working directory and after a move (:func:`stored_path`, :func:`saved_path`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -30,6 +37,7 @@ __all__ = [
     "COMPLETE",
     "METRICS",
     "RESUMABLE_KEYS",
+    "RUN_DIR_MARK",
     "RUN_FILE",
     "TRANSCRIPTS",
     "Checkpoint",
@@ -39,7 +47,10 @@ __all__ = [
     "init_run",
     "latest_checkpoint",
     "read_metrics",
+    "read_run",
     "save_checkpoint",
+    "saved_path",
+    "stored_path",
     "transcript_files",
     "transcript_path",
     "truncate_metrics",
@@ -53,6 +64,9 @@ CHECKPOINTS = "checkpoints"
 TRANSCRIPTS = "transcripts"
 COMPLETE = "COMPLETE"
 LOOP_STATE = "loop_state.json"
+RUN_DIR_MARK = "$RUN_DIR"
+"""Stands for the run directory at the start of a saved-state path a checkpoint records."""
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 
 RESUMABLE_KEYS = frozenset(
     {"steps", "out", "save_every", "eval_every", "max_concurrent_debates", "sample_timeout_s"}
@@ -107,28 +121,28 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def init_run(run_dir: str | Path, config: Mapping[str, Any], *, resume: bool) -> RunInfo:
+def init_run(
+    run_dir: str | Path,
+    config: Mapping[str, Any],
+    *,
+    resume: bool,
+    defaults: Mapping[str, Any] | None = None,
+) -> RunInfo:
     """Creates a run directory (``resume=False``) or checks that ``config`` may continue it.
 
+    On resume, a key missing from the run's saved config (a key added after the run started) compares
+    as its value in ``defaults``.
+
     Raises:
-      CheckpointError: a fresh run into a directory that already holds a run; a resume of a directory
-        without ``run.json``; or a config whose keys outside :data:`RESUMABLE_KEYS` differ (named).
+      CheckpointError: a fresh run into a directory that already holds a run, into a directory that
+        holds other files, or into a path that is not a directory; a resume of a directory without
+        ``run.json``; or a config whose keys outside :data:`RESUMABLE_KEYS` differ (named).
     """
     root = Path(run_dir)
-    run_file = root / RUN_FILE
     if not resume:
-        if run_file.exists():
-            raise CheckpointError(f"{root} already holds a run; pass --resume {root} to continue it")
-        info = RunInfo(root, uuid.uuid4().hex, dict(config))
-        write_json_atomic(run_file, {"run_id": info.run_id, "config": info.config})
-        return info
-    try:
-        saved = json.loads(run_file.read_text(encoding="utf-8"))
-        run_id, saved_config = str(saved["run_id"]), dict(saved["config"])
-    except FileNotFoundError:
-        raise CheckpointError(f"{root} is not a run directory (no {RUN_FILE})") from None
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise CheckpointError(f"{run_file} is unreadable: {e}") from None
+        return _new_run(root, config)
+    run_id, saved_config = read_run(root)
+    saved_config = {**(defaults or {}), **saved_config}
     differ = sorted(
         k for k in {*saved_config, *config} - RESUMABLE_KEYS if saved_config.get(k) != config.get(k)
     )
@@ -136,6 +150,52 @@ def init_run(run_dir: str | Path, config: Mapping[str, Any], *, resume: bool) ->
         detail = ", ".join(f"{k}: run has {saved_config.get(k)!r}, given {config.get(k)!r}" for k in differ)
         raise CheckpointError(f"{root} is a run with another config ({detail})")
     return RunInfo(root, run_id, dict(config))
+
+
+def _new_run(root: Path, config: Mapping[str, Any]) -> RunInfo:
+    """Writes ``run.json`` of a fresh run in ``root``, a new or empty directory."""
+    run_file = root / RUN_FILE
+    if run_file.exists():
+        raise CheckpointError(
+            f"{root} already holds a run; pass --resume {root} to continue it with its config, "
+            "or remove it (or name another directory) to start a new run"
+        )
+    if root.exists() and not root.is_dir():
+        raise CheckpointError(f"{root} is not a directory; name a new or empty directory for the run")
+    if root.is_dir() and any(root.iterdir()):
+        raise CheckpointError(
+            f"{root} is not empty and holds no run ({RUN_FILE}); name a new or empty directory for the "
+            "run, so that nothing in it is overwritten"
+        )
+    info = RunInfo(root, uuid.uuid4().hex, dict(config))
+    try:
+        write_json_atomic(run_file, {"run_id": info.run_id, "config": info.config})
+    except OSError as e:
+        raise CheckpointError(f"{run_file}: cannot write: {e.strerror or e}") from None
+    return info
+
+
+def read_run(run_dir: str | Path) -> tuple[str, dict[str, Any]]:
+    """The run id and the saved config of the run in ``run_dir`` (its ``run.json``).
+
+    Raises:
+      CheckpointError: no ``run.json`` there, or one that is not ``{"run_id": str, "config": {...}}``
+        (naming the file).
+    """
+    run_file = Path(run_dir) / RUN_FILE
+    try:
+        saved = json.loads(run_file.read_bytes().decode("utf-8"))
+    except (FileNotFoundError, NotADirectoryError):
+        raise CheckpointError(f"{run_dir} is not a run directory (no {RUN_FILE})") from None
+    except (OSError, ValueError) as e:
+        raise CheckpointError(f"{run_file} is unreadable: {e}") from None
+    if not isinstance(saved, dict):
+        raise CheckpointError(f"{run_file} is unreadable: not a JSON object")
+    if not isinstance(saved.get("run_id"), str):
+        raise CheckpointError(f'{run_file} is unreadable: its "run_id" is not a string')
+    if not isinstance(saved.get("config"), dict):
+        raise CheckpointError(f'{run_file} is unreadable: its "config" is not an object of config keys')
+    return saved["run_id"], dict(saved["config"])
 
 
 def _step_name(step: int, suffix: str = "") -> str:
@@ -196,13 +256,75 @@ def latest_checkpoint(run: RunInfo) -> Checkpoint | None:
     if not found:
         return None
     steps_done, path = max(found)
+    file = path / LOOP_STATE
     try:
-        state = json.loads((path / LOOP_STATE).read_text(encoding="utf-8"))
+        state = json.loads(file.read_bytes().decode("utf-8"))
     except (OSError, ValueError) as e:
-        raise CheckpointError(f"checkpoint {path} is unreadable: {e}") from None
-    if not isinstance(state, dict) or state.get("run_id") != run.run_id:
+        raise CheckpointError(f"checkpoint {file} is unreadable: {e}") from None
+    if not isinstance(state, dict):
+        raise CheckpointError(f"checkpoint {file} is unreadable: not a JSON object")
+    if state.get("run_id") != run.run_id:
         raise CheckpointError(f"checkpoint {path} belongs to another run (run id {state.get('run_id')!r})")
     return Checkpoint(steps_done, path, state)
+
+
+def stored_path(run_dir: str | Path, path: str) -> str:
+    """How a checkpoint records ``path``, a saved state's path as the service gave it: a local file inside
+    the run directory as ``$RUN_DIR/…`` (after the URI scheme, if any); another local file absolute (a
+    relative one is relative to the working directory, where the service wrote it); a remote URI
+    (``tinker://…``) as given.
+
+    Examples:
+        >>> stored_path("/runs/a", "/runs/a/service/states/step-000002.json")
+        '$RUN_DIR/service/states/step-000002.json'
+        >>> stored_path("/runs/a", "fake:///runs/a/service/x.json"), stored_path("/runs/a", "tinker://r/w")
+        ('fake://$RUN_DIR/service/x.json', 'tinker://r/w')
+    """
+    scheme, rest = _split_scheme(path)
+    if scheme and not os.path.isabs(rest):
+        return path
+    file = Path(rest).resolve()
+    try:
+        inside = file.relative_to(Path(run_dir).resolve())
+    except ValueError:
+        return scheme + str(file)
+    return f"{scheme}{RUN_DIR_MARK}/{inside.as_posix()}"
+
+
+def saved_path(run_dir: str | Path, stored: str, *, checkpoint: Path) -> str:
+    """The path to give the service for ``stored``, a path a checkpoint recorded (:func:`stored_path`):
+    ``$RUN_DIR`` resolved against ``run_dir``. A relative path without it comes from a checkpoint written
+    before paths were recorded so; it was relative to the working directory of the run, and is used only
+    when it resolves inside ``run_dir`` (never another run's state).
+
+    Raises:
+      CheckpointError: a ``$RUN_DIR`` path that leaves the run directory, or an old relative path that
+        does not resolve inside it (naming ``checkpoint``, the loop-state file).
+    """
+    scheme, rest = _split_scheme(stored)
+    root = Path(run_dir).resolve()
+    if rest.startswith(RUN_DIR_MARK + "/"):
+        file = (root / rest[len(RUN_DIR_MARK) + 1 :]).resolve()
+        if not file.is_relative_to(root):
+            raise CheckpointError(
+                f"checkpoint {checkpoint}: saved state {stored!r} lies outside the run directory"
+            )
+        return scheme + str(file)
+    if scheme or os.path.isabs(rest):
+        return stored
+    file = Path(rest).resolve()
+    if not file.is_relative_to(root):
+        raise CheckpointError(
+            f"checkpoint {checkpoint}: saved state {stored!r} is recorded relative to the directory the run "
+            f"was started from, and from here it lies outside {run_dir}: resume from that directory"
+        )
+    return str(file)
+
+
+def _split_scheme(path: str) -> tuple[str, str]:
+    """``("scheme://", rest)`` of a URI, ``("", path)`` of a plain path."""
+    match = _SCHEME.match(path)
+    return (match.group(), path[match.end() :]) if match else ("", path)
 
 
 def append_metrics(run_dir: str | Path, record: Mapping[str, Any]) -> None:
@@ -214,32 +336,66 @@ def append_metrics(run_dir: str | Path, record: Mapping[str, Any]) -> None:
         os.fsync(f.fileno())
 
 
-def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
-    """The complete JSON lines of ``metrics.jsonl`` (a torn last line is skipped); [] when absent."""
+def read_metrics(run_dir: str | Path, *, strict: bool = False) -> list[dict[str, Any]]:
+    """The JSON object lines of ``metrics.jsonl``; [] when absent. A torn last line (no newline: a crash
+    in the middle of its write) is left out, and so are blank lines.
+
+    Args:
+      strict: any other line that is not a JSON object with an int ``step`` (not UTF-8, not JSON) raises;
+        without it, such a line is left out (a reader such as the report shows what it can).
+
+    Raises:
+      CheckpointError: with ``strict``, a line that cannot be read, naming the file and the line.
+    """
     path = Path(run_dir) / METRICS
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except FileNotFoundError:
         return []
+    lines = data.split(b"\n")
+    lines.pop()  # b"" after a last newline; otherwise a torn line
     out: list[dict[str, Any]] = []
-    for line in text.splitlines(keepends=True):
-        if not line.endswith("\n"):
-            break
-        try:
-            record = json.loads(line)
-        except ValueError:
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
             continue
-        if isinstance(record, dict):
+        record, problem = _metrics_record(raw)
+        if record is not None:
             out.append(record)
+        elif strict:
+            raise CheckpointError(
+                f"{path}:{number}: {problem}; only a torn last line is cut on resume: "
+                "repair or remove that line, then resume again"
+            )
     return out
 
 
+def _metrics_record(raw: bytes) -> tuple[dict[str, Any] | None, str]:
+    """A metrics line as its record, or ``(None, what is wrong with it)``."""
+    try:
+        record = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        return None, f"not UTF-8 text ({e.reason} at byte {e.start} of the line)"
+    except (ValueError, RecursionError) as e:
+        return None, f"not JSON ({e})"
+    if not isinstance(record, dict):
+        return None, f"not a JSON object ({type(record).__name__})"
+    step = record.get("step")
+    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+        return None, f'no step number ("step": {step!r})'
+    return record, ""
+
+
 def truncate_metrics(run_dir: str | Path, steps_done: int) -> list[dict[str, Any]]:
-    """Keeps the lines of steps ``< steps_done`` (the first of each), rewritten atomically; returns them."""
+    """Keeps the lines of steps ``< steps_done`` (the first of each), rewritten atomically; returns them.
+
+    Raises:
+      CheckpointError: a line other than a torn last one cannot be read (:func:`read_metrics`,
+        ``strict``); the file is left as it is.
+    """
     kept: dict[int, dict[str, Any]] = {}
-    for record in read_metrics(run_dir):
-        step = record.get("step")
-        if isinstance(step, int) and 0 <= step < steps_done and step not in kept:
+    for record in read_metrics(run_dir, strict=True):
+        step = record["step"]
+        if step < steps_done and step not in kept:
             kept[step] = record
     records = [kept[s] for s in sorted(kept)]
     path = Path(run_dir) / METRICS

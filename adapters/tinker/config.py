@@ -2,7 +2,8 @@
 
 Every key has a default; the reference value (the v1 debate recipe, tinker-cookbook ``rl/train.py``)
 is listed in ``docs/training.md``. An unknown key is an error that names it and lists the valid keys;
-a value of the wrong type or out of range is an error that names the key.
+a value of the wrong type or out of range (every number must be finite; an int is a number) is an error
+that names the key.
 
 Examples:
     >>> c = TrainConfig.from_mapping({"steps": 3, "num_agents": 2})
@@ -27,12 +28,14 @@ from typing import Any, Final, Literal, get_args, get_origin, get_type_hints
 import kernel
 from kernel._checks import did_you_mean
 
-__all__ = ["KERNEL_LOSSES", "SERVER_LOSSES", "TrainConfig", "key_help", "load_config"]
+__all__ = ["KERNEL_LOSSES", "SEED_LIMIT", "SERVER_LOSSES", "TrainConfig", "key_help", "load_config"]
 
 SERVER_LOSSES: Final = ("importance_sampling", "ppo", "cispo", "dro")
 """Losses computed by the service, by name (``forward_backward(data, loss_fn, loss_fn_config)``)."""
 KERNEL_LOSSES: Final = ("kernel:importance_sampling", "kernel:ppo", "kernel:cispo", "kernel:dro")
 """Losses computed by the kernel's JAX twins on the client, sent through ``forward_backward_custom``."""
+SEED_LIMIT: Final = 2**32
+"""Seeds lie in ``[0, SEED_LIMIT)``: every service and numpy's generators take them."""
 
 
 @dataclass(frozen=True)
@@ -154,6 +157,15 @@ class TrainConfig:
         hints = get_type_hints(type(self))
         for f in fields(self):
             _check_type(f.name, getattr(self, f.name), hints[f.name])
+            if float in _kinds(hints[f.name]) and getattr(self, f.name) is not None:
+                object.__setattr__(self, f.name, _finite(f.name, getattr(self, f.name)))
+        self._check_counts()
+        self._check_numbers()
+        self._check_names()
+        self._check_combinations()
+
+    def _check_counts(self) -> None:
+        """The int keys' ranges."""
         positive = (
             "batch_size",
             "group_size",
@@ -175,9 +187,6 @@ class TrainConfig:
             "eval_questions",
             "max_steps_off_policy",
             "max_concurrent_debates",
-            "sample_timeout_s",
-            "kl_penalty_coef",
-            "temperature",
         )
         for name in non_negative:
             if getattr(self, name) < 0:
@@ -186,36 +195,62 @@ class TrainConfig:
             raise ValueError("config key max_concurrent_debates must be >= 1, got 0")
         if self.history_rounds < -1:
             raise ValueError(f"config key history_rounds must be -1, 0 or K > 0, got {self.history_rounds}")
+        if not 0 <= self.seed < SEED_LIMIT:
+            raise ValueError(f"config key seed must be an int in [0, 2**32), got {self.seed}")
+
+    def _check_numbers(self) -> None:
+        """The number keys' ranges (each is a finite float by now)."""
+        for name in ("sample_timeout_s", "kl_penalty_coef", "temperature"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"config key {name} must be >= 0, got {getattr(self, name)}")
         if not 0 < self.warm_start_lr_decay <= 1:
             raise ValueError(
                 f"config key warm_start_lr_decay must lie in (0, 1], got {self.warm_start_lr_decay}"
             )
         warm_lr = self.warm_start_learning_rate
-        if warm_lr is not None and (not warm_lr > 0 or not math.isfinite(warm_lr)):
+        if warm_lr is not None and not warm_lr > 0:
             raise ValueError(
                 f"config key warm_start_learning_rate must be a finite number > 0, got {warm_lr}"
             )
-        if not self.learning_rate > 0 or not math.isfinite(self.learning_rate):
-            raise ValueError(
-                f"config key learning_rate must be a finite number > 0, got {self.learning_rate}"
-            )
+        for name in ("learning_rate", "eps"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"config key {name} must be a finite number > 0, got {getattr(self, name)}")
         for name in ("beta1", "beta2", "rae_decay"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ValueError(f"config key {name} must be in [0, 1), got {getattr(self, name)}")
+        for option, value in self.loss_fn_config.items():
+            if not math.isfinite(value):
+                raise ValueError(f"config key loss_fn_config: {option} must be a finite number, got {value}")
+
+    def _check_names(self) -> None:
+        """The string keys that name something: a dataset, a loss."""
+        if not self.dataset:
+            raise ValueError(
+                "config key dataset is empty: name a JSON Lines file or a shipped set "
+                f"({', '.join(_shipped_names())})"
+            )
         if self.loss_fn not in SERVER_LOSSES + KERNEL_LOSSES:
             raise ValueError(
                 f"config key loss_fn must be one of {', '.join(SERVER_LOSSES + KERNEL_LOSSES)}, "
                 f"got {self.loss_fn!r}"
             )
-        if self.estimator != "rae":
-            from adapters.pipeline import check_estimator
 
-            try:
-                check_estimator(self.estimator)
-            except (ValueError, TypeError) as e:
-                raise ValueError(f"config key estimator: {e}") from None
-        if self.warm_start_steps and not self.dataset:
-            raise ValueError("config key warm_start_steps needs a dataset with answers")
+    def _check_combinations(self) -> None:
+        """Keys that are valid alone but not together (found now, before a run directory is made)."""
+        if self.estimator == "rae":
+            return
+        from adapters.pipeline import check_estimator
+
+        try:
+            _, options = check_estimator(self.estimator)
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"config key estimator: {e}") from None
+        if options.get("singleton") == "error" and self.num_agents == 1:
+            raise ValueError(
+                f"config key estimator {self.estimator!r} refuses groups of one sample "
+                "(singleton=error), and with num_agents = 1 every debate is one: "
+                "use num_agents >= 2 or another singleton option"
+            )
 
     @property
     def total_steps(self) -> int:
@@ -264,19 +299,66 @@ def load_config(
     """Reads a TOML file of config keys (top level or a ``[train]`` table) over ``base`` (default: the
     defaults), then applies ``overrides``.
 
+    A UTF-8 byte order mark at the file's start is skipped. Errors about the file's keys start with its
+    path.
+
     Raises:
-      ValueError: the file is not valid TOML (with its message), or a key is unknown or a value is bad.
+      ValueError: the file is not UTF-8 or not valid TOML (with its message), holds keys beside a
+        ``[train]`` table, or a key is unknown or a value is bad.
+      TypeError: a value of the wrong type.
       OSError: the file cannot be read.
     """
-    text = Path(path).read_text(encoding="utf-8")
+    keys = _config_table(_read_toml(Path(path)), path)
     try:
-        data = tomllib.loads(text)
+        config = TrainConfig.from_mapping(keys, base=base)
+    except (ValueError, TypeError) as e:
+        raise type(e)(f"{path}: {e}") from None
+    return TrainConfig.from_mapping(overrides or {}, base=config)
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    """A TOML file's tables (a UTF-8 byte order mark at its start is skipped).
+
+    Raises:
+      ValueError: the file is not UTF-8 text or not valid TOML, naming it.
+      OSError: the file cannot be read (the message names it).
+    """
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ValueError(f"{path}: not valid TOML: {e}") from None
-    if set(data) == {"train"} and isinstance(data["train"], dict):
-        data = data["train"]
-    config = TrainConfig.from_mapping(data, base=base)
-    return TrainConfig.from_mapping(overrides or {}, base=config)
+
+
+def _config_table(data: dict[str, Any], path: str | Path) -> dict[str, Any]:
+    """The config keys of a TOML file: its top level, or its ``[train]`` table when it has one (then
+    nothing may lie outside it).
+
+    Raises:
+      ValueError: keys or tables beside ``[train]``, named.
+    """
+    if not isinstance(data.get("train"), dict):
+        return data
+    others = [k for k in data if k != "train"]
+    if not others:
+        table: dict[str, Any] = data["train"]
+        return table
+    valid = TrainConfig.keys()
+    unknown = [k for k in others if k.replace("-", "_") not in valid]
+    if unknown:
+        raise ValueError(
+            f"{path}: unknown config key or table {unknown[0]!r}{did_you_mean(unknown[0], valid)} beside "
+            "[train]; a config file holds config keys at its top level or in one [train] table"
+        )
+    verb = "lies" if len(others) == 1 else "lie"
+    raise ValueError(
+        f"{path}: {', '.join(others)} {verb} outside the [train] table: put every config key under [train] "
+        "(a table as [train.NAME]), or drop the [train] header and keep every key at the top level"
+    )
 
 
 def key_help() -> dict[str, str]:
@@ -307,6 +389,12 @@ def key_help() -> dict[str, str]:
 
 
 def _check_type(name: str, value: Any, hint: Any) -> None:
+    """Checks a key's value against its annotation (an int is a number; a bool is neither).
+
+    Raises:
+      ValueError: a value outside a ``Literal``'s options.
+      TypeError: a value of another type, naming the key and the type it must have.
+    """
     origin = get_origin(hint)
     if origin is Literal:
         if value not in get_args(hint):
@@ -315,19 +403,57 @@ def _check_type(name: str, value: Any, hint: Any) -> None:
         return
     if origin is dict:
         if not isinstance(value, dict) or not all(
-            isinstance(k, str) and isinstance(v, int | float) and not isinstance(v, bool)
-            for k, v in value.items()
+            isinstance(k, str) and _is_kind(v, float) for k, v in value.items()
         ):
             raise TypeError(f"config key {name} must be a table of names to numbers, got {value!r}")
         return
-    if origin is pytypes.UnionType:
-        hint = get_args(hint)
-    ok = isinstance(value, hint) and not (isinstance(value, bool) and hint in (int, float))
-    if hint is float and isinstance(value, int) and not isinstance(value, bool):
-        ok = True
-    if not ok:
-        raise TypeError(f"config key {name} must be {_type_name(hint)}, got {type(value).__name__} {value!r}")
+    kinds = _kinds(hint)
+    if not any(_is_kind(value, kind) for kind in kinds):
+        raise TypeError(
+            f"config key {name} must be {_type_name(kinds)}, got {type(value).__name__} {value!r}"
+        )
 
 
-def _type_name(hint: Any) -> str:
-    return {int: "an int", float: "a number", bool: "true or false", str: "a string"}.get(hint, str(hint))
+def _kinds(hint: Any) -> tuple[Any, ...]:
+    """The types a plain or union annotation admits (``float | None`` → ``(float, NoneType)``)."""
+    return get_args(hint) if get_origin(hint) is pytypes.UnionType else (hint,)
+
+
+def _is_kind(value: Any, kind: Any) -> bool:
+    """Whether ``value`` is of ``kind``: ints count as floats; bools count only as bools."""
+    if kind is type(None):
+        return value is None
+    if isinstance(value, bool):
+        return kind is bool
+    if kind is float:
+        return isinstance(value, int | float)
+    return isinstance(value, kind)
+
+
+def _type_name(kinds: tuple[Any, ...]) -> str:
+    """What a key must be, in words: ``a number``, ``a number (or left out)``."""
+    names = {int: "an int", float: "a number", bool: "true or false", str: "a string"}
+    text = " or ".join(names.get(k, getattr(k, "__name__", str(k))) for k in kinds if k is not type(None))
+    return f"{text} (or left out)" if type(None) in kinds else text
+
+
+def _finite(name: str, value: float) -> float:
+    """A number key's value as a float.
+
+    Raises:
+      ValueError: NaN, an infinity, or an int too large for a float, naming the key.
+    """
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        raise ValueError(f"config key {name} must be a finite number, got {value}")
+    return number
+
+
+def _shipped_names() -> tuple[str, ...]:
+    """The dataset names that read a shipped question set."""
+    from adapters.tinker.dataset import SHIPPED
+
+    return tuple(SHIPPED)

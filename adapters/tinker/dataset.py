@@ -1,7 +1,9 @@
 """Questions for training: a JSON Lines reader, a deterministic cursor, and answer checking.
 
-A dataset file holds one JSON object per line, ``{"question": str, "answer": str | number (optional)}``;
-blank lines are skipped; any other line is an error naming its line number. Batches come from a
+A dataset file holds one JSON object per line, ``{"question": str, "answer": str | number (optional)}``
+(and optionally ``"kind"``, a string label that training ignores); lines end in ``\n`` (or ``\r\n``), and
+a UTF-8 byte order mark at the start is skipped; blank lines are skipped; any other line, or any other
+key, is an error naming its line number. Batches come from a
 seeded shuffle per epoch: batch ``b`` of size ``B`` is positions ``[bB, (b+1)B)`` of the infinite stream
 ``order(0) ++ order(1) ++ …``, where ``order(e)`` is the permutation of ``np.random.default_rng((seed,
 e))``. The cursor ``(epoch, position)`` therefore fixes everything that follows, and is what a
@@ -30,9 +32,10 @@ from typing import NamedTuple
 import numpy as np
 
 from adapters import data
-from kernel._checks import check_type
+from kernel._checks import check_type, did_you_mean
 
 __all__ = [
+    "FIELDS",
     "SAMPLE_QUESTIONS",
     "SHIPPED",
     "Cursor",
@@ -47,6 +50,8 @@ __all__ = [
     "parse_questions",
 ]
 
+FIELDS = ("question", "answer", "kind")
+"""The keys a dataset line may hold (``kind``: a label of the question's kind, not used by training)."""
 SAMPLE_QUESTIONS = "questions.jsonl"
 """The shipped question set (arithmetic with exact answers) in :mod:`adapters.data`."""
 SHIPPED: dict[str, str] = {
@@ -82,9 +87,12 @@ class Cursor(NamedTuple):
 def parse_questions(text: str, *, source: str = "<questions>") -> tuple[Question, ...]:
     """Reads JSON Lines text into questions.
 
+    Lines end at ``\n`` (a ``\r`` before it is dropped); other line separators, such as U+2028 in a
+    question, are text. A byte order mark at the start is skipped.
+
     Raises:
-      DatasetError: a line that is not JSON, not an object, or without a string ``question`` (the
-        message gives ``source:line``), or no question at all.
+      DatasetError: a line that is not JSON, not an object, with a key other than :data:`FIELDS`, or
+        without a string ``question`` (the message gives ``source:line``), or no question at all.
 
     Examples:
       >>> parse_questions('{"question": "1 + 1?", "answer": 2}\\n\\n{"question": "Why?"}')
@@ -95,25 +103,48 @@ def parse_questions(text: str, *, source: str = "<questions>") -> tuple[Question
     """
     check_type(text, str, "text")
     out: list[Question] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise DatasetError(f"{source}:{number}: not JSON ({e.msg} at column {e.colno})") from None
-        if not isinstance(record, dict):
-            raise DatasetError(f"{source}:{number}: expected an object, got {type(record).__name__}")
-        question = record.get("question")
-        if not isinstance(question, str) or not question.strip():
-            raise DatasetError(f'{source}:{number}: "question" must be a non-empty string')
-        answer = record.get("answer")
-        if answer is not None and (isinstance(answer, bool) or not isinstance(answer, str | int | float)):
-            raise DatasetError(f'{source}:{number}: "answer" must be a string or a number')
-        out.append(Question(question, None if answer is None else str(answer)))
+    for number, line in enumerate(text.removeprefix("\ufeff").split("\n"), start=1):
+        line = line.removesuffix("\r")
+        if line.strip():
+            out.append(_parse_line(line, f"{source}:{number}"))
     if not out:
         raise DatasetError(f"{source}: no questions")
     return tuple(out)
+
+
+def _parse_line(line: str, where: str) -> Question:
+    """One non-blank dataset line as a question; ``where`` (``source:line``) starts every error."""
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise DatasetError(f"{where}: not JSON ({e.msg} at column {e.colno})") from None
+    except ValueError as e:  # the one other error: an integer of more digits than int() reads
+        raise DatasetError(f"{where}: a number too long to read ({e}); write it as a string") from None
+    except RecursionError:
+        raise DatasetError(f"{where}: nested too deeply to read") from None
+    if not isinstance(record, dict):
+        raise DatasetError(f"{where}: expected an object, got {type(record).__name__}")
+    for key in record:
+        if key not in FIELDS:
+            raise DatasetError(
+                f"{where}: unknown key {key!r}{did_you_mean(key, FIELDS)}; a line holds "
+                f"{', '.join(repr(f) for f in FIELDS)}"
+            )
+    question = record.get("question")
+    if not isinstance(question, str) or not question.strip():
+        raise DatasetError(f'{where}: "question" must be a non-empty string')
+    if record.get("kind") is not None and not isinstance(record["kind"], str):
+        raise DatasetError(f'{where}: "kind" must be a string')
+    return Question(question, _answer_text(record.get("answer"), where))
+
+
+def _answer_text(answer: object, where: str) -> str | None:
+    """A line's ``answer`` as text (None when it has none)."""
+    if answer is None:
+        return None
+    if isinstance(answer, bool) or not isinstance(answer, str | int | float):
+        raise DatasetError(f'{where}: "answer" must be a string or a number')
+    return str(answer)
 
 
 def load_questions(path: str | Path) -> tuple[Question, ...]:
@@ -121,15 +152,21 @@ def load_questions(path: str | Path) -> tuple[Question, ...]:
     ``"arithmetic"``, ``"parity"``, ``"repeat"``).
 
     Raises:
-      DatasetError: as :func:`parse_questions`, or the file cannot be read.
+      DatasetError: as :func:`parse_questions`, the name is empty, or the file cannot be read.
     """
+    if not str(path):
+        raise DatasetError(
+            f"the dataset name is empty: name a JSON Lines file or one of {', '.join(SHIPPED)}"
+        )
     if str(path) in SHIPPED:
         name = SHIPPED[str(path)]
         return parse_questions(data.read_text(name), source=name)
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise DatasetError(f"{path}: cannot read: {e}") from None
+        text = Path(path).read_bytes().decode("utf-8")
+    except OSError as e:
+        raise DatasetError(f"{path}: cannot read: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise DatasetError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     return parse_questions(text, source=str(path))
 
 

@@ -39,7 +39,7 @@ from adapters.tinker import transcript_writer
 from adapters.tinker.config import TrainConfig
 from adapters.tinker.convert import datums_to_tinker, pack_trajectories
 from adapters.tinker.credit import credit_weights
-from adapters.tinker.dataset import Question, batch_at, cursor_at, is_correct, load_questions
+from adapters.tinker.dataset import DatasetError, Question, batch_at, cursor_at, is_correct, load_questions
 from adapters.tinker.protocol import SamplingClient, ServiceClient, TrainingClient
 from adapters.tinker.renderers import ByteRenderer, Renderer
 from adapters.tinker.rollouts import (
@@ -56,7 +56,7 @@ from adapters.tinker.transcript_writer import TranscriptWriter
 from adapters.transcripts import Debate
 from adapters.transcripts import Turn as TranscriptTurn
 
-__all__ = ["METRIC_NAMES", "TrainResult", "run_training"]
+__all__ = ["METRIC_NAMES", "TrainResult", "check_answers", "check_service", "run_training"]
 
 METRIC_NAMES = (
     "step",
@@ -610,10 +610,12 @@ class _Shell:
         cursor = cursor_at(
             saved.to_sample[0] if saved.to_sample else saved.next_batch, self.config.batch_size, n
         )
+        run_dir = self.run.run_dir
+        fixed = self.fixed_state_path
         payload = {
             "loop": pl.state_to_dict(saved),
-            "state_path": response.path,
-            "fixed_state_path": self.fixed_state_path,
+            "state_path": ck.stored_path(run_dir, response.path),
+            "fixed_state_path": None if fixed is None else ck.stored_path(run_dir, fixed),
             "policy_version": saved.version,
             "dataset_cursor": {"epoch": cursor.epoch, "position": cursor.position},
             "rng": {"kind": "counter", "seed": self.config.seed, "next_batch": saved.next_batch},
@@ -647,26 +649,33 @@ async def run_training(
       :class:`TrainResult`; ``metrics`` holds every step's line (those before a resume re-read from disk).
 
     Raises:
-      adapters.tinker.checkpoint.CheckpointError: a run directory that cannot be used as asked.
-      adapters.tinker.dataset.DatasetError: a bad dataset.
+      adapters.tinker.checkpoint.CheckpointError: a run directory that cannot be used as asked (a fresh
+        run needs a new or empty one), or a checkpoint that cannot be resumed (naming its file).
+      adapters.tinker.dataset.DatasetError: a bad dataset, or one without answers where the config
+        needs them (:func:`check_answers`).
+      ValueError: a service that cannot start the run (:func:`check_service`); both before the run
+        directory is made.
     """
     questions = load_questions(config.dataset)
-    run = ck.init_run(config.out, config.to_dict(), resume=resume)
+    check_answers(config, questions)
+    if not resume:
+        check_service(config, service_client)
+    run = ck.init_run(config.out, config.to_dict(), resume=resume, defaults=TrainConfig().to_dict())
     latest = ck.latest_checkpoint(run) if resume else None
     resumed: pl.LoopState | None = None
     rae = np.zeros(config.num_agents, dtype=np.float64)
     fixed_state_path: str | None = None
+    fixed_client: TrainingClient | None = None
     if latest is not None:
-        training = await service_client.create_training_client_from_state_with_optimizer(
-            latest.state["state_path"]
-        )
-        resumed = pl.state_from_dict(latest.state["loop"])
-        rae = np.asarray(latest.state.get("rae_baselines", rae), dtype=np.float64)
-        fixed_state_path = latest.state.get("fixed_state_path")
+        saved = _saved_loop(run, latest, config.num_agents)
+        training = await _restore(service_client, saved.state_path, latest)
+        if saved.fixed_state_path is not None:
+            fixed_client = await _restore(service_client, saved.fixed_state_path, latest)
+        resumed, rae, fixed_state_path = saved.loop, saved.rae, saved.fixed_state_path
         kept = ck.truncate_metrics(run.run_dir, latest.steps_done)
     else:
         training = await _new_training_client(service_client, config)
-        kept = ck.truncate_metrics(run.run_dir, 0)
+        kept = ck.truncate_metrics(run.run_dir, 0) if resume else []
     if renderer is None:
         tokenizer = training.get_tokenizer()
         if not isinstance(tokenizer, ByteTokenizer):
@@ -678,8 +687,7 @@ async def run_training(
         _check_warm_turns_fit(config, renderer, questions)
     sampler = await training.save_weights_and_get_sampling_client()
     fixed: SamplingClient | None = None
-    if fixed_state_path is not None:
-        fixed_client = await service_client.create_training_client_from_state_with_optimizer(fixed_state_path)
+    if fixed_client is not None:
         fixed = await fixed_client.save_weights_and_get_sampling_client()
     elif config.warm_start_steps == 0:
         fixed = sampler
@@ -882,18 +890,115 @@ async def evaluate(
 # ---------------------------------------------------------------------------------------------------------
 
 
+def check_service(config: TrainConfig, service_client: ServiceClient) -> None:
+    """Checks that ``service_client`` can start the run ``config`` asks for (before its directory is made).
+
+    Raises:
+      ValueError: ``lora_rank = 0`` (full fine-tuning) on a service without
+        ``create_full_training_client`` (Tinker and the fake train LoRA adapters only).
+    """
+    if config.lora_rank == 0 and getattr(service_client, "create_full_training_client", None) is None:
+        raise ValueError(
+            "config key lora_rank = 0 (full fine-tuning) needs the local service; "
+            f"{type(service_client).__name__} trains LoRA adapters only (lora_rank >= 1)"
+        )
+
+
+def check_answers(config: TrainConfig, questions: Sequence[Question]) -> None:
+    """Checks that the dataset has reference answers where the config needs them.
+
+    Raises:
+      DatasetError: no question has an answer, while the warm start (its turns carry the answers) or
+        the correctness reward (``correctness_weight`` ≠ 0) needs them.
+    """
+    if any(q.answer is not None for q in questions):
+        return
+    needs = []
+    if config.warm_start_steps > 0:
+        needs.append(f"warm_start_steps = {config.warm_start_steps} (its turns carry the reference answers)")
+    if config.correctness_weight != 0:
+        needs.append(f"correctness_weight = {config.correctness_weight} (it rewards right answers)")
+    if needs:
+        keys = "that key" if len(needs) == 1 else "those keys"
+        raise DatasetError(
+            f'{config.dataset}: no question has an "answer", and config key {" and ".join(needs)} needs '
+            f"answers: add them, or set {keys} to 0"
+        )
+
+
+class _SavedLoop(NamedTuple):
+    """What a checkpoint's loop state restores, checked (:func:`_saved_loop`)."""
+
+    loop: pl.LoopState
+    state_path: str  # the service's path of the saved weights and optimizer state
+    fixed_state_path: str | None  # the fixed policy's, if it was saved
+    rae: npt.NDArray[np.float64]
+
+
+def _saved_loop(run: ck.RunInfo, latest: ck.Checkpoint, num_agents: int) -> _SavedLoop:
+    """The loop state of ``latest``, its saved-state paths resolved against the run directory.
+
+    Raises:
+      CheckpointError: a field missing or malformed, naming the checkpoint's loop-state file.
+    """
+    where = latest.path / ck.LOOP_STATE
+    state = latest.state
+    if "loop" not in state:
+        raise ck.CheckpointError(f'checkpoint {where} is unusable: it has no "loop" state')
+    try:
+        loop = pl.state_from_dict(state["loop"])
+    except ValueError as e:
+        raise ck.CheckpointError(f"checkpoint {where} is unusable: {e}") from None
+    state_path = _saved_state_path(run, state.get("state_path"), "state_path", where)
+    fixed = state.get("fixed_state_path")
+    fixed_path = None if fixed is None else _saved_state_path(run, fixed, "fixed_state_path", where)
+    rae = np.zeros(num_agents, dtype=np.float64)
+    if state.get("rae_baselines") is not None:
+        rae = _saved_baselines(state["rae_baselines"], num_agents, where)
+    return _SavedLoop(loop, state_path, fixed_path, rae)
+
+
+def _saved_state_path(run: ck.RunInfo, value: Any, key: str, where: Path) -> str:
+    """The path a checkpoint recorded under ``key``, for the service (:func:`checkpoint.saved_path`)."""
+    if not isinstance(value, str) or not value:
+        raise ck.CheckpointError(f"checkpoint {where} is unusable: {key!r} is {value!r}, not a path")
+    return ck.saved_path(run.run_dir, value, checkpoint=where)
+
+
+def _saved_baselines(value: Any, num_agents: int, where: Path) -> npt.NDArray[np.float64]:
+    """The RAE baselines a checkpoint saved: ``num_agents`` finite numbers."""
+    try:
+        rae = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        rae = np.full(0, np.nan)
+    if rae.shape != (num_agents,) or not np.all(np.isfinite(rae)):
+        raise ck.CheckpointError(
+            f"checkpoint {where} is unusable: 'rae_baselines' is {value!r}, not {num_agents} numbers"
+        )
+    return rae
+
+
+async def _restore(service_client: ServiceClient, path: str, latest: ck.Checkpoint) -> TrainingClient:
+    """A training client on the state ``latest`` saved at ``path``.
+
+    Raises:
+      CheckpointError: the service cannot read it (missing or corrupt), naming the checkpoint.
+    """
+    try:
+        return await service_client.create_training_client_from_state_with_optimizer(path)
+    except (ValueError, OSError) as e:
+        raise ck.CheckpointError(
+            f"checkpoint {latest.path / ck.LOOP_STATE}: cannot load its saved state {path}: {e}"
+        ) from None
+
+
 async def _new_training_client(service_client: ServiceClient, config: TrainConfig) -> TrainingClient:
     """A LoRA client of rank ``lora_rank``, or with ``lora_rank = 0`` a full fine-tuning client (a method
     only the local service has: its models start from random weights, which LoRA alone learns slowly)."""
     if config.lora_rank > 0:
         return await service_client.create_lora_training_client(config.model, config.lora_rank)
-    full = getattr(service_client, "create_full_training_client", None)
-    if full is None:
-        raise ValueError(
-            "config key lora_rank = 0 (full fine-tuning) needs the local service; "
-            f"{type(service_client).__name__} trains LoRA adapters only (lora_rank >= 1)"
-        )
-    client: TrainingClient = await full(config.model)
+    check_service(config, service_client)
+    client: TrainingClient = await service_client.create_full_training_client(config.model)  # type: ignore[attr-defined]
     return client
 
 
