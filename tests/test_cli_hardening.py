@@ -717,3 +717,16 @@ def _writing_then(action: Any) -> Any:
         return opened()
 
     return write
+
+
+def test_report_of_a_run_says_which_metrics_lines_it_left_out(tmp_path: Path, capsys: Any) -> None:
+    """A damaged line in the middle of metrics.jsonl was left out of the curves without a word."""
+    good = [json.dumps({"step": s, "env/all/reward/total": 0.5}) for s in range(3)]
+    run = _run_dir(tmp_path, [good[0], '{"step": 1, "env/all/rew', good[2]])
+    page = tmp_path / "r.html"
+    assert main(["report", str(run), "-o", str(page)]) == 0
+    err = capsys.readouterr().err
+    assert "warning: left out" in err and "metrics.jsonl:2: not JSON" in err, err
+    text = page.read_text("utf-8")
+    assert "1 metrics line(s) could not be read" in text and "metrics.jsonl:2: not JSON" in text
+    assert "2 steps" in text

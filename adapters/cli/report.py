@@ -96,8 +96,9 @@ def _training_report(args: argparse.Namespace, written: list[Path]) -> int:
     if refused is not None:
         cmd_score._err(refused)
         return cmd_score.EXIT_UNUSABLE
+    skipped: list[str] = []
     try:
-        page = render_training_html(run_dir, title=args.title)
+        page = render_training_html(run_dir, title=args.title, skipped=skipped)
     except UnicodeDecodeError as e:
         cmd_score._err(f"cannot read {run_dir / METRICS}: not UTF-8 text ({e.reason} at byte {e.start})")
         return cmd_score.EXIT_UNUSABLE
@@ -107,6 +108,10 @@ def _training_report(args: argparse.Namespace, written: list[Path]) -> int:
     except ValueError as e:
         cmd_score._err(str(e))
         return cmd_score.EXIT_UNUSABLE
+    for line in skipped[:20]:
+        cmd_score._err(f"warning: left out {line}")
+    if len(skipped) > 20:
+        cmd_score._err(f"warning: left out {len(skipped) - 20} more unreadable metrics lines")
     if not _write_page(args.output, page, written):
         return cmd_score.EXIT_UNUSABLE
     print(f"wrote {args.output} (training curves of {args.file})")

@@ -133,13 +133,29 @@ def svg_line_chart(
     return "".join(parts)
 
 
-def render_training_html(run_dir: str | Path, *, title: str | None = None) -> str:
-    """The page of training curves of ``run_dir`` (its ``metrics.jsonl``).
+def _skipped_note(skipped: list[str]) -> str:
+    """A warning paragraph listing the metrics lines left out ("" when none)."""
+    if not skipped:
+        return ""
+    items = "".join(f"<li>{html.escape(s)}</li>" for s in skipped[:20])
+    more = f"<li>… and {len(skipped) - 20} more</li>" if len(skipped) > 20 else ""
+    head = f"<p><b>{len(skipped)} metrics line(s) could not be read and are left out:</b></p>"
+    return f"{head}<ul>{items}{more}</ul>"
+
+
+def render_training_html(
+    run_dir: str | Path, *, title: str | None = None, skipped: list[str] | None = None
+) -> str:
+    """The page of training curves of ``run_dir`` (its ``metrics.jsonl``). Lines that cannot be read are
+    left out of the curves and listed on the page (and in ``skipped``, when given).
 
     Raises:
         ValueError: the directory has no metrics lines.
     """
-    records = read_metrics(run_dir)
+    left_out: list[str] = []
+    records = read_metrics(run_dir, skipped=left_out)
+    if skipped is not None:
+        skipped.extend(left_out)
     records = [r for r in records if isinstance(r.get("step"), int)]
     if not records:
         raise ValueError(f"{run_dir} has no metrics.jsonl lines (is it a training run directory?)")
@@ -163,6 +179,7 @@ def render_training_html(run_dir: str | Path, *, title: str | None = None) -> st
         "figure{display:inline-block;margin:6px}table{border-collapse:collapse;font-size:12px}"
         "td{border:1px solid #ddd;padding:2px 6px}</style></head><body>"
         f"<h1>{html.escape(name)}</h1><p>{len(records)} steps (steps {steps[0]}–{steps[-1]}).</p>"
+        + _skipped_note(left_out)
         + "".join(charts)
         + f"<h2>Last step</h2><table>{rows}</table></body></html>"
     )

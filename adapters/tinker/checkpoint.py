@@ -336,13 +336,16 @@ def append_metrics(run_dir: str | Path, record: Mapping[str, Any]) -> None:
         os.fsync(f.fileno())
 
 
-def read_metrics(run_dir: str | Path, *, strict: bool = False) -> list[dict[str, Any]]:
+def read_metrics(
+    run_dir: str | Path, *, strict: bool = False, skipped: list[str] | None = None
+) -> list[dict[str, Any]]:
     """The JSON object lines of ``metrics.jsonl``; [] when absent. A torn last line (no newline: a crash
     in the middle of its write) is left out, and so are blank lines.
 
     Args:
       strict: any other line that is not a JSON object with an int ``step`` (not UTF-8, not JSON) raises;
         without it, such a line is left out (a reader such as the report shows what it can).
+      skipped: without ``strict``, receives ``"FILE:LINE: what is wrong"`` for each line left out that way.
 
     Raises:
       CheckpointError: with ``strict``, a line that cannot be read, naming the file and the line.
@@ -366,6 +369,8 @@ def read_metrics(run_dir: str | Path, *, strict: bool = False) -> list[dict[str,
                 f"{path}:{number}: {problem}; only a torn last line is cut on resume: "
                 "repair or remove that line, then resume again"
             )
+        elif skipped is not None:
+            skipped.append(f"{path}:{number}: {problem}")
     return out
 
 
