@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 import kernel
-from adapters.transcripts import Debate, LineReader, TranscriptError
+from adapters.transcripts import Debate, LineReader, TranscriptError, check_debates
 from kernel import DebateState, PairwiseRewards, ParsedResponse, ReplayResult, VoteArrays, VoteValidation
 from kernel._checks import check_each, check_type, did_you_mean
 
@@ -633,13 +633,22 @@ def score(
     num_lines: int = 0,
     num_blank: int = 0,
     clock: Callable[[], float] = time.perf_counter,
+    checked: bool = False,
 ) -> BatchResult:
     """Runs every stage on ``debates``; ``read_errors`` from the reader are carried into the result.
 
     With an estimator whose ``singleton`` is ``"error"``, a debate with one agent (a group of one) is
     skipped with the reason ``singleton_group`` instead of failing the batch.
+
+    ``checked``: the debates come from the reader (:func:`read_transcripts`, :class:`LineReader`), which
+    has checked them. By default each debate is checked as the reader checks a line
+    (:func:`adapters.transcripts.check_debates`), and one that fails (a negative token id, no agents, a
+    turn in the wrong round, …) is skipped with the reader's reason, as it would be in a file.
     """
     timings: dict[str, float] = {}
+    if not checked:
+        debates, invalid = check_debates(debates)
+        read_errors = [*read_errors, *invalid]
     t0 = clock()
     parsed = parse_turns(debates, policy=options.policy)
     t1 = clock()
@@ -726,6 +735,7 @@ def score_chunks(
             num_lines=reader.num_lines,
             num_blank=reader.num_blank,
             clock=clock,
+            checked=True,
         )
 
     for raw in lines:

@@ -45,6 +45,7 @@ __all__ = [
     "ReadResult",
     "TranscriptError",
     "Turn",
+    "check_debates",
     "debate_from_record",
     "debate_to_record",
     "dumps_debate",
@@ -481,6 +482,31 @@ def _debate_from_record(rec: Any, line: int) -> Debate:
         line=line,
         meta=rec.get("meta"),
     )
+
+
+def check_debates(debates: Sequence[Debate]) -> tuple[list[Debate], list[TranscriptError]]:
+    """The debates that hold only what a transcript line may hold (the reader's checks: agent ids, token
+    ids, logprobs, rounds, turn order, …), and one error, with the reader's reason code, for each other.
+
+    For debates built in memory; :func:`read_transcripts` has checked the debates it returns.
+
+    Examples:
+      >>> ok = Debate("a", "q?", 2, (Turn(0, "x"),))
+      >>> bad = Debate("b", "q?", 0, (Turn(0, "x"),))
+      >>> good, errors = check_debates([ok, bad])
+      >>> [d.id for d in good], errors[0].reason
+      (['a'], 'bad_value')
+    """
+    good: list[Debate] = []
+    errors: list[TranscriptError] = []
+    for debate in debates:
+        try:
+            _debate_from_record(debate_to_record(debate), debate.line)
+        except _Invalid as e:
+            errors.append(TranscriptError(debate.line, e.reason, e.message, e.turn, str(debate.id)))
+        else:
+            good.append(debate)
+    return good, errors
 
 
 def parse_line(text: str | bytes, line: int) -> Debate | TranscriptError:

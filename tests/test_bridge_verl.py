@@ -249,3 +249,27 @@ def test_compute_score_needs_debate_and_agent() -> None:
             [None, None],
             [{"debate_id": 1, "agent_id": 0}, {"debate_id": 1, "agent_id": 5}],
         )
+
+
+def test_estimator_fn_reads_tensor_keys_integer_and_bf16_rewards_and_ignores_what_the_mask_hides() -> None:
+    """Found by review, each silently wrong before: an index given as a tensor made every row its own group
+    (0-d tensors hash by identity: every advantage 0); integer rewards gave integer (truncated)
+    advantages; a NaN reward outside the mask made its row, and so its group, drop out (NaN·0 is NaN);
+    bfloat16 rewards crashed in the conversion to numpy; numpy arrays instead of tensors were an
+    AttributeError."""
+    fn = bridge.estimator_fn("default")
+    rewards, mask = torch.tensor([[1.0], [3.0], [5.0], [7.0]]), torch.ones(4, 1)
+    expected = fn(rewards, mask, index=[0, 0, 1, 1])[0]
+    assert expected[:, 0].tolist() == [-1.0, 1.0, -1.0, 1.0]
+    for index in (torch.tensor([0, 0, 1, 1]), np.array([0, 0, 1, 1]), ["a", "a", "b", "b"]):
+        assert torch.equal(fn(rewards, mask, index=index)[0], expected)
+    ints = fn(torch.tensor([[1, 0], [2, 0]]), torch.ones(2, 2), index=["a", "a"])[0]
+    assert ints.dtype == torch.float32 and ints[:, 0].tolist() == [-0.5, 0.5]
+    hidden = torch.tensor([[1.0, float("nan")], [3.0, 0.0], [5.0, 0.0], [7.0, 0.0]])
+    hidden_mask = torch.ones(4, 2)
+    hidden_mask[0, 1] = 0
+    assert fn(hidden, hidden_mask, index=[0, 0, 1, 1])[0][:, 0].tolist() == [-1.0, 1.0, -1.0, 1.0]
+    bf16 = fn(rewards.to(torch.bfloat16), mask, index=[0, 0, 1, 1])[0]
+    assert bf16.dtype == torch.bfloat16 and bf16[:, 0].tolist() == [-1.0, 1.0, -1.0, 1.0]
+    with pytest.raises(TypeError, match=r"token_level_rewards must be a torch\.Tensor"):
+        fn(np.ones((2, 1)), mask[:2], index=[0, 0])

@@ -479,3 +479,79 @@ def test_transcripts_without_logprobs_carry_text_only() -> None:
         assert score(read.debates).errors == ()
 
     run(main())
+
+
+class _OddSampler:
+    """A sampler whose one sequence holds the given tokens and logprobs."""
+
+    def __init__(self, tokens: list[int], logprobs: list[float]) -> None:
+        self.tokens, self.logprobs = tokens, logprobs
+
+    async def sample(self, prompt: Any, num_samples: int, params: Any) -> Any:
+        from tinker import types
+
+        seq = types.SampledSequence(
+            stop_reason="stop",
+            sequence_id="s",
+            tokens_np=np.array(self.tokens, np.int64),
+            logprobs_np=np.array(self.logprobs, np.float32),
+        )
+        return types.SampleResponse(sequences=[seq])
+
+
+def test_odd_sampler_output_ends_its_own_debate_and_nothing_else() -> None:
+    """Found by review: a sampler returning a token id the renderer cannot decode crashed the whole batch
+    (the other debates' results lost), and a NaN logprob made transcript_lines fail on the whole batch."""
+    from adapters.tinker.fake import initial_model_state
+    from adapters.tinker.rollouts import DebateSpec
+
+    good = FakeSamplingClient(initial_model_state("fake", 1, 0))
+    undecodable = _OddSampler([-5], [-1.0])
+    nan_logprob = _OddSampler(list(b"<solution>1</solution>"), [float("nan")] * 22)
+    specs = [
+        DebateSpec("q?", (undecodable, undecodable), (0, 1), None, group=0, id="bad"),
+        DebateSpec("q2?", (good, good), (0, 1), None, group=1, id="ok"),
+        DebateSpec("q3?", (nan_logprob, good), (0, 1), None, group=2, id="nan"),
+    ]
+    config = RolloutConfig(num_agents=2, max_rounds=1)
+    batch = asyncio.run(run_debates(specs, ByteRenderer(), config=config))
+    by_id = {r.spec.id: r for r in batch.results}
+    assert by_id["bad"].end_reason == "sampler_error" and "do not decode" in by_id["bad"].detail
+    assert by_id["ok"].state.done and by_id["ok"].end_reason != "sampler_error"
+    lines = transcript_lines(batch.results)
+    read = read_transcripts(lines)
+    assert not by_id["bad"].turns  # ended before its first turn: a transcript has no line for it
+    assert not read.errors and [d.id for d in read.debates] == ["ok", "nan"]
+    assert by_id["nan"].turns[0].arrays is None
+    assert read.debates[1].turns[0].action_tokens is None  # its text kept, its tokens not
+
+
+def test_debate_ids_must_be_unique() -> None:
+    """Two self_play calls with the default prefix both made id q0: the reader then dropped the second."""
+    from adapters.tinker.fake import initial_model_state
+
+    sampler = FakeSamplingClient(initial_model_state("fake", 1, 0))
+    specs = self_play(["a?"], sampler, num_agents=2) + self_play(["b?"], sampler, num_agents=2)
+    with pytest.raises(ValueError, match=r"specs\[1\]\.id 'q0' is also specs\[0\]'s"):
+        asyncio.run(run_debates(specs, ByteRenderer(), config=RolloutConfig(num_agents=2, max_rounds=1)))
+
+
+def test_rollout_config_and_spec_helpers_name_bad_values() -> None:
+    from adapters.tinker.fake import initial_model_state
+
+    for name, value, kind in (
+        ("temperature", "1", TypeError),
+        ("sample_timeout", "5", TypeError),
+        ("parse_failure_reward", float("nan"), ValueError),
+        ("parse_failure_reward", float("inf"), ValueError),
+        ("sample_timeout", float("nan"), ValueError),
+    ):
+        with pytest.raises(kind, match=name):
+            RolloutConfig(**{name: value})
+    sampler = FakeSamplingClient(initial_model_state("fake", 1, 0))
+    with pytest.raises(TypeError, match="questions must be a sequence of question strings"):
+        self_play("abc", sampler, num_agents=2)
+    with pytest.raises(TypeError, match="answers must be a sequence"):
+        self_play(["a?", "b?"], sampler, num_agents=2, answers="xy")
+    with pytest.raises(TypeError, match="questions must be a sequence"):
+        fixed_opponents("ab", sampler, sampler, num_agents=2)

@@ -693,3 +693,38 @@ def test_a_line_that_is_not_text_is_a_type_error_naming_it_on_every_reader() -> 
         read_transcripts(["", None])  # type: ignore[list-item]
     with pytest.raises(TypeError, match="line 2 of source must be a str or bytes, got int"):
         list(pipeline.score_chunks([b"", 3]))  # type: ignore[list-item]
+
+
+def test_score_checks_in_memory_debates_as_the_reader_checks_lines() -> None:
+    """Found by review: pipeline.score put a negative token id of a Debate built in memory into the
+    datums, and a debate with num_agents = 0 raised ZeroDivisionError; a file holding either is refused
+    line by line. Such debates are now skipped with the reader's reason; the others are scored."""
+    from adapters import pipeline
+    from adapters.transcripts import Debate, Turn, check_debates
+
+    ok = (
+        "<solution>1</solution><evaluation>e</evaluation><comparison>N/A</comparison>"
+        "<consensus>NO</consensus><consensus_reason>r</consensus_reason>"
+    )
+    debates = [
+        Debate(
+            "neg",
+            "q",
+            2,
+            (Turn(0, ok, None, (1, -2), (5,), (-0.1,)), Turn(1, ok, None, (1, 2), (5,), (-0.1,))),
+        ),
+        Debate("zero", "q", 0, (Turn(0, ok),)),
+        Debate("round", "q", 2, (Turn(0, ok, round=3),)),
+        Debate("good", "q", 2, (Turn(0, ok, None, (1, 2), (5,), (-0.1,)), Turn(1, ok))),
+    ]
+    good, errors = check_debates(debates)
+    assert [d.id for d in good] == ["good"]
+    assert [(e.debate_id, e.reason) for e in errors] == [
+        ("neg", "bad_value"),
+        ("zero", "bad_value"),
+        ("round", "round_mismatch"),
+    ]
+    result = pipeline.score(debates)
+    assert [r.debate.id for r in result.replayed] == ["good"]
+    assert [e.debate_id for e in result.errors] == ["neg", "zero", "round"]
+    assert (result.datums.arrays["input_tokens"] >= 0).all()

@@ -66,16 +66,37 @@ def _require(module: str) -> Any:
 
 
 def _scores(token_level_rewards: Any, response_mask: Any) -> tuple[Any, npt.NDArray[np.bool_]]:
-    """``(scores [B] tensor, live [B] bool)``: masked reward sums, and rows that enter group statistics."""
+    """``(scores [B] tensor, live [B] bool)``: masked reward sums (Σ reward over the mask's positions;
+    what lies outside the mask, a NaN included, never enters), and rows that enter group statistics.
+
+    The sums are in the rewards' dtype (as verl computes them), except integer rewards (which would
+    truncate) and bfloat16 ones (which numpy cannot read): those are summed in float32.
+    """
+    torch = _require("torch")
+    for name, value in (("token_level_rewards", token_level_rewards), ("response_mask", response_mask)):
+        if not isinstance(value, torch.Tensor):
+            kind = type(value).__name__
+            raise TypeError(f"{name} must be a torch.Tensor [batch, response_length], got {kind}")
     if token_level_rewards.ndim != 2 or tuple(token_level_rewards.shape) != tuple(response_mask.shape):
         raise ValueError(
             "token_level_rewards and response_mask must both be [batch, response_length], got "
             f"{tuple(token_level_rewards.shape)} and {tuple(response_mask.shape)}"
         )
-    mask = response_mask.to(token_level_rewards.dtype)
-    scores = (token_level_rewards * mask).sum(dim=-1)
-    live = response_mask.detach().cpu().numpy().any(axis=-1) & np.isfinite(scores.detach().cpu().numpy())
+    rewards = token_level_rewards
+    if not rewards.is_floating_point() or rewards.dtype == torch.bfloat16:
+        rewards = rewards.to(torch.float32)
+    inside = response_mask.to(torch.bool)
+    weighted = rewards * response_mask.to(rewards.dtype)
+    zero = torch.zeros((), dtype=rewards.dtype, device=rewards.device)
+    scores = torch.where(inside, weighted, zero).sum(dim=-1)
+    live = inside.detach().cpu().numpy().any(axis=-1) & np.isfinite(scores.detach().cpu().numpy())
     return scores, live
+
+
+def _keys(values: Any) -> list[Hashable]:
+    """A key column as a list of Python values: a tensor or array gives its elements' values (a 0-d
+    tensor hashes by identity, so every row would be a group of its own)."""
+    return list(values.tolist()) if hasattr(values, "tolist") else list(values)
 
 
 def _advantage_tensors(
@@ -92,13 +113,13 @@ def _advantage_tensors(
         if len(key) != batch:
             raise ValueError(f"{name} has {len(key)} entries for a batch of {batch} rows")
     group_ids, num_groups = (
-        kernel.dense_group_ids(*[list(k) for k in keys]) if batch else (np.zeros(0, np.int32), 0)
+        kernel.dense_group_ids(*[_keys(k) for k in keys]) if batch else (np.zeros(0, np.int32), 0)
     )
     trajectory_ids = None
     if trajectory_keys is not None:
         if len(trajectory_keys) != batch:
             raise ValueError(f"traj_uid has {len(trajectory_keys)} entries for a batch of {batch} rows")
-        trajectory_ids, _ = kernel.dense_group_ids(list(trajectory_keys))
+        trajectory_ids, _ = kernel.dense_group_ids(_keys(trajectory_keys))
     values = scores.detach().cpu().numpy()
     result = kernel.grouped_advantages(
         values,
@@ -108,8 +129,10 @@ def _advantage_tensors(
         trajectory_ids_PG=trajectory_ids,
         **options,
     )
+    # in the rewards' dtype when it is a float (verl's), else float32: integer advantages would truncate
+    dtype = token_level_rewards.dtype if token_level_rewards.is_floating_point() else torch.float32
     adv = torch.from_numpy(np.asarray(result.advantages, dtype=values.dtype)).to(token_level_rewards.device)
-    out = adv.unsqueeze(-1) * response_mask.to(token_level_rewards.dtype)
+    out = adv.to(dtype).unsqueeze(-1) * response_mask.to(dtype)
     return out, out.clone()
 
 
@@ -135,7 +158,7 @@ def estimator_fn(estimator: str | kernel.AdvantageOptions) -> Callable[..., tupl
     ) -> tuple[Any, Any]:
         if index is None:
             raise ValueError("a debate_kernel estimator needs index (the uid column) to group rows")
-        return _advantage_tensors(token_level_rewards, response_mask, [list(index)], options)
+        return _advantage_tensors(token_level_rewards, response_mask, [_keys(index)], options)
 
     debate_kernel_estimator.__doc__ = f"debate-kernel grouped advantages ({estimator!r}), grouped by uid."
     return debate_kernel_estimator

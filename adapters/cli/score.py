@@ -668,7 +668,7 @@ def score_lines(
             errors.append(got)
         elif got is not None:
             debates.append(got)
-    result = pipeline.score(debates, options=options, read_errors=errors)
+    result = pipeline.score(debates, options=options, read_errors=errors, checked=True)
     text = ""
     if records:
         text = "".join(map(_record_line, pipeline.debate_records(dataclasses.replace(result, errors=()))))

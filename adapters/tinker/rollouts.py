@@ -28,6 +28,7 @@ i of debate i, fixed samplers elsewhere, :func:`fixed_opponents`; the reference'
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeAlias, get_args
@@ -83,7 +84,8 @@ TurnArrays: TypeAlias = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.
 
 def turn_arrays(prompt: tinker.ModelInput, sequence: types.SampledSequence) -> TurnArrays | None:
     """``(observation, action, logprobs)`` of a sampled turn as its transcript keeps them, or None where
-    the transcript keeps no tokens (the sampler gave no logprob per token; see ``DebateResult``).
+    the transcript keeps no tokens (the sampler gave no logprob per token, or one that is not finite, which
+    no datum can carry; see ``DebateResult``).
 
     Examples:
         >>> seq = types.SampledSequence("stop", "s", tokens_np=np.array([5, 6], np.int32),
@@ -101,11 +103,10 @@ def turn_arrays(prompt: tinker.ModelInput, sequence: types.SampledSequence) -> T
         return None
     if not isinstance(logprobs, np.ndarray) and any(x is None for x in logprobs):
         return None
-    return (
-        prompt_ids(prompt),
-        np.asarray(action, dtype=np.int64),
-        np.asarray(logprobs, dtype=np.float64),
-    )
+    values = np.asarray(logprobs, dtype=np.float64)
+    if not np.isfinite(values).all():
+        return None
+    return (prompt_ids(prompt), np.asarray(action, dtype=np.int64), values)
 
 
 EndReason = Literal[
@@ -166,6 +167,14 @@ class RolloutConfig:
             )
         if self.parse_policy not in ("robust", "reference"):
             raise ValueError(f"parse_policy must be 'robust' or 'reference', got {self.parse_policy!r}")
+        for name in ("temperature", "sample_timeout", "parse_failure_reward"):
+            value = getattr(self, name)
+            if value is None and name == "sample_timeout":
+                continue
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise TypeError(f"{name} must be a number, got {type(value).__name__} {value!r}")
+            if not math.isfinite(value):
+                raise ValueError(f"{name} must be finite, got {value!r}")
         if self.sample_timeout is not None and not self.sample_timeout > 0:
             raise ValueError(f"sample_timeout must be > 0 or None, got {self.sample_timeout!r}")
         if not self.temperature >= 0:
@@ -318,10 +327,11 @@ class DebateResult:
 
 
 def _transcript_turn(turn: RolloutTurn) -> TranscriptTurn:
-    """A transcript turn, with tokens only when the sampler gave one logprob per token (all three or none)."""
+    """A transcript turn, with tokens only when the sampler gave one finite logprob per token (all three or
+    none: as :func:`turn_arrays`)."""
     tokens = tuple(map(int, turn.sequence.tokens))
     logprobs = turn.sequence.logprobs
-    if logprobs is None or len(logprobs) != len(tokens) or None in logprobs:
+    if turn.arrays is None or logprobs is None or len(logprobs) != len(tokens) or None in logprobs:
         return TranscriptTurn(agent=turn.agent_id, text=turn.text, round=turn.round)
     return TranscriptTurn(
         agent=turn.agent_id,
@@ -455,6 +465,7 @@ def self_play(
         >>> [(s.id, s.policy_roles, s.group) for s in self_play(["a?", "b?"], sampler, num_agents=2)]
         [('q0', (0, 1), 0), ('q1', (0, 1), 1)]
     """
+    questions = _questions(questions)
     answers = _answers(questions, answers)
     roles = tuple(range(num_agents))
     return [
@@ -504,6 +515,7 @@ def fixed_opponents(
         pool = pool * (num_agents - 1)
     if len(pool) != num_agents - 1:
         raise ValueError(f"opponents must be one sampler or N - 1 = {num_agents - 1}, got {len(pool)}")
+    questions = _questions(questions)
     answers = _answers(questions, answers)
     specs = []
     for g, (q, a) in enumerate(zip(questions, answers, strict=True)):
@@ -514,9 +526,18 @@ def fixed_opponents(
     return specs
 
 
+def _questions(questions: Sequence[str]) -> list[str]:
+    """``questions`` as a list of strings (one string alone would be read as its characters)."""
+    if isinstance(questions, str | bytes) or not all(isinstance(q, str) for q in questions):
+        raise TypeError(f"questions must be a sequence of question strings, got {questions!r:.80}")
+    return list(questions)
+
+
 def _answers(questions: Sequence[str], answers: Sequence[str | None] | None) -> list[str | None]:
     if answers is None:
         return [None] * len(questions)
+    if isinstance(answers, str | bytes):
+        raise TypeError(f"answers must be a sequence, one per question, got the string {answers!r:.80}")
     if len(answers) != len(questions):
         raise ValueError(f"answers must have one entry per question ({len(questions)}), got {len(answers)}")
     return list(answers)
@@ -615,7 +636,12 @@ async def _drive(
             failure = failure or "sampler_error"
             live.state = abort(live.state, failure)
             return _result(index, spec, live, failure, detail, version)
-        text = renderer.text(sequence.tokens)
+        try:
+            text = renderer.text(sequence.tokens)
+        except (ValueError, TypeError, OverflowError) as e:  # token ids the renderer cannot decode
+            live.state = abort(live.state, "sampler_error")
+            detail = f"the sampled tokens do not decode: {e}"
+            return _result(index, spec, live, "sampler_error", detail, version)
         parsed = parse_response(text, author_id=agent, policy=config.parse_policy)
         round_index = current_round(live.state)
         step = submit(live.state, agent, parsed, parse_failure_reward=config.parse_failure_reward)
@@ -671,8 +697,15 @@ async def run_debates(
         >>> asyncio.run(main())
         [(True, True, 1), (True, True, 1)]
     """
+    seen: dict[str, int] = {}
     for k, spec in enumerate(specs):
         _check_spec(spec, config, f"specs[{k}]")
+        if spec.id in seen:  # a transcript reader keeps the first and drops the other as duplicate_id
+            raise ValueError(
+                f"specs[{k}].id {spec.id!r} is also specs[{seen[spec.id]}]'s: debate ids must be unique "
+                "(give each self_play / fixed_opponents call its own id_prefix)"
+            )
+        seen[spec.id] = k
     gate = asyncio.Semaphore(config.max_concurrent)
     finished: dict[int, DebateResult] = {}
     lives: dict[int, _Live] = {}
