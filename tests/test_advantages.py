@@ -1017,3 +1017,24 @@ def test_dense_group_ids_refuses_nan_keys() -> None:
     with pytest.raises(ValueError, match=r"keys_PG\[1\] holds NaN at row 1"):
         dense_group_ids([1, 2], np.array([0.5, np.nan]))
     assert dense_group_ids([1.5, 2.5, 1.5])[0].tolist() == [0, 1, 0]
+
+
+def test_jax_twins_refuse_host_ids_beyond_int32() -> None:
+    """Found by review: without x64, JAX wrapped a host id of 2**32 to 0, merging that row into group,
+    trajectory or segment 0 (numpy raises for the out-of-range group id). An empty id list is accepted."""
+    import kernel.jax as kj
+
+    r = np.array([1.0, 2.0, 3.0])
+    with pytest.raises(ValueError, match=r"trajectory_ids_PG must hold int32 ids"):
+        kj.grouped_advantages(r, [0, 0, 0], 1, trajectory_ids_PG=np.array([0, 1, 2**32]))
+    with pytest.raises(ValueError, match=r"group_ids_PG must hold int32 ids"):
+        kj.grouped_advantages(r, np.array([2**32, 0, 0]), 1)
+    with pytest.raises(ValueError, match=r"step_episode_ids_U must hold int32 ids"):
+        kj.total_returns(r, np.array([2**32, 0, 0]), 1, [0.0])
+    with pytest.raises(ValueError, match=r"group_ids_PG must hold int32 ids"):
+        kj.constant_group_keep_mask(r, np.array([-(2**40), 0, 0]), 1)
+    with pytest.raises(ValueError, match=r"segment_ids must hold int32 ids"):
+        kj.aggregate_token_loss(
+            r, aggregation="seq_mean_token_mean", segment_ids=np.array([0, 1, 2**32]), num_segments=2
+        )
+    assert kj.grouped_advantages([], [], 2).advantages.shape == (0,)

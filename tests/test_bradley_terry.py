@@ -417,3 +417,16 @@ def test_jax_float32_default_and_traced_sizes() -> None:
 
 def test_ops_are_the_kernel_codes() -> None:
     assert (OP_GT, OP_EQ) == (0, 1)
+
+
+def test_jax_converged_is_a_bool_mask() -> None:
+    """It was int32 (the padding zero promoted it), so using it as a mask gathered rows 1 and 1."""
+    import jax.numpy as jnp
+
+    import kernel
+    import kernel.jax as kj
+
+    v = kernel.vote_arrays([0, 0, 0], [-1, -1, -1], [0, 0, 1], [">", ">", ">"], [1, 1, 0])
+    converged = kj.bradley_terry_rewards(v, [2]).converged_PG
+    assert converged.dtype == jnp.bool_
+    assert jnp.array([10.0, 20.0])[converged].tolist() == [10.0, 20.0]

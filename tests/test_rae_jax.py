@@ -179,3 +179,25 @@ def test_bad_input_names_the_argument(kwargs: dict[str, Any], error: type[Except
     args.update(kwargs)
     with pytest.raises(error, match=match):
         kj.rae_advantages(**args)
+
+
+def test_jax_rae_means_do_not_overflow_and_concrete_bad_input_is_refused() -> None:
+    """Found by review: the legos mean summed in the input dtype (float16 past 65,504 and float32 past
+    3.4e38 gave an inf baseline that poisoned every later batch of that key), and NaN rewards or baselines
+    given as concrete arrays were accepted where numpy raises."""
+    import kernel.jax as kj
+
+    r16 = np.full(100, 700, np.float16)
+    got = kj.rae_advantages(r16, np.zeros(100, np.int64), np.zeros(1, np.float16), decay=0.9).baselines_K
+    want = kernel.rae_advantages(r16, np.zeros(100, np.int64), np.zeros(1, np.float16), decay=0.9).baselines_K
+    assert got.dtype == np.float16 and float(got[0]) == float(want[0]) == 70.0
+    big = kj.rae_advantages(np.array([3e38, 3e38], np.float32), [0, 0], np.zeros(1, np.float32), decay=0.5)
+    assert np.isfinite(np.asarray(big.baselines_K)).all() and float(big.baselines_K[0]) == pytest.approx(
+        1.5e38
+    )
+    with pytest.raises(ValueError, match="rewards_PG must be finite on live rows"):
+        kj.rae_advantages([np.nan, 0.0, 3.0], [0, 1, 0], [0.5, 0.0], decay=0.5)
+    with pytest.raises(ValueError, match="baselines_K must be finite"):
+        kj.rae_advantages([1.0], [0], [np.inf], decay=0.5)
+    masked = kj.rae_advantages([np.nan, 0.0], [0, 1], [0.5, 0.0], decay=0.5, where=[False, True])
+    assert float(masked.advantages[0]) == 0.0  # a masked NaN row is not live: accepted, as in numpy

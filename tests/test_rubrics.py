@@ -291,3 +291,22 @@ def test_component_weights_refuses_a_string_of_names_and_a_list_of_weights() -> 
         component_weights([1, 2])  # type: ignore[list-item]
     with pytest.raises(TypeError, match="weights must be a mapping name -> weight, got list"):
         component_weights(["a", "b"], [1.0, 2.0])  # type: ignore[arg-type]
+
+
+def test_jax_twin_checks_concrete_values_even_when_some_are_jax_arrays() -> None:
+    """The host checks ran only when no argument was a JAX array: a JAX component array let a negative
+    weight, an out-of-range actor id and a present NaN through."""
+    import jax
+    import jax.numpy as jnp
+
+    import kernel.jax as kj
+
+    x = jnp.asarray(np.array([[1.0, 0.5, 0.0], [0.0, 1.0, 0.0]], np.float32))
+    with pytest.raises(ValueError, match="weights_C must be finite and >= 0"):
+        kj.rubric_rewards(x, weights_C=[-1.0, 1.0, 1.0])
+    with pytest.raises(ValueError, match=r"actor_ids_PG must lie in \[0, 2\)"):
+        kj.rubric_rewards(x, weights_A_C=np.ones((2, 3), np.float32), actor_ids_PG=[0, 5])
+    with pytest.raises(ValueError, match="present but not finite"):
+        kj.rubric_rewards(jnp.array([[np.nan, 1.0]]))
+    traced = jax.jit(lambda a: kj.rubric_rewards(a).rewards_PG)(x)  # under jit: shapes only
+    assert traced.shape == (2,)

@@ -130,3 +130,19 @@ def test_runner_rejects_unknown_checks() -> None:
 
 class TestOurDatumsThroughTheBaseClass(DatumInvariants):
     builder = staticmethod(kernel.build_datums)
+
+
+def test_the_output_contract_takes_empty_lists() -> None:
+    """An empty batch returned as lists failed with "input_tokens has dtype float64" (numpy's dtype of [])."""
+    import kernel
+    from kernel import DatumBatch, DatumResult
+    from kernel.testing.datums import check_datum_output_contract
+
+    def as_lists(t: Any, **kw: Any) -> DatumResult:
+        out = kernel.build_datums(t, **kw)
+        d = out.datums
+        listed = DatumBatch(*(np.asarray(x).tolist() for x in d[:5]), d.offsets_D1, d.traj_ids_D)
+        return out._replace(datums=listed)
+
+    empty = kernel.trajectories_from_lists([], [])
+    check_datum_output_contract(as_lists, empty)

@@ -126,3 +126,22 @@ def test_runner_rejects_unknown_checks_and_skips_with_reason() -> None:
 class TestOurRewardsThroughTheBaseClass(RewardInvariants):
     reward_fn = staticmethod(functools.partial(kernel.pairwise_rewards, mode="win_minus_loss"))
     mode = "win_minus_loss"
+
+
+def test_a_reward_function_returning_nan_fails_with_one_clear_message() -> None:
+    """Each invariance compared NaN with NaN and blamed the votes ("got [nan], expected [nan]")."""
+    from kernel.testing import run_reward_suite
+
+    def nan_reward(votes: Any, num_agents: Any) -> Any:
+        out = kernel.pairwise_rewards(votes, num_agents)
+        return out._replace(rewards_PG=np.full_like(out.rewards_PG, np.nan))
+
+    report = run_reward_suite(
+        nan_reward, raise_on_failure=False, max_examples=5, hypothesis_settings={"deadline": None}
+    )
+    assert report and all(
+        status.startswith("failed")
+        and "rewards are not finite on rows" in status
+        and "expected" not in status
+        for status in report.values()
+    ), report

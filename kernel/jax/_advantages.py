@@ -40,6 +40,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.typing import ArrayLike
 
 from kernel._advantages import (
@@ -51,7 +52,7 @@ from kernel._advantages import (
     preset_options,
 )
 from kernel._groups import check_nonnegative, check_num_groups
-from kernel.jax._checks import as_float
+from kernel.jax._checks import as_float, host_ids_fit_int32
 
 __all__ = [
     "GroupedAdvantages",
@@ -238,6 +239,10 @@ def _estimate(
 
 
 def _vector(x: ArrayLike, name: str, dtype: Any, length: int | None = None) -> jax.Array:
+    if dtype is jnp.int32:
+        host_ids_fit_int32(x, name)
+        if not isinstance(x, jax.Array) and np.size(x) == 0:
+            x = np.zeros(0, np.int32)  # an empty list is float64 to numpy: no ids, whatever its dtype
     arr = as_float(x, name) if dtype is jnp.float32 else jnp.asarray(x)
     if arr.ndim != 1:
         raise ValueError(f"{name} must have rank 1, got shape {arr.shape}")

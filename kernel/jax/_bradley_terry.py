@@ -111,7 +111,8 @@ def _gather(values: jax.Array, n: jax.Array, rows: int, size: int, leave_one_out
     p = jnp.where(live, group_ids, 0)
     i = jnp.clip(agent, 0, size - 1)
     fit = i * n.shape[0] + p if leave_one_out else p
-    return jnp.where(live, values[i, fit], 0), group_ids
+    # the zero of the values' own dtype: a bool mask stays bool (an int 0 would promote it to int32)
+    return jnp.where(live, values[i, fit], jnp.zeros((), values.dtype)), group_ids
 
 
 def bradley_terry_rewards(

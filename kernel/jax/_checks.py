@@ -50,7 +50,22 @@ def as_int32(x: ArrayLike, name: str) -> jax.Array:
     return jnp.asarray(as_int32_saturated(x, name))
 
 
+def host_ids_fit_int32(x: ArrayLike, name: str) -> None:
+    """Raises ValueError naming ``name`` when host ids (not a JAX array) lie beyond int32: JAX, without
+    x64, would wrap 2³² to 0 and merge that row into group, segment or trajectory 0."""
+    if isinstance(x, jax.Array):
+        return
+    host = np.asarray(x)
+    if host.size == 0 or host.dtype.kind not in "iu":
+        return
+    low, high = int(host.min()), int(host.max())
+    if low < _INT32_MIN or high > _INT32_MAX:
+        bad = high if high > _INT32_MAX else low
+        raise ValueError(f"{name} must hold int32 ids (JAX would wrap them), got {bad}")
+
+
 def _as_int(x: ArrayLike, name: str) -> jax.Array:
+    host_ids_fit_int32(x, name)
     arr = jnp.asarray(x)
     if not jnp.issubdtype(arr.dtype, jnp.integer):
         raise TypeError(f"{name} must be an integer array, got dtype {arr.dtype}")

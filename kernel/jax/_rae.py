@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.typing import ArrayLike
 
 from kernel._rae import RAEOrder, _check_decay, _check_order, _check_scaling
@@ -107,6 +108,11 @@ def rae_advantages(
         if mask.shape != rewards.shape:
             raise ValueError(f"where must have shape {rewards.shape}, got {mask.shape}")
         live = live & mask
+    if not any(isinstance(a, jax.core.Tracer) for a in (rewards, base, live)):  # concrete: numpy's checks
+        if not bool(np.isfinite(np.asarray(rewards, np.float64) * scale)[np.asarray(live)].all()):
+            raise ValueError("rewards_PG must be finite on live rows (mask bad rows with where=)")
+        if not bool(np.isfinite(np.asarray(base)).all()):
+            raise ValueError("baselines_K must be finite (a state carried from an earlier batch always is)")
     dtype = jnp.result_type(rewards.dtype, base.dtype)
     x = rewards.astype(dtype) * scale
     b = base.astype(dtype)
@@ -115,9 +121,13 @@ def rae_advantages(
 
     if order == "legos":
         read = jnp.append(b, jnp.zeros((1,), dtype))[ids]
-        sums = jax.ops.segment_sum(jnp.where(live, x, 0.0), ids, num_segments=num_keys + 1)[:num_keys]
-        means = sums / jnp.maximum(counts, 1).astype(dtype)
-        new = jnp.where(counts > 0, d * b + (1 - d) * means, b)
+        # Σ (x_i / n_k) in float32 at least: a plain sum overflows float16 past 65,504 and float32 past
+        # 3.4e38, where every term and the mean itself are finite
+        wide = jnp.result_type(dtype, jnp.float32)
+        n_row = jnp.append(jnp.maximum(counts, 1), 1)[ids].astype(wide)
+        shares = jnp.where(live, x.astype(wide) / n_row, 0.0)
+        means = jax.ops.segment_sum(shares, ids, num_segments=num_keys + 1)[:num_keys]
+        new = jnp.where(counts > 0, d * b.astype(wide) + (1 - d) * means, b.astype(wide)).astype(dtype)
     else:
 
         def step(state: jax.Array, row: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:

@@ -30,10 +30,10 @@ def rubric_rewards(
 
       r_r = F_r·Σ_c m_rc·w_rc·x_rc / W_r  (``"renormalize"``),   Σ_c m_rc·w_rc·x_rc  (``"zero"``)
 
-    Same arguments and results (JAX arrays; float32 stays float32). Inputs that are not JAX arrays are
-    checked by value on the host first, as numpy does (a negative weight, an actor id out of range, a
-    present NaN); JAX arrays, traced or not, are checked for shape and dtype only. ``missing="error"``
-    needs a data-dependent error and is numpy-only.
+    Same arguments and results (JAX arrays; float32 stays float32). When no input is traced (a call
+    outside ``jax.jit``, with host or JAX arrays) the values are checked first, as numpy does (a negative
+    weight, an actor id out of range, a present NaN); under ``jit`` only shapes and dtypes are checked.
+    ``missing="error"`` needs a data-dependent error and is numpy-only.
 
     Raises:
       ValueError, TypeError: as :func:`kernel.rubric_rewards`; ``missing="error"``.
@@ -51,9 +51,9 @@ def rubric_rewards(
         raise ValueError(
             'missing="error" raises on data, which jit cannot: use kernel.rubric_rewards (numpy)'
         )
-    host = [a for a in (components_PG_C, weights_C, weights_A_C, actor_ids_PG, where) if a is not None]
-    if host and not any(isinstance(a, jax.Array) for a in host):
-        _host_checks(components_PG_C, weights_C, weights_A_C, actor_ids_PG, where)
+    given = (components_PG_C, weights_C, weights_A_C, actor_ids_PG, where)
+    if not any(isinstance(a, jax.core.Tracer) for a in given):  # concrete values (host or JAX): checkable
+        _host_checks(*(None if a is None else np.asarray(a) for a in given))
     return _rubric(JAX, components_PG_C, weights_C, weights_A_C, actor_ids_PG, where, missing, empty)
 
 

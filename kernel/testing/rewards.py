@@ -138,6 +138,9 @@ def _rewards(name: str, fn: RewardFunction, votes: VoteArrays, num_agents_P: Any
         raise AssertionError(f"{name}: rewards have shape {out.shape}, expected ({int(n.sum())},)")
     if out.dtype.kind != "f":
         raise AssertionError(f"{name}: rewards must be a real float array, got dtype {out.dtype}")
+    bad = np.flatnonzero(~np.isfinite(out))
+    if bad.size:  # said once, here: the invariances below would compare NaN with NaN and blame the votes
+        raise AssertionError(f"{name}: rewards are not finite on rows {_fmt(bad)}: {_fmt(out[bad])}")
     return out.astype(np.float64)
 
 
