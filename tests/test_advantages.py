@@ -1038,3 +1038,16 @@ def test_jax_twins_refuse_host_ids_beyond_int32() -> None:
             r, aggregation="seq_mean_token_mean", segment_ids=np.array([0, 1, 2**32]), num_segments=2
         )
     assert kj.grouped_advantages([], [], 2).advantages.shape == (0,)
+
+
+def test_jax_trajectory_means_of_extreme_rewards_stay_finite() -> None:
+    """Found by review: three float32 rewards of ±3e38 in one trajectory gave NaN (a sum of
+    half-deviations overflowed), where the docstring promises finite results up to ±3.4e38."""
+    import kernel.jax as kj
+
+    r = np.array([3e38, -3e38, -3e38], np.float32)
+    out = kj.grouped_advantages(r, [0, 0, 0], 1, trajectory_ids_PG=[0, 0, 0])
+    want = grouped_advantages(r, [0, 0, 0], 1, trajectory_ids_PG=[0, 0, 0])
+    assert np.isfinite(np.asarray(out.advantages)).all() and np.isfinite(np.asarray(out.group_mean)).all()
+    np.testing.assert_allclose(np.asarray(out.group_mean), want.group_mean, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(out.advantages), want.advantages, atol=1e-6)

@@ -261,7 +261,8 @@ def _trajectory_samples(
     """Averages the rows of each (group, trajectory) pair into one sample (N sample slots).
 
     ``h`` is p on rows left out; their samples get group p. A trajectory's mean is taken as its
-    largest row plus the mean deviation from it, in halves, so no sum overflows.
+    largest row plus the mean deviation from it, in halves and each deviation divided by the row count
+    before the sum, so no sum overflows (a sum of half-deviations of ±3e38 rewards would).
     """
     n = x.shape[0]
     order = jnp.lexsort((t, h))
@@ -272,8 +273,9 @@ def _trajectory_samples(
     half = x * 0.5  # halves: a deviation from the largest row then fits float32 at any magnitude
     top = jax.ops.segment_max(jnp.where(valid, half, -jnp.inf), pair, n)
     top = jnp.where(count > 0, top, 0.0)
-    deviation = jax.ops.segment_sum(jnp.where(valid, half - top[pair], 0.0), pair, n)
-    values = (top + deviation / jnp.maximum(count, 1)) * 2.0
+    share = (half - top[pair]) / jnp.maximum(count, 1)[pair].astype(half.dtype)
+    deviation = jax.ops.segment_sum(jnp.where(valid, share, 0.0), pair, n)
+    values = (top + deviation) * 2.0
     group = jax.ops.segment_max(h, pair, n)
     group = jnp.where(count > 0, group, p)
     return pair, values, group
