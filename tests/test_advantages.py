@@ -1051,3 +1051,16 @@ def test_jax_trajectory_means_of_extreme_rewards_stay_finite() -> None:
     assert np.isfinite(np.asarray(out.advantages)).all() and np.isfinite(np.asarray(out.group_mean)).all()
     np.testing.assert_allclose(np.asarray(out.group_mean), want.group_mean, rtol=1e-6)
     np.testing.assert_allclose(np.asarray(out.advantages), want.advantages, atol=1e-6)
+
+
+def test_jax_whiten_is_not_zeroed_by_a_large_constant_group() -> None:
+    """Found by review: with scale="whiten", a constant group of 1e25 rewards set the batch unit, the
+    other groups' squares underflowed, and every advantage in the batch came out 0 (none counted)."""
+    import kernel.jax as kj
+
+    r = np.array([0.0, 1.0, 1e25, 1e25], np.float32)
+    g = np.array([0, 0, 1, 1])
+    want = grouped_advantages(r, g, 2, scale="whiten").advantages
+    got = np.asarray(kj.grouped_advantages(r, g, 2, scale="whiten").advantages)
+    np.testing.assert_allclose(got, want, atol=1e-6)
+    assert abs(got[0]) > 1.0

@@ -384,7 +384,10 @@ def _core(
     nonzero = c != 0.0
     live = (n > 0) & (top_magnitude > 0)
     if scale in ("batch", "whiten"):
-        s_b = jnp.max(jnp.where(live, shift, -127), initial=-127)
+        # whiten: a constant group's advantages are exactly 0 in any unit, so it does not set the batch
+        # unit (a 1e25 constant group would make every other group's squares underflow to 0)
+        sets_unit = live & ~constant if scale == "whiten" else live
+        s_b = jnp.max(jnp.where(sets_unit, shift, -127), initial=-127)
         to_batch = base * _times_pow2(jnp.float32(1.0), shift - s_b)  # A = c·to_batch·2^s_B
         if scale == "batch":  # A = a/(σ_B + eps), σ_B over every included reward
             _, sd = _masked_mean_std(y * _times_pow2(jnp.float32(1.0), shift - s_b)[h], included, ddof)
