@@ -69,6 +69,8 @@ def test_other_kinds_and_unacted_rows() -> None:
         bridge.format_reward(["p", "p"], [_turn(1), _turn(2)], agent_id=[0])
     with pytest.raises(TypeError, match="a completion must be"):
         bridge.format_reward(["p"], [3])
+    with pytest.raises(TypeError, match=r"column 'acted' must hold bools, got 'False' at row 0"):
+        bridge.format_reward(["p", "p"], [_turn(1), _turn(2)], acted=["False", "True"])  # was read as True
 
 
 def test_advantage_reward_equals_the_kernel_per_group() -> None:

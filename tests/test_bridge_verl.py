@@ -237,6 +237,14 @@ def test_compute_score_through_verls_batch_reward_manager() -> None:
     assert out["reward_extra_info"]["pairwise"] == [1.0, 1.0, 0.0, 0.0, 0.0]
 
 
+def test_compute_score_refuses_a_non_finite_weight() -> None:
+    """correctness_weight = NaN gave every score NaN without a word."""
+    infos = [{"debate_id": 1, "agent_id": 0}, {"debate_id": 1, "agent_id": 1}]
+    for name in ("correctness_weight", "format_weight"):
+        with pytest.raises(ValueError, match=f"{name} must be a finite number"):
+            bridge.compute_score(["x", "x"], ["a", "b"], [None, None], infos, **{name: float("nan")})
+
+
 def test_compute_score_needs_debate_and_agent() -> None:
     with pytest.raises(KeyError, match=r"extra_infos\[1\] has no 'agent_id'"):
         bridge.compute_score(

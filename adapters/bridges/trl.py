@@ -200,6 +200,9 @@ def debate_reward(
                 for p, a in zip(scored.parsed_U, answers, strict=True)
             ]
         acted = _column(kwargs, "acted", len(completions)) or [True] * len(completions)
+        for r, a in enumerate(acted):
+            if not isinstance(a, bool | np.bool_):  # the string "False" would count as acting
+                raise TypeError(f"column 'acted' must hold bools, got {a!r} at row {r}")
         return [v if a else None for v, a in zip(values, acted, strict=True)]
 
     reward.__name__ = reward.__qualname__ = f"debate_{kind}"

@@ -31,6 +31,7 @@ terms (:mod:`adapters.bridges.scoring`).
 from __future__ import annotations
 
 import importlib
+import math
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
@@ -283,6 +284,9 @@ def compute_score(
       KeyError: an ``extra_info`` without ``debate_id`` or ``agent_id`` (naming the row).
       ValueError / TypeError: as :func:`adapters.bridges.scoring.score_rows`.
     """
+    for name, weight in (("correctness_weight", correctness_weight), ("format_weight", format_weight)):
+        if isinstance(weight, bool) or not isinstance(weight, int | float) or not math.isfinite(weight):
+            raise ValueError(f"{name} must be a finite number, got {weight!r}")
     n = len(solution_strs)
     if len(extra_infos) != n or len(ground_truths) != n:
         raise ValueError(
