@@ -492,3 +492,69 @@ def test_copy_false_lends_writeable_wire_dtype_arrays_and_copies_the_rest() -> N
     (d, _) = datums_to_tinker(frozen, copy=False)
     assert d.loss_fn_inputs["logprobs"].to_numpy().flags.writeable
     assert not np.shares_memory(d.loss_fn_inputs["logprobs"].to_numpy(), frozen.logprobs)
+
+
+def test_conversion_refuses_what_it_would_turn_into_wrong_datums() -> None:
+    """Found by review: a negative token id in a sample or a prompt's text was read as an image
+    placeholder (the image copied into the sequence); an image of length 0 vanished; float sampled tokens
+    were truncated (3.7 → 3); a hand-made DatumBatch with bad offsets or a short target array lost tokens
+    in datums_to_tinker (pad_datums refused the same batch); without_mask dropped provenance spans."""
+    import dataclasses as dc
+
+    from adapters.tinker.convert import build_tinker_datums, datums_to_tinker, without_mask
+    from kernel import build_datums, trajectories_from_lists
+
+    def seq(tokens: Any, logprobs: list[float]) -> types.SampledSequence:
+        return types.SampledSequence(
+            stop_reason="stop",
+            sequence_id="s",
+            tokens_np=np.asarray(tokens),
+            logprobs_np=np.asarray(logprobs, np.float32),
+        )
+
+    img = types.ImageChunk(data=b"\x89PNG", format="png", expected_tokens=1)
+    with_image = tinker.ModelInput(
+        chunks=[types.EncodedTextChunk(tokens=[1]), img, types.EncodedTextChunk(tokens=[2])]
+    )
+    with pytest.raises(ValueError, match=r"samples_B\[0\]\[0\] sequence holds a negative token id -1"):
+        build_tinker_datums([[(with_image, seq([-1, 5], [-0.1, -0.2]))]], [1.0])
+    negative_prompt = tinker.ModelInput(chunks=[types.EncodedTextChunk(tokens=[1, -3]), img])
+    with pytest.raises(ValueError, match="prompt chunk 0 holds a negative token id -3"):
+        build_tinker_datums([[(negative_prompt, seq([5], [-0.1]))]], [1.0])
+    empty_image = types.ImageChunk(data=b"zz", format="png", expected_tokens=0)
+    vanishing = tinker.ModelInput(chunks=[types.EncodedTextChunk(tokens=[1]), empty_image])
+    with pytest.raises(ValueError, match=r"prompt chunk 1 \(ImageChunk\) has length 0"):
+        build_tinker_datums([[(vanishing, seq([4], [-0.1]))]], [1.0])
+    with pytest.raises(TypeError, match="sequence tokens must be integers, got dtype float64"):
+        build_tinker_datums([[(tinker.ModelInput.from_ints([1, 2]), seq([3.7, 4.2], [-0.1, -0.2]))]], [1.0])
+    with pytest.raises(TypeError, match=r"must be a \(prompt ModelInput, SampledSequence\) pair"):
+        build_tinker_datums([[tinker.ModelInput.from_ints([1])]], [1.0])  # type: ignore[list-item]
+    batch = build_datums(trajectories_from_lists([[([1, 2], [3], [-0.5])]], [1.0])).datums
+    for bad in (
+        batch._replace(offsets_D1=np.array([0, 1])),
+        batch._replace(offsets_D1=np.array([0, 5])),
+        batch._replace(target_tokens=batch.target_tokens[:1]),
+    ):
+        with pytest.raises(ValueError, match=r"batch\.(offsets_D1|target_tokens)"):
+            datums_to_tinker(bad)
+    with pytest.raises(TypeError, match=r"batch\.input_tokens must hold integer ids"):
+        datums_to_tinker(batch._replace(input_tokens=batch.input_tokens + 0.5))
+    datum = tinker.Datum(
+        model_input=tinker.ModelInput.from_ints([1, 2]),
+        loss_fn_inputs={"target_tokens": np.array([2, 3]), "mask": np.array([0.0, 1.0], np.float32)},
+    ).with_provenance(
+        model_input=[types.PromptProvenanceSpan(sequence_id="p", offset=0, length=2)],
+        loss_fn_inputs=[types.SampledProvenanceSpan(sequence_id="s", offset=0, length=2)],
+    )
+    (out,) = without_mask([datum])
+    assert sorted(out.loss_fn_inputs) == ["target_tokens"] and sorted(datum.loss_fn_inputs) == [
+        "mask",
+        "target_tokens",
+    ]
+    assert (
+        out.model_input_spans == datum.model_input_spans
+        and out.loss_fn_input_spans == datum.loss_fn_input_spans
+    )
+    assert dc.replace(out, loss_fn_inputs={}).model_input is datum.model_input
+    with pytest.raises(TypeError, match="got one Datum"):
+        without_mask(datum)  # type: ignore[arg-type]

@@ -47,8 +47,22 @@ def test_tokens_are_read_only_views() -> None:
     assert ids.flags.writeable  # the owner's array is not changed
     with pytest.raises(TypeError, match="1-D integer numpy array"):
         TokenArray(np.array([1.0, 2.0]))  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="1-D integer numpy array"):
-        TokenArray([1, 2])  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="1-D integer numpy array or a sequence of ints"):
+        TokenArray([1.5, 2])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="sequence of ints"):
+        TokenArray([True, 2])
+
+
+def test_pydantic_can_rebuild_a_token_array() -> None:
+    """Found by review: pydantic validates a ``Sequence[int]`` by rebuilding ``type(v)(list_of_items)``,
+    which raised for a TokenArray: ``EncodedTextChunk(tokens=chunk.tokens[:-1])`` (tinker-cookbook's
+    input/target split) and ``ModelInput.from_ints(chunk.tokens)`` crashed on our datums' tokens."""
+    t = TokenArray(np.array([5, 6, 7]))
+    assert TokenArray([5, 6, 7]) == t and TokenArray((5,)) == [5]
+    chunk = types.EncodedTextChunk(tokens=t[:-1])
+    assert chunk.tokens == [5, 6] and types.ModelInput(chunks=[chunk]).to_ints() == [5, 6]
+    assert types.ModelInput.from_ints(t).to_ints() == [5, 6, 7]
+    assert t + [8] == [5, 6, 7, 8] and [4] + t == [4, 5, 6, 7] and t + t == [5, 6, 7, 5, 6, 7]  # noqa: RUF005 (the operators under test)
 
 
 def test_supported_here_and_the_probe_can_fail() -> None:

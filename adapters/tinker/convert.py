@@ -21,6 +21,7 @@ touches the network.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 from collections.abc import Sequence
@@ -34,6 +35,7 @@ from tinker import types
 from adapters.tinker.tokens import TokenArray, tokens_supported
 from kernel import DatumBatch, DatumResult, Trajectories, build_datums
 from kernel._checks import check_each, check_type
+from kernel._datums import _consistent
 
 __all__ = [
     "ChunkedTrajectories",
@@ -88,8 +90,11 @@ def trajectories_from_samples(
         ``ChunkedTrajectories``; text-only prompts give no chunk.
 
     Raises:
-        ValueError: if a non-text chunk has no length (an image without ``expected_tokens``), or the
-            advantages do not match the trajectories.
+        ValueError: if a non-text chunk has no length (an image without ``expected_tokens``) or a length
+            below 1, a prompt or sampled token id is negative (negative ids stand for chunks here), or
+            the advantages do not match the trajectories.
+        TypeError: a transition that is not a ``(ModelInput, SampledSequence)`` pair, or sampled tokens
+            that are not integers.
 
     Examples:
         >>> seq = types.SampledSequence(
@@ -108,10 +113,18 @@ def trajectories_from_samples(
     acs: list[npt.NDArray[Any]] = []
     lps: list[npt.NDArray[Any]] = []
     has: list[bool] = []
-    for traj in samples_B:
-        for prompt, seq in traj:
-            obs.append(_prompt_tokens(prompt, chunk_ids, chunks))
-            acs.append(np.asarray(seq.tokens_np if seq.tokens_np is not None else seq.tokens, dtype=np.int64))
+    for b, traj in enumerate(samples_B):
+        for k, transition in enumerate(traj):
+            where = f"samples_B[{b}][{k}]"
+            if not (isinstance(transition, tuple | list) and len(transition) == 2):
+                raise TypeError(
+                    f"{where} must be a (prompt ModelInput, SampledSequence) pair, got {transition!r:.80}"
+                )
+            prompt, seq = transition
+            check_type(prompt, tinker.ModelInput, f"{where} prompt")
+            check_type(seq, types.SampledSequence, f"{where} sequence")
+            obs.append(_prompt_tokens(prompt, chunk_ids, chunks, where))
+            acs.append(_sampled_ids(seq, where))
             logprobs = seq.logprobs_np if seq.logprobs_np is not None else seq.logprobs
             has.append(logprobs is not None)
             lps.append(np.asarray(() if logprobs is None else logprobs, dtype=np.float64))
@@ -187,6 +200,10 @@ def datums_to_tinker(
         [0.0, 1.0]
     """
     check_type(batch, DatumBatch, "batch")
+    batch = _consistent(batch)
+    for name in ("input_tokens", "target_tokens"):
+        if getattr(batch, name).dtype.kind not in "iu":
+            raise TypeError(f"batch.{name} must hold integer ids, got dtype {getattr(batch, name).dtype}")
     n = batch.input_tokens.size
     low = min(int(batch.input_tokens.min()), int(batch.target_tokens.min())) if n else 0
     if n and max(int(batch.input_tokens.max()), int(batch.target_tokens.max())) > _INT32_MAX:
@@ -221,13 +238,13 @@ def without_mask(data: Sequence[tinker.Datum]) -> list[tinker.Datum]:
         >>> sorted(without_mask(datums_to_tinker(r.datums, include_mask=True))[0].loss_fn_inputs)
         ['advantages', 'logprobs', 'target_tokens']
     """
+    if isinstance(data, tinker.Datum):
+        raise TypeError("data must be a sequence of tinker.Datum, got one Datum (wrap it in a list)")
     data = list(data)
     check_each(data, tinker.Datum, "data")
+    # replace() keeps every other field (the provenance spans included); the inputs dict is a new one
     return [
-        tinker.Datum(
-            model_input=d.model_input,
-            loss_fn_inputs={k: v for k, v in d.loss_fn_inputs.items() if k != "mask"},
-        )
+        dataclasses.replace(d, loss_fn_inputs={k: v for k, v in d.loss_fn_inputs.items() if k != "mask"})
         for d in data
     ]
 
@@ -267,20 +284,40 @@ def _chunk_key(chunk: Any) -> Any:
 
 
 def _prompt_tokens(
-    prompt: tinker.ModelInput, chunk_ids: dict[Any, int], chunks: list[Any]
+    prompt: tinker.ModelInput, chunk_ids: dict[Any, int], chunks: list[Any], where: str = "prompt"
 ) -> npt.NDArray[np.int64]:
+    """The prompt's ids, each non-text chunk as ``length`` placeholders ``-(chunk index + 1)``."""
     parts: list[Any] = []
-    for chunk in prompt.chunks:
+    for j, chunk in enumerate(prompt.chunks):
         if isinstance(chunk, types.EncodedTextChunk):
-            parts.append(np.asarray(chunk.tokens, dtype=np.int64))
+            ids = np.asarray(chunk.tokens, dtype=np.int64)
+            if ids.size and int(ids.min()) < 0:  # would read as a placeholder: another chunk
+                raise ValueError(f"{where} prompt chunk {j} holds a negative token id {int(ids.min())}")
+            parts.append(ids)
             continue
         key = _chunk_key(chunk)
+        length = int(chunk.length)  # an image without expected_tokens raises ValueError, as in the reference
+        if length < 1:  # no placeholder would be left to rebuild it from: the chunk would vanish
+            raise ValueError(
+                f"{where} prompt chunk {j} ({type(chunk).__name__}) has length {length}; expected >= 1"
+            )
         if key not in chunk_ids:
             chunk_ids[key] = len(chunks)
             chunks.append(chunk)
-        length = int(chunk.length)  # an image without expected_tokens raises ValueError, as in the reference
         parts.append(np.full(length, -(chunk_ids[key] + 1), dtype=np.int64))
     return _concat(parts, np.int64)
+
+
+def _sampled_ids(seq: types.SampledSequence, where: str) -> npt.NDArray[np.int64]:
+    """The sampled token ids as int64, checked: integers (3.7 or "4" are not ids) and not negative."""
+    raw = seq.tokens_np if seq.tokens_np is not None else seq.tokens
+    values = np.asarray(raw)
+    if values.size and values.dtype.kind not in "iu":
+        raise TypeError(f"{where} sequence tokens must be integers, got dtype {values.dtype}")
+    ids = values.astype(np.int64, copy=False)
+    if ids.size and int(ids.min()) < 0:
+        raise ValueError(f"{where} sequence holds a negative token id {int(ids.min())}")
+    return ids
 
 
 def _concat(parts: Sequence[npt.NDArray[Any]], dtype: Any) -> npt.NDArray[Any]:

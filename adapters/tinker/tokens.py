@@ -44,16 +44,25 @@ class TokenArray(Sequence[int]):
 
     Args:
         ids: a 1-D integer array; it is viewed read-only, not copied (copy it first if its owner may
-            write to it later).
+            write to it later). A list or tuple of ints is copied into an int64 array (pydantic rebuilds
+            a validated ``Sequence[int]`` as ``type(value)(list_of_items)``: ``EncodedTextChunk(tokens=
+            t[:-1])`` must work as it does for a list).
 
     Raises:
-        TypeError: ``ids`` is not a 1-D integer array.
+        TypeError: ``ids`` is not a 1-D integer array or a sequence of ints (bools and floats included).
     """
 
     __slots__ = ("_ids",)
     _ids: npt.NDArray[np.integer[Any]]
 
-    def __init__(self, ids: npt.NDArray[np.integer[Any]]) -> None:
+    def __init__(self, ids: npt.NDArray[np.integer[Any]] | Sequence[int]) -> None:
+        if isinstance(ids, list | tuple):
+            if not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+                raise TypeError("ids must be a 1-D integer numpy array or a sequence of ints")
+            try:
+                ids = np.array(ids, dtype=np.int64)
+            except OverflowError:
+                raise TypeError("ids must fit int64") from None
         if not isinstance(ids, np.ndarray) or ids.ndim != 1 or ids.dtype.kind not in "iu":
             raise TypeError(f"ids must be a 1-D integer numpy array, got {type(ids).__name__}")
         view = ids.view()
@@ -80,6 +89,18 @@ class TokenArray(Sequence[int]):
         if isinstance(index, slice):
             return TokenArray(self._ids[index])
         return int(self._ids[index])
+
+    def __add__(self, other: object) -> list[int]:
+        """``t + [1]``: a list, as for the list of ints ``from_ints`` holds."""
+        if not isinstance(other, TokenArray | list | tuple):
+            return NotImplemented
+        return [*self, *other]
+
+    def __radd__(self, other: object) -> list[int]:
+        """``[1] + t``: a list."""
+        if not isinstance(other, list | tuple):
+            return NotImplemented
+        return [*other, *self]
 
     def __iter__(self) -> Iterator[int]:
         return iter(self._ids.tolist())
