@@ -122,3 +122,21 @@ def test_byte_renderer_prompt_is_an_array_view_equal_to_the_int_list(pairs: list
     assert prompt == tinker.ModelInput.from_ints(ids)
     if tokens_supported():
         assert isinstance(prompt.chunks[0].tokens, TokenArray)
+
+
+def test_chat_template_renderer_refuses_unknown_end_tokens_and_bad_ids() -> None:
+    """Found by review: with an UNK token in the tokenizer, an unknown end_token converted to the UNK id
+    (the sampler told to stop on UNK); text() dropped ids outside the vocabulary, crashed inside the
+    tokenizer on -1 and truncated 3.5 to 3."""
+    hf = _hf_tokenizer()
+    hf.add_special_tokens({"unk_token": "<unk>"})
+    with pytest.raises(ValueError, match="is not a single token of the tokenizer"):
+        ChatTemplateRenderer(hf, end_token="<|not_a_token|>")
+    r = ChatTemplateRenderer(hf)
+    size = len(hf)
+    for bad in ([3, size], [3, -1]):
+        with pytest.raises(ValueError, match=r"token ids must lie in \[0, "):
+            r.text(bad)
+    with pytest.raises(TypeError, match="token ids must be integers"):
+        r.text([3.5])  # type: ignore[list-item]
+    assert r.text(r.answer_tokens("hi")) == "hi"

@@ -62,7 +62,13 @@ def _stops(renderer_stops: list[int] | list[str]) -> list[str] | list[int]:
 
 
 def _ints(tokens: Iterable[int]) -> list[int]:
-    return [int(t) for t in tokens]
+    """The ids as Python ints; a float or a bool is a TypeError (``int(3.5)`` would truncate it)."""
+    out = []
+    for t in tokens:
+        if isinstance(t, bool | np.bool_) or not isinstance(t, int | np.integer):
+            raise TypeError(f"token ids must be integers, got {t!r}")
+        out.append(int(t))
+    return out
 
 
 class ByteRenderer:
@@ -146,7 +152,10 @@ class ChatTemplateRenderer:
         if not isinstance(end, str) or not end:
             raise ValueError("tokenizer must have an eos_token, or pass end_token")
         end_id = tokenizer.convert_tokens_to_ids(end)
-        if not isinstance(end_id, int) or end_id < 0:
+        unk = getattr(tokenizer, "unk_token_id", None)
+        # an unknown token converts to the UNK id (not None) when the tokenizer has an UNK token
+        unknown = unk is not None and end_id == unk and end != getattr(tokenizer, "unk_token", None)
+        if not isinstance(end_id, int) or end_id < 0 or unknown:
             raise ValueError(f"end_token {end!r} is not a single token of the tokenizer")
         self.tokenizer = tokenizer
         self.stops = stops
@@ -171,8 +180,18 @@ class ChatTemplateRenderer:
         return _stops([self.end_token])
 
     def text(self, tokens: Sequence[int]) -> str:
-        """``tokenizer.decode(tokens, skip_special_tokens=True)``."""
-        return str(self.tokenizer.decode(_ints(tokens), skip_special_tokens=True))
+        """``tokenizer.decode(tokens, skip_special_tokens=True)``.
+
+        Raises:
+            ValueError: a token id outside the tokenizer's vocabulary (it would be dropped silently, or
+                crash inside the tokenizer); TypeError: an id that is not an integer.
+        """
+        ids = _ints(tokens)
+        size = len(self.tokenizer)
+        bad = [t for t in ids if not 0 <= t < size]
+        if bad:
+            raise ValueError(f"token ids must lie in [0, {size}) (the tokenizer's vocabulary), got {bad[0]}")
+        return str(self.tokenizer.decode(ids, skip_special_tokens=True))
 
     def answer_tokens(self, text: str) -> list[int]:
         """The tokens of ``text`` followed by the end-of-turn token."""
