@@ -281,3 +281,23 @@ def test_estimator_fn_reads_tensor_keys_integer_and_bf16_rewards_and_ignores_wha
     assert bf16.dtype == torch.bfloat16 and bf16[:, 0].tolist() == [-1.0, 1.0, -1.0, 1.0]
     with pytest.raises(TypeError, match=r"token_level_rewards must be a torch\.Tensor"):
         fn(np.ones((2, 1)), mask[:2], index=[0, 0])
+
+
+def test_key_columns_of_tensor_elements_group_by_value() -> None:
+    """Found by review: an object column of 0-d tensors (uid or agent_id) made every row its own group
+    (tensors hash by identity): all advantages 0. A 2-D key column is named."""
+    rewards, mask = torch.tensor([[1.0], [0.0], [0.5], [0.5]]), torch.ones(4, 1)
+    uid = np.empty(4, dtype=object)
+    uid[:] = [torch.tensor(1), torch.tensor(1), torch.tensor(2), torch.tensor(2)]
+    fn = bridge.estimator_fn("default")
+    want = fn(rewards, mask, index=[1, 1, 2, 2])[0]
+    assert want[:2, 0].abs().sum() > 0
+    assert torch.equal(fn(rewards, mask, index=uid)[0], want)
+    np_scalars = np.array([np.int64(1), np.int64(1), np.int64(2), np.int64(2)], dtype=object)
+    assert torch.equal(fn(rewards, mask, index=np_scalars)[0], want)
+    data = DataProto.from_dict(
+        tensors={"token_level_rewards": rewards, "response_mask": mask}, non_tensors={"uid": uid}
+    )
+    assert torch.equal(bridge.compute_advantages(data).batch["advantages"], want)
+    with pytest.raises(TypeError, match=r"index must be one key per row"):
+        fn(rewards, mask, index=np.zeros((4, 1)))

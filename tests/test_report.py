@@ -354,3 +354,24 @@ def test_a_streamed_report_is_the_whole_file_report(chunk_size: int, max_debates
     assert got.page == want
     assert (got.shown, got.debates) == (min(max_debates, len(whole.replayed)), len(whole.replayed))
     assert got.errors == sorted(whole.errors, key=lambda e: e.line)
+
+
+def test_training_page_keeps_a_whole_last_line_and_scales_huge_values(tmp_path: Path) -> None:
+    """Found by review: a whole last metrics line without its newline was dropped silently (1 step drawn
+    of 2), and values near ±1.8e308 made the chart's scale inf (a nan point, the others misplaced)."""
+    from adapters.report.training import render_training_html
+
+    run = tmp_path / "r1"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text('{"step":0,"optim/loss":1.0}\n{"step":1,"optim/loss":0.5}')
+    skipped: list[str] = []
+    page = render_training_html(run, skipped=skipped)
+    assert "2 steps (steps 0–1)" in page and not skipped
+    (run / "metrics.jsonl").write_text('{"step":0,"optim/loss":1.0}\n{"step":1,"optim/lo')
+    page = render_training_html(run, skipped=skipped)
+    assert "1 steps" in page and len(skipped) == 1 and "torn last line" in skipped[0]
+    (run / "metrics.jsonl").write_text(
+        '{"step":0,"optim/loss":1.7e308}\n{"step":1,"optim/loss":-1.7e308}\n{"step":2,"optim/loss":0.0}\n'
+    )
+    page = render_training_html(run)
+    assert "nan" not in page.split("<h2>Last step</h2>")[0]

@@ -94,10 +94,24 @@ def _scores(token_level_rewards: Any, response_mask: Any) -> tuple[Any, npt.NDAr
     return scores, live
 
 
-def _keys(values: Any) -> list[Hashable]:
-    """A key column as a list of Python values: a tensor or array gives its elements' values (a 0-d
-    tensor hashes by identity, so every row would be a group of its own)."""
-    return list(values.tolist()) if hasattr(values, "tolist") else list(values)
+def _keys(values: Any, name: str = "index") -> list[Hashable]:
+    """A key column as a list of Python values: a tensor or array gives its elements' values, and so does
+    each element that is a 0-d tensor or a numpy scalar (a 0-d tensor hashes by identity, so every row
+    would be a group of its own).
+
+    Raises:
+      TypeError: a column of more than one dimension, or an element that is an array, naming ``name``.
+    """
+    if getattr(values, "ndim", 1) != 1:
+        raise TypeError(f"{name} must be one key per row (one-dimensional), got shape {tuple(values.shape)}")
+    out: list[Hashable] = []
+    for k, v in enumerate(values.tolist() if hasattr(values, "tolist") else values):
+        if hasattr(v, "ndim"):
+            if v.ndim != 0:
+                raise TypeError(f"{name}[{k}] must be one key, got an array of shape {tuple(v.shape)}")
+            v = v.item()
+        out.append(v)
+    return out
 
 
 def _advantage_tensors(
@@ -114,13 +128,15 @@ def _advantage_tensors(
         if len(key) != batch:
             raise ValueError(f"{name} has {len(key)} entries for a batch of {batch} rows")
     group_ids, num_groups = (
-        kernel.dense_group_ids(*[_keys(k) for k in keys]) if batch else (np.zeros(0, np.int32), 0)
+        kernel.dense_group_ids(*[_keys(k, name) for k, name in zip(keys, ("uid", "agent_id"), strict=False)])
+        if batch
+        else (np.zeros(0, np.int32), 0)
     )
     trajectory_ids = None
     if trajectory_keys is not None:
         if len(trajectory_keys) != batch:
             raise ValueError(f"traj_uid has {len(trajectory_keys)} entries for a batch of {batch} rows")
-        trajectory_ids, _ = kernel.dense_group_ids(_keys(trajectory_keys))
+        trajectory_ids, _ = kernel.dense_group_ids(_keys(trajectory_keys, "traj_uid"))
     values = scores.detach().cpu().numpy()
     result = kernel.grouped_advantages(
         values,

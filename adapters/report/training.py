@@ -92,7 +92,9 @@ def svg_line_chart(
     w, h = width - pad_l - pad_r, height - pad_t - pad_b
 
     def xy(step: int, v: float) -> str:
-        return f"{pad_l + w * (step - s0) / span:.1f},{pad_t + h * (1 - (v - lo) / (hi - lo)):.1f}"
+        # halves: hi − lo overflows to inf for values near ±1.8e308 (the point would be nan)
+        frac = (v * 0.5 - lo * 0.5) / (hi * 0.5 - lo * 0.5)
+        return f"{pad_l + w * (step - s0) / span:.1f},{pad_t + h * (1 - frac):.1f}"
 
     parts.append(f'<rect x="{pad_l}" y="{pad_t}" width="{w}" height="{h}" fill="none" stroke="#ccc"/>')
     for frac, tick in ((0.0, hi), (1.0, lo)):

@@ -339,13 +339,15 @@ def append_metrics(run_dir: str | Path, record: Mapping[str, Any]) -> None:
 def read_metrics(
     run_dir: str | Path, *, strict: bool = False, skipped: list[str] | None = None
 ) -> list[dict[str, Any]]:
-    """The JSON object lines of ``metrics.jsonl``; [] when absent. A torn last line (no newline: a crash
-    in the middle of its write) is left out, and so are blank lines.
+    """The JSON object lines of ``metrics.jsonl``; [] when absent. Blank lines are left out. A last line
+    without its newline (a crash in the middle of its write) is left out with ``strict`` (a resume cuts
+    it); without, it is kept when it is a whole record and left out as torn otherwise.
 
     Args:
       strict: any other line that is not a JSON object with an int ``step`` (not UTF-8, not JSON) raises;
         without it, such a line is left out (a reader such as the report shows what it can).
-      skipped: without ``strict``, receives ``"FILE:LINE: what is wrong"`` for each line left out that way.
+      skipped: without ``strict``, receives ``"FILE:LINE: what is wrong"`` for each line left out (a torn
+        last line included).
 
     Raises:
       CheckpointError: with ``strict``, a line that cannot be read, naming the file and the line.
@@ -356,7 +358,7 @@ def read_metrics(
     except FileNotFoundError:
         return []
     lines = data.split(b"\n")
-    lines.pop()  # b"" after a last newline; otherwise a torn line
+    last = lines.pop()  # b"" after a last newline; otherwise a torn line
     out: list[dict[str, Any]] = []
     for number, raw in enumerate(lines, start=1):
         if not raw.strip():
@@ -371,6 +373,12 @@ def read_metrics(
             )
         elif skipped is not None:
             skipped.append(f"{path}:{number}: {problem}")
+    if last.strip() and not strict:  # a reader keeps a whole record and says a torn one was left out
+        record, problem = _metrics_record(last)
+        if record is not None:
+            out.append(record)
+        elif skipped is not None:
+            skipped.append(f"{path}:{len(lines) + 1}: torn last line (no newline), {problem}; left out")
     return out
 
 
