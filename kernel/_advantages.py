@@ -94,7 +94,14 @@ import numpy.typing as npt
 
 from kernel._advantages_exact import Blocks, Scatter, Segments, exact_core, rescaled_core, segments
 from kernel._advantages_reference import reference_core
-from kernel._checks import as_bool_array, as_float_array, as_int_array, check_group_ids, check_same_length
+from kernel._checks import (
+    as_bool_array,
+    as_float_array,
+    as_int_array,
+    check_bool,
+    check_group_ids,
+    check_same_length,
+)
 from kernel._groups import check_nonnegative, check_num_groups, dense_group_ids
 from kernel._torch_sums import torch_segment_sums
 
@@ -188,8 +195,7 @@ class AdvantageOptions:
         check_nonnegative(self.var_floor, "var_floor")
         if self.min_std is not None:
             check_nonnegative(self.min_std, "min_std", optional=True)
-        if not isinstance(self.positive_only, (bool, np.bool_)):
-            raise TypeError(f"positive_only must be a bool, got {type(self.positive_only).__name__}")
+        check_bool(self.positive_only, "positive_only")
 
 
 def _check_choice(name: str, value: object, allowed: object) -> None:

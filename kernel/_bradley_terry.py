@@ -35,7 +35,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from kernel._checks import check_int, check_real
+from kernel._checks import check_bool, check_int, check_real
 from kernel._votes import VoteArrays, _as_weights, _checked, _debater_authors, _judge_fields, _valid_mask
 
 __all__ = ["BradleyTerryRewards", "CopelandRewards", "bradley_terry_rewards", "copeland_rewards"]
@@ -158,9 +158,7 @@ def _check_options(
 
 
 def _check_leave_one_out(leave_one_out: object) -> bool:
-    if not isinstance(leave_one_out, (bool, np.bool_)):
-        raise TypeError(f"leave_one_out must be a bool, got {type(leave_one_out).__name__}")
-    return bool(leave_one_out)
+    return check_bool(leave_one_out, "leave_one_out")
 
 
 def _weights(votes: VoteArrays, weight_V: npt.ArrayLike | None, num_votes: int) -> FloatArray | None:

@@ -175,10 +175,7 @@ def rae_advantages(
     out_dtype = np.result_type(rewards.dtype, base.dtype)
 
     x = rewards.astype(np.float64) * scale
-    if not np.isfinite(x[live]).all():
-        raise ValueError("rewards_PG must be finite on live rows (mask bad rows with where=)")
-    if not np.isfinite(base).all():
-        raise ValueError("baselines_K must be finite (a state carried from an earlier batch always is)")
+    check_finite_values(x[live], base)
     ids = np.where(live, key_ids, num_keys)  # dead rows read the padding slot
     b64 = base.astype(np.float64)
     counts = np.bincount(ids, minlength=num_keys + 1)[:num_keys].astype(np.int64)
@@ -278,6 +275,15 @@ class RAEState(NamedTuple):
         """Dense ids of ``keys`` (``K`` for a key not in the table, i.e. a padding id)."""
         table = {k: i for i, k in enumerate(self.keys)}
         return np.array([table.get(k, len(self.keys)) for k in keys], dtype=np.int64)
+
+
+def check_finite_values(live_rewards: npt.NDArray[Any], baselines: npt.NDArray[Any]) -> None:
+    """The value checks of :func:`rae_advantages` (the JAX twin runs them on concrete inputs): the scaled
+    rewards of live rows, and the baselines, must be finite."""
+    if not np.isfinite(live_rewards).all():
+        raise ValueError("rewards_PG must be finite on live rows (mask bad rows with where=)")
+    if not np.isfinite(baselines).all():
+        raise ValueError("baselines_K must be finite (a state carried from an earlier batch always is)")
 
 
 def _check_state(state: object) -> None:

@@ -6,8 +6,7 @@ import operator
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
+from kernel._checks import check_bool
 from kernel._parse import _MAX_COMPARISON_LINES, _MAX_ID_DIGITS
 from kernel._types import Vote
 
@@ -105,8 +104,7 @@ def render_response(
     ):
         if not isinstance(value, str):
             raise TypeError(f"{name} must be a str, got {type(value).__name__}")
-    if not isinstance(consensus, bool | np.bool_):
-        raise TypeError(f"consensus must be a bool, got {type(consensus).__name__}")
+    check_bool(consensus, "consensus")
     if isinstance(comparisons, str):
         comparison = comparisons
     else:

@@ -14,7 +14,7 @@ from adapters._atomic import atomic_write, same_file
 from adapters._gc import fewer_gc_passes
 from adapters.cli import score as cmd_score
 from adapters.report import DEFAULT_MAX_DEBATES, render_report
-from adapters.report.training import render_training_html
+from adapters.report.training import SKIPPED_SHOWN, render_training_html
 from adapters.tinker.checkpoint import METRICS, RUN_FILE, transcript_files
 
 __all__ = ["DEFAULT_TITLE", "add_parser", "check_run_output", "run"]
@@ -99,19 +99,16 @@ def _training_report(args: argparse.Namespace, written: list[Path]) -> int:
     skipped: list[str] = []
     try:
         page = render_training_html(run_dir, title=args.title, skipped=skipped)
-    except UnicodeDecodeError as e:
-        cmd_score._err(f"cannot read {run_dir / METRICS}: not UTF-8 text ({e.reason} at byte {e.start})")
-        return cmd_score.EXIT_UNUSABLE
     except OSError as e:
         cmd_score._err(f"cannot read {e.filename or run_dir / METRICS}: {e.strerror or e}")
         return cmd_score.EXIT_UNUSABLE
     except ValueError as e:
         cmd_score._err(str(e))
         return cmd_score.EXIT_UNUSABLE
-    for line in skipped[:20]:
+    for line in skipped[:SKIPPED_SHOWN]:
         cmd_score._err(f"warning: left out {line}")
-    if len(skipped) > 20:
-        cmd_score._err(f"warning: left out {len(skipped) - 20} more unreadable metrics lines")
+    if len(skipped) > SKIPPED_SHOWN:
+        cmd_score._err(f"warning: left out {len(skipped) - SKIPPED_SHOWN} more unreadable metrics lines")
     if not _write_page(args.output, page, written):
         return cmd_score.EXIT_UNUSABLE
     print(f"wrote {args.output} (training curves of {args.file})")

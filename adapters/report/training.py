@@ -135,12 +135,17 @@ def svg_line_chart(
     return "".join(parts)
 
 
+SKIPPED_SHOWN = 20
+"""Metrics lines left out that are listed one by one (on the page and by ``report``); the rest counted."""
+
+
 def _skipped_note(skipped: list[str]) -> str:
     """A warning paragraph listing the metrics lines left out ("" when none)."""
     if not skipped:
         return ""
-    items = "".join(f"<li>{html.escape(s)}</li>" for s in skipped[:20])
-    more = f"<li>… and {len(skipped) - 20} more</li>" if len(skipped) > 20 else ""
+    items = "".join(f"<li>{html.escape(s)}</li>" for s in skipped[:SKIPPED_SHOWN])
+    rest = len(skipped) - SKIPPED_SHOWN
+    more = f"<li>… and {rest} more</li>" if rest > 0 else ""
     head = f"<p><b>{len(skipped)} metrics line(s) could not be read and are left out:</b></p>"
     return f"{head}<ul>{items}{more}</ul>"
 
@@ -155,10 +160,9 @@ def render_training_html(
         ValueError: the directory has no metrics lines.
     """
     left_out: list[str] = []
-    records = read_metrics(run_dir, skipped=left_out)
+    records = read_metrics(run_dir, skipped=left_out)  # each with an int step
     if skipped is not None:
         skipped.extend(left_out)
-    records = [r for r in records if isinstance(r.get("step"), int)]
     if not records:
         raise ValueError(f"{run_dir} has no metrics.jsonl lines (is it a training run directory?)")
     steps = [int(r["step"]) for r in records]

@@ -171,17 +171,7 @@ class _Shell:
 
     @property
     def rollout_config(self) -> RolloutConfig:
-        c = self.config
-        return RolloutConfig(
-            num_agents=c.num_agents,
-            max_rounds=c.max_rounds,
-            observation=c.observation_config,
-            parse_policy=c.parse_policy,
-            max_tokens=c.max_tokens,
-            temperature=c.temperature,
-            max_concurrent=c.max_concurrent_debates,
-            sample_timeout=c.sample_timeout_s or None,
-        )
+        return _rollout_config(self.config)
 
     def batch_questions(self, batch: int) -> list[Question]:
         n = len(self.questions)
@@ -847,17 +837,7 @@ async def evaluate(
             id_prefix="eval-q" if config.eval_repeats == 1 else f"eval{k}-q",
         )
     ]
-    rollout = RolloutConfig(
-        num_agents=config.num_agents,
-        max_rounds=config.max_rounds,
-        observation=config.observation_config,
-        parse_policy=config.parse_policy,
-        max_tokens=config.max_tokens,
-        temperature=config.temperature,
-        max_concurrent=config.max_concurrent_debates,
-        sample_timeout=config.sample_timeout_s or None,
-    )
-    results = (await run_debates(specs, renderer, config=rollout)).results
+    results = (await run_debates(specs, renderer, config=_rollout_config(config))).results
     correct: list[float] = []
     parse_ok: list[float] = []
     for r in results:
@@ -888,6 +868,20 @@ async def evaluate(
 
 
 # ---------------------------------------------------------------------------------------------------------
+
+
+def _rollout_config(c: TrainConfig) -> RolloutConfig:
+    """The rollout settings of a run's config (its training debates and its evaluations alike)."""
+    return RolloutConfig(
+        num_agents=c.num_agents,
+        max_rounds=c.max_rounds,
+        observation=c.observation_config,
+        parse_policy=c.parse_policy,
+        max_tokens=c.max_tokens,
+        temperature=c.temperature,
+        max_concurrent=c.max_concurrent_debates,
+        sample_timeout=c.sample_timeout_s or None,
+    )
 
 
 def check_service(config: TrainConfig, service_client: ServiceClient) -> None:

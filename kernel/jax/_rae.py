@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
-from kernel._rae import RAEOrder, _check_decay, _check_order, _check_scaling
+from kernel._rae import RAEOrder, _check_decay, _check_order, _check_scaling, check_finite_values
 from kernel.jax._checks import as_float, as_int32
 
 __all__ = ["RAEAdvantagesJax", "rae_advantages"]
@@ -109,10 +109,7 @@ def rae_advantages(
             raise ValueError(f"where must have shape {rewards.shape}, got {mask.shape}")
         live = live & mask
     if not any(isinstance(a, jax.core.Tracer) for a in (rewards, base, live)):  # concrete: numpy's checks
-        if not bool(np.isfinite(np.asarray(rewards, np.float64) * scale)[np.asarray(live)].all()):
-            raise ValueError("rewards_PG must be finite on live rows (mask bad rows with where=)")
-        if not bool(np.isfinite(np.asarray(base)).all()):
-            raise ValueError("baselines_K must be finite (a state carried from an earlier batch always is)")
+        check_finite_values((np.asarray(rewards, np.float64) * scale)[np.asarray(live)], np.asarray(base))
     dtype = jnp.result_type(rewards.dtype, base.dtype)
     x = rewards.astype(dtype) * scale
     b = base.astype(dtype)
