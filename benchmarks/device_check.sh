@@ -8,9 +8,10 @@
 # orjson, pyqwest, opentelemetry-api, sniffio, zstandard, h2, hpack, hyperframe (about 15 MB).
 # Prints, and writes under $OUT: the local service's tests on the GPU, then the local benchmark at a
 # GPU-sized workload (`python -m benchmarks local` on the machine gives the CPU workload).
-# On an H100 (2026-11-26) 25 of these 30 tests took about 200 s, most of it compilation: run it with the
-# call's whole limit (600 s); it needs the wheels of .whl/ carried (`carry: [".whl"]`, the folder is
-# git-ignored).
+# On an H100 (2026-11-26) 25 of its tests took about 200 s in one process, most of it compilation, and 42
+# of the 43 ended within 330 s over six processes (2026-11-27): run it with the call's whole limit (600 s,
+# of which the benchmark takes about 200 s); it needs the wheels of .whl/ carried (`carry: [".whl"]`, the
+# folder is git-ignored).
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     || exit 1
@@ -20,8 +21,11 @@ mkdir -p "$OUT"
 nvidia-smi -L
 python3 -c "import jax, torch, transformers; print('jax', jax.__version__, jax.devices(), 'torch', torch.__version__, \
 torch.cuda.is_available(), 'transformers', transformers.__version__)"
-timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_local_service.py tests/test_local_loop.py \
-    tests/test_local_model.py tests/test_local_devices.py 2>&1 \
+# every test of the local model, service and loop, each named as it ends; over six processes where
+# pytest-xdist is there (compilation, not the GPU, is most of their time; ten processes were slower)
+workers=$(python3 -c "import xdist" 2>/dev/null && echo "-n 6" || true)
+timeout 330 python3 -m pytest -v -p no:cacheprovider -p no:benchmark $workers tests/test_local_service.py tests/test_local_loop.py \
+    tests/test_local_model.py tests/test_local_devices.py tests/test_local_questions.py 2>&1 \
     | tee "$OUT/tests.txt" | tail -15
 timeout 240 python3 -m benchmarks local --size base --batch 64 --prompt-len 64 --new 128 --seq 512 2>&1 \
     | tee "$OUT/base.txt" | grep -v '^{'
