@@ -55,6 +55,39 @@ def test_a_debate_short_of_agents_is_a_split_group() -> None:
         bridge.peer_vote_reward(["p", "p"], [_turn(1), _turn(2)], num_agents=[3, 3])
 
 
+def test_num_generations_cuts_runs_of_one_prompt() -> None:
+    """Two groups of one prompt side by side read as one debate of six agents."""
+    completions = [_turn(4, "Agent 1 > Agent 2"), _turn(4, "Agent 0 > Agent 2"), _turn(4, "N/A")] * 2
+    # read as agents 0-5 of one debate, the second group's agents are never judged
+    assert bridge.peer_vote_reward(["q"] * 6, completions) == [1.0, 1.0, 0.0, 0.0, 0.0, 0.0]
+    fn = bridge.debate_reward("peer_vote", num_generations=3)
+    assert fn(["q"] * 6, completions) == [1.0, 1.0, 0.0] * 2
+    adv = bridge.advantage_reward(lambda p, c, **kw: [1.0, 0.0, 2.0, 0.0, 0.0, 3.0], num_generations=3)
+    assert adv(["q"] * 6, [""] * 6) == [0.0, -1.0, 1.0, -1.0, -1.0, 2.0]
+    with pytest.raises(
+        bridge.GroupSplitError, match="rows 3 to 4 has 2 completions, not num_generations = 3"
+    ):
+        fn(["q"] * 5, completions[:5])
+    with pytest.raises(ValueError, match="num_generations must be >= 1"):
+        bridge.debate_reward("format", num_generations=0)
+
+
+def test_bad_columns_and_options_are_named() -> None:
+    completions = [_turn(1), _turn(2)]
+    for bad in (1.7, "1", True, float("nan")):
+        with pytest.raises(TypeError, match="column 'agent_id' at row 1 must be an integer"):
+            bridge.peer_vote_reward(["p", "p"], completions, agent_id=[0, bad])
+    for count in (None, 3.5):
+        with pytest.raises(TypeError, match="column 'num_agents' at row 0 must be an integer"):
+            bridge.peer_vote_reward(["p", "p"], completions, num_agents=[count, 2])
+    with pytest.raises(ValueError, match="policy must be one of"):
+        bridge.debate_reward("peer_vote", policy="strict")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="mode must be one of"):
+        bridge.debate_reward("peer_vote", mode="winrate")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="unvoted must be finite"):
+        bridge.debate_reward("peer_vote", unvoted=float("inf"))
+
+
 def test_other_kinds_and_unacted_rows() -> None:
     completions = [_turn(4, consensus="YES"), "not an answer", [{"role": "assistant", "content": _turn(6)}]]
     kw: dict[str, Any] = {"answer": ["4", "4", 6], "acted": [True, True, False]}

@@ -66,7 +66,10 @@ def _verl(data: DataProto, name: str, norm: bool = True) -> torch.Tensor:
 
 
 def test_every_preset_is_in_verls_registry() -> None:
-    assert set(REGISTERED) == {bridge.ESTIMATOR_PREFIX + p for p in kernel.ADVANTAGE_PRESETS}
+    # all but DrMAS's agent / trajectory groupings, which verl's estimator call cannot pass
+    grouped = {p for p in kernel.ADVANTAGE_PRESETS if p.startswith("drmas_grpo.")}
+    assert len(grouped) == 4
+    assert set(REGISTERED) == {bridge.ESTIMATOR_PREFIX + p for p in set(kernel.ADVANTAGE_PRESETS) - grouped}
     assert all(core_algos.get_adv_estimator_fn(name) is not None for name in REGISTERED)
     assert bridge.register_estimators() == REGISTERED  # idempotent: verl refuses a second function per name
 
@@ -241,7 +244,7 @@ def test_compute_score_refuses_a_non_finite_weight() -> None:
     """correctness_weight = NaN gave every score NaN without a word."""
     infos = [{"debate_id": 1, "agent_id": 0}, {"debate_id": 1, "agent_id": 1}]
     for name in ("correctness_weight", "format_weight"):
-        with pytest.raises(ValueError, match=f"{name} must be a finite number"):
+        with pytest.raises(ValueError, match=f"{name} must be finite"):
             bridge.compute_score(["x", "x"], ["a", "b"], [None, None], infos, **{name: float("nan")})
 
 
@@ -301,3 +304,80 @@ def test_key_columns_of_tensor_elements_group_by_value() -> None:
     assert torch.equal(bridge.compute_advantages(data).batch["advantages"], want)
     with pytest.raises(TypeError, match=r"index must be one key per row"):
         fn(rewards, mask, index=np.zeros((4, 1)))
+
+
+def test_drmas_presets_bring_their_grouping() -> None:
+    """drmas_grpo.*_traj / *_agent were computed grouped by uid alone unless the flag was also given."""
+    data = _batch(
+        [1.0, 0.0, 0.0, 0.0],
+        [1, 1, 1, 1],
+        ["q"] * 4,
+        agent_id=[0, 1, 0, 1],
+        traj_uid=["t1", "t1", "t2", "t2"],
+    )
+    for preset, flag in (("drmas_grpo.nonorm_traj", False), ("drmas_grpo.norm_agent", True)):
+        implied = bridge.compute_advantages(data, preset).batch["advantages"].clone()
+        given = bridge.compute_advantages(data, preset, group_by_agent_id=flag).batch["advantages"]
+        assert torch.equal(implied, given)
+        with pytest.raises(ValueError, match=f"group_by_agent_id must be {flag} or None"):
+            bridge.compute_advantages(data, preset, group_by_agent_id=not flag)
+        with pytest.raises(ValueError, match="compute_advantages"):
+            bridge.estimator_fn(preset)
+        with pytest.raises(ValueError, match="compute_advantages"):
+            bridge.register_estimators([preset])
+    traj = bridge.compute_advantages(data, "drmas_grpo.nonorm_traj").batch["advantages"][:, 0]
+    np.testing.assert_allclose(traj.numpy(), [0.25, 0.25, -0.25, -0.25])  # trajectory means 0.5 and 0
+
+
+def test_bridge_arguments_of_the_wrong_kind_are_named() -> None:
+    data = _batch([1.0, 0.0], [1, 1], ["a", "a"], agent_id=[0, 1], traj_uid=["t", "u"])
+    for flag in (0, "False", 1):
+        with pytest.raises(TypeError, match="group_by_agent_id must be a bool"):
+            bridge.compute_advantages(data, group_by_agent_id=flag)  # type: ignore[arg-type]
+    bridge.compute_advantages(data, group_by_agent_id=np.False_)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="sequence of preset names"):
+        bridge.register_estimators("default")
+    with pytest.raises(ValueError, match="eps"):  # at build, not at the trainer's first step
+        bridge.estimator_fn("default,eps=-1")
+    fn = bridge.estimator_fn("default")
+    with pytest.raises(TypeError, match=r"index\[1\] must be a hashable key"):
+        fn(torch.zeros(2, 3), torch.ones(2, 3), index=["a", ["b"]])
+    with pytest.raises(TypeError, match="index must be a sequence"):
+        fn(torch.zeros(2, 3), torch.ones(2, 3), index={"a": 0, "b": 1})
+    empty = DataProto.from_dict(non_tensors={"uid": np.array(["a"], dtype=object)})
+    with pytest.raises(TypeError, match=r"data\.batch is None"):
+        bridge.compute_advantages(empty)
+
+
+def test_a_float16_score_beyond_its_range_is_reported() -> None:
+    rewards = torch.full((3, 2), 40000.0, dtype=torch.float16)  # each row sums to inf in float16
+    rewards[2] = 1.0
+    with pytest.warns(RuntimeWarning, match=r"2 rows have a score that is not finite \(rows \[0, 1\]"):
+        adv, _ = bridge.estimator_fn("default")(rewards, torch.ones(3, 2), index=["a", "a", "a"])
+    assert adv.dtype == torch.float16 and not adv.any()
+
+
+def test_compute_score_reads_answer_lists_and_refuses_what_it_does_not_take() -> None:
+    ok = "<solution>{}</solution><evaluation>e</evaluation><comparison>N/A</comparison>"
+    ok += "<consensus>NO</consensus><consensus_reason>r</consensus_reason>"
+    infos = [{"debate_id": 1, "agent_id": 0}, {"debate_id": 1, "agent_id": 1}]
+    texts = [ok.format("four"), ok.format(4)]
+    got = bridge.compute_score(
+        ["d", "d"], texts, [["4", "four"], np.array(["5"])], infos, correctness_weight=1
+    )
+    assert [g["correct"] for g in got] == [1.0, 0.0]
+    got = bridge.compute_score(["d", "d"], texts, ["four", "4"], infos, correctness_weight=np.float32(2.0))
+    assert [g["score"] for g in got] == [2.0, 2.0]
+    with pytest.raises(TypeError, match="correctness_wieght"):
+        bridge.compute_score(["d", "d"], texts, [None, None], infos, correctness_wieght=1.0)  # type: ignore[call-arg]
+    with pytest.raises(ValueError, match="unvoted must be finite"):
+        bridge.compute_score(["d", "d"], texts, [None, None], infos, unvoted=float("nan"))
+    with pytest.raises(TypeError, match=r"extra_infos\[0\]\['debate_id'\] must be a hashable key"):
+        bridge.compute_score(["d"], texts[:1], [None], [{"debate_id": [1], "agent_id": 0}])
+
+
+def test_compute_score_warns_when_rows_share_an_agent() -> None:
+    """verl's rollout.n > 1 repeats a prompt's extra_info: its samples get one pairwise reward."""
+    infos = [{"debate_id": 1, "agent_id": 0}] * 2 + [{"debate_id": 1, "agent_id": 1}]
+    with pytest.warns(RuntimeWarning, match="row 1 is agent 0 of a debate that already has a row"):
+        bridge.compute_score(["d"] * 3, ["x"] * 3, [None] * 3, infos)

@@ -19,6 +19,7 @@ Examples:
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Hashable, Sequence
 from typing import NamedTuple
 
@@ -27,10 +28,11 @@ import numpy.typing as npt
 
 import kernel
 from kernel import ParsedResponse
-from kernel._parse import ParsePolicy
-from kernel._rewards import PairwiseMode
+from kernel._checks import check_real
+from kernel._parse import PARSE_POLICIES, ParsePolicy
+from kernel._rewards import PAIRWISE_MODES, PairwiseMode
 
-__all__ = ["RowScores", "score_rows"]
+__all__ = ["RowScores", "check_score_options", "score_rows", "warn_shared_agents"]
 
 
 class RowScores(NamedTuple):
@@ -75,6 +77,21 @@ def _agent_table(
     return n_P
 
 
+def check_score_options(policy: object, mode: object, unvoted: object) -> float:
+    """Checks :func:`score_rows`'s options (so that a reward function built with a misspelt one fails when
+    it is built, not at a trainer's first step); returns ``unvoted`` as a float.
+
+    Raises:
+      ValueError: an unknown ``policy`` or ``mode``, a non-finite ``unvoted``.
+      TypeError: ``unvoted`` not a real number.
+    """
+    if policy not in PARSE_POLICIES:
+        raise ValueError(f"policy must be one of {PARSE_POLICIES}, got {policy!r}")
+    if mode not in PAIRWISE_MODES:
+        raise ValueError(f"mode must be one of {PAIRWISE_MODES}, got {mode!r}")
+    return check_real(unvoted, "unvoted", finite=True)
+
+
 def score_rows(
     texts: Sequence[str],
     *,
@@ -98,15 +115,18 @@ def score_rows(
       num_agents: U ints ≥ 1, the debate's agent count N (equal on every row of a debate).
       policy: parse policy, ``"robust"`` (default) or ``"reference"``.
       mode: ``"win_rate"`` or ``"win_minus_loss"``.
-      unvoted: reward of an agent no valid vote judged.
+      unvoted: reward of an agent no valid vote judged (a finite number: a NaN would make the row's
+        score NaN, and a trainer would then drop it).
 
     Returns:
       :class:`RowScores`.
 
     Raises:
-      ValueError: lengths differ, an agent id outside ``[0, N)``, a debate given two agent counts.
+      ValueError: lengths differ, an agent id outside ``[0, N)``, a debate given two agent counts, a
+        non-finite ``unvoted``.
       TypeError: a text that is not a str, an agent id that is not an int.
     """
+    unvoted = check_score_options(policy, mode, unvoted)
     lengths = {len(texts), len(debate_keys), len(agent_ids), len(num_agents)}
     if len(lengths) != 1:
         raise ValueError(
@@ -139,3 +159,23 @@ def score_rows(
         malformed_P=rewards.malformed_P,
         parsed_U=parsed,
     )
+
+
+def warn_shared_agents(
+    debate_ids_U: npt.NDArray[np.int32], agent_ids: Sequence[int], *, stacklevel: int = 2
+) -> None:
+    """Warns (RuntimeWarning) when rows of one debate name the same agent: they get the same pairwise
+    reward, so that reward cannot rank them against each other (a trainer's group of ``n`` samples of one
+    agent's turn, e.g. verl's ``rollout.n > 1``, then learns nothing from it)."""
+    seen: set[tuple[int, int]] = set()
+    for r, (p, agent) in enumerate(zip(debate_ids_U.tolist(), agent_ids, strict=True)):
+        if (p, int(agent)) in seen:
+            warnings.warn(
+                f"row {r} is agent {int(agent)} of a debate that already has a row for that agent: rows of "
+                "one agent in one debate get the same pairwise reward, so it cannot rank them (give each "
+                "sample its own debate, or rank them with the correctness and format terms)",
+                RuntimeWarning,
+                stacklevel=stacklevel + 1,
+            )
+            return
+        seen.add((p, int(agent)))

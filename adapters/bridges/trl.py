@@ -7,7 +7,9 @@ Tested against TRL 1.16.0 on the CPU (``pip install "debate-kernel[trl]"``).
 ``completions`` and every dataset column as a keyword list. A row is one agent's turn. Its debate is the
 ``debate_id`` column when there is one, else the run of consecutive rows with the same prompt (TRL puts
 the ``num_generations`` completions of a prompt next to each other, and does not tell the reward function
-how many there are). Its agent is the ``agent_id`` column, else its position in the debate; the agent
+how many there are: pass ``num_generations`` to :func:`debate_reward` / :func:`advantage_reward` so that
+two groups of one prompt that TRL happens to put side by side are cut apart). Its agent is the
+``agent_id`` column, else its position in the debate; the agent
 count is the ``num_agents`` column, else the debate's row count. Leave-one-out votes need the whole
 debate: when TRL splits a group across processes (``per_device_train_batch_size`` not a multiple of
 ``num_generations``) a debate arrives short, and :class:`GroupSplitError` says so instead of rewarding
@@ -46,8 +48,9 @@ import numpy as np
 
 import kernel
 from adapters.bridges._estimators import estimator_options
-from adapters.bridges.scoring import RowScores, score_rows
+from adapters.bridges.scoring import RowScores, check_score_options, score_rows, warn_shared_agents
 from adapters.tinker.dataset import is_correct
+from kernel._checks import check_int
 from kernel._parse import ParsePolicy
 from kernel._rewards import PairwiseMode
 
@@ -95,18 +98,22 @@ def _column(kwargs: Mapping[str, Any], name: str, rows: int) -> list[Any] | None
 
 
 def _debates(
-    prompts: Sequence[Any], kwargs: Mapping[str, Any]
+    prompts: Sequence[Any], kwargs: Mapping[str, Any], num_generations: int | None = None
 ) -> tuple[list[Hashable], list[int], list[int]]:
-    """``(debate keys, agent ids, agent counts)`` of each row (see the module docstring)."""
+    """``(debate keys, agent ids, agent counts)`` of each row (see the module docstring); runs of equal
+    prompts are cut every ``num_generations`` rows when it is given."""
     rows = len(prompts)
     ids = _column(kwargs, "debate_id", rows)
     if ids is None:  # runs of equal prompts
         keys: list[Hashable] = []
-        run = -1
+        run, length = -1, 0
         for i, prompt in enumerate(prompts):
-            if i == 0 or _key(prompt) != _key(prompts[i - 1]):
-                run += 1
+            if i == 0 or _key(prompt) != _key(prompts[i - 1]) or length == num_generations:
+                _check_run(length, num_generations, i)
+                run, length = run + 1, 0
             keys.append(run)
+            length += 1
+        _check_run(length, num_generations, rows)
     else:
         keys = [k.item() if isinstance(k, np.generic) else k for k in ids]
     sizes: dict[Hashable, int] = {}
@@ -115,13 +122,18 @@ def _debates(
         position.append(sizes.get(key, 0))
         sizes[key] = sizes.get(key, 0) + 1
     agents = _column(kwargs, "agent_id", rows) or position
+    for r, a in enumerate(agents):
+        check_int(a, f"column 'agent_id' at row {r}")
     counts = _column(kwargs, "num_agents", rows)
+    for r, n in enumerate(counts or ()):
+        check_int(n, f"column 'num_agents' at row {r}", low=1)
     if counts is None:
         if ids is None and len(set(sizes.values())) > 1:
             raise GroupSplitError(
                 f"completions come in runs of {sorted(set(sizes.values()))} equal prompts, not one size: "
                 "TRL split a group across processes (make per_device_train_batch_size a multiple of "
-                "num_generations) or two groups share a prompt (add a debate_id column)"
+                "num_generations) or two groups share a prompt (pass num_generations, or add a debate_id "
+                "column)"
             )
         counts = [sizes[k] for k in keys]
     else:
@@ -135,15 +147,35 @@ def _debates(
     return keys, [int(a) for a in agents], [int(n) for n in counts]
 
 
+def _check_run(length: int, num_generations: int | None, end: int) -> None:
+    """GroupSplitError when a run of one prompt ending before row ``end`` is shorter than a group."""
+    if num_generations is not None and 0 < length < num_generations:
+        raise GroupSplitError(
+            f"the prompt of rows {end - length} to {end - 1} has {length} completions, not num_generations "
+            f"= {num_generations}: TRL split its group across processes (make per_device_train_batch_size "
+            "a multiple of num_generations)"
+        )
+
+
 def _score(
-    prompts: Sequence[Any], completions: Sequence[Any], kwargs: Mapping[str, Any], **options: Any
+    prompts: Sequence[Any],
+    completions: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    num_generations: int | None,
+    **options: Any,
 ) -> RowScores:
     if len(prompts) != len(completions):
         raise ValueError(f"{len(prompts)} prompts for {len(completions)} completions")
-    keys, agents, counts = _debates(prompts, kwargs)
-    return score_rows(
+    keys, agents, counts = _debates(prompts, kwargs, num_generations)
+    scored = score_rows(
         [_text(c) for c in completions], debate_keys=keys, agent_ids=agents, num_agents=counts, **options
     )
+    warn_shared_agents(scored.debate_ids_U, agents, stacklevel=4)
+    return scored
+
+
+def _num_generations(value: int | None) -> int | None:
+    return None if value is None else check_int(value, "num_generations", low=1)
 
 
 def debate_reward(
@@ -152,6 +184,7 @@ def debate_reward(
     policy: ParsePolicy = "robust",
     mode: PairwiseMode = "win_rate",
     unvoted: float = 0.0,
+    num_generations: int | None = None,
 ) -> RewardFunc:
     """A reward function in ``GRPOTrainer``'s signature, ``fn(prompts, completions, **columns)``.
 
@@ -165,13 +198,17 @@ def debate_reward(
       policy: parse policy (``"robust"`` or ``"reference"``).
       mode: pairwise mode (``"win_rate"`` or ``"win_minus_loss"``).
       unvoted: reward of an agent no valid vote judged.
+      num_generations: the trainer's ``num_generations`` (rows per prompt group), used when there is no
+        ``debate_id`` column: runs of one prompt are cut into debates of that many rows (without it, two
+        groups of the same prompt side by side would read as one debate).
 
     Returns:
       The reward function, named ``debate_<kind>`` (TRL logs ``rewards/debate_<kind>/mean``).
 
     Raises:
-      ValueError: an unknown ``kind``. (Called: :class:`GroupSplitError` for a short debate; ValueError for
-        columns of the wrong length or, for ``correct``, no ``answer`` column.)
+      ValueError: an unknown ``kind``, ``policy`` or ``mode``; a non-finite ``unvoted``. (Called:
+        :class:`GroupSplitError` for a short debate; ValueError for columns of the wrong length or, for
+        ``correct``, no ``answer`` column.)
 
     Examples:
       >>> ok = ("<solution>4</solution><evaluation>e</evaluation><comparison>{}</comparison>"
@@ -182,9 +219,13 @@ def debate_reward(
     """
     if kind not in REWARD_KINDS:
         raise ValueError(f"kind must be one of {', '.join(REWARD_KINDS)}, got {kind!r}")
+    num_generations = _num_generations(num_generations)
+    unvoted = check_score_options(policy, mode, unvoted)
 
     def reward(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
-        scored = _score(prompts, completions, kwargs, policy=policy, mode=mode, unvoted=unvoted)
+        scored = _score(
+            prompts, completions, kwargs, num_generations, policy=policy, mode=mode, unvoted=unvoted
+        )
         if kind == "peer_vote":
             values = scored.pairwise_U.tolist()
         elif kind == "format":
@@ -243,18 +284,23 @@ def _centred_options(estimator: str | kernel.AdvantageOptions) -> dict[str, Any]
 
 
 def advantage_reward(
-    reward_fn: RewardFunc, estimator: str | kernel.AdvantageOptions = "default"
+    reward_fn: RewardFunc,
+    estimator: str | kernel.AdvantageOptions = "default",
+    *,
+    num_generations: int | None = None,
 ) -> RewardFunc:
     """Wraps a reward function so that TRL trains on our estimator's advantages.
 
     Returns A = grouped_advantages(r) per debate (rows grouped as the module docstring says; ``None``
     rewards are left out and stay ``None``). With ``scale_rewards="none"`` TRL computes A − mean_group(A)
-    = A, since A sums to zero in every group. The raw reward's mean is logged as
-    ``debate_kernel/raw_reward`` through TRL's ``log_metric``.
+    = A, since A sums to zero in every group; except a group of one under a ``singleton="raw"`` preset
+    (``verl_grpo.*``, ``verl_rloo.loop``), whose raw reward TRL's centring turns into 0. The raw
+    reward's mean is logged as ``debate_kernel/raw_reward`` through TRL's ``log_metric``.
 
     Args:
       reward_fn: a reward function in TRL's signature (e.g. :data:`peer_vote_reward`).
       estimator: a preset spec (``NAME[,key=value…]``) or :class:`kernel.AdvantageOptions`.
+      num_generations: as :func:`debate_reward` (how the rows are grouped when there is no ``debate_id``).
 
     Returns:
       The wrapped function, named ``<reward_fn>_advantage``.
@@ -269,11 +315,12 @@ def advantage_reward(
       [0.5, -0.5, -1.25, 1.25]
     """
     options = _centred_options(estimator)
+    num_generations = _num_generations(num_generations)
     name = getattr(reward_fn, "__name__", "reward")
 
     def advantage(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
         raw = reward_fn(prompts, completions, **kwargs)
-        keys, _, _ = _debates(prompts, kwargs)
+        keys, _, _ = _debates(prompts, kwargs, num_generations)
         group_ids, num_groups = kernel.dense_group_ids(keys) if keys else (np.zeros(0, np.int32), 0)
         values = np.array([math.nan if r is None else float(r) for r in raw], dtype=np.float64)
         live = np.isfinite(values)

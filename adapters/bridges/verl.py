@@ -31,17 +31,18 @@ terms (:mod:`adapters.bridges.scoring`).
 from __future__ import annotations
 
 import importlib
-import math
-from collections.abc import Callable, Hashable, Mapping, Sequence
+import warnings
+from collections.abc import Callable, Hashable, Mapping, Sequence, Set
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 import kernel
-from adapters.bridges._estimators import estimator_options
-from adapters.bridges.scoring import score_rows
+from adapters.bridges._estimators import drmas_grouping, estimator_spec
+from adapters.bridges.scoring import score_rows, warn_shared_agents
 from adapters.tinker.dataset import is_correct
+from kernel._checks import check_bool, check_real
 from kernel._parse import ParsePolicy
 from kernel._rewards import PairwiseMode
 
@@ -90,8 +91,17 @@ def _scores(token_level_rewards: Any, response_mask: Any) -> tuple[Any, npt.NDAr
     weighted = rewards * response_mask.to(rewards.dtype)
     zero = torch.zeros((), dtype=rewards.dtype, device=rewards.device)
     scores = torch.where(inside, weighted, zero).sum(dim=-1)
-    live = inside.detach().cpu().numpy().any(axis=-1) & np.isfinite(scores.detach().cpu().numpy())
-    return scores, live
+    answered = inside.detach().cpu().numpy().any(axis=-1)
+    finite = np.isfinite(scores.detach().cpu().numpy())
+    if not finite[answered].all():
+        rows = np.flatnonzero(answered & ~finite)
+        warnings.warn(
+            f"{rows.size} rows have a score that is not finite (rows {rows[:10].tolist()}; a float16 sum "
+            "beyond 65504 is inf): they are left out of their groups and get advantage 0",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+    return scores, answered & finite
 
 
 def _keys(values: Any, name: str = "index") -> list[Hashable]:
@@ -104,12 +114,18 @@ def _keys(values: Any, name: str = "index") -> list[Hashable]:
     """
     if getattr(values, "ndim", 1) != 1:
         raise TypeError(f"{name} must be one key per row (one-dimensional), got shape {tuple(values.shape)}")
+    if isinstance(values, Mapping | Set):  # iterating would give its keys, in no row order
+        raise TypeError(f"{name} must be a sequence of one key per row, got {type(values).__name__}")
     out: list[Hashable] = []
     for k, v in enumerate(values.tolist() if hasattr(values, "tolist") else values):
         if hasattr(v, "ndim"):
             if v.ndim != 0:
                 raise TypeError(f"{name}[{k}] must be one key, got an array of shape {tuple(v.shape)}")
             v = v.item()
+        try:
+            hash(v)
+        except TypeError:
+            raise TypeError(f"{name}[{k}] must be a hashable key, got {type(v).__name__} {v!r}") from None
         out.append(v)
     return out
 
@@ -165,10 +181,17 @@ def estimator_fn(estimator: str | kernel.AdvantageOptions) -> Callable[..., tupl
       both ``[B, L]`` tensors.
 
     Raises:
-      ValueError: an unknown preset or option. (Called: mismatched shapes or index length.)
+      ValueError: an unknown preset or option, a value the kernel refuses, or a DrMAS preset that groups
+        by agent or trajectory (verl passes only ``uid``: use :func:`compute_advantages`). (Called:
+        mismatched shapes or index length.)
       TypeError: ``estimator`` of another type.
     """
-    options = estimator_options(estimator)
+    preset, options = estimator_spec(estimator)
+    if drmas_grouping(preset) is not None:
+        raise ValueError(
+            f"{preset} groups by agent or trajectory, which verl's estimator call cannot pass (it gives only "
+            "uid): call adapters.bridges.verl.compute_advantages in the advantage step instead"
+        )
 
     def debate_kernel_estimator(
         token_level_rewards: Any, response_mask: Any, index: Any = None, config: Any = None, **_unused: Any
@@ -191,20 +214,25 @@ def register_estimators(presets: Sequence[str] | None = None) -> tuple[str, ...]
     under one name).
 
     Args:
-      presets: preset names (default: every preset).
+      presets: preset names (default: every preset that groups by ``uid`` alone: all but the DrMAS
+        ``*_agent`` / ``*_traj`` ones, which need :func:`compute_advantages`).
 
     Returns:
       The registered names.
 
     Raises:
-      ValueError: an unknown preset or option.
+      ValueError: an unknown preset or option, or a DrMAS preset that groups by agent or trajectory.
+      TypeError: ``presets`` is a single string rather than a sequence of names.
     """
+    if isinstance(presets, str):
+        raise TypeError(f"presets must be a sequence of preset names, got the string {presets!r}")
     core_algos = _require("verl.trainer.ppo.core_algos")
     names = []
-    for preset in kernel.ADVANTAGE_PRESETS if presets is None else presets:
-        estimator_options(preset)
+    if presets is None:
+        presets = [p for p in kernel.ADVANTAGE_PRESETS if drmas_grouping(p) is None]
+    for preset in presets:
         name = ESTIMATOR_PREFIX + preset
-        fn = _REGISTERED.setdefault(name, estimator_fn(preset))
+        fn = _REGISTERED[name] if name in _REGISTERED else _REGISTERED.setdefault(name, estimator_fn(preset))
         core_algos.register_adv_est(name)(fn)
         names.append(name)
     return tuple(names)
@@ -224,13 +252,15 @@ def compute_advantages(
     ``group_by_agent_id=None``: groups are ``uid`` (plain verl). ``True``: groups are (``uid``,
     ``agent_id``), each row one sample (DrMAS default). ``False``: groups are ``uid`` and the rows of one
     ``traj_uid`` are averaged into one sample, each row getting its trajectory's advantage (DrMAS with
-    the flag off). Masked rows and non-finite scores stay out of the statistics, as in the registry path.
+    the flag off). A DrMAS preset brings its own grouping (``drmas_grpo.*_agent``: True, ``*_traj``:
+    False); a flag that contradicts it is an error. Masked rows and non-finite scores stay out of the
+    statistics, as in the registry path (non-finite scores with a warning).
 
     Args:
       data: a ``verl.DataProto`` with ``token_level_rewards`` (and ``response_mask``, or what verl
         derives it from) in ``batch`` and the key columns in ``non_tensor_batch``.
       estimator: a preset spec (``NAME[,key=value…]``) or :class:`kernel.AdvantageOptions`.
-      group_by_agent_id: as above.
+      group_by_agent_id: as above: a bool or None (default: the preset's grouping, else ``uid``).
       uid_key, agent_key, trajectory_key: column names.
 
     Returns:
@@ -238,13 +268,27 @@ def compute_advantages(
 
     Raises:
       KeyError: a column the chosen grouping needs is missing (the message names it).
-      ValueError: an unknown preset; shapes that disagree.
+      ValueError: an unknown preset; shapes that disagree; ``group_by_agent_id`` contradicting a DrMAS
+        preset.
+      TypeError: ``group_by_agent_id`` neither a bool nor None; ``data`` not a DataProto with tensors.
     """
-    options = estimator_options(estimator)
+    preset, options = estimator_spec(estimator)
+    if group_by_agent_id is not None:
+        group_by_agent_id = check_bool(group_by_agent_id, "group_by_agent_id")
+    implied = drmas_grouping(preset)
+    if implied is not None:
+        if group_by_agent_id not in (None, implied):
+            raise ValueError(
+                f"{preset} groups by {'uid and agent_id' if implied else 'uid over traj_uid means'}: "
+                f"group_by_agent_id must be {implied} or None, got {group_by_agent_id}"
+            )
+        group_by_agent_id = implied
     if not (hasattr(data, "batch") and hasattr(data, "non_tensor_batch")):
         raise TypeError(
             f"data must be a verl DataProto (with batch and non_tensor_batch), got {type(data).__name__}"
         )
+    if data.batch is None:
+        raise TypeError("data.batch is None: the DataProto holds no tensors (token_level_rewards is needed)")
     if "response_mask" not in data.batch.keys():
         data.batch["response_mask"] = _require("verl.trainer.ppo.ray_trainer").compute_response_mask(data)
     columns = data.non_tensor_batch
@@ -275,18 +319,23 @@ def compute_score(
     unvoted: float = 0.0,
     correctness_weight: float = 0.0,
     format_weight: float = 0.0,
-    **_unused: Any,
 ) -> list[dict[str, float]]:
     """verl batch-reward function: each response is one agent's turn; the score is its debate reward.
 
     score = pairwise + correctness_weight·correct + format_weight·(parse_ok − 1), where ``pairwise`` is
     the agent's leave-one-out reward from the other rows of its debate (REFERENCE §2) and ``correct``
-    compares the ``<solution>`` with ``ground_truth`` (exact rational or normalised text).
+    compares the ``<solution>`` with ``ground_truth`` (exact rational or normalised text; a list of
+    answers: any of them). verl passes ``custom_reward_function.reward_kwargs`` as keywords: a name this
+    function does not take is a TypeError, so a misspelt weight does not silently turn its term off.
+
+    Rows of one debate that name the same agent (verl's ``rollout.n > 1`` repeats a prompt, and with it
+    its ``extra_info``) get the same pairwise reward, so that term cannot tell them apart within a uid
+    group: a RuntimeWarning says so; only the correctness and format terms then rank them.
 
     Args:
       data_sources: U data-source names (unused; verl passes them).
       solution_strs: U decoded responses.
-      ground_truths: U reference answers (None or "" for none).
+      ground_truths: U reference answers (None or "" for none; a list, tuple or array: any of them).
       extra_infos: U mappings with ``debate_id`` (any hashable), ``agent_id`` (int) and ``num_agents``
         (int; default: the number of rows of the debate).
       policy, mode, unvoted: as :func:`adapters.bridges.scoring.score_rows`.
@@ -298,11 +347,11 @@ def compute_score(
 
     Raises:
       KeyError: an ``extra_info`` without ``debate_id`` or ``agent_id`` (naming the row).
-      ValueError / TypeError: as :func:`adapters.bridges.scoring.score_rows`.
+      ValueError / TypeError: as :func:`adapters.bridges.scoring.score_rows`; a weight that is not a
+        finite number.
     """
-    for name, weight in (("correctness_weight", correctness_weight), ("format_weight", format_weight)):
-        if isinstance(weight, bool) or not isinstance(weight, int | float) or not math.isfinite(weight):
-            raise ValueError(f"{name} must be a finite number, got {weight!r}")
+    correctness_weight = check_real(correctness_weight, "correctness_weight", finite=True)
+    format_weight = check_real(format_weight, "format_weight", finite=True)
     n = len(solution_strs)
     if len(extra_infos) != n or len(ground_truths) != n:
         raise ValueError(
@@ -317,7 +366,7 @@ def compute_score(
             raise KeyError(
                 f"extra_infos[{r}] has no {missing[0]!r}: each response must name its debate and agent"
             )
-        keys.append(_hashable(info["debate_id"]))
+        keys.append(_hashable(info["debate_id"], f"extra_infos[{r}]['debate_id']"))
         agents.append(info["agent_id"])
     sizes: dict[Hashable, int] = {}
     for key in keys:
@@ -330,12 +379,12 @@ def compute_score(
         num_agents=counts,
         policy=policy,
         mode=mode,
-        unvoted=unvoted,  # type: ignore[arg-type]
+        unvoted=unvoted,
     )
+    warn_shared_agents(scored.debate_ids_U, agents, stacklevel=3)
     out = []
     for r in range(n):
-        answer = ground_truths[r]
-        correct = bool(answer not in (None, "") and is_correct(scored.parsed_U[r].solution, str(answer)))
+        correct = _correct(scored.parsed_U[r].solution, ground_truths[r])
         ok = bool(scored.parse_ok_U[r])
         pairwise = float(scored.pairwise_U[r])
         score = pairwise + correctness_weight * correct + format_weight * (float(ok) - 1.0)
@@ -351,6 +400,18 @@ def compute_score(
     return out
 
 
-def _hashable(key: Any) -> Hashable:
+def _correct(solution: str, answer: Any) -> bool:
+    """Whether ``solution`` matches ``answer``, or any answer of a list, tuple or array of them."""
+    answers = answer.tolist() if isinstance(answer, np.ndarray) else answer
+    if not isinstance(answers, list | tuple):
+        answers = [answers]
+    return any(a not in (None, "") and is_correct(solution, str(a)) for a in answers)
+
+
+def _hashable(key: Any, name: str) -> Hashable:
     out: Hashable = key.item() if isinstance(key, np.generic) else key
+    try:
+        hash(out)
+    except TypeError:
+        raise TypeError(f"{name} must be a hashable key, got {type(key).__name__} {key!r}") from None
     return out
