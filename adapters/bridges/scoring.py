@@ -32,7 +32,7 @@ from kernel._checks import check_real
 from kernel._parse import PARSE_POLICIES, ParsePolicy
 from kernel._rewards import PAIRWISE_MODES, PairwiseMode
 
-__all__ = ["RowScores", "check_score_options", "score_rows", "warn_shared_agents"]
+__all__ = ["RowScores", "check_score_options", "score_rows"]
 
 
 class RowScores(NamedTuple):

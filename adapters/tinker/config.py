@@ -58,7 +58,8 @@ class TrainConfig:
         which answer is right, and agents do not learn to repeat each other's answers; so whatever
         correctness rises above chance after the warm start is RL's doing).
       out: the run directory (metrics.jsonl, transcripts/, checkpoints/).
-      dataset: a JSON Lines file of ``{"question", "answer"?}``, or ``"sample"`` (the shipped set).
+      dataset: a JSON Lines file of ``{"question", "answer"?}``, or a shipped set: ``"sample"``,
+        ``"arithmetic"``, ``"parity"``, ``"repeat"``, ``"yesno"``.
       batch_size: questions per step.
       group_size: debates per question in an RL step (each question played ``group_size`` times, as
         tinker-cookbook's ``group_size`` plays an environment group; advantages stay centred per debate):
@@ -106,7 +107,7 @@ class TrainConfig:
       max_tokens: the most tokens sampled for one turn.
       temperature: the sampling temperature.
       max_concurrent_debates: debates sampled at once.
-      sample_timeout_s: a sample slower than this ends its debate (reason ``timeout``); 0: no limit.
+      sample_timeout_s: a sample slower than this ends its debate (reason ``sampler_timeout``); 0: no limit.
       seed: seeds the dataset order and sampling.
     """
 

@@ -62,8 +62,9 @@ SHIPPED: dict[str, str] = {
     "yesno": "yesno.jsonl",
 }
 """Dataset names that read a shipped file of :mod:`adapters.data`: ``sample`` (64 word problems),
-``arithmetic`` (700 short checked questions of seven kinds), ``parity`` (400 "Is N even or odd?") and
-``repeat`` (160 "Which digit is repeated in 777…7?": the answer is the one digit of the question)."""
+``arithmetic`` (700 short checked questions of seven kinds), ``parity`` (400 "Is N even or odd?"),
+``repeat`` (160 "Which digit is repeated in 777…7?": the answer is the one digit of the question) and
+``yesno`` (eight fixed yes/no questions, the local preset's task)."""
 
 
 class DatasetError(ValueError):
@@ -149,7 +150,7 @@ def _answer_text(answer: object, where: str) -> str | None:
 
 def load_questions(path: str | Path) -> tuple[Question, ...]:
     """Questions from a JSON Lines file, or a shipped set by name (:data:`SHIPPED`: ``"sample"``,
-    ``"arithmetic"``, ``"parity"``, ``"repeat"``).
+    ``"arithmetic"``, ``"parity"``, ``"repeat"``, ``"yesno"``).
 
     Raises:
       DatasetError: as :func:`parse_questions`, the name is empty, or the file cannot be read.
