@@ -86,6 +86,23 @@ def batch_mean(r: F, ids: Any, p: int, where: Any) -> F:
     return np.where(live, x - x[live].mean() if live.any() else 0.0, 0.0)
 
 
+def flipped(r: F, ids: Any, p: int, where: Any) -> F:
+    """Bug: the sign (A = μ − r): centred, shift-invariant and linear, so only monotonicity sees it."""
+    return -centred(r, ids, p, where)
+
+
+def nothing(r: F, ids: Any, p: int, where: Any) -> F:
+    """Bug: no signal at all (every reference-free invariance holds for A = 0)."""
+    return np.zeros_like(np.asarray(r, dtype=np.float64))
+
+
+def batch_sized_rloo(r: F, ids: Any, p: int, where: Any) -> F:
+    """Bug: leave-one-out with every group's size taken as the batch's live rows ÷ P (equal groups)."""
+    idx, x, mean, n, varying = _stats(r, ids, p, where)
+    k = max(int(n[:p].sum()) // max(p, 1), 2)
+    return np.where(varying, (x - mean[idx]) * k / (k - 1), 0.0)
+
+
 def leaky_mask(r: F, ids: Any, p: int, where: Any) -> F:
     """Bug: masked rows enter the group mean (only padding is dropped)."""
     return centred(r, ids, p, None) * (1.0 if where is None else where)
@@ -319,6 +336,9 @@ def test_runner_float32_estimator_with_explicit_tolerance() -> None:
         (group_zero_special, {"checks": ["group_relabel_invariance"]}, {"group_relabel_invariance"}),
         (partial_centring, {"checks": ["shift_invariance"]}, {"shift_invariance"}),
         (zscore_population, {"checks": ["scale_linearity"]}, {"scale_linearity"}),
+        (flipped, {}, {"monotone_in_reward"}),
+        (nothing, {}, {"monotone_in_reward"}),
+        (batch_sized_rloo, {}, {"group_independence", "(masked_rows_isolated)"}),
     ],
 )
 def test_runner_reports_each_bug_by_its_checks(

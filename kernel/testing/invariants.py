@@ -62,10 +62,12 @@ __all__ = [
     "AdvantageInvariants",
     "as_estimator",
     "check_constant_groups_zero",
+    "check_group_independence",
     "check_group_relabel_invariance",
     "check_group_sums_zero",
     "check_masked_rows_isolated",
     "check_matches_reference",
+    "check_monotone_in_reward",
     "check_output_contract",
     "check_row_permutation_equivariance",
     "check_scale_invariance",
@@ -320,6 +322,139 @@ def check_output_contract(
     again = _call(name, estimator, rl, idl, num_groups)
     if not np.array_equal(again, a):
         raise AssertionError(f"{name}: two calls on the same input gave different advantages")
+
+
+def check_monotone_in_reward(
+    estimator: AdvantageEstimator,
+    rewards: npt.ArrayLike,
+    group_ids: npt.ArrayLike,
+    num_groups: int,
+    where: npt.ArrayLike | None = None,
+    *,
+    rtol: float = DEFAULT_RTOL,
+    atol: float = 0.0,
+) -> None:
+    """Within a varying group, more reward never means less advantage, equal rewards get equal
+    advantages, and the best row gets more than the worst:
+
+        r_i > r_j ⇒ A_i ≥ A_j − tol,    r_i = r_j ⇒ |A_i − A_j| ≤ tol,    A_max − A_min > tol,
+
+    with ``A_max`` / ``A_min`` the advantages of the group's highest and lowest reward and ``tol`` the
+    group tolerance of the module docstring. Every estimator (r_i − b)·f + c with f > 0 per group meets
+    it (leave-one-out baselines, σ-scaling, clipping and positive-only variants included); it catches a
+    flipped sign and an estimator that gives a varying group nothing, which the other reference-free
+    checks pass.
+
+    Args:
+      estimator: the estimator under test.
+      rewards: ``[PG]`` float rewards.
+      group_ids: ``[PG]`` int in ``[0, num_groups]``.
+      num_groups: P.
+      where: ``[PG]`` bool or None; ignored rows are dropped before the call.
+      rtol: relative tolerance (module docstring).
+      atol: absolute tolerance.
+
+    Returns:
+      None.
+
+    Raises:
+      AssertionError: naming the group, the two rows and their rewards and advantages.
+
+    Examples:
+      >>> import numpy as np
+      >>> flipped = lambda r, i, p, w: r.mean() - r
+      >>> check_monotone_in_reward(flipped, np.array([0.0, 1.0]), np.zeros(2, int), 1)  # doctest: +ELLIPSIS
+      Traceback (most recent call last):
+      AssertionError: check_monotone_in_reward: group 0: reward 1.0 (row 1) > 0.0 (row 0) but advantage ...
+      >>> check_monotone_in_reward(lambda r, i, p, w: r - r.mean(), np.array([0.0, 1.0]), np.zeros(2, int), 1)
+    """
+    name = "check_monotone_in_reward"
+    r, ids = _compact(rewards, group_ids, num_groups, where)
+    a = _call(name, estimator, r, ids, num_groups)
+    for g, rows in _varying_groups(r, ids, num_groups):
+        rows = rows[np.isfinite(a[rows])]
+        if rows.size < 2:
+            continue
+        tol = _tolerance(r[rows].astype(np.float64), a[rows], rtol, atol)
+        order = rows[np.argsort(r[rows], kind="stable")]  # increasing reward
+        rv, av = r[order], a[order]
+        for k in range(order.size - 1):  # neighbours in reward order, so every pair is implied
+            lo, hi = order[k], order[k + 1]
+            if rv[k + 1] > rv[k] and av[k + 1] < av[k] - tol:
+                raise AssertionError(
+                    f"{name}: group {g}: reward {float(rv[k + 1])!r} (row {hi}) > {float(rv[k])!r} "
+                    f"(row {lo}) but advantage {float(av[k + 1])!r} < {float(av[k])!r} (tolerance {tol:.3g})"
+                )
+            if rv[k + 1] == rv[k] and abs(av[k + 1] - av[k]) > tol:
+                raise AssertionError(
+                    f"{name}: group {g}: rows {lo} and {hi} have the same reward {float(rv[k])!r} but "
+                    f"advantages {float(av[k])!r} and {float(av[k + 1])!r} (tolerance {tol:.3g})"
+                )
+        low = a[order[rv == rv[0]]].max()
+        high = a[order[rv == rv[-1]]].min()
+        if not high - low > tol:
+            raise AssertionError(
+                f"{name}: group {g} (rows {_fmt(rows)}, rewards {_fmt(r[rows])}): its highest reward gets "
+                f"advantage {float(high)!r}, not more than its lowest's {float(low)!r} (tolerance {tol:.3g})"
+            )
+
+
+def check_group_independence(
+    estimator: AdvantageEstimator,
+    rewards: npt.ArrayLike,
+    group_ids: npt.ArrayLike,
+    num_groups: int,
+    where: npt.ArrayLike | None = None,
+    *,
+    rtol: float = DEFAULT_RTOL,
+    atol: float = 0.0,
+) -> None:
+    """A group's advantages depend on its own rows alone: computed in the batch or as a batch of that one
+    group, they agree, A(r, ids)[rows_g] = A(r[rows_g], 0, P = 1), on every varying group. (Not for a
+    batch-wide σ: :func:`run_invariant_suite` skips it for ``std_scope="batch"``.) It catches an
+    estimator that reads the batch where it should read the group (a group size taken as the batch's
+    rows ÷ P, a batch mean), which relabelling and permuting rows cannot show.
+
+    Args:
+      estimator: the estimator under test.
+      rewards: ``[PG]`` float rewards.
+      group_ids: ``[PG]`` int in ``[0, num_groups]``.
+      num_groups: P.
+      where: ``[PG]`` bool or None; ignored rows are dropped before the call.
+      rtol: relative tolerance (module docstring).
+      atol: absolute tolerance.
+
+    Returns:
+      None.
+
+    Raises:
+      AssertionError: a row whose advantage changed when its group was computed alone.
+
+    Examples:
+      >>> import numpy as np
+      >>> batch_mean = lambda r, i, p, w: r - r.mean()
+      >>> check_group_independence(  # doctest: +ELLIPSIS
+      ...     batch_mean, np.array([0.0, 1.0, 5.0, 7.0]), np.array([0, 0, 1, 1]), 2)
+      Traceback (most recent call last):
+      AssertionError: check_group_independence: computed alone, its group got other advantages; ...
+    """
+    name = "check_group_independence"
+    r, ids = _compact(rewards, group_ids, num_groups, where)
+    a = _call(name, estimator, r, ids, num_groups)
+    alone = a.copy()
+    for _, rows in _varying_groups(r, ids, num_groups):
+        alone[rows] = _call(name, estimator, r[rows], np.zeros(rows.size, ids.dtype), 1)
+    _compare(
+        name,
+        "computed alone, its group got other advantages",
+        a,
+        alone,
+        r.astype(np.float64),
+        ids,
+        num_groups,
+        rtol,
+        atol,
+    )
 
 
 def check_group_sums_zero(
@@ -955,6 +1090,8 @@ ADVANTAGE_CHECKS: tuple[str, ...] = (
     "masked_rows_isolated",
     "row_permutation_equivariance",
     "group_relabel_invariance",
+    "monotone_in_reward",
+    "group_independence",
     "group_sums_zero",
     "constant_groups_zero",
     "shift_invariance",
@@ -1007,6 +1144,8 @@ class _SuiteConfig:
         if check in ("group_sums_zero", "constant_groups_zero", "shift_invariance", "scale_linearity"):
             if not self.centered:
                 return f"{check} holds for centred estimators; declared centered=False"
+        if check == "group_independence" and self.std_scope == "batch":
+            return "a batch-wide σ depends on every group; declared std_scope='batch'"
         if check == "shift_invariance" and self.std_normalized and self.std_scope == "batch":
             return "a per-group shift changes the batch-wide σ and so every group; declared std_scope='batch'"
         if check == "scale_invariance" and not self.std_normalized:
@@ -1030,6 +1169,10 @@ class _SuiteConfig:
             check_row_permutation_equivariance(*args, seed=seed, rtol=rtol, atol=atol)
         elif check == "group_relabel_invariance":
             check_group_relabel_invariance(*args, seed=seed, rtol=rtol, atol=atol)
+        elif check == "monotone_in_reward":
+            check_monotone_in_reward(*args, rtol=rtol, atol=atol)
+        elif check == "group_independence":
+            check_group_independence(*args, rtol=rtol, atol=atol)
         elif check == "group_sums_zero":
             check_group_sums_zero(*args, rtol=rtol, atol=atol)
         elif check == "constant_groups_zero":
@@ -1102,7 +1245,8 @@ def run_invariant_suite(
     """Runs every invariant on Hypothesis-drawn grouped rewards (each example goes through every check).
 
     Always: output contract, ignored rows isolated, row permutation equivariance, group relabelling
-    invariance. ``centered``: group sums zero, constant groups exactly 0, per-group shift invariance
+    invariance, advantages monotone in the reward within a group (and not all equal on a varying
+    group), each group independent of the others (skipped for ``std_scope="batch"``). ``centered``: group sums zero, constant groups exactly 0, per-group shift invariance
     (skipped for ``std_scope="batch"``), and (unless ``std_normalized``) A(k·r) = k·A(r).
     ``std_normalized``: A(k·r) = A(r) up to the ``eps`` bound. ``reference``: agreement with
     :func:`reference_advantages`. A check that does not apply to the declared kind is skipped with a
@@ -1231,6 +1375,14 @@ class AdvantageInvariants(_SuiteConfig):
     def test_group_relabel_invariance(self) -> None:
         """Renaming groups changes nothing."""
         self._draw_and_check("group_relabel_invariance")
+
+    def test_monotone_in_reward(self) -> None:
+        """More reward never gets less advantage; a varying group's best row gets more than its worst."""
+        self._draw_and_check("monotone_in_reward")
+
+    def test_group_independence(self) -> None:
+        """A group's advantages do not depend on the other groups (group-scoped σ)."""
+        self._draw_and_check("group_independence")
 
     def test_group_sums_zero(self) -> None:
         """Centred: advantages sum to zero per varying group."""
