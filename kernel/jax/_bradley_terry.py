@@ -115,6 +115,12 @@ def _gather(values: jax.Array, n: jax.Array, rows: int, size: int, leave_one_out
     return jnp.where(live, values[i, fit], jnp.zeros((), values.dtype)), group_ids
 
 
+_ULPS = 4.0
+"""A fit has converged once a step moves no log π by more than ``tol`` or than this many ulps of its
+largest |log π| (in float32 the MM steps settle into rounding noise near 1e-7, so the default tol = 1e-10
+was never met: every fit ran all ``max_iters`` steps and reported not converged)."""
+
+
 def bradley_terry_rewards(
     votes: VoteArrays,
     num_agents_P: ArrayLike,
@@ -144,7 +150,8 @@ def bradley_terry_rewards(
       tie_strength: keyword-only, static; Davidson's ν ≥ 0.
       leave_one_out: keyword-only, static; fit agent i without the votes authored by i.
       max_iters: keyword-only, static; MM step limit (≥ 1).
-      tol: keyword-only, static; a fit stops after a step that moved no log π by more than ``tol``.
+      tol: keyword-only, static; a fit stops after a step that moved no log π by more than ``tol``, or
+        by more than 4 ulps of its largest |log π| (:data:`_ULPS`: the reach of float32, JAX's default).
       max_agents: keyword-only, static; N ≥ max N_p (optional when ``num_agents_P`` is concrete).
       num_rows: keyword-only, static; R ≥ Σ N_p (optional when ``num_agents_P`` is concrete). Rows past
         Σ N_p have group id P and reward 0.
@@ -177,7 +184,11 @@ def bradley_terry_rewards(
     def body(state: tuple[Any, Any, Any]) -> tuple[Any, Any, Any]:
         it, log_pi, alive = state
         new = _mm_step(jnp, log_pi, fit, nu)
-        moved = jnp.max(jnp.abs(new - log_pi), axis=0, initial=0.0) > t
+        # a move within a few ulps of the fit's largest |log π| is rounding, not progress
+        floor = (
+            _ULPS * jnp.finfo(new.dtype).eps * jnp.maximum(jnp.max(jnp.abs(new), axis=0, initial=0.0), 1.0)
+        )
+        moved = jnp.max(jnp.abs(new - log_pi), axis=0, initial=0.0) > jnp.maximum(t, floor)
         return it + 1, jnp.where(alive[None, :], new, log_pi), alive & moved
 
     start = (jnp.int32(0), jnp.zeros(present.shape, counts.dtype), jnp.ones(present.shape[1], bool))
