@@ -14,6 +14,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.typing import ArrayLike
 
 from kernel._bradley_terry import (
@@ -176,6 +177,7 @@ def bradley_terry_rewards(
     counts, present, n = _counts(votes, num_agents_P, weight_V, loo, size)
     rows = _static_rows(_agents(num_agents_P)[1], num_rows)
     fit = _fit_tensors(jnp, counts, present, p)
+    ulps = _ULPS * float(np.finfo(counts.dtype).eps)
 
     def cond(state: tuple[Any, Any, Any]) -> Any:
         it, _, alive = state
@@ -185,9 +187,7 @@ def bradley_terry_rewards(
         it, log_pi, alive = state
         new = _mm_step(jnp, log_pi, fit, nu)
         # a move within a few ulps of the fit's largest |log π| is rounding, not progress
-        floor = (
-            _ULPS * jnp.finfo(new.dtype).eps * jnp.maximum(jnp.max(jnp.abs(new), axis=0, initial=0.0), 1.0)
-        )
+        floor = ulps * jnp.maximum(jnp.max(jnp.abs(new), axis=0, initial=0.0), 1.0)
         moved = jnp.max(jnp.abs(new - log_pi), axis=0, initial=0.0) > jnp.maximum(t, floor)
         return it + 1, jnp.where(alive[None, :], new, log_pi), alive & moved
 
