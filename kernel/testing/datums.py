@@ -4,14 +4,20 @@ A builder is any callable ``fn(trajectories) -> result`` (see :class:`DatumBuild
 :class:`kernel.Trajectories` and returning an object with ``datums`` (a :class:`kernel.DatumBatch`) and
 ``status_B`` (per trajectory, 0 when it had no problem, else a reason code), as ``kernel.build_datums``
 does; bind options first (``functools.partial(kernel.build_datums, mode="robust")``). An optional
-``report`` with ``datums``, ``tokens`` and ``action_tokens`` counts is checked against the arrays.
+``report`` with ``datums``, ``tokens`` and ``action_tokens`` counts is checked against the arrays, and
+its per-reason counts (``ok``, ``short_segment``, ... named as in ``kernel.DATUM_STATUS``) against
+``status_B``.
 
 Checks (REFERENCE.md §4): the output contract (int64 tokens, float32 labels as Tinker receives them,
 bool mask, consistent offsets), the shift alignment (target = input shifted by one), labels only on
 action tokens (observation positions carry advantage and logprob exactly 0), token conservation (every
 action token is trained exactly once, in order, with its own logprob), prefix merges exactly where the
-observation extends the running sequence, and nothing dropped without a count. The last three compare
-with :func:`reference_segments`, a per-trajectory Python loop written from REFERENCE.md §4.
+observation extends the running sequence, nothing dropped without a count, no problem code without a
+problem (a trajectory the reference builds gets status 0 and all its datums, unless left out on purpose),
+what a flagged trajectory emits by mode (``reference``: nothing; ``robust``: exactly its problem-free
+segments, with their labels; declare the mode with ``mode=``), and a report's per-reason counts equal the
+histogram of ``status_B``. The checks from token conservation on compare with :func:`reference_segments`,
+a per-trajectory Python loop written from REFERENCE.md §4.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from typing import Any, NamedTuple, Protocol, cast
 
 import numpy as np
 
-from kernel._datums import Trajectories, trajectories_from_lists
+from kernel._datums import DATUM_MODES, DATUM_STATUS, DatumMode, Trajectories, trajectories_from_lists
 from kernel.testing._suite import SuiteOutcome, _run_suite, _skip_or_run
 from kernel.testing.strategies import TokenTrajectories, token_trajectories
 
@@ -34,9 +40,12 @@ __all__ = [
     "ReferenceSegments",
     "check_datum_action_only_labels",
     "check_datum_drops_counted",
+    "check_datum_flagged_by_mode",
+    "check_datum_flags_justified",
     "check_datum_output_contract",
     "check_datum_prefix_merges",
     "check_datum_shift_alignment",
+    "check_datum_status_counts",
     "check_datum_token_conservation",
     "reference_segments",
     "run_datum_suite",
@@ -92,34 +101,60 @@ def reference_segments(trajectories: Trajectories) -> ReferenceSegments:
       >>> ref.ok_B, ref.segments_B[0][0][0], ref.segments_B[0][0][3]
       ([True], [1, 2, 3, 4, 5], [False, False, True, False, True])
     """
+    return _reference(trajectories).segments
+
+
+class _Reference(NamedTuple):
+    """:func:`reference_segments` plus what the mode-aware checks need, segment by segment."""
+
+    segments: ReferenceSegments
+    fine_B: list[list[bool]]
+    """Per trajectory and segment: the reference builds it (≥ 2 tokens, every transition with logprobs,
+    one per action token) and every value is a finite float32 (its logprobs, the trajectory's advantage)."""
+    clean_B: list[bool]
+    """Per trajectory: no problem at all (``ok_B`` and every segment fine)."""
+
+
+def _reference(trajectories: Trajectories) -> _Reference:
     t = trajectories
     ob_off, ac_off, lp_off = (
         np.asarray(o).tolist() for o in (t.ob_offsets_N1, t.ac_offsets_N1, t.logprob_offsets_N1)
     )
     ob_tokens, ac_tokens = np.asarray(t.ob_tokens).tolist(), np.asarray(t.ac_tokens).tolist()
-    logprobs = np.asarray(t.logprobs, dtype=np.float64).tolist()
+    with np.errstate(over="ignore", invalid="ignore"):  # beyond float32: inf, a value_out_of_range
+        lp32 = np.asarray(t.logprobs, dtype=np.float64).astype(np.float32)
+        adv32 = np.asarray(t.advantages_B).astype(np.float32)
+    logprobs = lp32.astype(np.float64).tolist()
+    nonfinite_lp = np.concatenate([[0], np.cumsum(~np.isfinite(lp32))]).tolist()  # non-finite counts so far
     has_lp = np.asarray(t.has_logprobs_N).tolist()
     traj = np.asarray(t.traj_ids_N).tolist()
-    adv = np.asarray(t.advantages_B).astype(np.float32).astype(np.float64).tolist()
+    adv = adv32.astype(np.float64).tolist()
+    finite_adv = np.isfinite(adv32).tolist()
     ok_B = [True] * len(adv)
     segments_B: list[list[tuple[list[int], list[float], list[float], list[bool]]]] = [[] for _ in adv]
+    fine_B: list[list[bool]] = [[] for _ in adv]
     x: list[int] = []
     lab: tuple[list[float], list[float], list[bool]] = ([], [], [])
-
-    mismatch = [False]  # a logprob count ≠ action length in the current sequence (checked when emitted)
+    # problems of the current sequence: a logprob count ≠ action length (checked when emitted), a
+    # transition without logprobs, a logprob that is not a finite float32
+    mismatch, missing, bad_value = [False], [False], [False]
 
     def emit(b: int) -> None:
         if x:
             segments_B[b].append((list(x), list(lab[0]), list(lab[1]), list(lab[2])))
             if len(x) == 1 or mismatch[0]:
                 ok_B[b] = False
-        mismatch[0] = False
+            fine_B[b].append(
+                len(x) >= 2 and not (mismatch[0] or missing[0] or bad_value[0]) and finite_adv[b]
+            )
+        mismatch[0] = missing[0] = bad_value[0] = False
 
     for n, b in enumerate(traj):
         if n == 0 or traj[n - 1] != b:
             if n:
                 emit(traj[n - 1])
-            x, lab, mismatch[0] = [], ([], [], []), False
+            x, lab = [], ([], [], [])
+            mismatch[0] = missing[0] = bad_value[0] = False
         ob, ac = ob_tokens[ob_off[n] : ob_off[n + 1]], ac_tokens[ac_off[n] : ac_off[n + 1]]
         lp = logprobs[lp_off[n] : lp_off[n + 1]]
         if ob[: len(x)] == x:
@@ -129,16 +164,20 @@ def reference_segments(trajectories: Trajectories) -> ReferenceSegments:
             x, lab, delta = [], ([], [], []), ob
         if not has_lp[n]:
             ok_B[b] = False  # the reference fails as soon as it reaches such a transition
+            missing[0] = True
+        elif nonfinite_lp[lp_off[n + 1]] > nonfinite_lp[lp_off[n]]:
+            bad_value[0] = True
         if not has_lp[n] or len(lp) != len(ac):
             mismatch[0] |= has_lp[n]
             lp = [0.0] * len(ac)
         x += delta + ac
-        lab[0].extend([0.0] * len(delta) + [float(np.float32(v)) for v in lp])
+        lab[0].extend([0.0] * len(delta) + lp)
         lab[1].extend([0.0] * len(delta) + [adv[b]] * len(ac))
         lab[2].extend([False] * len(delta) + [True] * len(ac))
     if traj:
         emit(traj[-1])
-    return ReferenceSegments(ok_B, segments_B)
+    clean_B = [ok and finite_adv[b] and all(fine_B[b]) for b, ok in enumerate(ok_B)]
+    return _Reference(ReferenceSegments(ok_B, segments_B), fine_B, clean_B)
 
 
 # --- internals ---------------------------------------------------------------------------------------
@@ -165,6 +204,45 @@ def _ok_trajectories(out: Any, ref: ReferenceSegments) -> list[int]:
 
 def _fmt(x: Any) -> str:
     return np.array2string(np.asarray(x), precision=9, separator=", ", max_line_width=10_000)
+
+
+_STATUS_CODE = {name: code for code, name in enumerate(DATUM_STATUS)}
+_PROBLEM_CODES = frozenset(
+    _STATUS_CODE[n]
+    for n in ("short_segment", "logprob_count_mismatch", "missing_logprobs", "value_out_of_range")
+)
+"""Codes that name a problem of the input (``not_trainable`` is a choice, ``where=``)."""
+_NOT_TRAINABLE = _STATUS_CODE["not_trainable"]
+
+_Datum = tuple[list[int], list[float], list[float], list[bool]]
+
+
+def _status_name(code: int) -> str:
+    return f"{code} ({DATUM_STATUS[code]})" if 0 <= code < len(DATUM_STATUS) else str(code)
+
+
+def _emitted(d: Any) -> dict[int, list[_Datum]]:
+    """Per trajectory, its datums in order as (sequence, logprobs, advantages, mask); sequence = input
+    plus the last target."""
+    inp, tgt = np.asarray(d.input_tokens), np.asarray(d.target_tokens)
+    lp, adv = np.asarray(d.logprobs, dtype=np.float64), np.asarray(d.advantages, dtype=np.float64)
+    mask = np.asarray(d.mask, dtype=bool)
+    got: dict[int, list[_Datum]] = {}
+    for b, s in _datums_of(d):
+        seq = inp[s].tolist() + tgt[s][-1:].tolist()
+        got.setdefault(b, []).append((seq, lp[s].tolist(), adv[s].tolist(), mask[s].tolist()))
+    return got
+
+
+def _describe(have: list[_Datum], want: list[_Datum]) -> str:
+    seqs = [h[0] for h in have]
+    if seqs != [w[0] for w in want] or have == want:
+        return f"sequences {seqs}"
+    i = next(i for i, (h, w) in enumerate(zip(have, want, strict=True)) if h != w)
+    return (
+        f"sequences {seqs} where datum {i} has logprobs {have[i][1]}, advantages {have[i][2]}, mask "
+        f"{have[i][3]} (the reference: {want[i][1]}, {want[i][2]}, {want[i][3]})"
+    )
 
 
 # --- checks --------------------------------------------------------------------------------------------
@@ -415,6 +493,149 @@ def check_datum_drops_counted(fn: DatumBuilder, trajectories: Trajectories) -> N
                 )
 
 
+def check_datum_flags_justified(fn: DatumBuilder, trajectories: Trajectories) -> None:
+    """No flag without a problem, the converse of :func:`check_datum_drops_counted`. (a) A trajectory b
+    with no problem at all (``ok_B[b]`` and its logprobs and advantage finite in float32) never gets a
+    problem code: status_B[b] ∉ {``short_segment``, ``logprob_count_mismatch``, ``missing_logprobs``,
+    ``value_out_of_range``} (codes of ``kernel.DATUM_STATUS``). (b) A trajectory the reference builds
+    (``ok_B[b]``) with status_B[b] = 0 emits exactly as many datums as it has reference sequences:
+    D_b = #{x : len(x) ≥ 2} (:func:`check_datum_prefix_merges` compares the sequences themselves).
+
+    A builder may still leave out a trajectory without a problem on purpose under another code:
+    ``not_trainable`` (``build_datums(where=...)``) or a code of its own beyond ``DATUM_STATUS``.
+
+    Args:
+      fn: the builder under test.
+      trajectories: the input batch.
+
+    Returns:
+      None.
+
+    Raises:
+      AssertionError: a trajectory without a problem flagged with one, or one with status 0 and a datum
+        too many or too few.
+
+    Examples:
+      >>> import kernel
+      >>> t = kernel.trajectories_from_lists([[([1], [2], [-0.5])]], [1.0])  # one valid 2-token datum
+      >>> check_datum_flags_justified(kernel.build_datums, t)
+    """
+    name = "check_datum_flags_justified"
+    out = _build(name, fn, trajectories)
+    ref = _reference(trajectories)
+    status = np.asarray(out.status_B).tolist()
+    emitted = np.bincount(np.asarray(out.datums.traj_ids_D, dtype=np.int64), minlength=len(status)).tolist()
+    for b, ok in enumerate(ref.segments.ok_B):
+        expected = sum(len(seg[0]) >= 2 for seg in ref.segments.segments_B[b])
+        if ref.clean_B[b] and status[b] in _PROBLEM_CODES:
+            raise AssertionError(
+                f"{name}: trajectory {b} has no problem but status {_status_name(status[b])} "
+                f"(it emits {emitted[b]} of its {expected} datums)"
+            )
+        if ok and status[b] == 0 and emitted[b] != expected:
+            raise AssertionError(
+                f"{name}: trajectory {b} has status 0 and {expected} reference datums but emits {emitted[b]}"
+            )
+
+
+def check_datum_flagged_by_mode(
+    fn: DatumBuilder, trajectories: Trajectories, *, mode: DatumMode | None = None
+) -> None:
+    """What a flagged trajectory (status_B[b] ≠ 0) emits follows the builder's mode, as
+    ``kernel.build_datums`` documents the two. Let E_b be the datums b emits, in order, and S_b its fine
+    reference sequences (≥ 2 tokens, every transition with logprobs, one per action token, values finite
+    in float32), each as the datum (x[:-1], x[1:]) with the reference's logprobs, advantages and mask:
+
+    - ``"reference"``: E_b = [] — the reference's exception loses the whole trajectory, the datums built
+      before the problem included;
+    - ``"robust"``: E_b = S_b — only the segments with a problem are dropped, the others are kept with
+      the right labels; a trajectory left out with status ``not_trainable`` (``where=``) has E_b = [];
+    - None (the mode is not declared): E_b = [] or E_b = S_b, per trajectory.
+
+    Args:
+      fn: the builder under test.
+      trajectories: the input batch.
+      mode: the builder's mode (``kernel.DATUM_MODES``), or None.
+
+    Returns:
+      None.
+
+    Raises:
+      AssertionError: a flagged trajectory that emits a datum its mode drops, or misses one it keeps.
+      ValueError: an unknown mode.
+
+    Examples:
+      >>> import functools, kernel
+      >>> turns = [([1, 2], [3], [-0.5]), ([9], [4, 5], None), ([7], [8], [-1.0])]  # 2nd: no logprobs
+      >>> t = kernel.trajectories_from_lists([turns], [1.0])
+      >>> check_datum_flagged_by_mode(kernel.build_datums, t, mode="reference")
+      >>> check_datum_flagged_by_mode(functools.partial(kernel.build_datums, mode="robust"), t, mode="robust")
+    """
+    name = "check_datum_flagged_by_mode"
+    if mode is not None and mode not in DATUM_MODES:
+        raise ValueError(f"{name}: mode must be one of {DATUM_MODES} or None, got {mode!r}")
+    out = _build(name, fn, trajectories)
+    ref = _reference(trajectories)
+    got = _emitted(out.datums)
+    for b, code in enumerate(np.asarray(out.status_B).tolist()):
+        if code == 0:
+            continue
+        have = got.get(b, [])
+        fine: list[_Datum] = [
+            (seg[0], seg[1][1:], seg[2][1:], seg[3][1:])
+            for seg, ok in zip(ref.segments.segments_B[b], ref.fine_B[b], strict=True)
+            if ok
+        ]
+        allowed: list[list[_Datum]]
+        if mode == "reference" or (mode == "robust" and code == _NOT_TRAINABLE):
+            allowed, wanted = [[]], "none"
+        elif mode == "robust":
+            allowed, wanted = [fine], f"its problem-free sequences {[w[0] for w in fine]}"
+        else:
+            allowed, wanted = [[], fine], f"none or its problem-free sequences {[w[0] for w in fine]}"
+        if have not in allowed:
+            raise AssertionError(
+                f"{name}: trajectory {b} has status {_status_name(code)} but emits {_describe(have, fine)}; "
+                f"expected {wanted} ({mode or 'either'} mode)"
+            )
+
+
+def check_datum_status_counts(fn: DatumBuilder, trajectories: Trajectories) -> None:
+    """A ``report``'s per-reason counts are the histogram of ``status_B``: for every code c of
+    ``kernel.DATUM_STATUS`` whose name the report has as a field, report.<DATUM_STATUS[c]> =
+    #{b : status_B[b] = c} (``report.ok`` counts status 0); report.trajectories = B and
+    report.transitions = N where the report has them. A result without a ``report`` passes.
+
+    Args:
+      fn: the builder under test.
+      trajectories: the input batch.
+
+    Returns:
+      None.
+
+    Raises:
+      AssertionError: a count that disagrees with ``status_B`` or the input.
+
+    Examples:
+      >>> import kernel
+      >>> t = kernel.trajectories_from_lists([[([1, 2], [3], None)], [([1], [2], [-0.5])]], [1.0, 0.5])
+      >>> check_datum_status_counts(kernel.build_datums, t)
+    """
+    name = "check_datum_status_counts"
+    out = _build(name, fn, trajectories)
+    report = getattr(out, "report", None)
+    if report is None:
+        return
+    status = np.asarray(out.status_B, dtype=np.int64)
+    counts = {field: int(np.count_nonzero(status == code)) for code, field in enumerate(DATUM_STATUS)}
+    counts["trajectories"] = int(np.asarray(trajectories.advantages_B).shape[0])
+    counts["transitions"] = int(np.asarray(trajectories.traj_ids_N).shape[0])
+    for field, value in counts.items():
+        if hasattr(report, field) and getattr(report, field) != value:
+            what = "the input has" if field in ("trajectories", "transitions") else "status_B holds"
+            raise AssertionError(f"{name}: report.{field} is {getattr(report, field)}, {what} {value}")
+
+
 # --- the suite ---------------------------------------------------------------------------------------------
 
 DATUM_CHECKS: tuple[str, ...] = (
@@ -424,6 +645,9 @@ DATUM_CHECKS: tuple[str, ...] = (
     "token_conservation",
     "prefix_merges",
     "drops_counted",
+    "flags_justified",
+    "flagged_by_mode",
+    "status_counts",
 )
 """Names of the datum checks (``check_datum_`` + name)."""
 
@@ -434,6 +658,9 @@ _DATUM_CHECK_FNS = {
     "token_conservation": check_datum_token_conservation,
     "prefix_merges": check_datum_prefix_merges,
     "drops_counted": check_datum_drops_counted,
+    "flags_justified": check_datum_flags_justified,
+    "flagged_by_mode": check_datum_flagged_by_mode,
+    "status_counts": check_datum_status_counts,
 }
 
 
@@ -443,6 +670,7 @@ class _DatumConfig:
     max_transitions: int = 4
     max_tokens: int = 5
     vocab: int = 6
+    mode: DatumMode | None = None
     hypothesis_settings: Mapping[str, Any] = MappingProxyType({})
 
     def _skip_reason(self, check: str) -> str | None:
@@ -451,6 +679,9 @@ class _DatumConfig:
     def _suite(
         self, checks: Sequence[str], fn: DatumBuilder, raise_on_failure: bool, overrides: Mapping[str, Any]
     ) -> SuiteOutcome:
+        if self.mode is not None and self.mode not in DATUM_MODES:
+            raise ValueError(f"mode must be one of {DATUM_MODES} or None, got {self.mode!r}")
+        mode = self.mode
         strategy = token_trajectories(
             max_trajectories=self.max_trajectories,
             max_transitions=self.max_transitions,
@@ -460,7 +691,11 @@ class _DatumConfig:
         )
 
         def run(check: str, batch: TokenTrajectories) -> None:
-            _DATUM_CHECK_FNS[check](fn, trajectories_from_lists(batch.transitions_B, batch.advantages_B))
+            t = trajectories_from_lists(batch.transitions_B, batch.advantages_B)
+            if check == "flagged_by_mode":
+                check_datum_flagged_by_mode(fn, t, mode=mode)
+            else:
+                _DATUM_CHECK_FNS[check](fn, t)
 
         return _run_suite(
             checks, self._skip_reason, strategy, run, raise_on_failure=raise_on_failure, overrides=overrides
@@ -477,6 +712,7 @@ def run_datum_suite(
     max_transitions: int = 4,
     max_tokens: int = 5,
     vocab: int = 6,
+    mode: DatumMode | None = None,
     max_examples: int | None = None,
     hypothesis_settings: Mapping[str, Any] | None = None,
 ) -> SuiteOutcome:
@@ -489,6 +725,9 @@ def run_datum_suite(
       raise_on_failure: raise the first failure (True) or record it and go on (False).
       errors, max_trajectories, max_transitions, max_tokens, vocab: passed to the strategy
         (``errors``: missing logprobs and wrong logprob counts).
+      mode: the builder's mode, ``"reference"`` (a flagged trajectory emits no datum) or ``"robust"``
+        (it emits exactly its problem-free segments), for :func:`check_datum_flagged_by_mode`; None
+        accepts either, trajectory by trajectory.
       max_examples: examples; None keeps the active Hypothesis profile's count.
       hypothesis_settings: further ``hypothesis.settings`` options.
 
@@ -497,7 +736,7 @@ def run_datum_suite(
 
     Raises:
       AssertionError: a check failed and ``raise_on_failure``.
-      ValueError: unknown check names.
+      ValueError: unknown check names or mode.
 
     Examples:
       >>> import kernel
@@ -511,6 +750,7 @@ def run_datum_suite(
         "max_transitions": max_transitions,
         "max_tokens": max_tokens,
         "vocab": vocab,
+        "mode": mode,
     }.items():
         setattr(config, key, value)
     chosen = list(DATUM_CHECKS) if checks is None else [c.removeprefix("check_datum_") for c in checks]
@@ -527,7 +767,7 @@ class DatumInvariants(_DatumConfig):
     """The datum suite as a pytest base class: subclass it as ``Test...`` and set ``builder``.
 
     Class attributes mirror :func:`run_datum_suite`'s keywords (``errors``, ``max_trajectories``,
-    ``max_transitions``, ``max_tokens``, ``vocab``, ``hypothesis_settings``).
+    ``max_transitions``, ``max_tokens``, ``vocab``, ``mode``, ``hypothesis_settings``).
 
     Examples:
       >>> import kernel
@@ -574,3 +814,15 @@ class DatumInvariants(_DatumConfig):
     def test_drops_counted(self) -> None:
         """Nothing dropped without a count."""
         self._check("drops_counted")
+
+    def test_flags_justified(self) -> None:
+        """No problem code on a trajectory without a problem; status 0 emits all its datums."""
+        self._check("flags_justified")
+
+    def test_flagged_by_mode(self) -> None:
+        """A flagged trajectory emits nothing (reference) or exactly its problem-free segments (robust)."""
+        self._check("flagged_by_mode")
+
+    def test_status_counts(self) -> None:
+        """The report's per-reason counts are the histogram of status_B."""
+        self._check("status_counts")
