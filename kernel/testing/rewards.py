@@ -10,11 +10,20 @@ reward), agent relabelling equivariance, tie symmetry, bounds per mode, invarian
 and agreement with :func:`reference_pairwise_rewards`, a per-debate Python loop. Counts are small
 integers, so every comparison is exact up to ``rtol`` (default 1e-12).
 
+Metamorphic checks that need no reference (Bradley–Terry and Copeland pass them too): malformed votes
+and padding rows (even copies of valid votes) change nothing, debates are independent, a vote's author
+matters only to that author (a judge vote's to nobody), a third party's vote ``i > j`` never lowers
+r_i nor raises r_j, and a repeated vote counts again (a vote of weight k as k copies). For a vote
+count (``counting``; by default when the reference is declared) a third party's vote moves exactly
+r_i and r_j, strictly, and a tie moves both toward the mode's midpoint. The draws repeat valid votes
+and copy them into padding rows, so such bugs show.
+
 Judges: with ``judges=True`` the drawn votes carry ``judge_V`` and ``weight_V`` (see
 :class:`kernel.VoteArrays`; dyadic weights, so sums stay exact) and every check holds with them: the
 reference loop weighs and counts judge votes for both agents, and leave-one-out drops or reverses only
-the votes a debater cast (a judge vote is nobody's own vote). Leave it False for a function that does
-not read the judge fields.
+the votes a debater cast (a judge vote is nobody's own vote, so its author field changes nothing); a
+vote of weight k counts as k copies of it. Leave it False for a function that does not read the
+judge fields.
 """
 
 from __future__ import annotations
@@ -37,10 +46,16 @@ __all__ = [
     "REWARD_CHECKS",
     "RewardFunction",
     "RewardInvariants",
+    "check_reward_author_locality",
     "check_reward_bounds",
+    "check_reward_debate_independence",
     "check_reward_leave_one_out",
+    "check_reward_malformed_ignored",
     "check_reward_matches_reference",
+    "check_reward_multiplicity",
+    "check_reward_padding_ignored",
     "check_reward_relabel_equivariance",
+    "check_reward_third_party_monotonicity",
     "check_reward_tie_symmetry",
     "check_reward_vote_order_invariance",
     "reference_pairwise_rewards",
@@ -441,6 +456,529 @@ def check_reward_matches_reference(
     )
 
 
+# --- metamorphic checks that need no reference ----------------------------------------------------------
+
+_OP_BAD: tuple[int, ...] = (2, 3, 7, -1)  # OP_OTHER and codes no parser writes
+_POSITIVE_WEIGHTS: tuple[float, ...] = (1.0, 0.5, 2.0, 3.0)
+
+
+def _valid_rows(v: VoteArrays, n: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+    """REFERENCE.md §2's validity: 0 ≤ a, b < N_g, a ≠ b, op ∈ {>, =}; padding rows (g = P) are invalid."""
+    g = v.group_ids_V.astype(np.int64)
+    inside = (g >= 0) & (g < n.size)
+    n_v = np.append(n, 0)[np.where(inside, g, n.size)]
+    a, b = v.a_V.astype(np.int64), v.b_V.astype(np.int64)
+    ok: npt.NDArray[np.bool_] = inside & (a >= 0) & (a < n_v) & (b >= 0) & (b < n_v) & (a != b)
+    ok &= (v.op_V == OP_GT) | (v.op_V == OP_EQ)
+    return ok
+
+
+def _extra(
+    like: VoteArrays,
+    rows: Sequence[tuple[int, int, int, int, int]],
+    judges: Sequence[int] | None = None,
+    weights: Sequence[float] | None = None,
+) -> VoteArrays:
+    """Rows ``(g, u, a, op, b)`` shaped like ``like``: judge and weight fields only where it has them
+    (judge −1, weight 1 unless given)."""
+    size = len(rows)
+    cols = [np.asarray([r[k] for r in rows], dtype=np.int32).reshape(size) for k in range(5)]
+    judge = None
+    if like.judge_V is not None:
+        judge = np.asarray([-1] * size if judges is None else judges, dtype=np.int32).reshape(size)
+    weight = None
+    if like.weight_V is not None:
+        weight = np.asarray([1.0] * size if weights is None else weights, dtype=np.float64).reshape(size)
+    return VoteArrays(cols[0], cols[1], cols[2], cols[3], cols[4], judge, weight)
+
+
+def _concat(v: VoteArrays, extra: VoteArrays) -> VoteArrays:
+    """The rows of ``v`` then those of ``extra`` (same optional fields)."""
+    g, u, a, op, b = (np.concatenate([x, y]) for x, y in zip(v[:5], extra[:5], strict=True))
+    judge = None if v.judge_V is None or extra.judge_V is None else np.concatenate([v.judge_V, extra.judge_V])
+    weight = (
+        None if v.weight_V is None or extra.weight_V is None else np.concatenate([v.weight_V, extra.weight_V])
+    )
+    return VoteArrays(g, u, a, op, b, judge, weight)
+
+
+def _third_party(rng: np.random.Generator, n: int, i: int, j: int) -> int:
+    """An author who is neither i nor j: another agent, −1 or N."""
+    return int(rng.choice([k for k in range(n) if k not in (i, j)] + [-1, n]))
+
+
+def _appended_comparisons(
+    v: VoteArrays, n: npt.NDArray[np.int64], rng: np.random.Generator, op: int
+) -> tuple[VoteArrays, list[tuple[int, int]]]:
+    """One valid vote ``i op j`` of weight > 0 by a third party (a debater who is neither, −1, N, or a
+    judge with any author) appended to every debate of ≥ 2 agents, half the time a copy of such a vote
+    already there (a repeat must count again); returns the votes and the packed rows (i, j)."""
+    offsets = _offsets(n)
+    valid = _valid_rows(v, n) & (v.op_V == op)
+    valid &= (v.authors_V != v.a_V) & (v.authors_V != v.b_V) | (
+        False if v.judge_V is None else v.judge_V >= 0
+    )
+    if v.weight_V is not None:
+        valid &= v.weight_V > 0
+    rows, judges, weights, pairs = [], [], [], []
+    for p, count in enumerate(n.tolist()):
+        if count < 2:
+            continue
+        there = np.flatnonzero(valid & (v.group_ids_V == p))
+        if there.size and rng.random() < 0.5:
+            k = int(rng.choice(there))
+            i, j, author = int(v.a_V[k]), int(v.b_V[k]), int(v.authors_V[k])
+            judge = -1 if v.judge_V is None else int(v.judge_V[k])
+            weight = 1.0 if v.weight_V is None else float(v.weight_V[k])
+        else:
+            i, j = (int(x) for x in rng.choice(count, size=2, replace=False))
+            judge, author = -1, _third_party(rng, count, i, j)
+            if v.judge_V is not None and rng.random() < 0.3:  # a judge vote: nobody's own, any author
+                judge, author = int(rng.integers(0, 4)), int(rng.choice([i, j, author]))
+            weight = float(rng.choice(_POSITIVE_WEIGHTS))
+        rows.append((p, author, i, op, j))
+        judges.append(judge)
+        weights.append(weight)
+        pairs.append((int(offsets[p]) + i, int(offsets[p]) + j))
+    return _concat(v, _extra(v, rows, judges, weights)), pairs
+
+
+def _fail(name: str, what: str, rows: list[int], got: FloatArray, before: FloatArray) -> None:
+    if rows:
+        idx = np.asarray(rows, dtype=np.int64)
+        raise AssertionError(
+            f"{name}: {what}; rows {_fmt(idx)}: got {_fmt(got[idx])}, before {_fmt(before[idx])}"
+        )
+
+
+def check_reward_malformed_ignored(
+    fn: RewardFunction,
+    votes: VoteArrays,
+    num_agents_P: npt.ArrayLike,
+    *,
+    seed: int | np.random.Generator = 0,
+    rtol: float = 1e-12,
+) -> None:
+    """Malformed votes count for nobody: appending to each debate votes that are valid but for one
+    defect (``a == b``; an op code other than ``>`` and ``=``; ``a`` or ``b`` out of ``[0, N_p)``:
+    −1, N_p, ±2³¹), with any author, judge and weight, changes no reward.
+
+    Args:
+      fn: the reward function under test.
+      votes: the votes.
+      num_agents_P: ``[P]`` agent counts.
+      seed: draws the malformed votes.
+      rtol: relative tolerance.
+
+    Returns:
+      None.
+
+    Raises:
+      AssertionError: a reward that moved with a malformed vote.
+
+    Examples:
+      >>> import kernel
+      >>> v = kernel.vote_arrays(group_ids=[0], authors=[2], a=[0], ops=[">"], b=[1])
+      >>> check_reward_malformed_ignored(kernel.pairwise_rewards, v, [3])
+    """
+    name = "check_reward_malformed_ignored"
+    v = _votes(votes)
+    n = np.asarray(num_agents_P, dtype=np.int64)
+    rng = _rng(seed)
+    rows, judges, weights = [], [], []
+    for p, count in enumerate(n.tolist()):
+        top = max(count, 1)  # N_p = 0 or 1: every id is out of range or a == b anyway
+
+        def agent(top: int = top) -> int:
+            return int(rng.integers(0, top))
+
+        wild = [-1, count, count + 1, 2**31 - 1, -(2**31)]
+        for kind in ("self", "op", "a", "b"):
+            i, j = agent(), agent()
+            if count >= 2:
+                while j == i:
+                    j = agent()
+            op = int(rng.choice((OP_GT, OP_EQ)))
+            if kind == "self":
+                j = i
+            elif kind == "op":
+                op = int(rng.choice(_OP_BAD))
+            elif kind == "a":
+                i = int(rng.choice(wild))
+            else:
+                j = int(rng.choice(wild))
+            author = int(rng.choice([agent(), -1, count]))
+            rows.append((p, author, i, op, j))
+            judges.append(int(rng.choice((-1, -1, 0, 2))))
+            weights.append(float(rng.choice(_POSITIVE_WEIGHTS)))
+    if not rows:
+        return
+    base = _rewards(name, fn, v, n)
+    got = _rewards(name, fn, _concat(v, _extra(v, rows, judges, weights)), n)
+    _compare(name, "appending malformed votes (a == b, a bad op, ids out of range) changed", got, base, rtol)
+
+
+def check_reward_padding_ignored(
+    fn: RewardFunction, votes: VoteArrays, num_agents_P: npt.ArrayLike, *, rtol: float = 1e-12
+) -> None:
+    """Padding rows count for nobody: appending rows with group id P (copies of every valid vote,
+    judge and weight kept, and a vote ``0 > 1`` and ``0 = 1``) changes no reward, even where the copy
+    would be a valid vote of the last (or the first) debate.
+
+    Args:
+      fn: the reward function under test.
+      votes: the votes.
+      num_agents_P: ``[P]`` agent counts.
+      rtol: relative tolerance.
+
+    Returns:
+      None.
+
+    Raises:
+      AssertionError: a reward that moved with a padding row.
+
+    Examples:
+      >>> import kernel
+      >>> v = kernel.vote_arrays(group_ids=[0], authors=[2], a=[0], ops=[">"], b=[1])
+      >>> check_reward_padding_ignored(kernel.pairwise_rewards, v, [3])
+    """
+    name = "check_reward_padding_ignored"
+    v = _votes(votes)
+    n = np.asarray(num_agents_P, dtype=np.int64)
+    copies = v.take(_valid_rows(v, n))
+    copies = copies._replace(group_ids_V=np.full_like(copies.group_ids_V, n.size))
+    rows = [(int(n.size), -1, 0, OP_GT, 1), (int(n.size), 2, 0, OP_EQ, 1)]
+    padded = _concat(_concat(v, copies), _extra(v, rows))
+    _compare(
+        name,
+        "appending padding rows (group id P) changed",
+        _rewards(name, fn, padded, n),
+        _rewards(name, fn, v, n),
+        rtol,
+    )
+
+
+def check_reward_debate_independence(
+    fn: RewardFunction,
+    votes: VoteArrays,
+    num_agents_P: npt.ArrayLike,
+    *,
+    seed: int | np.random.Generator = 0,
+    rtol: float = 1e-12,
+) -> None:
+    """Votes of one debate never change another debate's rewards: for a debate p (drawn from ``seed``),
+    dropping p's votes leaves every other debate's rewards unchanged, and p scored alone (its votes with
+    group id 0, ``num_agents_P = [N_p]``) gets the rewards it gets in the batch.
+
+    Args:
+      fn: the reward function under test.
+      votes: the votes.
+      num_agents_P: ``[P]`` agent counts.
+      seed: draws the debate.
+      rtol: relative tolerance.
+
+    Returns:
+      None.
+
+    Raises:
+      AssertionError: a reward that depends on another debate.
+
+    Examples:
+      >>> import kernel
+      >>> v = kernel.vote_arrays(group_ids=[0, 1], authors=[2, 2], a=[0, 1], ops=[">", ">"], b=[1, 0])
+      >>> check_reward_debate_independence(kernel.pairwise_rewards, v, [3, 3])
+    """
+    name = "check_reward_debate_independence"
+    v = _votes(votes)
+    n = np.asarray(num_agents_P, dtype=np.int64)
+    if n.size == 0:
+        return
+    p = int(_rng(seed).integers(0, n.size))
+    base = _rewards(name, fn, v, n)
+    mine = v.group_ids_V == p
+    rows = np.arange(int(_offsets(n)[p]), int(_offsets(n)[p] + n[p]))
+    others = np.setdiff1d(np.arange(base.size), rows)
+    dropped = _rewards(name, fn, v.take(~mine), n)
+    _compare(
+        name, f"dropping the votes of debate {p} changed other debates", dropped[others], base[others], rtol
+    )
+    alone = v.take(mine)
+    alone = alone._replace(group_ids_V=np.zeros_like(alone.group_ids_V))
+    got = _rewards(name, fn, alone, n[p : p + 1])
+    _compare(name, f"debate {p} scored alone differs from its rows in the batch", got, base[rows], rtol)
+
+
+def check_reward_author_locality(
+    fn: RewardFunction,
+    votes: VoteArrays,
+    num_agents_P: npt.ArrayLike,
+    *,
+    seed: int | np.random.Generator = 0,
+    rtol: float = 1e-12,
+) -> None:
+    """A vote's author matters only to that author, and a judge vote's author to nobody.
+
+    Debater votes: in each debate p, rewriting the author field of some of the votes written by f_p
+    (often all; f_p, t_p and the subset drawn from ``seed``, t_p among the agents, −1, N_p and 99) to
+    t_p changes no reward of p's agents other than f_p and t_p (with leave-one-out an author only drops
+    its own votes; a vote by −1 or an id out of range counts for everyone it names). Judge votes
+    (``judge_V ≥ 0``, nobody's own vote): rewriting their author field, to the agent ``a`` they name
+    and separately to ids drawn from ``seed``, changes no reward at all (nothing to do without judges).
+
+    Args:
+      fn: the reward function under test.
+      votes: the votes.
+      num_agents_P: ``[P]`` agent counts.
+      seed: draws f_p, t_p, the subset and the judge votes' authors.
+      rtol: relative tolerance.
+
+    Returns:
+      None.
+
+    Raises:
+      AssertionError: a reward of a third agent that moved with a debater's author field, or any reward
+        that moved with a judge vote's.
+
+    Examples:
+      >>> import kernel
+      >>> v = kernel.vote_arrays(group_ids=[0, 0], authors=[-1, 0], a=[0, 0], ops=[">", "="], b=[1, 2],
+      ...     judges=[-1, 3])
+      >>> check_reward_author_locality(kernel.pairwise_rewards, v, [3])
+    """
+    name = "check_reward_author_locality"
+    v = _votes(votes)
+    n = np.asarray(num_agents_P, dtype=np.int64)
+    rng = _rng(seed)
+    offsets = _offsets(n)
+    judged = np.zeros(v.a_V.size, dtype=bool) if v.judge_V is None else v.judge_V >= 0
+    authors = v.authors_V.copy()
+    keep: list[int] = []
+    moves: list[tuple[int, int, int]] = []
+    for p, count in enumerate(n.tolist()):
+        mine = (v.group_ids_V == p) & ~judged
+        present = sorted(set(v.authors_V[mine].tolist()))
+        if not present:
+            keep += range(int(offsets[p]), int(offsets[p]) + count)
+            continue
+        f = int(rng.choice(present))
+        t = int(rng.choice([k for k in [*range(count), -1, count, 99] if k != f]))
+        written = mine & (v.authors_V == f)
+        if written.sum() > 1 and rng.random() < 0.5:  # some of them: splits repeated votes between authors
+            some = written & (rng.random(written.size) < 0.5)
+            some[int(rng.choice(np.flatnonzero(written)))] = True
+            written = some
+        authors[written] = t
+        moves.append((p, f, t))
+        keep += [int(offsets[p]) + k for k in range(count) if k not in (f, t)]
+    base = _rewards(name, fn, v, n)
+    if moves:
+        rows = np.asarray(keep, dtype=np.int64)
+        got = _rewards(name, fn, v._replace(authors_V=authors), n)
+        what = (
+            f"debater votes' authors rewritten (debate, from, to) {moves} changed a reward of another agent"
+        )
+        _compare(name, what, got[rows], base[rows], rtol)
+    if not judged.any():
+        return
+    n_v = np.append(n, 0)[np.clip(v.group_ids_V, 0, n.size)]
+    drawn = np.asarray([int(rng.integers(-1, k + 1)) for k in n_v.tolist()], dtype=np.int32)
+    for label, new in (("the agent a it names", v.a_V), ("drawn ids", drawn)):
+        rewritten = v._replace(authors_V=np.where(judged, new, v.authors_V).astype(np.int32))
+        got = _rewards(name, fn, rewritten, n)
+        _compare(name, f"judge votes' authors rewritten to {label} changed", got, base, rtol)
+
+
+def check_reward_third_party_monotonicity(
+    fn: RewardFunction,
+    votes: VoteArrays,
+    num_agents_P: npt.ArrayLike,
+    *,
+    mode: RewardMode = "win_rate",
+    unvoted: float = 0.0,
+    counting: bool = False,
+    seed: int | np.random.Generator = 0,
+    rtol: float = 1e-12,
+) -> None:
+    """A third party's vote ``i > j`` never lowers r_i nor raises r_j.
+
+    One valid vote ``i > j`` of weight > 0 is appended to every debate of ≥ 2 agents (i, j, author and
+    weight drawn from ``seed``, half the time a copy of such a vote already there; the author is another
+    agent, −1 or N_p, or, with ``judge_V``, a judge with any author): r_i' ≥ r_i and r_j' ≤ r_j, except
+    where the reward was ``unvoted`` (a convention, not a score).
+
+    With ``counting`` (a vote count as REFERENCE.md §2's: r = score / weight of the counted votes, a
+    win 1, a tie ½ (win_rate) or 0 (win_minus_loss), a loss 0 or −1) the statement is exact:
+
+    * after ``i > j``, r_i' > r_i unless r_i' = 1 and r_j' < r_j unless r_j' is the mode's least reward
+      (0 win_rate, −1 win_minus_loss) (so a repeated vote counts again);
+    * after a tie ``i = j`` instead (appended the same way), r' = m or r' lies strictly between r and
+      the mode's midpoint m (½ win_rate, 0 win_minus_loss), for i and for j: r' = (V·r + w·m)/(V + w);
+    * either way, every other reward is unchanged.
+
+    Args:
+      fn: the reward function under test.
+      votes: the votes.
+      num_agents_P: ``[P]`` agent counts.
+      mode: the function's mode (its least reward and midpoint).
+      unvoted: the function's reward for an agent with no counted vote.
+      counting: the exact statements above.
+      seed: draws the votes.
+      rtol: relative tolerance.
+
+    Returns:
+      None.
+
+    Raises:
+      AssertionError: a winner that lost reward or a loser that gained; with ``counting``, one that did
+        not move, a tie that did not move both rewards toward the midpoint, or a bystander that moved.
+      ValueError: an unknown ``mode``.
+
+    Examples:
+      >>> import kernel
+      >>> v = kernel.vote_arrays(group_ids=[0], authors=[2], a=[1], ops=[">"], b=[0])
+      >>> check_reward_third_party_monotonicity(kernel.pairwise_rewards, v, [3], counting=True)
+    """
+    if mode not in ("win_rate", "win_minus_loss"):
+        raise ValueError(f"mode must be 'win_rate' or 'win_minus_loss', got {mode!r}")
+    name = "check_reward_third_party_monotonicity"
+    v = _votes(votes)
+    n = np.asarray(num_agents_P, dtype=np.int64)
+    rng = _rng(seed)
+    changed, pairs = _appended_comparisons(v, n, rng, OP_GT)
+    if not pairs:
+        return
+    base = _rewards(name, fn, v, n)
+    got = _rewards(name, fn, changed, n)
+    winners = [i for i, _ in pairs]
+    losers = [j for _, j in pairs]
+    rest = np.setdiff1d(np.arange(base.size), winners + losers)
+    if not counting:
+        tol = rtol * np.maximum(np.abs(base), 1.0)
+        lowered = [i for i in winners if got[i] < base[i] - tol[i] and base[i] != unvoted]
+        _fail(name, "a third party's vote i > j lowered r_i", lowered, got, base)
+        raised = [j for j in losers if got[j] > base[j] + tol[j] and base[j] != unvoted]
+        _fail(name, "a third party's vote i > j raised r_j", raised, got, base)
+        return
+    lo = 0.0 if mode == "win_rate" else -1.0
+    stuck = [i for i in winners if not (got[i] > base[i] or got[i] == 1.0)]
+    _fail(name, "a third party's vote i > j did not raise r_i (below 1)", stuck, got, base)
+    stuck = [j for j in losers if not (got[j] < base[j] or got[j] == lo)]
+    _fail(name, f"a third party's vote i > j did not lower r_j (above {lo:g})", stuck, got, base)
+    _compare(name, "a third party's vote i > j moved a reward of another agent", got[rest], base[rest], rtol)
+
+    changed, pairs = _appended_comparisons(v, n, rng, OP_EQ)
+    got = _rewards(name, fn, changed, n)
+    m = 0.5 if mode == "win_rate" else 0.0
+    tied = [k for pair in pairs for k in pair]
+    toward = (got - m) * (base - m) > 0
+    toward &= np.abs(got - m) < np.abs(base - m)
+    bad = [k for k in tied if not (got[k] == m or toward[k])]
+    _fail(name, f"a third party's tie i = j did not move r_i, r_j strictly toward {m:g}", bad, got, base)
+    rest = np.setdiff1d(np.arange(base.size), tied)
+    _compare(name, "a third party's tie i = j moved a reward of another agent", got[rest], base[rest], rtol)
+
+
+def check_reward_multiplicity(
+    fn: RewardFunction,
+    votes: VoteArrays,
+    num_agents_P: npt.ArrayLike,
+    *,
+    seed: int | np.random.Generator = 0,
+    rtol: float = 1e-12,
+) -> None:
+    """A repeated vote counts every time, and a vote of weight k counts as k copies of it.
+
+    Repeats: a copy of one valid vote of weight > 0 of each debate (drawn from ``seed``) is appended, and
+    separately the same copy with its author field set to −1 (N_p if it was −1): the two give the same
+    rewards but for the author's own (an author only drops its own votes; a copy is a second vote, not
+    the same one).
+    Weights (only when the votes carry ``weight_V``): with a vote of weight 0 appended to each debate of
+    ≥ 2 agents, every vote of integer weight k (0 included) written as k rows of weight 1 changes no
+    reward (an agent whose only votes weigh 0 keeps ``unvoted``); doubling the weight of some votes
+    (drawn from ``seed``) gives the rewards of appending a copy of each.
+
+    Args:
+      fn: the reward function under test.
+      votes: the votes.
+      num_agents_P: ``[P]`` agent counts.
+      seed: draws the copied and the doubled votes.
+      rtol: relative tolerance.
+
+    Returns:
+      None.
+
+    Raises:
+      AssertionError: a repeat that did not count again, or a weight that does not count as that many votes.
+
+    Examples:
+      >>> import kernel
+      >>> v = kernel.vote_arrays(group_ids=[0, 0], authors=[2, 1], a=[0, 2], ops=[">", "="], b=[1, 0],
+      ...     weights=[2, 0])
+      >>> check_reward_multiplicity(kernel.pairwise_rewards, v, [3])
+    """
+    name = "check_reward_multiplicity"
+    v = _votes(votes)
+    n = np.asarray(num_agents_P, dtype=np.int64)
+    rng = _rng(seed)
+    offsets = _offsets(n)
+    valid = _valid_rows(v, n)
+    if v.weight_V is not None:  # a copy of weight 0 would show nothing
+        valid &= v.weight_V > 0
+    copied, skip = [], []
+    for p, count in enumerate(n.tolist()):
+        there = np.flatnonzero(valid & (v.group_ids_V == p))
+        if there.size:
+            k = int(rng.choice(there))
+            copied.append(k)
+            u = int(v.authors_V[k])
+            if 0 <= u < count:
+                skip.append(int(offsets[p]) + u)
+    if copied:
+        twin = v.take(np.asarray(copied, dtype=np.int64))
+        other = np.where(twin.authors_V == -1, n[twin.group_ids_V], -1).astype(np.int32)
+        rows = np.setdiff1d(np.arange(int(n.sum())), skip)
+        same = _rewards(name, fn, _concat(v, twin), n)
+        moved = _rewards(name, fn, _concat(v, twin._replace(authors_V=other)), n)
+        what = (
+            f"a copy of rows {_fmt(copied)} written by another author counts differently from the same copy"
+        )
+        _compare(name, what, moved[rows], same[rows], rtol)
+    if v.weight_V is None:
+        return
+    zero = []  # and a vote of weight 0 naming two agents of each debate, maybe nobody else's vote
+    for p, count in enumerate(n.tolist()):
+        if count >= 2:
+            i, j = (int(x) for x in rng.choice(count, size=2, replace=False))
+            zero.append((p, int(rng.integers(-1, count)), i, int(rng.choice((OP_GT, OP_EQ))), j))
+    judges = [int(rng.choice((-1, 0))) for _ in zero]
+    with_zero = _concat(v, _extra(v, zero, judges, [0.0] * len(zero)))
+    w = with_zero.weight_V
+    assert w is not None
+    whole = w == np.round(w)
+    copies = np.where(whole, np.round(w), 1).astype(np.int64)
+    expanded = with_zero.take(np.repeat(np.arange(w.size), copies))
+    expanded = expanded._replace(weight_V=np.repeat(np.where(whole, 1.0, w), copies))
+    _compare(
+        name,
+        "votes of integer weight k (0 included) written as k votes of weight 1 changed",
+        _rewards(name, fn, expanded, n),
+        _rewards(name, fn, with_zero, n),
+        rtol,
+    )
+    w = v.weight_V
+    chosen = rng.random(w.size) < 0.5
+    if not chosen.any():
+        return
+    doubled = v._replace(weight_V=np.where(chosen, 2 * w, w))
+    _compare(
+        name,
+        f"doubling the weights of rows {_fmt(np.flatnonzero(chosen))} differs from appending copies",
+        _rewards(name, fn, doubled, n),
+        _rewards(name, fn, _concat(v, v.take(chosen)), n),
+        rtol,
+    )
+
+
 # --- the suite ------------------------------------------------------------------------------------
 
 REWARD_CHECKS: tuple[str, ...] = (
@@ -449,6 +987,12 @@ REWARD_CHECKS: tuple[str, ...] = (
     "tie_symmetry",
     "bounds",
     "vote_order_invariance",
+    "malformed_ignored",
+    "padding_ignored",
+    "debate_independence",
+    "author_locality",
+    "third_party_monotonicity",
+    "multiplicity",
     "matches_reference",
 )
 """Names of the reward checks (``check_reward_`` + name)."""
@@ -458,6 +1002,7 @@ class _RewardConfig:
     mode: RewardMode = "win_rate"
     unvoted: float = 0.0
     reference: bool = True
+    counting: bool | None = None
     invalid: bool = True
     padding: bool = True
     judges: bool = False
@@ -467,9 +1012,16 @@ class _RewardConfig:
     rtol: float = 1e-12
     hypothesis_settings: Mapping[str, Any] = MappingProxyType({})
 
+    def _counting(self) -> bool:
+        return self.reference if self.counting is None else self.counting
+
     def _skip_reason(self, check: str) -> str | None:
         if check == "matches_reference" and not self.reference:
             return "declared reference=False (the function is not REFERENCE.md §2's reward)"
+        if check == "malformed_ignored" and not self.invalid:
+            return "declared invalid=False (the function is not given malformed votes)"
+        if check == "padding_ignored" and not self.padding:
+            return "declared padding=False (the function is not given padding rows)"
         return None
 
     def _run_check(self, check: str, fn: RewardFunction, batch: VoteBatch, seed: int) -> None:
@@ -484,6 +1036,25 @@ class _RewardConfig:
             check_reward_bounds(*args, mode=self.mode, unvoted=self.unvoted)
         elif check == "vote_order_invariance":
             check_reward_vote_order_invariance(*args, seed=seed, rtol=self.rtol)
+        elif check == "malformed_ignored":
+            check_reward_malformed_ignored(*args, seed=seed, rtol=self.rtol)
+        elif check == "padding_ignored":
+            check_reward_padding_ignored(*args, rtol=self.rtol)
+        elif check == "debate_independence":
+            check_reward_debate_independence(*args, seed=seed, rtol=self.rtol)
+        elif check == "author_locality":
+            check_reward_author_locality(*args, seed=seed, rtol=self.rtol)
+        elif check == "third_party_monotonicity":
+            check_reward_third_party_monotonicity(
+                *args,
+                mode=self.mode,
+                unvoted=self.unvoted,
+                counting=self._counting(),
+                seed=seed,
+                rtol=self.rtol,
+            )
+        elif check == "multiplicity":
+            check_reward_multiplicity(*args, seed=seed, rtol=self.rtol)
         elif check == "matches_reference":
             check_reward_matches_reference(*args, mode=self.mode, unvoted=self.unvoted, rtol=self.rtol)
         else:  # pragma: no cover - internal
@@ -501,6 +1072,8 @@ class _RewardConfig:
                 invalid=self.invalid,
                 padding=self.padding,
                 judges=self.judges,
+                repeats=True,
+                copied_padding=True,
             )
 
         strategy = st.tuples(
@@ -522,6 +1095,7 @@ def run_reward_suite(
     mode: RewardMode = "win_rate",
     unvoted: float = 0.0,
     reference: bool = True,
+    counting: bool | None = None,
     checks: Sequence[str] | None = None,
     raise_on_failure: bool = True,
     invalid: bool = True,
@@ -541,6 +1115,12 @@ def run_reward_suite(
       mode: the function's mode (bounds and reference).
       unvoted: the function's reward for an agent with no counted vote.
       reference: check agreement with :func:`reference_pairwise_rewards`; False skips it with a reason.
+      counting: the function is a vote count as REFERENCE.md §2's (r = weighted score of the votes that
+        count for the agent / their weight; a win 1, a tie ½ or 0, a loss 0 or −1), though it may differ
+        from the reference (say in ``unvoted``): ``third_party_monotonicity`` then also checks that a
+        vote moves exactly the two rewards it names, strictly, and that a tie moves them toward the
+        midpoint. None: the value of ``reference``; False for a preference model (Bradley–Terry,
+        Copeland), which gets the statements true of any pairwise reward.
       checks: names (with or without ``check_reward_``) to run; None runs :data:`REWARD_CHECKS`.
       raise_on_failure: raise the first failure (True) or record it and go on (False).
       invalid, padding, max_groups, max_agents, max_votes: passed to the strategy.
@@ -569,6 +1149,7 @@ def run_reward_suite(
         "mode": mode,
         "unvoted": unvoted,
         "reference": reference,
+        "counting": counting,
         "invalid": invalid,
         "padding": padding,
         "judges": judges,
@@ -592,8 +1173,8 @@ class RewardInvariants(_RewardConfig):
     """The reward suite as a pytest base class: subclass it as ``Test...`` and set ``reward_fn``.
 
     Class attributes mirror :func:`run_reward_suite`'s keywords (``mode``, ``unvoted``, ``reference``,
-    ``invalid``, ``padding``, ``judges``, ``max_groups``, ``max_agents``, ``max_votes``, ``rtol``,
-    ``hypothesis_settings``).
+    ``counting``, ``invalid``, ``padding``, ``judges``, ``max_groups``, ``max_agents``, ``max_votes``,
+    ``rtol``, ``hypothesis_settings``).
 
     Examples:
       >>> import kernel
@@ -636,6 +1217,30 @@ class RewardInvariants(_RewardConfig):
     def test_vote_order_invariance(self) -> None:
         """The order of the votes does not matter."""
         self._check("vote_order_invariance")
+
+    def test_malformed_ignored(self) -> None:
+        """Malformed votes (``a == b``, a bad op, ids out of range) change no reward."""
+        self._check("malformed_ignored")
+
+    def test_padding_ignored(self) -> None:
+        """Padding rows (group id P), even copies of valid votes, change no reward."""
+        self._check("padding_ignored")
+
+    def test_debate_independence(self) -> None:
+        """Votes of one debate never change another debate's rewards."""
+        self._check("debate_independence")
+
+    def test_author_locality(self) -> None:
+        """Rewriting a vote's author from f to t changes no reward but f's and t's (a judge's: none)."""
+        self._check("author_locality")
+
+    def test_third_party_monotonicity(self) -> None:
+        """A third party's ``i > j`` never lowers r_i nor raises r_j (exactly, ties too: vote counts)."""
+        self._check("third_party_monotonicity")
+
+    def test_multiplicity(self) -> None:
+        """A repeated vote counts again; a vote of weight k counts as k copies."""
+        self._check("multiplicity")
 
     def test_matches_reference(self) -> None:
         """Agreement with the per-debate reference loop."""

@@ -89,6 +89,8 @@ def vote_batches(
     padding: bool = False,
     shuffled: bool | None = None,
     judges: bool = False,
+    repeats: bool = False,
+    copied_padding: bool = False,
 ) -> VoteBatch:
     """Votes of several debates with different agent counts, as one :class:`VoteBatch`.
 
@@ -98,6 +100,10 @@ def vote_batches(
     interleaved (True) or either (None). ``judges=True`` also fills ``judge_V`` (mostly −1, a debater's
     vote; else a judge id in 0–3, or another negative id) and, in most batches, ``weight_V`` (dyadic
     weights in [0, 3], zeros included, so weighted sums stay exact); otherwise both stay None.
+    ``repeats=True`` re-appends up to 4 copies of valid votes (every field, judge and weight included),
+    so that repeated comparisons change rewards; ``copied_padding=True`` (with ``padding``) appends up to 3
+    padding rows that copy a valid vote (often one of the last debate) with group id ``P``. Both are
+    off by default, which draws exactly what earlier versions drew.
 
     Args:
       min_groups: fewest debates P.
@@ -110,6 +116,8 @@ def vote_batches(
       padding: append padding rows (group id P).
       shuffled: interleave the debates' votes (True), keep them debate-major (False), or either (None).
       judges: draw judge ids and weights as well.
+      repeats: append copies of valid votes.
+      copied_padding: append padding rows copied from valid votes (only with ``padding``).
 
     Returns:
       A strategy of :class:`VoteBatch`.
@@ -130,19 +138,77 @@ def vote_batches(
         junk = st.integers(-3, 9)
         num_pad = draw(st.integers(0, 3))
         rows += [(num_groups, *draw(st.tuples(junk, junk, junk, junk))) for _ in range(num_pad)]
-    if draw(st.booleans()) if shuffled is None else shuffled:
+    mixed = draw(st.booleans()) if shuffled is None else shuffled
+    if mixed:
         rows = draw(st.permutations(rows))
     g, u, a, op, b = (np.asarray([r[k] for r in rows], dtype=np.int32) for k in range(5))
-    if not judges:
-        return VoteBatch(VoteArrays(g, u, a, op, b), np.asarray(agents, dtype=np.int64))
-    judge_id = st.one_of(st.just(-1), st.just(-1), st.integers(0, 3), st.sampled_from((-2, -7)))
-    judge = draw(st.lists(judge_id, min_size=len(rows), max_size=len(rows)))
-    weight: npt.NDArray[np.float64] | None = None
-    if draw(st.integers(0, 3)) > 0:
-        weights = draw(st.lists(st.sampled_from(_WEIGHTS), min_size=len(rows), max_size=len(rows)))
-        weight = np.asarray(weights, dtype=np.float64)
-    judges_V = np.asarray(judge, dtype=np.int32)
-    return VoteBatch(VoteArrays(g, u, a, op, b, judges_V, weight), np.asarray(agents, dtype=np.int64))
+    num_agents_P = np.asarray(agents, dtype=np.int64)
+    votes = VoteArrays(g, u, a, op, b)
+    if judges:
+        judge_id = st.one_of(st.just(-1), st.just(-1), st.integers(0, 3), st.sampled_from((-2, -7)))
+        judge = draw(st.lists(judge_id, min_size=len(rows), max_size=len(rows)))
+        weight: npt.NDArray[np.float64] | None = None
+        if draw(st.integers(0, 3)) > 0:
+            weights = draw(st.lists(st.sampled_from(_WEIGHTS), min_size=len(rows), max_size=len(rows)))
+            weight = np.asarray(weights, dtype=np.float64)
+        votes = VoteArrays(g, u, a, op, b, np.asarray(judge, dtype=np.int32), weight)
+    if repeats or (padding and copied_padding):
+        votes = draw(_copied_votes(votes, num_agents_P, repeats, padding and copied_padding, mixed))
+    return VoteBatch(votes, num_agents_P)
+
+
+@st.composite
+def _copied_votes(
+    draw: st.DrawFn,
+    votes: VoteArrays,
+    num_agents_P: npt.NDArray[np.int64],
+    repeats: bool,
+    copied_padding: bool,
+    mixed: bool,
+) -> VoteArrays:
+    """``votes`` with copies of valid rows appended: repeats (same debate) and padding (group id P).
+
+    With judge fields, some repeats are cast by a judge whose author field names one of the compared
+    agents (a judge vote is nobody's own vote, whatever its author field says)."""
+    g, a, op, b = votes.group_ids_V, votes.a_V, votes.op_V, votes.b_V
+    num_groups = int(num_agents_P.size)
+    n_v = np.append(num_agents_P, 0)[np.clip(g, 0, num_groups)]
+    valid = (g < num_groups) & (a >= 0) & (a < n_v) & (b >= 0) & (b < n_v) & (a != b) & (op >= 0) & (op < 2)
+    valid_rows = np.flatnonzero(valid).tolist()
+    if not valid_rows:
+        return votes
+    take: list[int] = []
+    judged: list[int] = []  # per repeat: 0 an exact copy, 1 a judge's vote by a, 2 by b
+    if repeats:
+        kind = st.sampled_from((0, 0, 1, 2)) if votes.judge_V is not None else st.just(0)
+        for k, how in draw(st.lists(st.tuples(st.sampled_from(valid_rows), kind), max_size=4)):
+            take.append(k)
+            judged.append(how)
+    pad: list[int] = []
+    if copied_padding:
+        last = [k for k in valid_rows if g[k] == num_groups - 1]
+        from_last = bool(last) and draw(st.booleans())  # often a vote valid in debate P - 1
+        pad = draw(st.lists(st.sampled_from(last if from_last else valid_rows), max_size=3))
+    if not take and not pad:
+        return votes
+    order = np.asarray(take + pad, dtype=np.int64)
+    extra = votes.take(order)
+    extra = extra._replace(
+        group_ids_V=np.where(np.arange(order.size) < len(take), extra.group_ids_V, num_groups)
+    )
+    if extra.judge_V is not None and any(judged):
+        kinds = np.asarray(judged + [0] * len(pad))
+        authors = np.select([kinds == 1, kinds == 2], [extra.a_V, extra.b_V], extra.authors_V)
+        extra = extra._replace(
+            authors_V=authors.astype(np.int32), judge_V=np.where(kinds > 0, 0, extra.judge_V).astype(np.int32)
+        )
+    g, u, a, op, b = (np.concatenate([x, y]) for x, y in zip(votes[:5], extra[:5], strict=True))
+    judge = None if votes.judge_V is None else np.concatenate([votes.judge_V, extra.judge_V])
+    weight = None if votes.weight_V is None else np.concatenate([votes.weight_V, extra.weight_V])
+    out = VoteArrays(g, u, a, op, b, judge, weight)
+    if mixed:
+        out = out.take(np.asarray(draw(st.permutations(range(out.a_V.size))), dtype=np.int64))
+    return out
 
 
 _WEIGHTS: tuple[float, ...] = (1.0, 1.0, 0.0, 0.25, 0.5, 1.5, 2.0, 3.0)
