@@ -122,11 +122,7 @@ def _keys(values: Any, name: str = "index") -> list[Hashable]:
             if v.ndim != 0:
                 raise TypeError(f"{name}[{k}] must be one key, got an array of shape {tuple(v.shape)}")
             v = v.item()
-        try:
-            hash(v)
-        except TypeError:
-            raise TypeError(f"{name}[{k}] must be a hashable key, got {type(v).__name__} {v!r}") from None
-        out.append(v)
+        out.append(_hashable(v, f"{name}[{k}]"))
     return out
 
 
@@ -232,8 +228,9 @@ def register_estimators(presets: Sequence[str] | None = None) -> tuple[str, ...]
         presets = [p for p in kernel.ADVANTAGE_PRESETS if drmas_grouping(p) is None]
     for preset in presets:
         name = ESTIMATOR_PREFIX + preset
-        fn = _REGISTERED[name] if name in _REGISTERED else _REGISTERED.setdefault(name, estimator_fn(preset))
-        core_algos.register_adv_est(name)(fn)
+        if name not in _REGISTERED:
+            _REGISTERED[name] = estimator_fn(preset)
+        core_algos.register_adv_est(name)(_REGISTERED[name])
         names.append(name)
     return tuple(names)
 
