@@ -433,12 +433,8 @@ def check_datum_prefix_merges(fn: DatumBuilder, trajectories: Trajectories) -> N
     """
     name = "check_datum_prefix_merges"
     out = _build(name, fn, trajectories)
-    d, ref = out.datums, reference_segments(trajectories)
-    inp, tgt = np.asarray(d.input_tokens), np.asarray(d.target_tokens)
-    got: dict[int, list[list[int]]] = {}
-    for b, s in _datums_of(d):
-        seq = inp[s].tolist() + tgt[s][-1:].tolist()
-        got.setdefault(b, []).append(seq)
+    ref = reference_segments(trajectories)
+    got = {b: [datum[0] for datum in datums] for b, datums in _emitted(out.datums).items()}
     for b in _ok_trajectories(out, ref):
         want = [seg[0] for seg in ref.segments_B[b] if len(seg[0]) >= 2]
         if got.get(b, []) != want:

@@ -38,9 +38,9 @@ import numpy.typing as npt
 from hypothesis import strategies as st
 
 from kernel._types import OP_EQ, OP_GT
-from kernel._votes import VoteArrays
+from kernel._votes import VoteArrays, validate_votes
 from kernel.testing._suite import SuiteOutcome, _run_suite, _skip_or_run
-from kernel.testing.strategies import VoteBatch, vote_batches
+from kernel.testing.strategies import VoteBatch, _concat_votes, vote_batches
 
 __all__ = [
     "REWARD_CHECKS",
@@ -462,17 +462,6 @@ _OP_BAD: tuple[int, ...] = (2, 3, 7, -1)  # OP_OTHER and codes no parser writes
 _POSITIVE_WEIGHTS: tuple[float, ...] = (1.0, 0.5, 2.0, 3.0)
 
 
-def _valid_rows(v: VoteArrays, n: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
-    """REFERENCE.md §2's validity: 0 ≤ a, b < N_g, a ≠ b, op ∈ {>, =}; padding rows (g = P) are invalid."""
-    g = v.group_ids_V.astype(np.int64)
-    inside = (g >= 0) & (g < n.size)
-    n_v = np.append(n, 0)[np.where(inside, g, n.size)]
-    a, b = v.a_V.astype(np.int64), v.b_V.astype(np.int64)
-    ok: npt.NDArray[np.bool_] = inside & (a >= 0) & (a < n_v) & (b >= 0) & (b < n_v) & (a != b)
-    ok &= (v.op_V == OP_GT) | (v.op_V == OP_EQ)
-    return ok
-
-
 def _extra(
     like: VoteArrays,
     rows: Sequence[tuple[int, int, int, int, int]],
@@ -492,16 +481,6 @@ def _extra(
     return VoteArrays(cols[0], cols[1], cols[2], cols[3], cols[4], judge, weight)
 
 
-def _concat(v: VoteArrays, extra: VoteArrays) -> VoteArrays:
-    """The rows of ``v`` then those of ``extra`` (same optional fields)."""
-    g, u, a, op, b = (np.concatenate([x, y]) for x, y in zip(v[:5], extra[:5], strict=True))
-    judge = None if v.judge_V is None or extra.judge_V is None else np.concatenate([v.judge_V, extra.judge_V])
-    weight = (
-        None if v.weight_V is None or extra.weight_V is None else np.concatenate([v.weight_V, extra.weight_V])
-    )
-    return VoteArrays(g, u, a, op, b, judge, weight)
-
-
 def _third_party(rng: np.random.Generator, n: int, i: int, j: int) -> int:
     """An author who is neither i nor j: another agent, −1 or N."""
     return int(rng.choice([k for k in range(n) if k not in (i, j)] + [-1, n]))
@@ -514,7 +493,7 @@ def _appended_comparisons(
     judge with any author) appended to every debate of ≥ 2 agents, half the time a copy of such a vote
     already there (a repeat must count again); returns the votes and the packed rows (i, j)."""
     offsets = _offsets(n)
-    valid = _valid_rows(v, n) & (v.op_V == op)
+    valid = validate_votes(v, n).valid_V & (v.op_V == op)
     valid &= (v.authors_V != v.a_V) & (v.authors_V != v.b_V) | (
         False if v.judge_V is None else v.judge_V >= 0
     )
@@ -540,7 +519,7 @@ def _appended_comparisons(
         judges.append(judge)
         weights.append(weight)
         pairs.append((int(offsets[p]) + i, int(offsets[p]) + j))
-    return _concat(v, _extra(v, rows, judges, weights)), pairs
+    return _concat_votes(v, _extra(v, rows, judges, weights)), pairs
 
 
 def _fail(name: str, what: str, rows: list[int], got: FloatArray, before: FloatArray) -> None:
@@ -614,7 +593,7 @@ def check_reward_malformed_ignored(
     if not rows:
         return
     base = _rewards(name, fn, v, n)
-    got = _rewards(name, fn, _concat(v, _extra(v, rows, judges, weights)), n)
+    got = _rewards(name, fn, _concat_votes(v, _extra(v, rows, judges, weights)), n)
     _compare(name, "appending malformed votes (a == b, a bad op, ids out of range) changed", got, base, rtol)
 
 
@@ -645,10 +624,10 @@ def check_reward_padding_ignored(
     name = "check_reward_padding_ignored"
     v = _votes(votes)
     n = np.asarray(num_agents_P, dtype=np.int64)
-    copies = v.take(_valid_rows(v, n))
+    copies = v.take(validate_votes(v, n).valid_V)
     copies = copies._replace(group_ids_V=np.full_like(copies.group_ids_V, n.size))
     rows = [(int(n.size), -1, 0, OP_GT, 1), (int(n.size), 2, 0, OP_EQ, 1)]
-    padded = _concat(_concat(v, copies), _extra(v, rows))
+    padded = _concat_votes(_concat_votes(v, copies), _extra(v, rows))
     _compare(
         name,
         "appending padding rows (group id P) changed",
@@ -921,7 +900,7 @@ def check_reward_multiplicity(
     n = np.asarray(num_agents_P, dtype=np.int64)
     rng = _rng(seed)
     offsets = _offsets(n)
-    valid = _valid_rows(v, n)
+    valid = validate_votes(v, n).valid_V
     if v.weight_V is not None:  # a copy of weight 0 would show nothing
         valid &= v.weight_V > 0
     copied, skip = [], []
@@ -937,8 +916,8 @@ def check_reward_multiplicity(
         twin = v.take(np.asarray(copied, dtype=np.int64))
         other = np.where(twin.authors_V == -1, n[twin.group_ids_V], -1).astype(np.int32)
         rows = np.setdiff1d(np.arange(int(n.sum())), skip)
-        same = _rewards(name, fn, _concat(v, twin), n)
-        moved = _rewards(name, fn, _concat(v, twin._replace(authors_V=other)), n)
+        same = _rewards(name, fn, _concat_votes(v, twin), n)
+        moved = _rewards(name, fn, _concat_votes(v, twin._replace(authors_V=other)), n)
         what = (
             f"a copy of rows {_fmt(copied)} written by another author counts differently from the same copy"
         )
@@ -951,7 +930,7 @@ def check_reward_multiplicity(
             i, j = (int(x) for x in rng.choice(count, size=2, replace=False))
             zero.append((p, int(rng.integers(-1, count)), i, int(rng.choice((OP_GT, OP_EQ))), j))
     judges = [int(rng.choice((-1, 0))) for _ in zero]
-    with_zero = _concat(v, _extra(v, zero, judges, [0.0] * len(zero)))
+    with_zero = _concat_votes(v, _extra(v, zero, judges, [0.0] * len(zero)))
     w = with_zero.weight_V
     assert w is not None
     whole = w == np.round(w)
@@ -974,7 +953,7 @@ def check_reward_multiplicity(
         name,
         f"doubling the weights of rows {_fmt(np.flatnonzero(chosen))} differs from appending copies",
         _rewards(name, fn, doubled, n),
-        _rewards(name, fn, _concat(v, v.take(chosen)), n),
+        _rewards(name, fn, _concat_votes(v, v.take(chosen)), n),
         rtol,
     )
 

@@ -11,7 +11,7 @@ import numpy.typing as npt
 from hypothesis import strategies as st
 
 from kernel._types import OP_EQ, OP_GT, OP_OTHER
-from kernel._votes import VoteArrays
+from kernel._votes import VoteArrays, validate_votes
 
 __all__: list[str] = []
 
@@ -170,11 +170,9 @@ def _copied_votes(
 
     With judge fields, some repeats are cast by a judge whose author field names one of the compared
     agents (a judge vote is nobody's own vote, whatever its author field says)."""
-    g, a, op, b = votes.group_ids_V, votes.a_V, votes.op_V, votes.b_V
+    g = votes.group_ids_V
     num_groups = int(num_agents_P.size)
-    n_v = np.append(num_agents_P, 0)[np.clip(g, 0, num_groups)]
-    valid = (g < num_groups) & (a >= 0) & (a < n_v) & (b >= 0) & (b < n_v) & (a != b) & (op >= 0) & (op < 2)
-    valid_rows = np.flatnonzero(valid).tolist()
+    valid_rows = np.flatnonzero(validate_votes(votes, num_agents_P).valid_V).tolist()
     if not valid_rows:
         return votes
     take: list[int] = []
@@ -202,10 +200,7 @@ def _copied_votes(
         extra = extra._replace(
             authors_V=authors.astype(np.int32), judge_V=np.where(kinds > 0, 0, extra.judge_V).astype(np.int32)
         )
-    g, u, a, op, b = (np.concatenate([x, y]) for x, y in zip(votes[:5], extra[:5], strict=True))
-    judge = None if votes.judge_V is None else np.concatenate([votes.judge_V, extra.judge_V])
-    weight = None if votes.weight_V is None else np.concatenate([votes.weight_V, extra.weight_V])
-    out = VoteArrays(g, u, a, op, b, judge, weight)
+    out = _concat_votes(votes, extra)
     if mixed:
         out = out.take(np.asarray(draw(st.permutations(range(out.a_V.size))), dtype=np.int64))
     return out
@@ -824,3 +819,14 @@ def token_trajectories(
 
 
 __all__ += ["TRANSITION_KINDS", "TokenTrajectories", "token_trajectories", "token_transitions"]
+
+
+def _concat_votes(v: VoteArrays, extra: VoteArrays) -> VoteArrays:
+    """The rows of ``v`` then those of ``extra``; an optional field (``judge_V``, ``weight_V``) is kept
+    when both have it, else dropped."""
+    g, u, a, op, b = (np.concatenate([x, y]) for x, y in zip(v[:5], extra[:5], strict=True))
+    judge = None if v.judge_V is None or extra.judge_V is None else np.concatenate([v.judge_V, extra.judge_V])
+    weight = (
+        None if v.weight_V is None or extra.weight_V is None else np.concatenate([v.weight_V, extra.weight_V])
+    )
+    return VoteArrays(g, u, a, op, b, judge, weight)
