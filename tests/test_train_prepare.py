@@ -247,6 +247,49 @@ def test_prepare_from_rollouts_equals_the_transcript_path(
     assert np.array_equal(fast_shell.rae, slow_shell.rae)
 
 
+@settings(max_examples=examples(10), deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    num_agents=st.integers(2, 4),
+    seed=st.integers(0, 50),
+    substeps=st.integers(1, 3),
+    scale=st.sampled_from([0.0, 1e-3, 0.5]),
+)
+def test_the_steps_kl_metric_is_the_kernels_over_the_whole_datums(
+    num_agents: int, seed: int, substeps: int, scale: float
+) -> None:
+    """``train_metrics`` gathers the action tokens of each datum before the kernel; the figures equal
+    ``kernel.kl_sample_train`` over the datums' whole concatenated arrays (float32: to rounding)."""
+    results = _rollouts(num_agents, 2, FakePolicy(malformed_rate=0.1), 0.0, 0, seed)
+    played = [r for r in results if r.turns]
+    config = TrainConfig(out="unused", num_agents=num_agents, max_rounds=2, num_substeps=substeps)
+    shell = _shell(config)
+    shell.prepared = prepared = shell.prepare_rl(results, played)
+    prepared.finish()
+    rng = np.random.default_rng(seed)
+    noisy = [lp + scale * rng.standard_normal(lp.shape) for lp in prepared.sampler_logprobs]
+    train = [lp.astype(np.float32) for lp in noisy]
+    shell.outputs = [
+        types.ForwardBackwardOutput(
+            "importance_sampling",
+            [{"logprobs": types.TensorData.from_numpy(t)} for t in train[i : i + len(chunk)]],
+            {"loss:sum": 1.0},
+        )
+        for i, chunk in zip(np.cumsum([0] + [len(c) for c in prepared.chunks]), prepared.chunks, strict=False)
+    ]
+    got = shell.train_metrics()
+    want = kernel.kl_sample_train(
+        np.concatenate(prepared.sampler_logprobs), np.concatenate(train), np.concatenate(prepared.masks)
+    )
+    v1, v2 = float(want.kl_sample_train_v1), float(want.kl_sample_train_v2)
+    assert got["optim/kl_sample_train_v1"] == pytest.approx(v1, rel=1e-4, abs=1e-7)
+    assert got["optim/kl_sample_train_v2"] == pytest.approx(v2, rel=1e-4, abs=1e-9)
+    assert got["optim/entropy"] == pytest.approx(float(want.entropy), rel=1e-5)
+    short = shell.outputs[-1].loss_fn_outputs[-1]
+    short["logprobs"] = types.TensorData.from_numpy(short["logprobs"].to_numpy()[:-1])
+    with pytest.raises(ValueError, match=f"datum {len(train) - 1},"):
+        shell.train_metrics()
+
+
 def test_a_rollout_that_does_not_replay_raises_instead_of_shifting_the_batch(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
