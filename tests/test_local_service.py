@@ -219,6 +219,41 @@ def test_runs_are_deterministic_from_the_seed() -> None:
     assert run(trace(0)) != run(trace(1))
 
 
+def test_forward_backward_calls_accumulate_until_the_optimizer_step() -> None:
+    """Gradients of two forward_backward calls add up: two calls then optim_step give the weights of one
+    call on both datums (to float32 rounding; Tinker's semantics, which streamed training relies on)."""
+    rng = np.random.default_rng(0)
+    data = [
+        rl_datum(TOKENS, list(-rng.random(len(TOKENS) - 1)), list(rng.normal(size=len(TOKENS) - 1)))
+        for _ in range(4)
+    ]
+    adam = types.AdamParams(learning_rate=1e-2)
+
+    async def trained(calls: list[list[types.Datum]]) -> Any:
+        trainer = await _trainer(seed=3)
+        before = trainer._state.trainable
+        for chunk in calls:
+            await trainer.forward_backward(chunk, "importance_sampling")
+        await trainer.optim_step(adam)
+        return before, trainer._state.trainable
+
+    before, whole = run(trained([data]))
+    _, parts = run(trained([data[:1], data[1:3], data[3:]]))
+    _, last = run(trained([data[3:]]))
+    moved = [
+        float(jnp.max(jnp.abs(w - b)))
+        for w, b in zip(jax.tree_util.tree_leaves(whole), jax.tree_util.tree_leaves(before), strict=True)
+    ]
+    assert max(moved) > 1e-3  # the step moved the adapters
+    for w, p in zip(jax.tree_util.tree_leaves(whole), jax.tree_util.tree_leaves(parts), strict=True):
+        np.testing.assert_allclose(np.asarray(p), np.asarray(w), rtol=1e-4, atol=1e-6)
+    apart = [
+        float(jnp.max(jnp.abs(a - b)))
+        for a, b in zip(jax.tree_util.tree_leaves(last), jax.tree_util.tree_leaves(whole), strict=True)
+    ]
+    assert max(apart) > 1e-3  # the last call alone is another step: the tolerance above tells them apart
+
+
 def test_requests_run_in_submission_order() -> None:
     async def main() -> None:
         trainer = await _trainer()

@@ -16,9 +16,11 @@ from adapters.tinker.planner import (
     LoopState,
     PlanConfig,
     Prepare,
+    PreparePart,
     RefreshSampler,
     Sample,
     Save,
+    SubmitPart,
     SubmitSubstep,
     WriteMetrics,
 )
@@ -39,14 +41,30 @@ class Sim:
     candidate: tuple[LoopState, list[int], int] | None = None
     order: list[pl.Request] = field(default_factory=list)
     finished: bool = False
-    current: Prepare | None = None
+    current: Prepare | PreparePart | None = None
+    parts: list[int] = field(default_factory=list)  # the parts of the current step prepared, in order
+    parts_submitted: set[tuple[int, int]] = field(default_factory=set)
 
     def run(self, reqs: tuple[pl.Request, ...], state: LoopState) -> None:
         for r in reqs:
             self.order.append(r)
             match r:
                 case Sample(batch, version):
-                    self.outstanding.append(pl.Sampled(batch, version))
+                    first = pl.Streamed(batch, version, 0) if self.config.stream_parts else None
+                    self.outstanding.append(first or pl.Sampled(batch, version))
+                case PreparePart(step, batch, version, part):
+                    assert self.config.stream_parts and step >= self.config.warm_start_steps
+                    if part == 0:
+                        self.current, self.parts = r, []
+                    assert isinstance(self.current, PreparePart)
+                    current = self.current
+                    assert (current.step, current.batch, current.version) == (step, batch, version)
+                    assert part == len(self.parts)  # one at a time, in order
+                    self.parts.append(part)
+                    self.outstanding.append(pl.PartPrepared(step, part))
+                case SubmitPart(step, part):
+                    assert (step, part) not in self.parts_submitted and part == self.parts[-1]
+                    self.parts_submitted.add((step, part))
                 case Prepare():
                     self.current = r
                     n = 0 if r.warm else self.chunks
@@ -54,6 +72,11 @@ class Sim:
                 case SubmitSubstep(step, index):
                     assert (step, index) not in self.submitted
                     self.submitted.add((step, index))
+                case AwaitSubstep(step, index) if state.phase == "streaming":
+                    per = self.config.parts_per_substep  # every part of the substep went first
+                    parts = range(index * per, (index + 1) * per)
+                    assert all((step, j) in self.parts_submitted for j in parts)
+                    self.outstanding.append(pl.SubstepDone(step, index))
                 case AwaitSubstep(step, index):
                     assert (step, index) in self.submitted
                     # pipelining: the next substep is submitted before this one is awaited
@@ -62,7 +85,10 @@ class Sim:
                     self.outstanding.append(pl.SubstepDone(step, index))
                 case RefreshSampler(step):
                     assert self.current is not None
-                    if not self.current.warm:
+                    if isinstance(self.current, PreparePart):  # every part, once
+                        assert self.parts == list(range(self.config.stream_parts))
+                        assert all((step, j) in self.parts_submitted for j in self.parts)
+                    if isinstance(self.current, PreparePart) or not self.current.warm:
                         self.trained.append(self.current.batch)
                         self.staleness.append(step - self.current.version)
                     self.outstanding.append(pl.SamplerReady(step + 1))
@@ -97,11 +123,16 @@ def drive(config: PlanConfig, chunks: int, data: st.DataObject, crashes: int) ->
             del sim.metrics[kept:]
             sim.outstanding.clear()
             sim.submitted.clear()
+            sim.parts_submitted.clear()
             state, reqs = pl.start(config, saved)
             sim.run(reqs, state)
             continue
         i = data.draw(st.integers(0, len(sim.outstanding) - 1), label="next result")
         event = sim.outstanding.pop(i)
+        if isinstance(event, pl.Streamed):  # the shell reports parts in order, then the whole batch
+            b, v, j = event.batch, event.version, event.part
+            more = j + 1 < config.stream_parts
+            sim.outstanding.append(pl.Streamed(b, v, j + 1) if more else pl.Sampled(b, v))
         if isinstance(event, pl.Saved):
             sim.checkpoint = sim.candidate  # the marker file exists: the checkpoint counts
         state, reqs = pl.step(config, state, event)
@@ -117,6 +148,76 @@ configs = st.builds(
     eval_every=st.integers(0, 3),
     max_steps_off_policy=st.integers(0, 3),
 )
+
+
+streaming_configs = st.builds(
+    lambda total, warm, substeps, per, save, ev: PlanConfig(
+        total_steps=total + warm,
+        warm_start_steps=warm,
+        num_substeps=substeps,
+        save_every=save,
+        eval_every=ev,
+        stream_parts=substeps * per,
+    ),
+    st.integers(1, 6),
+    st.integers(0, 2),
+    st.integers(1, 3),
+    st.integers(1, 3),
+    st.integers(0, 3),
+    st.integers(0, 3),
+)
+
+
+@given(streaming_configs, st.data(), st.integers(0, 3))
+def test_streamed_steps_prepare_and_submit_every_part_once_in_order(
+    config: PlanConfig, data: st.DataObject, crashes: int
+) -> None:
+    """Parts are prepared one at a time in order and each submitted once; a substep is awaited only after
+    its last part went; the sampler is refreshed after every part (checked in ``Sim``); across crashes
+    every step is written once and batches are trained on-policy, in order."""
+    sim = drive(config, config.num_substeps, data, crashes)
+    assert sim.metrics == list(range(config.total_steps))
+    assert sim.trained == list(range(config.warm_start_steps, config.total_steps))
+    assert set(sim.staleness) <= {0}
+
+
+def test_a_streamed_step_starts_with_its_first_part_and_overlaps_sampling() -> None:
+    config = PlanConfig(total_steps=1, num_substeps=2, stream_parts=4)
+    state, reqs = pl.start(config)
+    assert reqs == (Sample(0, 0),)
+    state, reqs = pl.step(config, state, pl.Streamed(0, 0, 0))
+    assert reqs == (PreparePart(0, 0, 0, 0),)  # the rest of the batch is still being sampled
+    state, reqs = pl.step(config, state, pl.Streamed(0, 0, 1))
+    assert reqs == ()  # one part at a time
+    state, reqs = pl.step(config, state, pl.PartPrepared(0, 0))
+    assert reqs == (SubmitPart(0, 0), PreparePart(0, 0, 0, 1))
+    state, reqs = pl.step(config, state, pl.PartPrepared(0, 1))
+    assert reqs == (SubmitPart(0, 1), AwaitSubstep(0, 0))  # substep 0's optim_step goes with part 1
+    state, reqs = pl.step(config, state, pl.SubstepDone(0, 0))
+    assert reqs == ()
+    for part in (2, 3):
+        state, reqs = pl.step(config, state, pl.Streamed(0, 0, part))
+    assert reqs == () and state.part_pending
+    state, reqs = pl.step(config, state, pl.Sampled(0, 0))
+    state, reqs = pl.step(config, state, pl.PartPrepared(0, 2))
+    assert reqs == (SubmitPart(0, 2), PreparePart(0, 0, 0, 3))
+    state, reqs = pl.step(config, state, pl.PartPrepared(0, 3))
+    assert reqs == (SubmitPart(0, 3), AwaitSubstep(0, 1))
+    state, reqs = pl.step(config, state, pl.SubstepDone(0, 1))
+    assert reqs == (RefreshSampler(0),)
+
+
+def test_streaming_refuses_off_policy_and_parts_that_do_not_split_into_substeps() -> None:
+    with pytest.raises(ValueError, match="on-policy"):
+        PlanConfig(total_steps=2, stream_parts=2, max_steps_off_policy=1)
+    with pytest.raises(ValueError, match="multiple of num_substeps = 2"):
+        PlanConfig(total_steps=2, num_substeps=2, stream_parts=3)
+    config = PlanConfig(total_steps=1, stream_parts=2)
+    state, _ = pl.start(config)
+    with pytest.raises(ValueError, match="does not fit"):
+        pl.step(config, state, pl.Streamed(0, 0, 1))  # parts arrive in order
+    with pytest.raises(ValueError, match="does not fit"):
+        pl.step(config, state, pl.Sampled(0, 0))  # after every part
 
 
 @given(configs, st.integers(0, 4), st.data(), st.integers(0, 3))

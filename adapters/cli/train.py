@@ -95,6 +95,7 @@ _FLAGS = {
     "estimator": str,
     "loss_fn": str,
     "max_steps_off_policy": int,
+    "stream_minibatches": int,
     "max_tokens": int,
     "correctness_weight": float,
     "kl_penalty_coef": float,

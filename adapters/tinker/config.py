@@ -95,6 +95,12 @@ class TrainConfig:
       learning_rate: the RL steps' Adam learning rate.
       beta1, beta2, eps: Adam's other parameters.
       num_substeps: optimizer steps per batch (the batch split in that many pieces, pipelined).
+      stream_minibatches: m > 0 streams each RL batch (tinker-cookbook's ``StreamMinibatchConfig``): its
+        debates are cut in dataset order into ``num_substeps × m`` parts, and a part's datums go to
+        ``forward_backward`` as soon as its debates (and every earlier part's) have finished, while later
+        debates are still sampled; one ``optim_step`` per substep after its m parts. 0 (the reference)
+        prepares the whole batch once sampled. On-policy only, with an estimator whose statistics stay
+        within a debate (not ``rae``, nor a batch-scaled preset); a KL penalty's mean is then per part.
       kl_penalty_coef: KL penalty against the reference sampler (the initial or warm-started weights);
         0 turns it off.
       save_every: checkpoint every K steps (and at the end); 0: only at the end.
@@ -142,6 +148,7 @@ class TrainConfig:
     beta2: float = 0.95
     eps: float = 1e-8
     num_substeps: int = 1
+    stream_minibatches: int = 0
     kl_penalty_coef: float = 0.0
     save_every: int = 20
     eval_every: int = 20
@@ -188,6 +195,7 @@ class TrainConfig:
             "eval_questions",
             "max_steps_off_policy",
             "max_concurrent_debates",
+            "stream_minibatches",
         )
         for name in non_negative:
             if getattr(self, name) < 0:
@@ -238,6 +246,7 @@ class TrainConfig:
 
     def _check_combinations(self) -> None:
         """Keys that are valid alone but not together (found now, before a run directory is made)."""
+        self._check_streaming()
         if self.estimator == "rae":
             return
         from adapters.pipeline import check_estimator
@@ -251,6 +260,37 @@ class TrainConfig:
                 f"config key estimator {self.estimator!r} refuses groups of one sample "
                 "(singleton=error), and with num_agents = 1 every debate is one: "
                 "use num_agents >= 2 or another singleton option"
+            )
+
+    def _check_streaming(self) -> None:
+        """``stream_minibatches`` needs on-policy training, debate-local advantages and a debate a part."""
+        m = self.stream_minibatches
+        if not m:
+            return
+        if self.max_steps_off_policy:
+            raise ValueError(
+                "config key stream_minibatches streams on-policy batches only: "
+                f"set max_steps_off_policy = 0 (got {self.max_steps_off_policy}) or stream_minibatches = 0"
+            )
+        coupled = self.estimator == "rae"
+        if not coupled:
+            from adapters.pipeline import resolve_estimator
+
+            try:
+                coupled = resolve_estimator(self.estimator)[1].get("scale") in ("batch", "whiten")
+            except (ValueError, TypeError):
+                return  # reported by the estimator check
+        if coupled:
+            raise ValueError(
+                f"config key stream_minibatches needs advantages computed within each debate; estimator "
+                f"{self.estimator!r} uses statistics of the whole batch (RAE baselines or a batch scale), "
+                "which a part of the batch does not have"
+            )
+        parts, debates = self.num_substeps * m, self.batch_size * self.group_size
+        if debates < parts:
+            raise ValueError(
+                f"config key stream_minibatches = {m} with num_substeps = {self.num_substeps} cuts a batch "
+                f"into {parts} parts, more than its {debates} debates (batch_size × group_size)"
             )
 
     @property

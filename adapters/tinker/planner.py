@@ -17,6 +17,19 @@ One step ``s`` (``0 ≤ s < total_steps``; the first ``warm_start_steps`` are wa
 before its checkpoint: a checkpoint at step ``s`` implies metrics lines ``0 … s`` exist (resume truncates
 any later lines), so every step appears exactly once across crashes.
 
+Streaming (``stream_parts = P > 0``, on-policy only; tinker-cookbook's ``StreamMinibatchConfig``): the
+batch of an RL step is cut into P parts in dataset order, ``P / num_substeps`` a substep. The shell reports
+``Streamed(b, v, j)`` as soon as every debate of parts ``0 … j`` has finished, and ``Sampled(b, v)`` after
+the last; the step starts with the first part::
+
+    PreparePart(s, b, v, 0) → PartPrepared(s, 0) → SubmitPart(s, 0), PreparePart(s, b, v, 1) → …
+      → SubmitPart(s, j) [the last part of substep k: its optim_step too], AwaitSubstep(s, k) → …
+      → SubstepDone(s, S − 1) → RefreshSampler(s) → … as above
+
+so a part's forward_backward runs on the service while later debates are still being sampled. One part
+is prepared at a time, in order; ``AwaitSubstep(s, k)`` follows the submission of substep k's last part
+and the end of substep k − 1 (substeps are awaited one at a time, in order).
+
 Sampling (RL steps only; batch ``b`` holds the questions of dataset batch ``b``): ``Sample(b, v)`` asks
 for the debates of batch ``b`` with the sampler of policy version ``v`` (the weights after ``v``
 optimizer steps). With ``max_steps_off_policy = 0`` a batch is requested only with the sampler of the
@@ -51,8 +64,10 @@ __all__ = [
     "Finish",
     "LoopState",
     "MetricsWritten",
+    "PartPrepared",
     "PlanConfig",
     "Prepare",
+    "PreparePart",
     "Prepared",
     "RefreshSampler",
     "Request",
@@ -61,6 +76,8 @@ __all__ = [
     "SamplerReady",
     "Save",
     "Saved",
+    "Streamed",
+    "SubmitPart",
     "SubmitSubstep",
     "SubstepDone",
     "WriteMetrics",
@@ -84,6 +101,7 @@ class PlanConfig:
       eval_every: evaluate after step s when ``(s + 1) % eval_every == 0`` (RL steps); also after the last,
         and after the last warm-start step (the policy RL starts from).
       max_steps_off_policy: k (0: on-policy).
+      stream_parts: P, the parts an RL batch is streamed in (a multiple of ``num_substeps``); 0: off.
     """
 
     total_steps: int
@@ -92,6 +110,7 @@ class PlanConfig:
     save_every: int = 0
     eval_every: int = 0
     max_steps_off_policy: int = 0
+    stream_parts: int = 0
 
     def __post_init__(self) -> None:
         for name in ("total_steps", "warm_start_steps", "save_every", "eval_every", "max_steps_off_policy"):
@@ -101,6 +120,18 @@ class PlanConfig:
             raise ValueError(f"num_substeps must be >= 1, got {self.num_substeps}")
         if self.warm_start_steps > self.total_steps:
             raise ValueError("warm_start_steps must be <= total_steps")
+        if self.stream_parts < 0 or self.stream_parts % self.num_substeps:
+            raise ValueError(
+                f"stream_parts must be 0 or a positive multiple of num_substeps = {self.num_substeps}, "
+                f"got {self.stream_parts}"
+            )
+        if self.stream_parts and self.max_steps_off_policy:
+            raise ValueError("stream_parts needs on-policy training (max_steps_off_policy = 0)")
+
+    @property
+    def parts_per_substep(self) -> int:
+        """Parts of one substep when streaming (0 when not)."""
+        return self.stream_parts // self.num_substeps
 
 
 # ---- requests (planner → shell) ---------------------------------------------------------------------
@@ -122,6 +153,25 @@ class Prepare:
     batch: int
     version: int
     warm: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PreparePart:
+    """Turn part ``part`` of batch ``batch`` (its debates have all finished) into datums for ``step``."""
+
+    step: int
+    batch: int
+    version: int
+    part: int
+
+
+@dataclass(frozen=True, slots=True)
+class SubmitPart:
+    """Submit forward_backward on part ``part``'s datums (none when it has none); after the last part of
+    a substep, that substep's optim_step too (when any of its parts had datums). Do not await."""
+
+    step: int
+    part: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,7 +224,17 @@ class Finish:
 
 
 Request: TypeAlias = (
-    Sample | Prepare | SubmitSubstep | AwaitSubstep | RefreshSampler | Evaluate | WriteMetrics | Save | Finish
+    Sample
+    | Prepare
+    | SubmitSubstep
+    | PreparePart
+    | SubmitPart
+    | AwaitSubstep
+    | RefreshSampler
+    | Evaluate
+    | WriteMetrics
+    | Save
+    | Finish
 )
 
 # ---- events (shell → planner) -----------------------------------------------------------------------
@@ -186,6 +246,23 @@ class Sampled:
 
     batch: int
     version: int
+
+
+@dataclass(frozen=True, slots=True)
+class Streamed:
+    """Every debate of parts ``0 … part`` of ``batch`` (sampled with policy ``version``) has finished."""
+
+    batch: int
+    version: int
+    part: int
+
+
+@dataclass(frozen=True, slots=True)
+class PartPrepared:
+    """The datums of part ``part`` of the step's batch are ready."""
+
+    step: int
+    part: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,9 +303,21 @@ class Saved:
     step: int
 
 
-Event: TypeAlias = Sampled | Prepared | SubstepDone | SamplerReady | Evaluated | MetricsWritten | Saved
+Event: TypeAlias = (
+    Sampled
+    | Streamed
+    | Prepared
+    | PartPrepared
+    | SubstepDone
+    | SamplerReady
+    | Evaluated
+    | MetricsWritten
+    | Saved
+)
 
-Phase = Literal["idle", "preparing", "training", "refreshing", "evaluating", "writing", "saving", "done"]
+Phase = Literal[
+    "idle", "preparing", "streaming", "training", "refreshing", "evaluating", "writing", "saving", "done"
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,6 +335,12 @@ class LoopState:
       phase: where the step in progress is.
       chunks: substeps of the step in progress; ``done_chunks`` of them finished.
       dropped: batches dropped as too stale, in all.
+      arrived: streaming: ``(batch, parts)`` for each batch whose parts are arriving (entry dropped at
+        its ``Sampled``).
+      streaming: streaming: the batch the current (or just finished) step took from ``inflight`` before
+        its ``Sampled`` arrived; ``(-1, -1)`` when none.
+      parts_done: streaming: parts of the step prepared (and submitted).
+      part_pending: streaming: a part is being prepared.
     """
 
     step: int = 0
@@ -259,12 +354,16 @@ class LoopState:
     chunks: int = 0
     done_chunks: int = 0
     dropped: int = 0
+    arrived: tuple[tuple[int, int], ...] = ()
+    streaming: tuple[int, int] = (-1, -1)
+    parts_done: int = 0
+    part_pending: bool = False
 
 
 def start(config: PlanConfig, resumed: LoopState | None = None) -> tuple[LoopState, tuple[Request, ...]]:
     """The first state and requests: fresh, or from a checkpoint's state (:func:`checkpoint_state`)."""
     state = resumed if resumed is not None else LoopState(next_batch=config.warm_start_steps)
-    if state.phase != "idle" or state.inflight or state.ready:
+    if state.phase != "idle" or state.inflight or state.ready or state.arrived or state.streaming != (-1, -1):
         raise ValueError("a resumed state must come from checkpoint_state (idle, nothing in flight)")
     return _advance(config, state, ())
 
@@ -279,7 +378,9 @@ def checkpoint_state(state: LoopState) -> LoopState:
     if state.phase != "saving":
         raise ValueError(f"checkpoint_state needs a state that is saving, got phase {state.phase!r}")
     pending = sorted({*state.to_sample, *(b for b, _ in state.inflight), *(b for b, _ in state.ready)})
-    return replace(_step_done(state), inflight=(), ready=(), to_sample=tuple(pending))
+    return replace(
+        _step_done(state), inflight=(), ready=(), to_sample=tuple(pending), arrived=(), streaming=(-1, -1)
+    )
 
 
 def step(config: PlanConfig, state: LoopState, event: Event) -> tuple[LoopState, tuple[Request, ...]]:
@@ -291,11 +392,35 @@ def step(config: PlanConfig, state: LoopState, event: Event) -> tuple[LoopState,
     out: list[Request] = []
     s = state
     match event:
+        case Sampled(batch, version) if s.streaming == (batch, version):
+            if _arrived(s, batch) != config.stream_parts:
+                _unexpected(event, s)
+            s = replace(s, streaming=(-1, -1), arrived=_without(s.arrived, batch))
         case Sampled(batch, version):
             if (batch, version) not in s.inflight:
                 _unexpected(event, s)
+            if config.stream_parts and _arrived(s, batch) != config.stream_parts:
+                _unexpected(event, s)
             inflight = tuple(x for x in s.inflight if x != (batch, version))
-            s = replace(s, inflight=inflight, ready=(*s.ready, (batch, version)))
+            arrived = _without(s.arrived, batch)
+            s = replace(s, inflight=inflight, ready=(*s.ready, (batch, version)), arrived=arrived)
+        case Streamed(batch, version, part):
+            mine = s.streaming == (batch, version) or (batch, version) in s.inflight
+            if not config.stream_parts or not mine or part != _arrived(s, batch):
+                _unexpected(event, s)
+            s = replace(s, arrived=(*_without(s.arrived, batch), (batch, part + 1)))
+            if s.phase == "streaming" and s.current == (batch, version):
+                s = _next_part(config, s, out)
+        case PartPrepared(step_, part):
+            _expect(s, "streaming", step_, event)
+            if not s.part_pending or part != s.parts_done:
+                _unexpected(event, s)
+            s = replace(s, parts_done=part + 1, part_pending=False)
+            out.append(SubmitPart(s.step, part))
+            per = config.parts_per_substep
+            if (part + 1) % per == 0 and part // per == s.done_chunks:  # awaited one at a time, in order
+                out.append(AwaitSubstep(s.step, part // per))
+            s = _next_part(config, s, out)
         case Prepared(step_, n):
             _expect(s, "preparing", step_, event)
             if n < 0:
@@ -309,6 +434,16 @@ def step(config: PlanConfig, state: LoopState, event: Event) -> tuple[LoopState,
                 if n > 1:
                     out.append(SubmitSubstep(s.step, 1))
                 out.append(AwaitSubstep(s.step, 0))
+        case SubstepDone(step_, index) if s.phase == "streaming":
+            _expect(s, "streaming", step_, event)
+            if index != s.done_chunks or s.parts_done < (index + 1) * config.parts_per_substep:
+                _unexpected(event, s)
+            s = replace(s, done_chunks=index + 1)
+            if index + 1 == s.chunks:
+                s = replace(s, phase="refreshing")
+                out.append(RefreshSampler(s.step))
+            elif s.parts_done >= (index + 2) * config.parts_per_substep:  # the next one went already
+                out.append(AwaitSubstep(s.step, index + 1))
         case SubstepDone(step_, index):
             _expect(s, "training", step_, event)
             if index != s.done_chunks:
@@ -364,7 +499,36 @@ def _eval_due(step_: int, config: PlanConfig) -> bool:
 
 
 def _step_done(s: LoopState) -> LoopState:
-    return replace(s, step=s.step + 1, phase="idle", current=(-1, -1), chunks=0, done_chunks=0)
+    return replace(
+        s,
+        step=s.step + 1,
+        phase="idle",
+        current=(-1, -1),
+        chunks=0,
+        done_chunks=0,
+        parts_done=0,
+        part_pending=False,
+    )
+
+
+def _arrived(s: LoopState, batch: int) -> int:
+    """Parts of ``batch`` that arrived (streaming)."""
+    return next((n for b, n in s.arrived if b == batch), 0)
+
+
+def _without(arrived: tuple[tuple[int, int], ...], batch: int) -> tuple[tuple[int, int], ...]:
+    return tuple(x for x in arrived if x[0] != batch)
+
+
+def _next_part(config: PlanConfig, s: LoopState, out: list[Request]) -> LoopState:
+    """Streaming: requests the step's next part when it has arrived and no part is being prepared (a
+    batch whose ``Sampled`` came before its step started has every part)."""
+    batch, version = s.current
+    available = _arrived(s, batch) if s.streaming == s.current else config.stream_parts
+    if s.part_pending or s.parts_done >= available:
+        return s
+    out.append(PreparePart(s.step, batch, version, s.parts_done))
+    return replace(s, part_pending=True)
 
 
 def _expect(s: LoopState, phase: str, step_: int, event: Event) -> None:
@@ -390,6 +554,8 @@ def _advance(
         if s.step < config.warm_start_steps:
             s = replace(s, phase="preparing", current=(s.step, s.version))
             reqs.append(Prepare(s.step, s.step, s.version, True))
+        elif config.stream_parts:
+            s = _start_streaming(config, s, reqs)
         elif s.ready:
             batch, version = min(s.ready)
             s = replace(s, ready=tuple(x for x in s.ready if x != (batch, version)))
@@ -402,6 +568,28 @@ def _advance(
         s = replace(s, phase="done")
         reqs.append(Finish())
     return s, tuple(reqs)
+
+
+def _start_streaming(config: PlanConfig, s: LoopState, reqs: list[Request]) -> LoopState:
+    """Starts a streamed step on a fully sampled batch, else on the batch in flight once a part arrived."""
+    if s.ready:
+        batch, version = min(s.ready)
+        s = replace(s, ready=tuple(x for x in s.ready if x != (batch, version)))
+    elif s.streaming == (-1, -1) and s.inflight and _arrived(s, s.inflight[0][0]):
+        batch, version = s.inflight[0]
+        s = replace(s, inflight=s.inflight[1:], streaming=(batch, version))
+    else:
+        return s
+    s = replace(
+        s,
+        phase="streaming",
+        current=(batch, version),
+        chunks=config.num_substeps,
+        done_chunks=0,
+        parts_done=0,
+        part_pending=False,
+    )
+    return _next_part(config, s, reqs)
 
 
 def _training_step(s: LoopState) -> int:

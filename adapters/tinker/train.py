@@ -51,6 +51,7 @@ from adapters.tinker.rollouts import (
     self_play,
     transcript_columns,
 )
+from adapters.tinker.streaming import PartTracker, part_bounds
 from adapters.tinker.tokenizers import ByteTokenizer
 from adapters.tinker.transcript_writer import TranscriptWriter
 from adapters.transcripts import Debate
@@ -137,6 +138,31 @@ class _Prepared:
             deferred()
 
 
+class _Stages(NamedTuple):
+    """The kernel stages of an RL step's debates before its datums: replayed debates, numbers, advantages,
+    and each accepted turn's token arrays (None where the rollout kept none)."""
+
+    replayed: list[pipeline.ReplayedDebate]
+    numeric: pipeline.NumericResult
+    advantages: _Advantages
+    tokens: list[list[TurnArrays | None]]
+
+
+@dataclass
+class _Streamed:
+    """A streamed step so far (``stream_minibatches``): the part prepared and not yet submitted, and per
+    substep the forward_backward futures and datums of its parts."""
+
+    batch: int
+    version: int
+    whole: _Prepared  # the step as its parts are submitted: datums, KL inputs, then its record
+    fbs: list[list[Any]]
+    chunks: list[list[tinker.Datum]]
+    part: _Prepared | None = None
+    prepare_time: float = 0.0
+    kl: tuple[float, int] = (0.0, 0)  # Σ KL and action tokens of the parts, for the penalty's mean
+
+
 @dataclass
 class _Shell:
     config: TrainConfig
@@ -154,8 +180,11 @@ class _Shell:
     queue: asyncio.Queue[pl.Event] = field(default_factory=asyncio.Queue)
     batches: dict[int, tuple[list[DebateResult], float]] = field(default_factory=dict)
     prepared: _Prepared | None = None
-    futures: dict[int, tuple[Any, Any]] = field(default_factory=dict)
+    futures: dict[int, tuple[list[Any], Any]] = field(default_factory=dict)  # per substep: fbs, optim
     outputs: list[types.ForwardBackwardOutput] = field(default_factory=list)
+    substeps: int = 0  # substeps of the step in training
+    streams: dict[int, tuple[PartTracker[DebateResult], list[float]]] = field(default_factory=dict)
+    streamed: _Streamed | None = None
     record: dict[str, Any] = field(default_factory=dict)
     step_start: float = 0.0
     train_start: float = 0.0
@@ -192,11 +221,20 @@ class _Shell:
                 self.step_start = self.clock()
                 self.collector.pause()  # until the step's requests are submitted
                 tg.create_task(self.prepare(request, state))
+            case pl.PreparePart(step, batch, version, part):
+                if part == 0:
+                    self.step_start = self.clock()
+                self.collector.pause()  # until the part's forward_backward is submitted
+                tg.create_task(self.prepare_part(request))
+            case pl.SubmitPart(step, part):
+                self.submit_part(step, part)
             case pl.SubmitSubstep(step, index):
                 assert self.prepared is not None
                 if index == 0:
                     self.train_start = self.clock()
-                self.futures[index] = self.submit(self.prepared.chunks[index])
+                    self.substeps = len(self.prepared.chunks)
+                fb, opt = self.submit(self.prepared.chunks[index])
+                self.futures[index] = ([fb], opt)
                 if index == 0:
                     self.start_transcript_write()
                     self.prepared.finish()  # while the service computes
@@ -225,9 +263,30 @@ class _Shell:
             answers=[q.answer for q in qs],
             id_prefix=f"b{batch}-q",
         )
-        result = await run_debates(specs, self.renderer, config=self.rollout_config, policy_version=version)
-        self.batches[batch] = (list(result.results), self.clock() - t0)
+        on_result = self.stream(batch, version, len(specs), t0) if self.config.stream_minibatches else None
+        result = await run_debates(
+            specs, self.renderer, config=self.rollout_config, policy_version=version, on_result=on_result
+        )
+        if on_result is None:
+            self.batches[batch] = (list(result.results), self.clock() - t0)
         self.queue.put_nowait(pl.Sampled(batch, version))
+
+    def stream(self, batch: int, version: int, num_debates: int, t0: float) -> Callable[[DebateResult], None]:
+        """The rollouts' ``on_result`` of a streamed batch: reports each part as it completes."""
+        c = self.config
+        tracker: PartTracker[DebateResult] = PartTracker(
+            part_bounds(num_debates, c.num_substeps * c.stream_minibatches)
+        )
+        sample_time: list[float] = []
+        self.streams[batch] = (tracker, sample_time)
+
+        def on_result(result: DebateResult) -> None:
+            for part in tracker.add(result.index, result):
+                if part == tracker.num_parts - 1:
+                    sample_time.append(self.clock() - t0)
+                self.queue.put_nowait(pl.Streamed(batch, version, part))
+
+        return on_result
 
     async def prepare(self, request: pl.Prepare, state: pl.LoopState) -> None:
         t0 = self.clock()
@@ -242,16 +301,9 @@ class _Shell:
             if self.config.kl_penalty_coef > 0 and prepared.data:
                 prepared.finish()
                 self.collector.resume()  # the reference sampler's wait is the collector's time
-                await self.kl_penalty(prepared)
-        prepared.record.update(
-            {
-                "step": request.step,
-                "phase": "warm_start" if request.warm else "rl",
-                "policy_version": request.version,
-                "staleness": request.step - request.version,
-                "time/prepare": self.clock() - t0,
-            }
-        )
+                total, count = await self.kl_penalty(prepared)
+                prepared.record["optim/kl_penalty"] = total / max(count, 1)
+        prepared.record.update(_step_fields(request.step, request.warm, request.version, self.clock() - t0))
         self.prepared = prepared
         self.outputs = []
         self.futures = {}
@@ -260,6 +312,72 @@ class _Shell:
             prepared.finish()
             self.collector.resume()
         self.queue.put_nowait(pl.Prepared(request.step, len(prepared.chunks)))
+
+    async def prepare_part(self, request: pl.PreparePart) -> None:
+        """The datums of one part of a streamed step (its debates have all finished)."""
+        t0 = self.clock()
+        c = self.config
+        if request.part == 0:
+            step = _Prepared([], [], {}, [], [])
+            empty: list[list[Any]] = [[] for _ in range(c.num_substeps)]
+            self.streamed = _Streamed(request.batch, request.version, step, empty, [[] for _ in empty])
+            self.prepared, self.outputs, self.futures, self.substeps = step, [], {}, c.num_substeps
+        assert self.streamed is not None
+        results = self.streams[request.batch][0].part(request.part)
+        part = self.prepare_rl(results, [r for r in results if r.turns], record=False)
+        if c.kl_penalty_coef > 0 and part.data:
+            part.finish()
+            self.collector.resume()  # the reference sampler's wait is the collector's time
+            total, count = await self.kl_penalty(part)
+            kl_total, kl_count = self.streamed.kl
+            self.streamed.kl = (kl_total + total, kl_count + count)
+        self.streamed.part = part
+        self.streamed.prepare_time += self.clock() - t0
+        self.queue.put_nowait(pl.PartPrepared(request.step, request.part))
+
+    def submit_part(self, step: int, index: int) -> None:
+        """Submits a part's forward_backward (and, after its substep's last part, the substep's optim_step
+        when any of its parts had datums); after the batch's last part, the step's record and transcripts
+        while the service computes."""
+        streamed, c = self.streamed, self.config
+        assert streamed is not None and streamed.part is not None
+        part, streamed.part = streamed.part, None
+        per = c.stream_minibatches
+        k = index // per
+        if index == 0:
+            self.train_start = self.clock()
+        if part.data:
+            streamed.fbs[k].append(self.forward_backward(part.data))
+            streamed.chunks[k].extend(part.data)
+        if index % per == per - 1:
+            self.futures[k] = (streamed.fbs[k], self.optim_step() if streamed.chunks[k] else None)
+        self.collector.resume()
+        part.finish()
+        whole = streamed.whole
+        whole.data.extend(part.data)
+        whole.sampler_logprobs.extend(part.sampler_logprobs)
+        whole.masks.extend(part.masks)
+        if index == c.num_substeps * per - 1:
+            self.finish_streamed_step(step)
+
+    def finish_streamed_step(self, step: int) -> None:
+        """A streamed step's transcripts and record, over its whole batch (as an unstreamed step's)."""
+        streamed = self.streamed
+        assert streamed is not None
+        tracker, sample_time = self.streams.pop(streamed.batch)
+        results = [r for j in range(tracker.num_parts) for r in tracker.part(j)]
+        played = [r for r in results if r.turns]
+        self.unwritten = (step, played)
+        self.start_transcript_write()
+        whole = streamed.whole
+        whole.chunks = [chunk for chunk in streamed.chunks if chunk]
+        whole.record.update(self.rl_record(results, self.rl_stages(results, played)))
+        whole.record["time/sample"] = sample_time[0]
+        if self.config.kl_penalty_coef > 0 and whole.data:
+            total, count = streamed.kl
+            whole.record["optim/kl_penalty"] = total / max(count, 1)
+        whole.record.update(_step_fields(step, False, streamed.version, streamed.prepare_time))
+        self.streamed = None
 
     def start_transcript_write(self) -> None:
         """Writes the step's transcripts in a task of the group (a thread, or the writer's process for a
@@ -322,37 +440,59 @@ class _Shell:
             advantages = np.maximum(advantages, 0.0)
         return _Advantages(correct, returns, advantages, keep_debate, removed)
 
-    def prepare_rl(self, results: Sequence[DebateResult], played: Sequence[DebateResult]) -> _Prepared:
-        """The step's datums from its rollouts, with only what the datums need before the submission:
-        the turns' tokens go straight from the rollouts into one ``kernel.build_datums`` call (no
-        transcripts), and the metrics that the datums do not need are left to :meth:`_Prepared.finish`.
-        The same datums and record as replaying the transcripts through the scoring pipeline
-        (``tests/test_train_prepare.py``)."""
+    def rl_stages(self, results: Sequence[DebateResult], played: Sequence[DebateResult]) -> _Stages | None:
+        """Replay, votes, rewards, returns and advantages of the played debates (None when none replays)."""
         c = self.config
         options = pipeline.ScoreOptions(policy=c.parse_policy, reward=c.reward_mode, estimator="default")
         replayed = _replay_rollouts(played, options, self.rollout_config.parse_failure_reward)
-        record: dict[str, Any] = {"env/all/total_episodes": len(results)}
         if not replayed:
-            return _Prepared([], [], {**record, **_nan_metrics()}, [], [])
+            return None
         numeric = pipeline.compute_numeric(replayed, options=options)
-        correct, returns, advantages, keep_debate, removed = self.advantage_stage(replayed, played, numeric)
-        numeric = numeric._replace(returns_PG=returns, advantages_PG=advantages)
+        advantages = self.advantage_stage(replayed, played, numeric)
+        numeric = numeric._replace(returns_PG=advantages.returns_PG, advantages_PG=advantages.advantages_PG)
         tokens = [[played[p].turns[k].arrays for k in r.replay.accepted] for p, r in enumerate(replayed)]
+        return _Stages(replayed, numeric, advantages, tokens)
+
+    def rl_record(self, results: Sequence[DebateResult], stages: _Stages | None) -> dict[str, Any]:
+        """The metrics of an RL step's debates that its datums do not need."""
+        record: dict[str, Any] = {"env/all/total_episodes": len(results)}
+        if stages is None:
+            return {**record, **_nan_metrics()}
+        a = stages.advantages
+        record.update(
+            self.batch_metrics(stages.replayed, stages.tokens, stages.numeric, a.advantages_PG, a.correct_PG)
+        )
+        record["data/constant_groups_removed"] = a.removed
+        return record
+
+    def prepare_rl(
+        self, results: Sequence[DebateResult], played: Sequence[DebateResult], *, record: bool = True
+    ) -> _Prepared:
+        """The step's datums from its rollouts, with only what the datums need before the submission:
+        the turns' tokens go straight from the rollouts into one ``kernel.build_datums`` call (no
+        transcripts), and the metrics that the datums do not need are left to :meth:`_Prepared.finish`
+        (``record=False``: none, for a part of a streamed step). The same datums and record as replaying
+        the transcripts through the scoring pipeline (``tests/test_train_prepare.py``)."""
+        c = self.config
+        stages = self.rl_stages(results, played)
+        if stages is None:
+            return _Prepared([], [], self.rl_record(results, None) if record else {}, [], [])
         credit = (
             None if c.credit == "turn" else functools.partial(credit_weights, self.renderer, mode=c.credit)
         )
-        arrays = _rollout_datums(replayed, tokens, numeric, credit)
+        arrays = _rollout_datums(stages.replayed, stages.tokens, stages.numeric, credit)
         data: list[tinker.Datum] = []
         kept: list[int] = []
         if arrays is not None:
             batch = kernel.DatumBatch(*(arrays[name] for name in kernel.DatumBatch._fields))
             converted = datums_to_tinker(batch, copy=False)  # the batch is ours alone: lent, not copied
-            keep_D = keep_debate[arrays["debate_D"]].tolist()
+            keep_D = stages.advantages.keep_P[arrays["debate_D"]].tolist()
             for d, datum in enumerate(converted):
                 if keep_D[d]:
                     data.append(datum)
                     kept.append(d)
-        prepared = _Prepared(data, _split(data, c.num_substeps), record, [], [])
+        episodes = {"env/all/total_episodes": len(results)}
+        prepared = _Prepared(data, _split(data, c.num_substeps), episodes, [], [])
 
         def finish() -> None:
             if arrays is not None:
@@ -362,8 +502,8 @@ class _Shell:
                     s, e = bounds[d], bounds[d + 1]
                     prepared.sampler_logprobs.append(np.asarray(lps[s:e], dtype=np.float32))
                     prepared.masks.append(np.asarray(mask[s:e], dtype=bool))
-            record.update(self.batch_metrics(replayed, tokens, numeric, advantages, correct))
-            record["data/constant_groups_removed"] = removed
+            if record:
+                prepared.record.update(self.rl_record(results, stages))
 
         prepared.deferred = finish
         return prepared
@@ -467,8 +607,10 @@ class _Shell:
             )
         return _Prepared(data, _split(data, c.num_substeps), record, [], [])
 
-    async def kl_penalty(self, prepared: _Prepared) -> None:
-        """``A_t += β·(mean KL − KL_t)`` over action tokens, KL_t = lp_sampler − lp_reference."""
+    async def kl_penalty(self, prepared: _Prepared) -> tuple[float, int]:
+        """``A_t += β·(mean KL − KL_t)`` over action tokens, KL_t = lp_sampler − lp_reference, the mean over
+        ``prepared``'s datums (a streamed step's part: over the part, as tinker-cookbook's streaming
+        minibatches do); returns ``(Σ KL_t, action tokens)``."""
         reference = self.fixed or self.sampler
         compute = getattr(reference, "compute_logprobs", None)
         if compute is None:
@@ -488,34 +630,42 @@ class _Shell:
             adv = np.asarray(datum.loss_fn_inputs["advantages"].to_numpy(), dtype=np.float32)
             adv = adv + np.where(mask, beta * (mean - diff), 0.0).astype(np.float32)
             datum.loss_fn_inputs["advantages"] = types.TensorData.from_numpy(adv)
-        prepared.record["optim/kl_penalty"] = mean
+        return total, count
 
     def submit(self, chunk: list[tinker.Datum]) -> tuple[Any, Any]:
+        """forward_backward and optim_step of one substep, back to back."""
+        return self.forward_backward(chunk), self.optim_step()
+
+    def forward_backward(self, chunk: list[tinker.Datum]) -> Any:
         c = self.config
         assert self.prepared is not None
-        warm = self.prepared.record.get("phase") == "warm_start"
-        if warm:
-            fb = self.training.forward_backward(chunk, "cross_entropy")
-        elif c.loss_fn.startswith("kernel:"):
-            fb = self.training.forward_backward_custom(
+        if self.prepared.record.get("phase") == "warm_start":
+            return self.training.forward_backward(chunk, "cross_entropy")
+        if c.loss_fn.startswith("kernel:"):
+            return self.training.forward_backward_custom(
                 chunk, _kernel_loss(c.loss_fn[7:], dict(c.loss_fn_config))
             )
-        else:
-            fb = self.training.forward_backward(chunk, c.loss_fn, dict(c.loss_fn_config) or None)  # type: ignore[arg-type]
+        return self.training.forward_backward(chunk, c.loss_fn, dict(c.loss_fn_config) or None)  # type: ignore[arg-type]
+
+    def optim_step(self) -> Any:
+        c = self.config
+        assert self.prepared is not None
         lr = c.learning_rate
-        if warm:  # the warm start's own rate, decaying linearly to × warm_start_lr_decay
+        if self.prepared.record.get("phase") == "warm_start":  # its own rate, decaying linearly
             lr = c.warm_start_learning_rate or c.learning_rate
             if c.warm_start_steps > 1:
                 progress = self.prepared.record["step"] / (c.warm_start_steps - 1)
                 lr *= 1.0 - (1.0 - c.warm_start_lr_decay) * progress
         adam = types.AdamParams(learning_rate=lr, beta1=c.beta1, beta2=c.beta2, eps=c.eps)
-        return fb, self.training.optim_step(adam)
+        return self.training.optim_step(adam)
 
     async def await_substep(self, step: int, index: int) -> None:
-        fb, opt = self.futures.pop(index)
-        self.outputs.append(await fb)
-        await opt
-        if self.prepared is not None and index == len(self.prepared.chunks) - 1:
+        fbs, opt = self.futures.pop(index, ([], None))
+        for fb in fbs:
+            self.outputs.append(await fb)
+        if opt is not None:
+            await opt
+        if index == self.substeps - 1:
             self.record["time/train"] = self.clock() - self.train_start
         self.queue.put_nowait(pl.SubstepDone(step, index))
 
@@ -713,6 +863,7 @@ async def run_training(
         save_every=config.save_every,
         eval_every=config.eval_every,
         max_steps_off_policy=config.max_steps_off_policy,
+        stream_parts=config.num_substeps * config.stream_minibatches,
     )
     if resumed is not None and resumed.step >= plan.total_steps:
         return TrainResult(run.run_dir, shell.metrics)
@@ -1174,6 +1325,16 @@ def _mean_loss(outputs: Sequence[types.ForwardBackwardOutput], data: Sequence[ti
 def _transcript_writer() -> TranscriptWriter:
     """The loop's writer: steps of at least ``transcript_writer.PROCESS_TOKENS`` tokens go to its process."""
     return TranscriptWriter(process_tokens=transcript_writer.PROCESS_TOKENS)
+
+
+def _step_fields(step: int, warm: bool, version: int, prepare_time: float) -> dict[str, Any]:
+    return {
+        "step": step,
+        "phase": "warm_start" if warm else "rl",
+        "policy_version": version,
+        "staleness": step - version,
+        "time/prepare": prepare_time,
+    }
 
 
 def _split(data: list[tinker.Datum], num_substeps: int) -> list[list[tinker.Datum]]:

@@ -1,0 +1,233 @@
+"""Streamed steps (``stream_minibatches``): the same datums as the whole batch, trained while later debates
+are still sampled, exactly once across crashes; the part tracker; the config's refusals. No network."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from adapters.tinker import checkpoint as ck
+from adapters.tinker.config import TrainConfig
+from adapters.tinker.fake import FakeServiceClient, load_state_file
+from adapters.tinker.faults import Fault, FaultPlan, SimulatedCrash, with_faults
+from adapters.tinker.streaming import PartTracker, part_bounds
+from adapters.tinker.train import METRIC_NAMES, run_training
+from tests._profile import examples
+
+SMALL = {"batch_size": 6, "num_agents": 2, "max_rounds": 2, "max_tokens": 128, "eval_every": 0}
+
+
+def _config(out: Path, **kw: Any) -> TrainConfig:
+    return TrainConfig.from_mapping({**SMALL, "out": str(out), **kw})
+
+
+class _Capture:
+    """A training client wrapper that logs, in order, each forward_backward's datums and each optim_step."""
+
+    def __init__(self, inner: Any, log: list[Any]) -> None:
+        self.inner, self.log = inner, log
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def forward_backward(self, data: Any, loss_fn: Any, loss_fn_config: Any = None) -> Any:
+        self.log.append(("fb", [_parts(d) for d in data]))
+        return self.inner.forward_backward(data, loss_fn, loss_fn_config)
+
+    def optim_step(self, adam: Any) -> Any:
+        self.log.append(("opt", None))
+        return self.inner.optim_step(adam)
+
+
+class _CapturingService:
+    def __init__(self, inner: Any, log: list[Any]) -> None:
+        self.inner, self.log = inner, log
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def _client(self, fut: Any) -> Any:
+        return _Capture(await fut, self.log)
+
+    def create_lora_training_client(self, base_model: str, rank: int = 32) -> Any:
+        return self._client(self.inner.create_lora_training_client(base_model, rank))
+
+
+def _parts(d: Any) -> tuple[list[int], dict[str, list[Any]]]:
+    return d.model_input.to_ints(), {k: v.to_numpy().tolist() for k, v in d.loss_fn_inputs.items()}
+
+
+def _trained(config: TrainConfig, plan: FaultPlan) -> tuple[list[Any], list[dict[str, Any]]]:
+    log: list[Any] = []
+    faulty, _ = with_faults(FakeServiceClient(seed=0), plan)
+    result = asyncio.run(run_training(config, _CapturingService(faulty, log)))  # type: ignore[arg-type]
+    return log, result.metrics
+
+
+@settings(max_examples=examples(8), deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    substeps=st.integers(1, 2),
+    per_substep=st.integers(1, 3),
+    group_size=st.integers(1, 2),
+    error_rate=st.sampled_from([0.0, 0.2]),
+    seed=st.integers(0, 20),
+    remove_constant=st.booleans(),
+)
+def test_a_streamed_step_trains_the_datums_of_the_whole_batch(
+    tmp_path_factory: pytest.TempPathFactory,
+    substeps: int,
+    per_substep: int,
+    group_size: int,
+    error_rate: float,
+    seed: int,
+    remove_constant: bool,
+) -> None:
+    """Debates finish in a random order (random delays) and some fail: the streamed step's
+    forward_backward calls hold, in order, exactly the unstreamed step's datums, one optim_step per
+    substep that has any, and its metrics line is the same but for the timings."""
+    tmp = tmp_path_factory.mktemp("stream")
+    plan = FaultPlan(seed=seed, rates={"delay": 0.6, "error": error_rate}, max_delay=0.004)
+    keys = {"steps": 1, "num_substeps": substeps, "group_size": group_size}
+    keys["remove_constant_reward_groups"] = remove_constant
+    whole_log, whole = _trained(_config(tmp / "whole", **keys), plan)
+    parts_log, parts = _trained(_config(tmp / "parts", stream_minibatches=per_substep, **keys), plan)
+    assert [d for kind, data in parts_log if kind == "fb" for d in data] == [
+        d for kind, data in whole_log if kind == "fb" for d in data
+    ]
+    fbs = [len(data) for kind, data in parts_log if kind == "fb"]
+    assert all(fbs) and len(fbs) <= substeps * per_substep  # a part without datums sends nothing
+    trained_substeps = parts[0]["optim/num_substeps"]
+    assert sum(kind == "opt" for kind, _ in parts_log) == trained_substeps <= substeps
+    # with two substeps the second one's trainer logprobs come from new weights, and which datums it holds
+    # differs (the batch cut by datums or by debates): its KL and loss figures differ
+    trainer = ("optim/kl_sample_train_v1", "optim/kl_sample_train_v2", "optim/loss")
+    for name in METRIC_NAMES:
+        if name.startswith("time/") or name == "optim/num_substeps" or (substeps > 1 and name in trainer):
+            continue
+        a, b = whole[0][name], parts[0][name]
+        assert a == b or (a is None and b is None) or math.isclose(a, b, rel_tol=1e-6), name
+
+
+class _Log(list[Any]):
+    """A log that also notes, at each forward_backward, how many samples had been requested."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.samples_at_fb: list[int] = []
+        self.faults: Any = None
+
+    def append(self, entry: Any) -> None:
+        if entry[0] == "fb":
+            self.samples_at_fb.append(self.faults.calls["sample"])
+        super().append(entry)
+
+
+def test_a_part_trains_while_a_straggler_of_a_later_part_is_still_sampled(tmp_path: Path) -> None:
+    """Debate 5's first sample takes 0.3 s; debates 0-4 (parts 0-4) end meanwhile and are trained: their
+    forward_backward calls go before debate 5 has made all its sample requests."""
+    log = _Log()
+    plan = FaultPlan(at={("sample", 5): Fault("delay", delay=0.3)})  # the six debates' first turns: 0-5
+    faulty, log.faults = with_faults(FakeServiceClient(seed=0), plan)
+    config = _config(tmp_path, steps=1, stream_minibatches=6)
+    result = asyncio.run(run_training(config, _CapturingService(faulty, log)))  # type: ignore[arg-type]
+    assert result.metrics[0]["optim/num_substeps"] == 1
+    assert len(log.samples_at_fb) == 6 and log.samples_at_fb == sorted(log.samples_at_fb)
+    assert log.samples_at_fb[4] < log.faults.calls["sample"]  # part 4 went while debate 5 still sampled
+
+
+def _lineage(run_dir: Path) -> list[str]:
+    run = ck.RunInfo(run_dir, json.loads((run_dir / ck.RUN_FILE).read_text())["run_id"], {})
+    latest = ck.latest_checkpoint(run)
+    assert latest is not None
+    return load_state_file(latest.state["state_path"]).trained_batches()
+
+
+@settings(max_examples=examples(10), deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    method=st.sampled_from(["forward_backward", "optim_step", "save_state", "sample"]),
+    index=st.integers(0, 10),
+    after=st.booleans(),
+    substeps=st.integers(1, 2),
+)
+def test_a_streamed_run_trains_every_part_exactly_once_across_a_crash(
+    tmp_path_factory: pytest.TempPathFactory, method: str, index: int, after: bool, substeps: int
+) -> None:
+    """Killed anywhere and resumed, a streamed run trains what an uninterrupted one trains, in order."""
+    tmp = tmp_path_factory.mktemp("crash")
+    keys = {"steps": 4, "save_every": 2, "num_substeps": substeps, "stream_minibatches": 2}
+    clean = asyncio.run(
+        run_training(_config(tmp / "clean", **keys), FakeServiceClient(seed=0, root=tmp / "s0"))
+    )
+    config = _config(tmp / "run", **keys)
+    root = tmp / "s1"
+    calls = index * 12 if method == "sample" else index
+    service, _ = with_faults(
+        FakeServiceClient(seed=0, root=root), FaultPlan(at={(method, calls): Fault("crash", after=after)})
+    )
+    try:
+        asyncio.run(run_training(config, service))
+    except BaseException as e:  # the simulated SIGKILL
+        if not _crashed(e):
+            raise
+    result = asyncio.run(run_training(config, FakeServiceClient(seed=0, root=root), resume=True))
+    assert [m["step"] for m in ck.read_metrics(result.run_dir)] == list(range(4))
+    assert _lineage(result.run_dir) == _lineage(clean.run_dir)
+
+
+def _crashed(e: BaseException) -> bool:
+    if isinstance(e, SimulatedCrash):
+        return True
+    return isinstance(e, BaseExceptionGroup) and any(_crashed(x) for x in e.exceptions)
+
+
+@pytest.mark.parametrize(
+    ("keys", "error"),
+    [
+        ({"stream_minibatches": 2, "max_steps_off_policy": 1}, "on-policy batches only"),
+        ({"stream_minibatches": 1, "estimator": "rae"}, "within each debate"),
+        ({"stream_minibatches": 1, "estimator": "trl_grpo.batch"}, "within each debate"),
+        ({"stream_minibatches": 3, "num_substeps": 2, "batch_size": 5}, "6 parts, more than its 5 debates"),
+        ({"stream_minibatches": -1}, "stream_minibatches must be >= 0"),
+    ],
+)
+def test_streaming_config_errors_name_the_keys(keys: dict[str, Any], error: str) -> None:
+    with pytest.raises(ValueError, match=error):
+        TrainConfig.from_mapping(keys)
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(st.integers(1, 30), st.data())
+def test_parts_complete_in_order_once_every_debate_up_to_them_finished(n: int, data: st.DataObject) -> None:
+    parts = data.draw(st.integers(1, n), label="parts")
+    bounds = part_bounds(n, parts)
+    assert bounds[0] == 0 and bounds[-1] == n
+    assert {bounds[j + 1] - bounds[j] for j in range(parts)} <= {n // parts, -(-n // parts)}
+    tracker: PartTracker[int] = PartTracker(bounds)
+    done: set[int] = set()
+    reported: list[int] = []
+    for i in data.draw(st.permutations(range(n)), label="finish order"):
+        done.add(i)
+        reported += tracker.add(i, i)
+        # part j is complete iff every debate before its end has finished
+        want = [j for j in range(parts) if all(k in done for k in range(bounds[j + 1]))]
+        assert reported == want
+    assert [tracker.part(j) for j in range(parts)] == [
+        list(range(bounds[j], bounds[j + 1])) for j in range(parts)
+    ]
+    with pytest.raises(ValueError, match="finished twice"):
+        tracker.add(0, 0)
+
+
+def test_part_bounds_refuse_empty_parts() -> None:
+    with pytest.raises(ValueError, match="3 debates cannot fill 4 parts"):
+        part_bounds(3, 4)
+    tracker: PartTracker[int] = PartTracker(part_bounds(4, 2))
+    with pytest.raises(ValueError, match="not complete"):
+        tracker.part(0)
