@@ -24,6 +24,13 @@
    and whatever of the metrics line did not overlap the next sampling), each against its share of the
    bound (``longest × 50 ms`` for sampling, 200 ms for training, 0 otherwise).
 
+3. Stragglers and a service that computes: each sample takes a uniform 0-100 ms (debates end at different
+   times), forward_backward is computed serially at 0.25 µs a token (about 0.37 s for a whole batch) plus
+   50 ms of latency (:class:`~adapters.tinker.faults.FaultPlan`'s ``compute_per_token``). Wall time per
+   step unstreamed against ``stream_minibatches`` = 4 and 8 (``stream_order = "completion"``) and 8 in
+   dataset order: the parts of the debates that ended are computed while the slower ones are still
+   sampled.
+
 Everything runs with :func:`adapters._gc.fewer_gc_passes`, as ``debate-kernel train`` runs the loop
 (the default collector thresholds cost 174 ms over 12 steps of part 2, 1.7 % of a step).
 
@@ -227,6 +234,30 @@ def _async_wall(debates: int, steps: int, sample_s: float, fb_s: float) -> dict[
     }
 
 
+def _stragglers(debates: int, steps: int, minibatches: int, order: str = "completion") -> float:
+    """Mean wall time per step (steps 2..) with random sample delays and a computing service."""
+    import dataclasses
+
+    from adapters.tinker.fake import FakeServiceClient
+    from adapters.tinker.faults import FaultPlan, with_faults
+    from adapters.tinker.train import run_training
+
+    with tempfile.TemporaryDirectory() as tmp:
+        plan = FaultPlan(
+            seed=1,
+            rates={"delay": 1.0},
+            max_delay=0.1,
+            latency={"forward_backward": 0.05},
+            compute_per_token={"forward_backward": 0.25e-6},
+        )
+        service, _ = with_faults(FakeServiceClient(seed=0), plan)
+        config = _config(Path(tmp) / "run", debates, steps)
+        config = dataclasses.replace(config, stream_minibatches=minibatches, stream_order=order)
+        result = asyncio.run(run_training(config, service))
+    rows = result.metrics[1:] or result.metrics
+    return statistics.fmean(m["time/total"] for m in rows)
+
+
 def main(argv: list[str]) -> int:
     with fewer_gc_passes():  # as `debate-kernel train` runs the loop
         return _main(argv)
@@ -313,10 +344,21 @@ def _main(argv: list[str]) -> int:
             ]
         ],
     )
+    stream_steps = 2 if quick else 5
+    whole = _stragglers(debates, stream_steps, 0)
+    cases = [(4, "completion"), (8, "completion"), (8, "dataset")]
+    streamed = {f"{m}_{order}": _stragglers(debates, stream_steps, m, order) for m, order in cases}
+    print_table(
+        "train: stragglers (samples 0-100 ms), forward_backward computed at 0.25 us/token + 50 ms",
+        ["stream_minibatches, stream_order", "wall s per step", "unstreamed / streamed"],
+        [["0 (off)", whole, 1.0], *([name.replace("_", ", "), t, whole / t] for name, t in streamed.items())],
+    )
     print(
         json.dumps(
             {
                 "bench": "train",
+                "stragglers_step_s": round(whole, 5),
+                **{f"stragglers_stream{m}_step_s": round(t, 5) for m, t in streamed.items()},
                 **{f"zero_{k}": round(v, 5) for k, v in zero.items()},
                 **{f"latency_{k}": round(v, 5) for k, v in lat.items()},
                 **{f"async_{k}": round(v, 5) for k, v in asy.items()},

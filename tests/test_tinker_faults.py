@@ -83,6 +83,30 @@ def test_latency_runs_from_submission_not_from_the_first_await() -> None:
     assert alone >= 0.2
 
 
+def test_forward_backward_compute_is_per_token_and_queued_behind_earlier_requests() -> None:
+    """With ``compute_per_token`` a request takes its tokens' compute after those submitted before it:
+    two 3-token requests at 20 ms a token, submitted together, end at 60 and 120 ms (plus latency)."""
+
+    async def main() -> list[float]:
+        plan = FaultPlan(compute_per_token={"forward_backward": 0.02}, latency={"forward_backward": 0.03})
+        service, faults = with_faults(FakeServiceClient(seed=0), plan)
+        tc = await service.create_lora_training_client("fake", 4)
+        futures = [tc.forward_backward([DATUM], "cross_entropy") for _ in range(2)]
+        for fut in futures:
+            await fut
+        later = tc.forward_backward([DATUM, DATUM], "cross_entropy")  # the queue is empty again
+        await later
+        return faults.delivered["forward_backward"]
+
+    first, second, third = asyncio.run(main())
+    assert 0.09 <= first < 0.13 and 0.15 <= second < 0.2  # 3 x 20 ms + 30 ms; then 60 ms more
+    assert 0.15 <= third < 0.2  # 6 tokens x 20 ms + 30 ms, from its own submission
+    with pytest.raises(ValueError, match="compute_per_token: method must be forward_backward"):
+        FaultPlan(compute_per_token={"sample": 0.1})
+    with pytest.raises(ValueError, match=r"compute_per_token\['forward_backward'\] must be >= 0"):
+        FaultPlan(compute_per_token={"forward_backward": -1.0})
+
+
 def test_plan_validation() -> None:
     with pytest.raises(ValueError, match="kind must be one of"):
         Fault("boom")  # type: ignore[arg-type]

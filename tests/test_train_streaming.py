@@ -79,6 +79,7 @@ def _trained(config: TrainConfig, plan: FaultPlan) -> tuple[list[Any], list[dict
     error_rate=st.sampled_from([0.0, 0.2]),
     seed=st.integers(0, 20),
     remove_constant=st.booleans(),
+    order=st.sampled_from(["completion", "dataset"]),
 )
 def test_a_streamed_step_trains_the_datums_of_the_whole_batch(
     tmp_path_factory: pytest.TempPathFactory,
@@ -88,25 +89,31 @@ def test_a_streamed_step_trains_the_datums_of_the_whole_batch(
     error_rate: float,
     seed: int,
     remove_constant: bool,
+    order: str,
 ) -> None:
     """Debates finish in a random order (random delays) and some fail: the streamed step's
-    forward_backward calls hold, in order, exactly the unstreamed step's datums, one optim_step per
-    substep that has any, and its metrics line is the same but for the timings."""
+    forward_backward calls hold exactly the unstreamed step's datums (in the same order with
+    ``stream_order = "dataset"``), one optim_step per substep that has any, and its metrics line is the
+    same but for the timings."""
     tmp = tmp_path_factory.mktemp("stream")
     plan = FaultPlan(seed=seed, rates={"delay": 0.6, "error": error_rate}, max_delay=0.004)
-    keys = {"steps": 1, "num_substeps": substeps, "group_size": group_size}
+    keys: dict[str, Any] = {"steps": 1, "num_substeps": substeps, "group_size": group_size}
     keys["remove_constant_reward_groups"] = remove_constant
     whole_log, whole = _trained(_config(tmp / "whole", **keys), plan)
-    parts_log, parts = _trained(_config(tmp / "parts", stream_minibatches=per_substep, **keys), plan)
-    assert [d for kind, data in parts_log if kind == "fb" for d in data] == [
-        d for kind, data in whole_log if kind == "fb" for d in data
-    ]
+    keys.update(stream_minibatches=per_substep, stream_order=order)
+    parts_log, parts = _trained(_config(tmp / "parts", **keys), plan)
+    sent = [d for kind, data in parts_log if kind == "fb" for d in data]
+    want = [d for kind, data in whole_log if kind == "fb" for d in data]
+    if order == "dataset":
+        assert sent == want
+    else:
+        assert sorted(map(repr, sent)) == sorted(map(repr, want))
     fbs = [len(data) for kind, data in parts_log if kind == "fb"]
     assert all(fbs) and len(fbs) <= substeps * per_substep  # a part without datums sends nothing
     trained_substeps = parts[0]["optim/num_substeps"]
     assert sum(kind == "opt" for kind, _ in parts_log) == trained_substeps <= substeps
     # with two substeps the second one's trainer logprobs come from new weights, and which datums it holds
-    # differs (the batch cut by datums or by debates): its KL and loss figures differ
+    # differs (the batch cut by datums, by debates, or by when debates ended): its KL and loss differ
     trainer = ("optim/kl_sample_train_v1", "optim/kl_sample_train_v2", "optim/loss")
     for name in METRIC_NAMES:
         if name.startswith("time/") or name == "optim/num_substeps" or (substeps > 1 and name in trainer):
@@ -159,9 +166,11 @@ def _lineage(run_dir: Path) -> list[str]:
 def test_a_streamed_run_trains_every_part_exactly_once_across_a_crash(
     tmp_path_factory: pytest.TempPathFactory, method: str, index: int, after: bool, substeps: int
 ) -> None:
-    """Killed anywhere and resumed, a streamed run trains what an uninterrupted one trains, in order."""
+    """Killed anywhere and resumed, a streamed run (dataset order: nothing depends on timing) trains what
+    an uninterrupted one trains, in order."""
     tmp = tmp_path_factory.mktemp("crash")
-    keys = {"steps": 4, "save_every": 2, "num_substeps": substeps, "stream_minibatches": 2}
+    keys: dict[str, Any] = {"steps": 4, "save_every": 2, "num_substeps": substeps, "stream_minibatches": 2}
+    keys["stream_order"] = "dataset"
     clean = asyncio.run(
         run_training(_config(tmp / "clean", **keys), FakeServiceClient(seed=0, root=tmp / "s0"))
     )
@@ -181,6 +190,42 @@ def test_a_streamed_run_trains_every_part_exactly_once_across_a_crash(
     assert _lineage(result.run_dir) == _lineage(clean.run_dir)
 
 
+@settings(max_examples=examples(8), deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    method=st.sampled_from(["forward_backward", "optim_step", "save_state", "sample"]),
+    index=st.integers(0, 10),
+    after=st.booleans(),
+    seed=st.integers(0, 5),
+)
+def test_a_run_streamed_in_completion_order_trains_every_batch_once_across_a_crash(
+    tmp_path_factory: pytest.TempPathFactory, method: str, index: int, after: bool, seed: int
+) -> None:
+    """Completion order (parts depend on timing; random delays): resumed after a crash, every step is
+    written once, one optimizer step per trained substep, no forward_backward batch applied twice."""
+    tmp = tmp_path_factory.mktemp("crash")
+    config = _config(tmp / "run", steps=4, save_every=2, num_substeps=2, stream_minibatches=2)
+    root = tmp / "service"
+    calls = index * 12 if method == "sample" else index
+    crash = {(method, calls): Fault("crash", after=after)}
+    plan = FaultPlan(seed=seed, rates={"delay": 0.5}, max_delay=0.003, at=crash)
+    service, _ = with_faults(FakeServiceClient(seed=0, root=root), plan)
+    try:
+        asyncio.run(run_training(config, service))
+    except BaseException as e:  # the simulated SIGKILL
+        if not _crashed(e):
+            raise
+    result = asyncio.run(run_training(config, FakeServiceClient(seed=0, root=root), resume=True))
+    metrics = ck.read_metrics(result.run_dir)
+    assert [m["step"] for m in metrics] == list(range(4))
+    run = ck.RunInfo(result.run_dir, json.loads((result.run_dir / ck.RUN_FILE).read_text())["run_id"], {})
+    latest = ck.latest_checkpoint(run)
+    assert latest is not None
+    state = load_state_file(latest.state["state_path"])
+    assert len(state.lineage) == sum(m["optim/num_substeps"] for m in metrics)  # none lost
+    batches = state.trained_batches()
+    assert len(batches) == len(set(batches))  # none twice
+
+
 def _crashed(e: BaseException) -> bool:
     if isinstance(e, SimulatedCrash):
         return True
@@ -195,6 +240,7 @@ def _crashed(e: BaseException) -> bool:
         ({"stream_minibatches": 1, "estimator": "trl_grpo.batch"}, "within each debate"),
         ({"stream_minibatches": 3, "num_substeps": 2, "batch_size": 5}, "6 parts, more than its 5 debates"),
         ({"stream_minibatches": -1}, "stream_minibatches must be >= 0"),
+        ({"stream_minibatches": 1, "stream_order": "random"}, "stream_order must be one of"),
     ],
 )
 def test_streaming_config_errors_name_the_keys(keys: dict[str, Any], error: str) -> None:
@@ -203,25 +249,32 @@ def test_streaming_config_errors_name_the_keys(keys: dict[str, Any], error: str)
 
 
 @settings(max_examples=examples(60), deadline=None)
-@given(st.integers(1, 30), st.data())
-def test_parts_complete_in_order_once_every_debate_up_to_them_finished(n: int, data: st.DataObject) -> None:
+@given(st.integers(1, 30), st.sampled_from(["completion", "dataset"]), st.data())
+def test_parts_complete_in_order_with_the_debates_their_order_gives_them(
+    n: int, order: str, data: st.DataObject
+) -> None:
     parts = data.draw(st.integers(1, n), label="parts")
     bounds = part_bounds(n, parts)
     assert bounds[0] == 0 and bounds[-1] == n
     assert {bounds[j + 1] - bounds[j] for j in range(parts)} <= {n // parts, -(-n // parts)}
-    tracker: PartTracker[int] = PartTracker(bounds)
-    done: set[int] = set()
+    tracker: PartTracker[int] = PartTracker(bounds, order=order)  # type: ignore[arg-type]
+    ended: list[int] = []
     reported: list[int] = []
     for i in data.draw(st.permutations(range(n)), label="finish order"):
-        done.add(i)
+        ended.append(i)
         reported += tracker.add(i, i)
-        # part j is complete iff every debate before its end has finished
-        want = [j for j in range(parts) if all(k in done for k in range(bounds[j + 1]))]
+        if order == "dataset":  # part j: every debate before its end has ended
+            want = [j for j in range(parts) if all(k in ended for k in range(bounds[j + 1]))]
+        else:  # part j: as many debates as it and the earlier parts hold have ended
+            want = [j for j in range(parts) if len(ended) >= bounds[j + 1]]
         assert reported == want
-    assert [tracker.part(j) for j in range(parts)] == [
-        list(range(bounds[j], bounds[j + 1])) for j in range(parts)
-    ]
-    with pytest.raises(ValueError, match="finished twice"):
+    if order == "dataset":
+        members = [list(range(bounds[j], bounds[j + 1])) for j in range(parts)]
+    else:
+        members = [sorted(ended[bounds[j] : bounds[j + 1]]) for j in range(parts)]
+    assert [tracker.part(j) for j in range(parts)] == members
+    assert tracker.results() == list(range(n))
+    with pytest.raises(ValueError, match="ended twice"):
         tracker.add(0, 0)
 
 
@@ -231,3 +284,7 @@ def test_part_bounds_refuse_empty_parts() -> None:
     tracker: PartTracker[int] = PartTracker(part_bounds(4, 2))
     with pytest.raises(ValueError, match="not complete"):
         tracker.part(0)
+    with pytest.raises(ValueError, match="0 of 2 parts"):
+        tracker.results()
+    with pytest.raises(ValueError, match="order must be one of"):
+        PartTracker([0, 1], order="random")  # type: ignore[arg-type]

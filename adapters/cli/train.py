@@ -96,6 +96,7 @@ _FLAGS = {
     "loss_fn": str,
     "max_steps_off_policy": int,
     "stream_minibatches": int,
+    "stream_order": str,
     "max_tokens": int,
     "correctness_weight": float,
     "kl_penalty_coef": float,

@@ -96,11 +96,15 @@ class TrainConfig:
       beta1, beta2, eps: Adam's other parameters.
       num_substeps: optimizer steps per batch (the batch split in that many pieces, pipelined).
       stream_minibatches: m > 0 streams each RL batch (tinker-cookbook's ``StreamMinibatchConfig``): its
-        debates are cut in dataset order into ``num_substeps × m`` parts, and a part's datums go to
-        ``forward_backward`` as soon as its debates (and every earlier part's) have finished, while later
-        debates are still sampled; one ``optim_step`` per substep after its m parts. 0 (the reference)
-        prepares the whole batch once sampled. On-policy only, with an estimator whose statistics stay
-        within a debate (not ``rae``, nor a batch-scaled preset); a KL penalty's mean is then per part.
+        debates are cut into ``num_substeps × m`` parts (see ``stream_order``), and a part's datums go to
+        ``forward_backward`` as soon as it is complete, while later debates are still sampled; one
+        ``optim_step`` per substep after its m parts. 0 (the reference) prepares the whole batch once
+        sampled. On-policy only, with an estimator whose statistics stay within a debate (not ``rae``, nor
+        a batch-scaled preset); a KL penalty's mean is then per part.
+      stream_order: which debates a streamed part holds: ``"completion"`` (the cookbook's) the next ones
+        to end, so only the last part waits for the slowest debate; ``"dataset"`` consecutive debates of
+        the batch, a part complete once they and every earlier part's have ended (reproducible to the bit
+        where the service is; slower with stragglers).
       kl_penalty_coef: KL penalty against the reference sampler (the initial or warm-started weights);
         0 turns it off.
       save_every: checkpoint every K steps (and at the end); 0: only at the end.
@@ -149,6 +153,7 @@ class TrainConfig:
     eps: float = 1e-8
     num_substeps: int = 1
     stream_minibatches: int = 0
+    stream_order: Literal["completion", "dataset"] = "completion"
     kl_penalty_coef: float = 0.0
     save_every: int = 20
     eval_every: int = 20

@@ -112,6 +112,11 @@ class FaultPlan:
         methods: the methods random faults apply to (default: ``sample`` only).
         latency: a fixed delay in seconds per method for every call that draws no other fault (a
             service with constant latency, e.g. ``{"sample": 0.05, "forward_backward": 0.2}``).
+        compute_per_token: seconds of compute per token of a ``forward_backward`` /
+            ``forward_backward_custom`` request (its datums' model inputs), the requests of a method
+            computed one after another as a training client's queue is: a request's delay is the wait
+            for those submitted before it plus its own compute, plus any latency or delay fault. A
+            streamed step's early parts are then computed while later debates are still sampled.
 
     Examples:
         >>> plan = FaultPlan(at={("optim_step", 1): Fault("crash")})
@@ -129,6 +134,7 @@ class FaultPlan:
     max_delay: float = 0.01
     methods: Sequence[str] = ("sample",)
     latency: Mapping[str, float] = field(default_factory=dict)
+    compute_per_token: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for method, k in self.at:
@@ -148,6 +154,14 @@ class FaultPlan:
                 raise ValueError(f"latency: method must be one of {list(METHODS)}, got {method!r}")
             if not seconds >= 0.0:
                 raise ValueError(f"latency[{method!r}] must be >= 0, got {seconds!r}")
+        for method, seconds in self.compute_per_token.items():
+            if method not in ("forward_backward", "forward_backward_custom"):
+                raise ValueError(
+                    "compute_per_token: method must be forward_backward or forward_backward_custom, "
+                    f"got {method!r}"
+                )
+            if not seconds >= 0.0:
+                raise ValueError(f"compute_per_token[{method!r}] must be >= 0, got {seconds!r}")
         unknown = [m for m in self.methods if m not in METHODS]
         if unknown:
             raise ValueError(f"methods must be among {list(METHODS)}, got {unknown}")
@@ -248,9 +262,12 @@ class FaultyService:
         self.injected: list[tuple[str, int, Fault]] = []
         self.delivered: defaultdict[str, list[float]] = defaultdict(list)
         """Per method, the delay of each delayed call as delivered (seconds from submission)."""
+        self.busy_until: defaultdict[str, float] = defaultdict(float)
+        """Per method with ``compute_per_token``: when the service finishes the requests so far."""
 
-    def call(self, method: str, run: Any, wrap: Any = None) -> Any:
-        """Runs ``run()`` (which submits the request and returns its future) under the plan's fault."""
+    def call(self, method: str, run: Any, wrap: Any = None, tokens: int = 0) -> Any:
+        """Runs ``run()`` (which submits the request and returns its future) under the plan's fault;
+        ``tokens`` sizes the request for ``compute_per_token``."""
         index = self.calls[method]
         self.calls[method] += 1
         fault = self.plan.fault_for(method, index)
@@ -258,15 +275,17 @@ class FaultyService:
             self.injected.append((method, index, fault))
         if fault is None or fault.kind == "delay":
             submitted = _clock()
+            queued = self._computed(method, tokens, submitted)
             inner = run()
             if wrap is not None:
                 inner = _Mapped(inner, wrap)
-            if fault is None:
+            if fault is None and not queued:
                 return inner
             # The delay runs from submission, as a request's latency does, not from the first await (a
             # coroutine starts only when the loop next gets to it); an in-process service's own compute
             # counts inside it, as a real service computes within its latency.
-            return _delayed(submitted, submitted + fault.delay, inner, self.delivered[method].append)
+            delay = queued + (fault.delay if fault is not None else 0.0)
+            return _delayed(submitted, submitted + delay, inner, self.delivered[method].append)
         if fault.kind == "error":
             return CompletedFuture(error=InjectedError(f"injected error in {method} call {index}"))
         if fault.kind == "hang":
@@ -276,6 +295,14 @@ class FaultyService:
         if fault.after:
             run()
         raise SimulatedCrash(f"simulated crash in {method} call {index}")
+
+    def _computed(self, method: str, tokens: int, now: float) -> float:
+        """Seconds from ``now`` until the service has computed this request after those before it."""
+        per_token = self.plan.compute_per_token.get(method, 0.0)
+        if not per_token:
+            return 0.0
+        self.busy_until[method] = max(now, self.busy_until[method]) + per_token * tokens
+        return self.busy_until[method] - now
 
 
 class _Mapped:
@@ -338,14 +365,18 @@ class _FaultyTrainingClient:
         loss_fn_config: Mapping[str, float | str] | None = None,
     ) -> Future[types.ForwardBackwardOutput]:
         return self.faults.call(  # type: ignore[no-any-return]
-            "forward_backward", lambda: self.inner.forward_backward(data, loss_fn, loss_fn_config)
+            "forward_backward",
+            lambda: self.inner.forward_backward(data, loss_fn, loss_fn_config),
+            tokens=_tokens(data),
         )
 
     def forward_backward_custom(
         self, data: list[types.Datum], loss_fn: CustomLossFn
     ) -> Future[types.ForwardBackwardOutput]:
         return self.faults.call(  # type: ignore[no-any-return]
-            "forward_backward_custom", lambda: self.inner.forward_backward_custom(data, loss_fn)
+            "forward_backward_custom",
+            lambda: self.inner.forward_backward_custom(data, loss_fn),
+            tokens=_tokens(data),
         )
 
     def optim_step(self, optim_params: types.AdamParams) -> Future[types.OptimStepResponse]:
@@ -363,6 +394,10 @@ class _FaultyTrainingClient:
 
     def get_tokenizer(self) -> Any:
         return self.inner.get_tokenizer()
+
+
+def _tokens(data: Sequence[types.Datum]) -> int:
+    return sum(d.model_input.length for d in data)
 
 
 class _FaultySamplingClient:

@@ -275,7 +275,7 @@ class _Shell:
         """The rollouts' ``on_result`` of a streamed batch: reports each part as it completes."""
         c = self.config
         tracker: PartTracker[DebateResult] = PartTracker(
-            part_bounds(num_debates, c.num_substeps * c.stream_minibatches)
+            part_bounds(num_debates, c.num_substeps * c.stream_minibatches), order=c.stream_order
         )
         sample_time: list[float] = []
         self.streams[batch] = (tracker, sample_time)
@@ -365,7 +365,7 @@ class _Shell:
         streamed = self.streamed
         assert streamed is not None
         tracker, sample_time = self.streams.pop(streamed.batch)
-        results = [r for j in range(tracker.num_parts) for r in tracker.part(j)]
+        results = tracker.results()
         played = [r for r in results if r.turns]
         self.unwritten = (step, played)
         self.start_transcript_write()
