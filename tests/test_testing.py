@@ -103,6 +103,11 @@ def batch_sized_rloo(r: F, ids: Any, p: int, where: Any) -> F:
     return np.where(varying, (x - mean[idx]) * k / (k - 1), 0.0)
 
 
+def clipped_zscore(r: F, ids: Any, p: int, where: Any) -> F:
+    """Bug: z-scores clipped at ±3 (no longer zero-sum); no group of at most 6 rows reaches |z| = 3."""
+    return np.clip(zscore_population(r, ids, p, where), -3.0, 3.0)
+
+
 def leaky_mask(r: F, ids: Any, p: int, where: Any) -> F:
     """Bug: masked rows enter the group mean (only padding is dropped)."""
     return centred(r, ids, p, None) * (1.0 if where is None else where)
@@ -339,6 +344,7 @@ def test_runner_float32_estimator_with_explicit_tolerance() -> None:
         (flipped, {}, {"monotone_in_reward"}),
         (nothing, {}, {"monotone_in_reward"}),
         (batch_sized_rloo, {}, {"group_independence", "(masked_rows_isolated)"}),
+        (clipped_zscore, {"std_normalized": True}, {"group_sums_zero", "(shift_invariance)"}),
     ],
 )
 def test_runner_reports_each_bug_by_its_checks(
@@ -358,6 +364,15 @@ def test_runner_reports_each_bug_by_its_checks(
             hypothesis_settings=NO_SHRINK,
             **{**options, "checks": sorted(required)[:1]},
         )
+
+
+def test_only_the_large_groups_reach_a_clip_at_three_sigma() -> None:
+    """Groups of at most 6 rows never have |z| ≥ 3 ((n − 1)/√n < 2.05): the clipped estimator passed the
+    suite before it drew a large group (``large_size``, default 64)."""
+    outcome = run_invariant_suite(
+        clipped_zscore, std_normalized=True, large_size=0, max_examples=300, raise_on_failure=False
+    )
+    assert all(result.startswith(("passed", "skipped")) for result in outcome.values()), outcome
 
 
 def test_leaky_mask_is_reported_by_the_masked_check_only() -> None:

@@ -1116,6 +1116,7 @@ class _SuiteConfig:
     padding: bool = True
     min_size: int = 1
     max_size: int = 6
+    large_size: int = 64
     max_groups: int = 4
     dtype: npt.DTypeLike = np.float64
     kinds: Sequence[str] = GROUP_REWARD_KINDS
@@ -1131,6 +1132,7 @@ class _SuiteConfig:
             max_groups=self.max_groups,
             min_size=self.min_size,
             max_size=self.max_size,
+            large_size=self.large_size,
             masks=self.masks,
             nan=self.nan,
             padding=self.padding,
@@ -1231,6 +1233,7 @@ def run_invariant_suite(
     padding: bool = True,
     min_size: int = 1,
     max_size: int = 6,
+    large_size: int = 64,
     max_groups: int = 4,
     dtype: npt.DTypeLike = np.float64,
     kinds: Sequence[str] = GROUP_REWARD_KINDS,
@@ -1262,8 +1265,9 @@ def run_invariant_suite(
       reference_eps: the reference's eps; None uses ``eps``.
       checks: names (with or without ``check_``) to run; None runs :data:`ADVANTAGE_CHECKS`.
       raise_on_failure: raise the first failure (True) or record it and go on (False).
-      masks, nan, padding, min_size, max_size, max_groups, dtype, kinds, magnitudes: passed to
-        :func:`~kernel.testing.strategies.grouped_rewards`.
+      masks, nan, padding, min_size, max_size, large_size, max_groups, dtype, kinds, magnitudes: passed
+        to :func:`~kernel.testing.strategies.grouped_rewards` (``large_size``: one group of up to that
+        many rows in about half the examples, the sizes used in practice; 0 turns it off).
       rtol: relative tolerance (module docstring); about 1e-5 for float32 estimators.
       atol: absolute tolerance.
       constant_atol: largest |A| accepted on a constant group.
@@ -1306,6 +1310,7 @@ def run_invariant_suite(
         "padding": padding,
         "min_size": min_size,
         "max_size": max_size,
+        "large_size": large_size,
         "max_groups": max_groups,
         "dtype": dtype,
         "kinds": kinds,
@@ -1333,9 +1338,9 @@ class AdvantageInvariants(_SuiteConfig):
     One test per invariant; those that do not apply to the declared estimator (see
     :func:`run_invariant_suite`) are skipped with the reason. Class attributes mirror the runner's
     keywords: ``centered``, ``std_normalized``, ``std_scope``, ``eps``, ``reference``,
-    ``reference_eps``, ``masks``, ``nan``, ``padding``, ``min_size``, ``max_size``, ``max_groups``,
-    ``dtype``, ``kinds``, ``magnitudes``, ``rtol``, ``atol``, ``constant_atol``, ``max_condition``,
-    ``hypothesis_settings``. Example counts follow the active Hypothesis profile.
+    ``reference_eps``, ``masks``, ``nan``, ``padding``, ``min_size``, ``max_size``, ``large_size``,
+    ``max_groups``, ``dtype``, ``kinds``, ``magnitudes``, ``rtol``, ``atol``, ``constant_atol``,
+    ``max_condition``, ``hypothesis_settings``. Example counts follow the active Hypothesis profile.
 
     Examples:
       >>> import numpy as np

@@ -544,8 +544,9 @@ class GroupedRewards(NamedTuple):
     sizes_P: npt.NDArray[np.int64]
 
 
-GROUP_REWARD_KINDS: tuple[str, ...] = ("binary", "levels", "continuous", "constant")
-"""Shapes of one group's rewards: 0/1 outcomes, a few tied levels, arbitrary floats, all equal."""
+GROUP_REWARD_KINDS: tuple[str, ...] = ("binary", "levels", "continuous", "constant", "outlier")
+"""Shapes of one group's rewards: 0/1 outcomes, a few tied levels, arbitrary floats, all equal, all
+equal but one (one rollout of many solved it: the largest |z| a group of n can hold, √(n − 1))."""
 
 DEFAULT_MAGNITUDES: tuple[float, ...] = (1e-6, 1e-3, 1.0, 1e3, 1e6)
 """Reward scales drawn by default: from tiny to large."""
@@ -565,8 +566,8 @@ def group_reward_values(
 
     ``kinds`` picks among :data:`GROUP_REWARD_KINDS`: "binary" v ∈ {0, 1}; "levels" v ∈ {−3/2 … 3/2}
     with many ties; "continuous" v ∈ [−1, 1] (|v| < 1e-6 flushed to 0); "constant" one value
-    repeated. ``scale`` is one of ``magnitudes``; the offset is 0, or a large multiple of the scale
-    (ill-conditioned groups).
+    repeated; "outlier" zeros but one ±1 (one row of ``size``). ``scale`` is one of ``magnitudes``;
+    the offset is 0, or a large multiple of the scale (ill-conditioned groups).
 
     Args:
       size: rows of the group.
@@ -597,6 +598,10 @@ def group_reward_values(
         values = draw(st.lists(unit, min_size=size, max_size=size))
     elif kind == "constant":
         values = [draw(unit)] * size
+    elif kind == "outlier":
+        values = [0.0] * size
+        if size:
+            values[draw(st.integers(0, size - 1))] = draw(st.sampled_from((1.0, -1.0)))
     else:
         raise ValueError(f"unknown kind {kind!r}; expected one of {GROUP_REWARD_KINDS}")
     return [offset + scale * v for v in values]
@@ -610,6 +615,7 @@ def grouped_rewards(
     max_groups: int = 4,
     min_size: int = 1,
     max_size: int = 6,
+    large_size: int = 0,
     masks: bool | None = None,
     nan: bool = False,
     padding: bool = False,
@@ -620,17 +626,21 @@ def grouped_rewards(
 ) -> GroupedRewards:
     """Ragged groups of rewards as flat rows plus ``group_ids`` (see :class:`GroupedRewards`).
 
-    Group sizes lie in ``[min_size, max_size]`` (0 gives empty groups); each group's values come from
-    :func:`group_reward_values`. ``masks``: True always draws a ``where`` mask, False never, None
-    either. ``nan=True`` puts NaN, ±inf or ±1e300 on masked and padding rows (never on live rows),
-    so an estimator that lets ignored rows leak is caught. ``padding=True`` appends 0–2 rows with id
-    ``num_groups``. ``shuffled``: rows group-major (False), interleaved (True) or either (None).
+    Group sizes lie in ``[min_size, max_size]`` (0 gives empty groups), except that with ``large_size >
+    max_size`` the first group may be drawn from ``(max_size, large_size]``: the sizes used in practice
+    (8-64 rollouts a prompt), where behaviour that needs many rows shows (a clip at ±3σ is reachable only
+    from about 10 rows). Each group's values come from :func:`group_reward_values`. ``masks``: True
+    always draws a ``where`` mask, False never, None either. ``nan=True`` puts NaN, ±inf or ±1e300 on
+    masked and padding rows (never on live rows), so an estimator that lets ignored rows leak is caught.
+    ``padding=True`` appends 0–2 rows with id ``num_groups``. ``shuffled``: rows group-major (False),
+    interleaved (True) or either (None).
 
     Args:
       min_groups: fewest groups P.
       max_groups: most groups P.
       min_size: fewest rows per group.
       max_size: most rows per group.
+      large_size: most rows of the one group that may be large (0 or ≤ ``max_size``: none is).
       masks: draw a ``where`` mask always (True), never (False) or either (None).
       nan: put non-finite and huge values on ignored rows.
       padding: append padding rows (id P).
@@ -650,6 +660,8 @@ def grouped_rewards(
     """
     num_groups = draw(st.integers(min_groups, max_groups))
     sizes = draw(st.lists(st.integers(min_size, max_size), min_size=num_groups, max_size=num_groups))
+    if large_size > max_size and num_groups and draw(st.booleans()):
+        sizes[0] = draw(st.integers(max_size + 1, large_size))
     rewards: list[float] = []
     ids: list[int] = []
     for g, size in enumerate(sizes):
