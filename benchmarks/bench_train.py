@@ -16,7 +16,8 @@
    per wait here, where a network reply would wake the loop on its socket), so the benchmark also
    records every wait as delivered and prints the overhead against the bound of those:
    ``longest × mean delivered sample wait + mean delivered forward_backward wait``, the client's own
-   share.
+   share; also for the loop streamed in 4 parts (``stream_minibatches = 4``), where the kernel stages of
+   the parts whose debates ended first run before the last debate ends.
    Goal: within 10 % of the bound, client overhead < 5 % of a step.
    A step is its wall time, ``time/total`` (from one metrics line to the next: on-policy, the next batch's
    sampling starts as soon as its sampler is ready, while the step writes its metrics). It is also split
@@ -155,7 +156,9 @@ def _zero_latency(debates: int, steps: int) -> dict[str, float]:
     }
 
 
-def _with_latency(debates: int, steps: int, sample_s: float, fb_s: float) -> dict[str, float]:
+def _with_latency(
+    debates: int, steps: int, sample_s: float, fb_s: float, minibatches: int = 0
+) -> dict[str, float]:
     from adapters.tinker.fake import FakeServiceClient
     from adapters.tinker.faults import FaultPlan, with_faults
     from adapters.tinker.train import run_training
@@ -165,7 +168,12 @@ def _with_latency(debates: int, steps: int, sample_s: float, fb_s: float) -> dic
         box = [0.0]
         service, faults = with_faults(_Timed(FakeServiceClient(seed=0), box), plan)  # type: ignore[arg-type]
         run = Path(tmp) / "run"
-        result = asyncio.run(run_training(_config(run, debates, steps), service))
+        config = _config(run, debates, steps)
+        if minibatches:
+            import dataclasses
+
+            config = dataclasses.replace(config, stream_minibatches=minibatches)
+        result = asyncio.run(run_training(config, service))
         fake_cpu = box[0] / len(result.metrics)
         # the waits as the injector delivered them (its timers fire up to a millisecond or so late)
         sample_as_delivered = statistics.fmean(faults.delivered["sample"])
@@ -307,10 +315,19 @@ def _main(argv: list[str]) -> int:
             ]
         ],
     )
+    streamed = _with_latency(debates, 2 if quick else 12, 0.05, 0.2, minibatches=4)
     print_table(
         "train: the same step against the waits as delivered (the injector's timers fire late)",
-        ["sample wait s", "forward_backward wait s", "client overhead (step - delivered bound) / step"],
-        [[lat["sample_delivered_s"], lat["fb_delivered_s"], lat["overhead_vs_delivered"]]],
+        ["loop", "sample wait s", "fb wait s", "client overhead (step - delivered bound) / step"],
+        [
+            ["unstreamed", lat["sample_delivered_s"], lat["fb_delivered_s"], lat["overhead_vs_delivered"]],
+            [
+                "stream_minibatches = 4",
+                streamed["sample_delivered_s"],
+                streamed["fb_delivered_s"],
+                streamed["overhead_vs_delivered"],
+            ],
+        ],
     )
     print_table(
         "train: where the synchronous step goes (mean over steps), against its share of the bound",
@@ -362,6 +379,7 @@ def _main(argv: list[str]) -> int:
                 **{f"zero_{k}": round(v, 5) for k, v in zero.items()},
                 **{f"latency_{k}": round(v, 5) for k, v in lat.items()},
                 **{f"async_{k}": round(v, 5) for k, v in asy.items()},
+                **{f"streamed_{k}": round(v, 5) for k, v in streamed.items()},
             }
         )
     )
