@@ -288,3 +288,25 @@ def test_part_bounds_refuse_empty_parts() -> None:
         tracker.results()
     with pytest.raises(ValueError, match="order must be one of"):
         PartTracker([0, 1], order="random")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("per_substep", [1, 3])
+def test_a_kl_penalty_is_taken_per_part(tmp_path: Path, per_substep: int) -> None:
+    """One part: the penalised datums and ``optim/kl_penalty`` of the unstreamed step; three parts: each
+    part's mean (the step's record is their token-weighted mean), every datum sent once."""
+    # two steps with one part (the same training); one step with three (the weights would then differ)
+    keys: dict[str, Any] = {"steps": 2 if per_substep == 1 else 1, "kl_penalty_coef": 0.5}
+    whole_log, whole = _trained(_config(tmp_path / "whole", **keys), FaultPlan())
+    keys.update(stream_minibatches=per_substep, stream_order="dataset")
+    parts_log, parts = _trained(_config(tmp_path / "parts", **keys), FaultPlan())
+    sent = [d for kind, data in parts_log if kind == "fb" for d in data]
+    want = [d for kind, data in whole_log if kind == "fb" for d in data]
+    assert len(sent) == len(want)
+    if per_substep == 1:
+        assert sent == want
+        assert [m["optim/kl_penalty"] for m in parts] == [m["optim/kl_penalty"] for m in whole]
+    else:  # the tokens and the unpenalised inputs are the same; the advantages move by the part's mean
+        assert [(t, {k: v for k, v in i.items() if k != "advantages"}) for t, i in sent] == [
+            (t, {k: v for k, v in i.items() if k != "advantages"}) for t, i in want
+        ]
+        assert all(math.isfinite(m["optim/kl_penalty"]) for m in parts)
