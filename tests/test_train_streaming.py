@@ -4,6 +4,7 @@ are still sampled, exactly once across crashes; the part tracker; the config's r
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -149,11 +150,26 @@ def test_a_part_trains_while_a_straggler_of_a_later_part_is_still_sampled(tmp_pa
     assert log.samples_at_fb[4] < log.faults.calls["sample"]  # part 4 went while debate 5 still sampled
 
 
-def _lineage(run_dir: Path) -> list[str]:
+def _trained_state(run_dir: Path) -> Any:
+    """The fake's model state at the run's last checkpoint (what it trained on, step by step)."""
     run = ck.RunInfo(run_dir, json.loads((run_dir / ck.RUN_FILE).read_text())["run_id"], {})
     latest = ck.latest_checkpoint(run)
     assert latest is not None
-    return load_state_file(latest.state["state_path"]).trained_batches()
+    return load_state_file(latest.state["state_path"])
+
+
+def _crash_and_resume(config: TrainConfig, root: Path, crash: tuple[str, int, bool], plan: FaultPlan) -> Path:
+    """Runs until the simulated SIGKILL at call ``crash = (method, k, after)`` (if the run gets there),
+    then resumes in a new service over the same files; returns the run directory."""
+    method, k, after = crash
+    plan = dataclasses.replace(plan, at={(method, k): Fault("crash", after=after)})
+    service, _ = with_faults(FakeServiceClient(seed=0, root=root), plan)
+    try:
+        asyncio.run(run_training(config, service))
+    except BaseException as e:
+        if not _crashed(e):
+            raise
+    return asyncio.run(run_training(config, FakeServiceClient(seed=0, root=root), resume=True)).run_dir
 
 
 @settings(max_examples=examples(10), deadline=None, suppress_health_check=list(HealthCheck))
@@ -174,20 +190,10 @@ def test_a_streamed_run_trains_every_part_exactly_once_across_a_crash(
     clean = asyncio.run(
         run_training(_config(tmp / "clean", **keys), FakeServiceClient(seed=0, root=tmp / "s0"))
     )
-    config = _config(tmp / "run", **keys)
-    root = tmp / "s1"
     calls = index * 12 if method == "sample" else index
-    service, _ = with_faults(
-        FakeServiceClient(seed=0, root=root), FaultPlan(at={(method, calls): Fault("crash", after=after)})
-    )
-    try:
-        asyncio.run(run_training(config, service))
-    except BaseException as e:  # the simulated SIGKILL
-        if not _crashed(e):
-            raise
-    result = asyncio.run(run_training(config, FakeServiceClient(seed=0, root=root), resume=True))
-    assert [m["step"] for m in ck.read_metrics(result.run_dir)] == list(range(4))
-    assert _lineage(result.run_dir) == _lineage(clean.run_dir)
+    run_dir = _crash_and_resume(_config(tmp / "run", **keys), tmp / "s1", (method, calls, after), FaultPlan())
+    assert [m["step"] for m in ck.read_metrics(run_dir)] == list(range(4))
+    assert _trained_state(run_dir).trained_batches() == _trained_state(clean.run_dir).trained_batches()
 
 
 @settings(max_examples=examples(8), deadline=None, suppress_health_check=list(HealthCheck))
@@ -204,23 +210,12 @@ def test_a_run_streamed_in_completion_order_trains_every_batch_once_across_a_cra
     written once, one optimizer step per trained substep, no forward_backward batch applied twice."""
     tmp = tmp_path_factory.mktemp("crash")
     config = _config(tmp / "run", steps=4, save_every=2, num_substeps=2, stream_minibatches=2)
-    root = tmp / "service"
     calls = index * 12 if method == "sample" else index
-    crash = {(method, calls): Fault("crash", after=after)}
-    plan = FaultPlan(seed=seed, rates={"delay": 0.5}, max_delay=0.003, at=crash)
-    service, _ = with_faults(FakeServiceClient(seed=0, root=root), plan)
-    try:
-        asyncio.run(run_training(config, service))
-    except BaseException as e:  # the simulated SIGKILL
-        if not _crashed(e):
-            raise
-    result = asyncio.run(run_training(config, FakeServiceClient(seed=0, root=root), resume=True))
-    metrics = ck.read_metrics(result.run_dir)
+    plan = FaultPlan(seed=seed, rates={"delay": 0.5}, max_delay=0.003)
+    run_dir = _crash_and_resume(config, tmp / "service", (method, calls, after), plan)
+    metrics = ck.read_metrics(run_dir)
     assert [m["step"] for m in metrics] == list(range(4))
-    run = ck.RunInfo(result.run_dir, json.loads((result.run_dir / ck.RUN_FILE).read_text())["run_id"], {})
-    latest = ck.latest_checkpoint(run)
-    assert latest is not None
-    state = load_state_file(latest.state["state_path"])
+    state = _trained_state(run_dir)
     assert len(state.lineage) == sum(m["optim/num_substeps"] for m in metrics)  # none lost
     batches = state.trained_batches()
     assert len(batches) == len(set(batches))  # none twice
