@@ -316,3 +316,24 @@ def test_leaving_out_trajectories_on_purpose_passes() -> None:
     for check in (check_datum_flags_justified, check_datum_status_counts):
         check(ROBUST, huge)
     check_datum_flagged_by_mode(ROBUST, huge, mode="robust")
+
+
+def test_a_builder_that_drops_zero_advantage_datums_passes_once_it_says_so() -> None:
+    """``build_datums(drop_zero_advantage=True)`` drops by design what conservation, merges and the drop
+    count expect: undeclared it fails them; declared, every check passes (flags and modes included), and a
+    builder that drops more than the option does is still caught."""
+    dropping = functools.partial(kernel.build_datums, drop_zero_advantage=True)
+    checks = ["token_conservation", "prefix_merges", "drops_counted"]
+    undeclared = run_datum_suite(dropping, checks=checks, raise_on_failure=False, **FIND)
+    assert all(result.startswith("failed") for result in undeclared.values()), undeclared
+    outcome = run_datum_suite(dropping, drop_zero_advantage=True)
+    assert set(outcome.values()) == {"passed"}, outcome
+
+    def drops_small_advantages(t: kernel.Trajectories) -> Any:  # |A| < 0.5 counted as zero
+        small = np.abs(np.asarray(t.advantages_B)) < 0.5
+        return dropping(t._replace(advantages_B=np.where(small, 0.0, t.advantages_B)))
+
+    caught = run_datum_suite(
+        drops_small_advantages, checks=checks, drop_zero_advantage=True, raise_on_failure=False, **FIND
+    )
+    assert any(result.startswith("failed") for result in caught.values()), caught

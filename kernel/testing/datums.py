@@ -217,6 +217,21 @@ _NOT_TRAINABLE = _STATUS_CODE["not_trainable"]
 _Datum = tuple[list[int], list[float], list[float], list[bool]]
 
 
+def _expected(segment: _Datum, advantage: float, drop_zero_advantage: bool) -> bool:
+    """Whether a reference sequence is emitted: ≥ 2 tokens and, for a builder that drops datums with
+    no nonzero advantage, a trained target (a masked position after the first) and a nonzero advantage."""
+    if len(segment[0]) < 2:
+        return False
+    return not drop_zero_advantage or (advantage != 0 and any(segment[3][1:]))
+
+
+def _advantages32(trajectories: Trajectories) -> list[float]:
+    """Each trajectory's advantage as the datums carry it (float32; beyond its range ±inf)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        adv = np.asarray(trajectories.advantages_B).astype(np.float32).astype(np.float64)
+    return [float(a) for a in adv]
+
+
 def _status_name(code: int) -> str:
     return f"{code} ({DATUM_STATUS[code]})" if 0 <= code < len(DATUM_STATUS) else str(code)
 
@@ -371,7 +386,9 @@ def check_datum_action_only_labels(fn: DatumBuilder, trajectories: Trajectories)
             )
 
 
-def check_datum_token_conservation(fn: DatumBuilder, trajectories: Trajectories) -> None:
+def check_datum_token_conservation(
+    fn: DatumBuilder, trajectories: Trajectories, *, drop_zero_advantage: bool = False
+) -> None:
     """Every action token of a trajectory without problems is trained exactly once, in order, with its
     own sampler logprob (float32): the masked targets of its datums are its action tokens (less the
     first token of a sequence, which is never a target).
@@ -379,6 +396,8 @@ def check_datum_token_conservation(fn: DatumBuilder, trajectories: Trajectories)
     Args:
       fn: the builder under test.
       trajectories: the input batch.
+      drop_zero_advantage: the builder drops datums with no nonzero advantage (as ``build_datums``
+        with that option): a trajectory whose float32 advantage is 0 trains nothing (keyword).
 
     Returns:
       None.
@@ -400,9 +419,11 @@ def check_datum_token_conservation(fn: DatumBuilder, trajectories: Trajectories)
         tokens, lps = got.setdefault(b, ([], []))
         tokens += tgt[s][mask[s]].tolist()
         lps += lp[s][mask[s]].astype(np.float64).tolist()
+    adv = _advantages32(trajectories)
     for b in _ok_trajectories(out, ref):
-        want_t = [x for seg in ref.segments_B[b] for x, m in zip(seg[0][1:], seg[3][1:], strict=True) if m]
-        want_l = [x for seg in ref.segments_B[b] for x, m in zip(seg[1][1:], seg[3][1:], strict=True) if m]
+        segs = [seg for seg in ref.segments_B[b] if _expected(seg, adv[b], drop_zero_advantage)]
+        want_t = [x for seg in segs for x, m in zip(seg[0][1:], seg[3][1:], strict=True) if m]
+        want_l = [x for seg in segs for x, m in zip(seg[1][1:], seg[3][1:], strict=True) if m]
         have_t, have_l = got.get(b, ([], []))
         if have_t != want_t or have_l != want_l:
             raise AssertionError(
@@ -411,7 +432,9 @@ def check_datum_token_conservation(fn: DatumBuilder, trajectories: Trajectories)
             )
 
 
-def check_datum_prefix_merges(fn: DatumBuilder, trajectories: Trajectories) -> None:
+def check_datum_prefix_merges(
+    fn: DatumBuilder, trajectories: Trajectories, *, drop_zero_advantage: bool = False
+) -> None:
     """Transitions merge into one datum exactly where the observation extends the running sequence:
     the datums of a trajectory without problems are its reference sequences of ≥ 2 tokens, in order
     (each datum's sequence is its input plus its last target).
@@ -419,6 +442,8 @@ def check_datum_prefix_merges(fn: DatumBuilder, trajectories: Trajectories) -> N
     Args:
       fn: the builder under test.
       trajectories: the input batch.
+      drop_zero_advantage: the builder drops datums with no nonzero advantage: a sequence without a
+        trained target, or of a trajectory whose float32 advantage is 0, is not expected (keyword).
 
     Returns:
       None.
@@ -435,13 +460,16 @@ def check_datum_prefix_merges(fn: DatumBuilder, trajectories: Trajectories) -> N
     out = _build(name, fn, trajectories)
     ref = reference_segments(trajectories)
     got = {b: [datum[0] for datum in datums] for b, datums in _emitted(out.datums).items()}
+    adv = _advantages32(trajectories)
     for b in _ok_trajectories(out, ref):
-        want = [seg[0] for seg in ref.segments_B[b] if len(seg[0]) >= 2]
+        want = [seg[0] for seg in ref.segments_B[b] if _expected(seg, adv[b], drop_zero_advantage)]
         if got.get(b, []) != want:
             raise AssertionError(f"{name}: trajectory {b} gave sequences {got.get(b, [])}, expected {want}")
 
 
-def check_datum_drops_counted(fn: DatumBuilder, trajectories: Trajectories) -> None:
+def check_datum_drops_counted(
+    fn: DatumBuilder, trajectories: Trajectories, *, drop_zero_advantage: bool = False
+) -> None:
     """Nothing is dropped without a count: a trajectory the reference rejects, or one that emits fewer
     datums than its sequences of ≥ 2 tokens, has a nonzero ``status_B``; a ``report``'s ``datums``,
     ``tokens`` and ``action_tokens`` equal the arrays'.
@@ -449,6 +477,8 @@ def check_datum_drops_counted(fn: DatumBuilder, trajectories: Trajectories) -> N
     Args:
       fn: the builder under test.
       trajectories: the input batch.
+      drop_zero_advantage: the builder drops datums with no nonzero advantage, a declared choice: those
+        are not expected (keyword).
 
     Returns:
       None.
@@ -466,8 +496,9 @@ def check_datum_drops_counted(fn: DatumBuilder, trajectories: Trajectories) -> N
     d, ref = out.datums, reference_segments(trajectories)
     status = np.asarray(out.status_B).tolist()
     emitted = np.bincount(np.asarray(d.traj_ids_D, dtype=np.int64), minlength=len(status)).tolist()
+    adv = _advantages32(trajectories)
     for b, ok in enumerate(ref.ok_B):
-        expected = sum(len(seg[0]) >= 2 for seg in ref.segments_B[b])
+        expected = sum(_expected(seg, adv[b], drop_zero_advantage) for seg in ref.segments_B[b])
         if status[b] == 0 and (not ok or emitted[b] < expected):
             why = (
                 "the reference rejects it"
@@ -489,7 +520,9 @@ def check_datum_drops_counted(fn: DatumBuilder, trajectories: Trajectories) -> N
                 )
 
 
-def check_datum_flags_justified(fn: DatumBuilder, trajectories: Trajectories) -> None:
+def check_datum_flags_justified(
+    fn: DatumBuilder, trajectories: Trajectories, *, drop_zero_advantage: bool = False
+) -> None:
     """No flag without a problem, the converse of :func:`check_datum_drops_counted`. (a) A trajectory b
     with no problem at all (``ok_B[b]`` and its logprobs and advantage finite in float32) never gets a
     problem code: status_B[b] ∉ {``short_segment``, ``logprob_count_mismatch``, ``missing_logprobs``,
@@ -503,6 +536,8 @@ def check_datum_flags_justified(fn: DatumBuilder, trajectories: Trajectories) ->
     Args:
       fn: the builder under test.
       trajectories: the input batch.
+      drop_zero_advantage: the builder drops datums with no nonzero advantage; those are not counted
+        in D_b (keyword).
 
     Returns:
       None.
@@ -521,8 +556,9 @@ def check_datum_flags_justified(fn: DatumBuilder, trajectories: Trajectories) ->
     ref = _reference(trajectories)
     status = np.asarray(out.status_B).tolist()
     emitted = np.bincount(np.asarray(out.datums.traj_ids_D, dtype=np.int64), minlength=len(status)).tolist()
+    adv = _advantages32(trajectories)
     for b, ok in enumerate(ref.segments.ok_B):
-        expected = sum(len(seg[0]) >= 2 for seg in ref.segments.segments_B[b])
+        expected = sum(_expected(seg, adv[b], drop_zero_advantage) for seg in ref.segments.segments_B[b])
         if ref.clean_B[b] and status[b] in _PROBLEM_CODES:
             raise AssertionError(
                 f"{name}: trajectory {b} has no problem but status {_status_name(status[b])} "
@@ -535,7 +571,11 @@ def check_datum_flags_justified(fn: DatumBuilder, trajectories: Trajectories) ->
 
 
 def check_datum_flagged_by_mode(
-    fn: DatumBuilder, trajectories: Trajectories, *, mode: DatumMode | None = None
+    fn: DatumBuilder,
+    trajectories: Trajectories,
+    *,
+    mode: DatumMode | None = None,
+    drop_zero_advantage: bool = False,
 ) -> None:
     """What a flagged trajectory (status_B[b] ≠ 0) emits follows the builder's mode, as
     ``kernel.build_datums`` documents the two. Let E_b be the datums b emits, in order, and S_b its fine
@@ -552,6 +592,7 @@ def check_datum_flagged_by_mode(
       fn: the builder under test.
       trajectories: the input batch.
       mode: the builder's mode (``kernel.DATUM_MODES``), or None.
+      drop_zero_advantage: the builder drops datums with no nonzero advantage; S_b leaves those out.
 
     Returns:
       None.
@@ -573,6 +614,7 @@ def check_datum_flagged_by_mode(
     out = _build(name, fn, trajectories)
     ref = _reference(trajectories)
     got = _emitted(out.datums)
+    adv = _advantages32(trajectories)
     for b, code in enumerate(np.asarray(out.status_B).tolist()):
         if code == 0:
             continue
@@ -580,7 +622,7 @@ def check_datum_flagged_by_mode(
         fine: list[_Datum] = [
             (seg[0], seg[1][1:], seg[2][1:], seg[3][1:])
             for seg, ok in zip(ref.segments.segments_B[b], ref.fine_B[b], strict=True)
-            if ok
+            if ok and _expected(seg, adv[b], drop_zero_advantage)
         ]
         allowed: list[list[_Datum]]
         if mode == "reference" or (mode == "robust" and code == _NOT_TRAINABLE):
@@ -660,6 +702,15 @@ _DATUM_CHECK_FNS = {
 }
 
 
+_DROP_AWARE = {
+    "token_conservation": check_datum_token_conservation,
+    "prefix_merges": check_datum_prefix_merges,
+    "drops_counted": check_datum_drops_counted,
+    "flags_justified": check_datum_flags_justified,
+}
+"""The checks that take ``drop_zero_advantage`` (``flagged_by_mode`` too, with ``mode``)."""
+
+
 class _DatumConfig:
     errors: bool = True
     max_trajectories: int = 4
@@ -667,6 +718,7 @@ class _DatumConfig:
     max_tokens: int = 5
     vocab: int = 6
     mode: DatumMode | None = None
+    drop_zero_advantage: bool = False
     hypothesis_settings: Mapping[str, Any] = MappingProxyType({})
 
     def _skip_reason(self, check: str) -> str | None:
@@ -677,7 +729,7 @@ class _DatumConfig:
     ) -> SuiteOutcome:
         if self.mode is not None and self.mode not in DATUM_MODES:
             raise ValueError(f"mode must be one of {DATUM_MODES} or None, got {self.mode!r}")
-        mode = self.mode
+        mode, drop_zero = self.mode, self.drop_zero_advantage
         strategy = token_trajectories(
             max_trajectories=self.max_trajectories,
             max_transitions=self.max_transitions,
@@ -689,7 +741,9 @@ class _DatumConfig:
         def run(check: str, batch: TokenTrajectories) -> None:
             t = trajectories_from_lists(batch.transitions_B, batch.advantages_B)
             if check == "flagged_by_mode":
-                check_datum_flagged_by_mode(fn, t, mode=mode)
+                check_datum_flagged_by_mode(fn, t, mode=mode, drop_zero_advantage=drop_zero)
+            elif check in _DROP_AWARE:
+                _DROP_AWARE[check](fn, t, drop_zero_advantage=drop_zero)
             else:
                 _DATUM_CHECK_FNS[check](fn, t)
 
@@ -709,6 +763,7 @@ def run_datum_suite(
     max_tokens: int = 5,
     vocab: int = 6,
     mode: DatumMode | None = None,
+    drop_zero_advantage: bool = False,
     max_examples: int | None = None,
     hypothesis_settings: Mapping[str, Any] | None = None,
 ) -> SuiteOutcome:
@@ -724,6 +779,9 @@ def run_datum_suite(
       mode: the builder's mode, ``"reference"`` (a flagged trajectory emits no datum) or ``"robust"``
         (it emits exactly its problem-free segments), for :func:`check_datum_flagged_by_mode`; None
         accepts either, trajectory by trajectory.
+      drop_zero_advantage: the builder drops datums with no nonzero advantage (``build_datums``'s
+        option): the checks then expect none for a trajectory whose float32 advantage is 0, nor for a
+        sequence without a trained target.
       max_examples: examples; None keeps the active Hypothesis profile's count.
       hypothesis_settings: further ``hypothesis.settings`` options.
 
@@ -747,6 +805,7 @@ def run_datum_suite(
         "max_tokens": max_tokens,
         "vocab": vocab,
         "mode": mode,
+        "drop_zero_advantage": drop_zero_advantage,
     }.items():
         setattr(config, key, value)
     chosen = list(DATUM_CHECKS) if checks is None else [c.removeprefix("check_datum_") for c in checks]
@@ -763,7 +822,8 @@ class DatumInvariants(_DatumConfig):
     """The datum suite as a pytest base class: subclass it as ``Test...`` and set ``builder``.
 
     Class attributes mirror :func:`run_datum_suite`'s keywords (``errors``, ``max_trajectories``,
-    ``max_transitions``, ``max_tokens``, ``vocab``, ``mode``, ``hypothesis_settings``).
+    ``max_transitions``, ``max_tokens``, ``vocab``, ``mode``, ``drop_zero_advantage``,
+    ``hypothesis_settings``).
 
     Examples:
       >>> import kernel
