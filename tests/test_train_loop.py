@@ -471,24 +471,24 @@ def test_group_size_plays_each_question_in_that_many_debates(tmp_path: Path) -> 
 def test_an_evaluation_plays_each_debate_eval_repeats_times(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from adapters.tinker import train as train_module
+    from adapters.tinker import evaluation
     from adapters.tinker.fake import FakeSamplingClient, initial_model_state
     from adapters.tinker.renderers import ByteRenderer
 
     played: list[Any] = []
-    run_debates = train_module.run_debates
+    run_debates = evaluation.run_debates
 
     async def recording(specs: Any, *args: Any, **kw: Any) -> Any:
         played.extend(specs)
         return await run_debates(specs, *args, **kw)
 
-    monkeypatch.setattr(train_module, "run_debates", recording)
+    monkeypatch.setattr(evaluation, "run_debates", recording)
     questions = load_questions("sample")[:2]
     policy = FakeSamplingClient(initial_model_state("fake", 1, 0))
     for repeats, prefixes in ((1, ["eval-q"]), (3, ["eval0-q", "eval1-q", "eval2-q"])):
         played.clear()
         config = _config(tmp_path, eval_questions=2, num_agents=2, eval_repeats=repeats)
-        out = asyncio.run(train_module.evaluate(config, questions, ByteRenderer(), policy, None))
+        out = asyncio.run(evaluation.evaluate(config, questions, ByteRenderer(), policy, None))
         assert out["eval/debates"] == 2 * 2 * repeats
         expected = [f"{pre}{p}-r{i}" for pre in prefixes for p in range(2) for i in range(2)]
         assert [s.id for s in played] == expected

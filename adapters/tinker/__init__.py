@@ -10,8 +10,11 @@
 - :mod:`adapters.tinker.fake` and :mod:`adapters.tinker.faults`: a seeded offline fake of the service
   returning real SDK types, and a wrapper that injects faults into any service.
 - :mod:`adapters.tinker.config`, :mod:`adapters.tinker.dataset`, :mod:`adapters.tinker.planner` (the
-  I/O-free loop), :mod:`adapters.tinker.checkpoint` and :mod:`adapters.tinker.train` (its async shell):
-  ``run_training(config, service_client)``, see ``docs/training.md``.
+  I/O-free loop), :mod:`adapters.tinker.streaming` (a batch streamed in parts),
+  :mod:`adapters.tinker.checkpoint`, :mod:`adapters.tinker.evaluation` (fixed opponents),
+  :mod:`adapters.tinker.memory` (the loop's collector and ``malloc`` settings) and
+  :mod:`adapters.tinker.train` (its async shell): ``run_training(config, service_client)``, see
+  ``docs/training.md``.
 """
 
 import importlib

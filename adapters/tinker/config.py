@@ -23,10 +23,13 @@ import types as pytypes
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Final, Literal, get_args, get_origin, get_type_hints
+from typing import TYPE_CHECKING, Any, Final, Literal, get_args, get_origin, get_type_hints
 
 import kernel
 from kernel._checks import did_you_mean
+
+if TYPE_CHECKING:
+    from adapters.tinker.rollouts import RolloutConfig
 
 __all__ = ["KERNEL_LOSSES", "SEED_LIMIT", "SERVER_LOSSES", "TrainConfig", "key_help", "load_config"]
 
@@ -302,6 +305,22 @@ class TrainConfig:
     def total_steps(self) -> int:
         """Warm-start steps plus RL steps: the length of the step counter (and of metrics.jsonl)."""
         return self.warm_start_steps + self.steps
+
+    @property
+    def rollout_config(self) -> RolloutConfig:
+        """The rollout settings of a run (its training debates and its evaluations alike)."""
+        from adapters.tinker.rollouts import RolloutConfig  # the Tinker SDK: only where a run needs it
+
+        return RolloutConfig(
+            num_agents=self.num_agents,
+            max_rounds=self.max_rounds,
+            observation=self.observation_config,
+            parse_policy=self.parse_policy,
+            max_tokens=self.max_tokens,
+            temperature=self.temperature,
+            max_concurrent=self.max_concurrent_debates,
+            sample_timeout=self.sample_timeout_s or None,
+        )
 
     @property
     def observation_config(self) -> kernel.ObservationConfig:

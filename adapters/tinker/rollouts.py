@@ -70,6 +70,7 @@ __all__ = [
     "RolloutsCancelled",
     "TurnArrays",
     "fixed_opponents",
+    "last_solution",
     "run_debate",
     "run_debates",
     "self_play",
@@ -578,6 +579,15 @@ async def _sample(
     if not response.sequences:
         return None, "sampler_error", "the sampler returned no sequence"
     return response.sequences[0], None, ""
+
+
+def last_solution(state: DebateState, agent: int) -> str:
+    """Agent ``agent``'s most recent solution in ``state`` (\"\" when it never answered)."""
+    for round_ in reversed(state.rounds):
+        for resp in round_:
+            if resp.author_id == agent:
+                return resp.solution
+    return ""
 
 
 async def run_debate(

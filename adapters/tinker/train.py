@@ -17,11 +17,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import gc
 import math
 import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -40,13 +39,15 @@ from adapters.tinker.config import TrainConfig
 from adapters.tinker.convert import datums_to_tinker, pack_trajectories
 from adapters.tinker.credit import credit_weights
 from adapters.tinker.dataset import DatasetError, Question, batch_at, cursor_at, is_correct, load_questions
+from adapters.tinker.evaluation import evaluate
+from adapters.tinker.memory import CollectorPause, freed_memory_kept, long_lived_objects_frozen
 from adapters.tinker.protocol import SamplingClient, ServiceClient, TrainingClient
 from adapters.tinker.renderers import ByteRenderer, Renderer
 from adapters.tinker.rollouts import (
     DebateResult,
     RolloutConfig,
     TurnArrays,
-    fixed_opponents,
+    last_solution,
     run_debates,
     self_play,
     transcript_columns,
@@ -196,11 +197,11 @@ class _Shell:
     unwritten: tuple[int, list[DebateResult]] | None = None  # a prepared step's debates, not yet written
     writer: TranscriptWriter = field(default_factory=lambda: _transcript_writer())
     writing: set[asyncio.Task[None]] = field(default_factory=set)  # transcript writes not finished
-    collector: _CollectorPause = field(default_factory=lambda: _CollectorPause())
+    collector: CollectorPause = field(default_factory=lambda: CollectorPause())
 
     @property
     def rollout_config(self) -> RolloutConfig:
-        return _rollout_config(self.config)
+        return self.config.rollout_config
 
     def batch_questions(self, batch: int) -> list[Question]:
         n = len(self.questions)
@@ -411,7 +412,7 @@ class _Shell:
         for p, r in enumerate(replayed):
             answer = played[p].spec.answer
             for i in range(r.debate.num_agents):
-                correct[offsets[p] + i] = float(is_correct(_last_solution(r.state, i), answer))
+                correct[offsets[p] + i] = float(is_correct(last_solution(r.state, i), answer))
         returns = numeric.returns_PG + c.correctness_weight * correct
         group_ids = numeric.pairwise.group_ids_PG
         if c.estimator == "rae":
@@ -867,7 +868,7 @@ async def run_training(
     )
     if resumed is not None and resumed.step >= plan.total_steps:
         return TrainResult(run.run_dir, shell.metrics)
-    with _long_lived_objects_frozen(), _freed_memory_kept(), contextlib.closing(shell.collector):
+    with long_lived_objects_frozen(), freed_memory_kept(), contextlib.closing(shell.collector):
         async with shell.writer, asyncio.TaskGroup() as tg:
             shell.group = tg
             state, requests = pl.start(plan, resumed)
@@ -881,166 +882,7 @@ async def run_training(
     return TrainResult(run.run_dir, shell.metrics)
 
 
-class _CollectorPause:
-    """Holds off the cyclic garbage collector from a step's kernel stages to its submission.
-
-    Building a step's datums allocates some ten thousand objects, none of them in a reference cycle; the
-    collections they trigger (young and, now and then, full) cost about a third of the kernel stages'
-    time, on the critical path. Paused there, the collections run after the submission instead, while
-    the loop waits for the service. :meth:`resume` (and :meth:`close`, at the end of the run, on error and
-    cancellation too) undoes only this object's own pause: a collector that was off before stays off.
-    """
-
-    def __init__(self) -> None:
-        self._paused = False
-
-    def pause(self) -> None:
-        if not self._paused and gc.isenabled():
-            gc.disable()
-            self._paused = True
-
-    def resume(self) -> None:
-        if self._paused:
-            self._paused = False
-            gc.enable()
-
-    close = resume
-
-
-@contextlib.contextmanager
-def _long_lived_objects_frozen() -> Iterator[None]:
-    """``gc.freeze()`` for the loop's duration: the objects alive when training starts (imported modules,
-    the clients, the dataset; some 200 k with the SDK loaded) leave the cyclic collector's scans. Otherwise
-    each full collection walks them all (about 0.1 s here), inside whichever step it lands in. A caller
-    that froze objects itself keeps control: nothing is done then."""
-    if gc.get_freeze_count():
-        yield
-        return
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
-
-
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
-_GLIBC_DEFAULT_THRESHOLD = 128 * 1024
-
-
-@contextlib.contextmanager
-def _freed_memory_kept() -> Iterator[None]:
-    """glibc's ``malloc`` keeps freed memory for reuse while the loop runs, instead of handing it back to
-    the system. Every step allocates some 100 MB of arrays anew (packed tokens, datums, the service's
-    copies); memory handed back must be faulted in again on the next step, and on a virtual machine a
-    fresh (transparent huge) page costs about 0.1 ms: 30-130 ms of system time per step here, on the
-    critical path. Raises ``M_MMAP_THRESHOLD`` and ``M_TRIM_THRESHOLD`` for the loop's duration and sets
-    glibc's defaults again after (then trims). Nothing is done on other C libraries."""
-    mallopt = _glibc_function("mallopt")
-    if mallopt is None:
-        yield
-        return
-    mallopt(_M_MMAP_THRESHOLD, 1 << 30)
-    mallopt(_M_TRIM_THRESHOLD, 1 << 31)
-    try:
-        yield
-    finally:
-        mallopt(_M_MMAP_THRESHOLD, _GLIBC_DEFAULT_THRESHOLD)
-        mallopt(_M_TRIM_THRESHOLD, _GLIBC_DEFAULT_THRESHOLD)
-        trim = _glibc_function("malloc_trim")
-        if trim is not None:
-            trim(0)
-
-
-def _glibc_function(name: str) -> Callable[..., int] | None:
-    """A function of the process's glibc, or None on another C library."""
-    import ctypes
-    import platform
-
-    if platform.libc_ver()[0] != "glibc":
-        return None
-    try:
-        fn: Callable[..., int] = getattr(ctypes.CDLL(None), name)
-    except (OSError, AttributeError):
-        return None
-    return fn
-
-
-async def evaluate(
-    config: TrainConfig,
-    questions: Sequence[Question],
-    renderer: Renderer,
-    policy: SamplingClient,
-    fixed: SamplingClient | None,
-) -> dict[str, float]:
-    """Fixed-opponent evaluation: for each of the first ``eval_questions`` questions, N debates with the
-    policy in role i of debate i and the fixed sampler elsewhere, each played ``eval_repeats`` times
-    (repeat k's debates are ``eval{k}-q{p}-r{i}``; ``eval-q{p}-r{i}`` with one repeat); role-averaged
-    metrics.
-
-    Returns:
-      ``eval/correct`` (the policy's final solution is right), ``eval/parse_ok`` (share of the policy's
-      turns that parsed), ``eval/pairwise_reward`` (the policy's pairwise reward), ``eval/debates``.
-    """
-    qs = list(questions[: config.eval_questions])
-    if not qs:
-        return {}
-    specs = [
-        spec
-        for k in range(config.eval_repeats)
-        for spec in fixed_opponents(
-            [q.question for q in qs],
-            policy,
-            fixed if fixed is not None else policy,
-            num_agents=config.num_agents,
-            answers=[q.answer for q in qs],
-            id_prefix="eval-q" if config.eval_repeats == 1 else f"eval{k}-q",
-        )
-    ]
-    results = (await run_debates(specs, renderer, config=_rollout_config(config))).results
-    correct: list[float] = []
-    parse_ok: list[float] = []
-    for r in results:
-        role = r.spec.policy_roles[0]
-        correct.append(float(is_correct(_last_solution(r.state, role), r.spec.answer)))
-        parse_ok.extend(float(t.parsed.ok) for t in r.turns if t.agent_id == role)
-    played = [r for r in results if r.turns]
-    pairwise = math.nan
-    if played:
-        options = pipeline.ScoreOptions(policy=config.parse_policy, reward=config.reward_mode)
-        replayed, errors = pipeline.replay_debates(
-            [r.to_transcript() for r in played],
-            [tuple(t.parsed for t in r.turns) for r in played],
-            options=options,
-        )
-        if errors:  # the rows below pair replayed[p] with played[p]: a dropped debate would shift them
-            raise RuntimeError(f"an evaluation debate does not replay: {errors[0]}")
-        if replayed:
-            numeric = pipeline.compute_numeric(replayed, options=options)
-            rows = [int(numeric.offsets_P1[p]) + played[p].spec.policy_roles[0] for p in range(len(replayed))]
-            pairwise = float(np.mean(numeric.pairwise.rewards_PG[rows]))
-    return {
-        "eval/correct": float(np.mean(correct)) if correct else math.nan,
-        "eval/parse_ok": float(np.mean(parse_ok)) if parse_ok else math.nan,
-        "eval/pairwise_reward": pairwise,
-        "eval/debates": float(len(results)),
-    }
-
-
 # ---------------------------------------------------------------------------------------------------------
-
-
-def _rollout_config(c: TrainConfig) -> RolloutConfig:
-    """The rollout settings of a run's config (its training debates and its evaluations alike)."""
-    return RolloutConfig(
-        num_agents=c.num_agents,
-        max_rounds=c.max_rounds,
-        observation=c.observation_config,
-        parse_policy=c.parse_policy,
-        max_tokens=c.max_tokens,
-        temperature=c.temperature,
-        max_concurrent=c.max_concurrent_debates,
-        sample_timeout=c.sample_timeout_s or None,
-    )
 
 
 def check_service(config: TrainConfig, service_client: ServiceClient) -> None:
@@ -1244,14 +1086,6 @@ def _spoke(played: Sequence[DebateResult], offsets_P1: npt.NDArray[np.int64]) ->
         for turn in result.turns:
             spoke[int(offsets_P1[p]) + turn.agent_id] = True
     return spoke
-
-
-def _last_solution(state: kernel.DebateState, agent: int) -> str:
-    for round_ in reversed(state.rounds):
-        for resp in round_:
-            if resp.author_id == agent:
-                return resp.solution
-    return ""
 
 
 def _warm_turn(agent: int, answer: str, *, brief: bool = False) -> str:

@@ -1,0 +1,99 @@
+"""The training loop's process settings for memory: when the cyclic garbage collector runs and whether
+glibc keeps freed memory (``adapters.tinker.train`` enters them for the loop's duration).
+
+The loop allocates hundreds of thousands of short-lived objects and some 100 MB of arrays a step; the
+defaults of the collector and of glibc's ``malloc`` put their costs (collections walking long-lived
+objects, pages faulted in again) inside the steps, on the critical path (docs/training.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+from collections.abc import Callable, Iterator
+
+__all__ = ["CollectorPause", "freed_memory_kept", "glibc_function", "long_lived_objects_frozen"]
+
+
+class CollectorPause:
+    """Holds off the cyclic garbage collector from a step's kernel stages to its submission.
+
+    Building a step's datums allocates some ten thousand objects, none of them in a reference cycle; the
+    collections they trigger (young and, now and then, full) cost about a third of the kernel stages'
+    time, on the critical path. Paused there, the collections run after the submission instead, while
+    the loop waits for the service. :meth:`resume` (and :meth:`close`, at the end of the run, on error and
+    cancellation too) undoes only this object's own pause: a collector that was off before stays off.
+    """
+
+    def __init__(self) -> None:
+        self._paused = False
+
+    def pause(self) -> None:
+        if not self._paused and gc.isenabled():
+            gc.disable()
+            self._paused = True
+
+    def resume(self) -> None:
+        if self._paused:
+            self._paused = False
+            gc.enable()
+
+    close = resume
+
+
+@contextlib.contextmanager
+def long_lived_objects_frozen() -> Iterator[None]:
+    """``gc.freeze()`` for the loop's duration: the objects alive when training starts (imported modules,
+    the clients, the dataset; some 200 k with the SDK loaded) leave the cyclic collector's scans. Otherwise
+    each full collection walks them all (about 0.1 s here), inside whichever step it lands in. A caller
+    that froze objects itself keeps control: nothing is done then."""
+    if gc.get_freeze_count():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
+_GLIBC_DEFAULT_THRESHOLD = 128 * 1024
+
+
+@contextlib.contextmanager
+def freed_memory_kept() -> Iterator[None]:
+    """glibc's ``malloc`` keeps freed memory for reuse while the loop runs, instead of handing it back to
+    the system. Every step allocates some 100 MB of arrays anew (packed tokens, datums, the service's
+    copies); memory handed back must be faulted in again on the next step, and on a virtual machine a
+    fresh (transparent huge) page costs about 0.1 ms: 30-130 ms of system time per step here, on the
+    critical path. Raises ``M_MMAP_THRESHOLD`` and ``M_TRIM_THRESHOLD`` for the loop's duration and sets
+    glibc's defaults again after (then trims). Nothing is done on other C libraries."""
+    mallopt = glibc_function("mallopt")
+    if mallopt is None:
+        yield
+        return
+    mallopt(_M_MMAP_THRESHOLD, 1 << 30)
+    mallopt(_M_TRIM_THRESHOLD, 1 << 31)
+    try:
+        yield
+    finally:
+        mallopt(_M_MMAP_THRESHOLD, _GLIBC_DEFAULT_THRESHOLD)
+        mallopt(_M_TRIM_THRESHOLD, _GLIBC_DEFAULT_THRESHOLD)
+        trim = glibc_function("malloc_trim")
+        if trim is not None:
+            trim(0)
+
+
+def glibc_function(name: str) -> Callable[..., int] | None:
+    """A function of the process's glibc, or None on another C library."""
+    import ctypes
+    import platform
+
+    if platform.libc_ver()[0] != "glibc":
+        return None
+    try:
+        fn: Callable[..., int] = getattr(ctypes.CDLL(None), name)
+    except (OSError, AttributeError):
+        return None
+    return fn
