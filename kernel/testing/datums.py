@@ -113,6 +113,8 @@ class _Reference(NamedTuple):
     one per action token) and every value is a finite float32 (its logprobs, the trajectory's advantage)."""
     clean_B: list[bool]
     """Per trajectory: no problem at all (``ok_B`` and every segment fine)."""
+    advantages_B: list[float]
+    """Per trajectory: its advantage as the datums carry it (float32; beyond its range ±inf)."""
 
 
 def _reference(trajectories: Trajectories) -> _Reference:
@@ -177,7 +179,7 @@ def _reference(trajectories: Trajectories) -> _Reference:
     if traj:
         emit(traj[-1])
     clean_B = [ok and finite_adv[b] and all(fine_B[b]) for b, ok in enumerate(ok_B)]
-    return _Reference(ReferenceSegments(ok_B, segments_B), fine_B, clean_B)
+    return _Reference(ReferenceSegments(ok_B, segments_B), fine_B, clean_B, adv)
 
 
 # --- internals ---------------------------------------------------------------------------------------
@@ -223,13 +225,6 @@ def _expected(segment: _Datum, advantage: float, drop_zero_advantage: bool) -> b
     if len(segment[0]) < 2:
         return False
     return not drop_zero_advantage or (advantage != 0 and any(segment[3][1:]))
-
-
-def _advantages32(trajectories: Trajectories) -> list[float]:
-    """Each trajectory's advantage as the datums carry it (float32; beyond its range ±inf)."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        adv = np.asarray(trajectories.advantages_B).astype(np.float32).astype(np.float64)
-    return [float(a) for a in adv]
 
 
 def _status_name(code: int) -> str:
@@ -412,14 +407,14 @@ def check_datum_token_conservation(
     """
     name = "check_datum_token_conservation"
     out = _build(name, fn, trajectories)
-    d, ref = out.datums, reference_segments(trajectories)
+    full = _reference(trajectories)
+    d, ref, adv = out.datums, full.segments, full.advantages_B
     tgt, lp, mask = np.asarray(d.target_tokens), np.asarray(d.logprobs), np.asarray(d.mask, dtype=bool)
     got: dict[int, tuple[list[int], list[float]]] = {}
     for b, s in _datums_of(d):
         tokens, lps = got.setdefault(b, ([], []))
         tokens += tgt[s][mask[s]].tolist()
         lps += lp[s][mask[s]].astype(np.float64).tolist()
-    adv = _advantages32(trajectories)
     for b in _ok_trajectories(out, ref):
         segs = [seg for seg in ref.segments_B[b] if _expected(seg, adv[b], drop_zero_advantage)]
         want_t = [x for seg in segs for x, m in zip(seg[0][1:], seg[3][1:], strict=True) if m]
@@ -458,9 +453,9 @@ def check_datum_prefix_merges(
     """
     name = "check_datum_prefix_merges"
     out = _build(name, fn, trajectories)
-    ref = reference_segments(trajectories)
+    full = _reference(trajectories)
+    ref, adv = full.segments, full.advantages_B
     got = {b: [datum[0] for datum in datums] for b, datums in _emitted(out.datums).items()}
-    adv = _advantages32(trajectories)
     for b in _ok_trajectories(out, ref):
         want = [seg[0] for seg in ref.segments_B[b] if _expected(seg, adv[b], drop_zero_advantage)]
         if got.get(b, []) != want:
@@ -493,10 +488,10 @@ def check_datum_drops_counted(
     """
     name = "check_datum_drops_counted"
     out = _build(name, fn, trajectories)
-    d, ref = out.datums, reference_segments(trajectories)
+    full = _reference(trajectories)
+    d, ref, adv = out.datums, full.segments, full.advantages_B
     status = np.asarray(out.status_B).tolist()
     emitted = np.bincount(np.asarray(d.traj_ids_D, dtype=np.int64), minlength=len(status)).tolist()
-    adv = _advantages32(trajectories)
     for b, ok in enumerate(ref.ok_B):
         expected = sum(_expected(seg, adv[b], drop_zero_advantage) for seg in ref.segments_B[b])
         if status[b] == 0 and (not ok or emitted[b] < expected):
@@ -556,7 +551,7 @@ def check_datum_flags_justified(
     ref = _reference(trajectories)
     status = np.asarray(out.status_B).tolist()
     emitted = np.bincount(np.asarray(out.datums.traj_ids_D, dtype=np.int64), minlength=len(status)).tolist()
-    adv = _advantages32(trajectories)
+    adv = ref.advantages_B
     for b, ok in enumerate(ref.segments.ok_B):
         expected = sum(_expected(seg, adv[b], drop_zero_advantage) for seg in ref.segments.segments_B[b])
         if ref.clean_B[b] and status[b] in _PROBLEM_CODES:
@@ -614,7 +609,7 @@ def check_datum_flagged_by_mode(
     out = _build(name, fn, trajectories)
     ref = _reference(trajectories)
     got = _emitted(out.datums)
-    adv = _advantages32(trajectories)
+    adv = ref.advantages_B
     for b, code in enumerate(np.asarray(out.status_B).tolist()):
         if code == 0:
             continue
