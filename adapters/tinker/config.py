@@ -254,24 +254,25 @@ class TrainConfig:
 
     def _check_combinations(self) -> None:
         """Keys that are valid alone but not together (found now, before a run directory is made)."""
-        self._check_streaming()
-        if self.estimator == "rae":
-            return
-        from adapters.pipeline import check_estimator
+        options: dict[str, Any] | None = None  # the estimator's options; None for RAE
+        if self.estimator != "rae":
+            from adapters.pipeline import check_estimator
 
-        try:
-            _, options = check_estimator(self.estimator)
-        except (ValueError, TypeError) as e:
-            raise ValueError(f"config key estimator: {e}") from None
-        if options.get("singleton") == "error" and self.num_agents == 1:
-            raise ValueError(
-                f"config key estimator {self.estimator!r} refuses groups of one sample "
-                "(singleton=error), and with num_agents = 1 every debate is one: "
-                "use num_agents >= 2 or another singleton option"
-            )
+            try:
+                _, options = check_estimator(self.estimator)
+            except (ValueError, TypeError) as e:
+                raise ValueError(f"config key estimator: {e}") from None
+            if options.get("singleton") == "error" and self.num_agents == 1:
+                raise ValueError(
+                    f"config key estimator {self.estimator!r} refuses groups of one sample "
+                    "(singleton=error), and with num_agents = 1 every debate is one: "
+                    "use num_agents >= 2 or another singleton option"
+                )
+        self._check_streaming(options)
 
-    def _check_streaming(self) -> None:
-        """``stream_minibatches`` needs on-policy training, debate-local advantages and a debate a part."""
+    def _check_streaming(self, options: dict[str, Any] | None) -> None:
+        """``stream_minibatches`` needs on-policy training, debate-local advantages (``options``: the
+        estimator's, None for RAE) and a debate a part."""
         m = self.stream_minibatches
         if not m:
             return
@@ -280,15 +281,7 @@ class TrainConfig:
                 "config key stream_minibatches streams on-policy batches only: "
                 f"set max_steps_off_policy = 0 (got {self.max_steps_off_policy}) or stream_minibatches = 0"
             )
-        coupled = self.estimator == "rae"
-        if not coupled:
-            from adapters.pipeline import resolve_estimator
-
-            try:
-                coupled = resolve_estimator(self.estimator)[1].get("scale") in ("batch", "whiten")
-            except (ValueError, TypeError):
-                return  # reported by the estimator check
-        if coupled:
+        if options is None or options.get("scale") in ("batch", "whiten"):
             raise ValueError(
                 f"config key stream_minibatches needs advantages computed within each debate; estimator "
                 f"{self.estimator!r} uses statistics of the whole batch (RAE baselines or a batch scale), "
