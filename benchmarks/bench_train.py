@@ -109,7 +109,8 @@ class _TimedFuture:
         return self.result_async().__await__()
 
 
-def _config(out: Path, debates: int, steps: int) -> Any:
+def _config(out: Path, debates: int, steps: int, **keys: Any) -> Any:
+    """The benchmark's training config (``keys`` set others, e.g. ``stream_minibatches``)."""
     from adapters.tinker.config import TrainConfig
 
     return TrainConfig(
@@ -124,6 +125,7 @@ def _config(out: Path, debates: int, steps: int) -> Any:
         save_every=0,
         max_concurrent_debates=debates,
         num_substeps=1,
+        **keys,
     )
 
 
@@ -168,11 +170,7 @@ def _with_latency(
         box = [0.0]
         service, faults = with_faults(_Timed(FakeServiceClient(seed=0), box), plan)  # type: ignore[arg-type]
         run = Path(tmp) / "run"
-        config = _config(run, debates, steps)
-        if minibatches:
-            import dataclasses
-
-            config = dataclasses.replace(config, stream_minibatches=minibatches)
+        config = _config(run, debates, steps, stream_minibatches=minibatches)
         result = asyncio.run(run_training(config, service))
         fake_cpu = box[0] / len(result.metrics)
         # the waits as the injector delivered them (its timers fire up to a millisecond or so late)
@@ -225,7 +223,6 @@ def _with_latency(
 
 def _async_wall(debates: int, steps: int, sample_s: float, fb_s: float) -> dict[str, float]:
     """Wall time per step with ``max_steps_off_policy = 1`` (sampling of the next batch overlaps training)."""
-    import dataclasses
 
     from adapters.tinker.fake import FakeServiceClient
     from adapters.tinker.faults import FaultPlan, with_faults
@@ -234,7 +231,7 @@ def _async_wall(debates: int, steps: int, sample_s: float, fb_s: float) -> dict[
     with tempfile.TemporaryDirectory() as tmp:
         plan = FaultPlan(latency={"sample": sample_s, "forward_backward": fb_s})
         service, _ = with_faults(FakeServiceClient(seed=0), plan)
-        config = dataclasses.replace(_config(Path(tmp) / "run", debates, steps), max_steps_off_policy=1)
+        config = _config(Path(tmp) / "run", debates, steps, max_steps_off_policy=1)
         t0 = time.perf_counter()
         result = asyncio.run(run_training(config, service))
         wall = (time.perf_counter() - t0) / steps
@@ -246,7 +243,6 @@ def _async_wall(debates: int, steps: int, sample_s: float, fb_s: float) -> dict[
 
 def _stragglers(debates: int, steps: int, minibatches: int, order: str = "completion") -> float:
     """Mean wall time per step (steps 2..) with random sample delays and a computing service."""
-    import dataclasses
 
     from adapters.tinker.fake import FakeServiceClient
     from adapters.tinker.faults import FaultPlan, with_faults
@@ -261,9 +257,8 @@ def _stragglers(debates: int, steps: int, minibatches: int, order: str = "comple
             compute_per_token={"forward_backward": 0.25e-6},
         )
         service, _ = with_faults(FakeServiceClient(seed=0), plan)
-        config = _config(Path(tmp) / "run", debates, steps)
-        config = dataclasses.replace(config, stream_minibatches=minibatches, stream_order=order)
-        result = asyncio.run(run_training(config, service))
+        keys = {"stream_minibatches": minibatches, "stream_order": order}
+        result = asyncio.run(run_training(_config(Path(tmp) / "run", debates, steps, **keys), service))
     rows = result.metrics[1:] or result.metrics
     return statistics.fmean(m["time/total"] for m in rows)
 
@@ -366,18 +361,18 @@ def _main(argv: list[str]) -> int:
     stream_steps = 2 if quick else 5
     whole = _stragglers(debates, stream_steps, 0)
     cases = [(4, "completion"), (8, "completion"), (8, "dataset")]
-    streamed = {f"{m}_{order}": _stragglers(debates, stream_steps, m, order) for m, order in cases}
+    stragglers = {f"{m}_{order}": _stragglers(debates, stream_steps, m, order) for m, order in cases}
     print_table(
         "train: stragglers (samples 0-100 ms), forward_backward computed at 0.25 us/token + 50 ms",
         ["stream_minibatches, stream_order", "wall s per step", "unstreamed / streamed"],
-        [["0 (off)", whole, 1.0], *([name.replace("_", ", "), t, whole / t] for name, t in streamed.items())],
+        [["0 (off)", whole, 1.0], *([k.replace("_", ", "), t, whole / t] for k, t in stragglers.items())],
     )
     print(
         json.dumps(
             {
                 "bench": "train",
                 "stragglers_step_s": round(whole, 5),
-                **{f"stragglers_stream{m}_step_s": round(t, 5) for m, t in streamed.items()},
+                **{f"stragglers_stream{m}_step_s": round(t, 5) for m, t in stragglers.items()},
                 **{f"zero_{k}": round(v, 5) for k, v in zero.items()},
                 **{f"latency_{k}": round(v, 5) for k, v in lat.items()},
                 **{f"async_{k}": round(v, 5) for k, v in asy.items()},
