@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeAlias, TypeVar
 
@@ -70,3 +71,19 @@ def _skip_or_run(reason: str | None, run: Callable[[], object]) -> None:
 
         pytest.skip(reason)
     run()
+
+
+def _run_class_check(test: Any, attribute: str, check: str) -> None:
+    """One check of a suite's pytest base class: the function under test is ``test``'s class attribute
+    ``attribute`` (a staticmethod, a classmethod's function or a plain callable), run through the class's
+    ``_suite`` with its ``hypothesis_settings``, or skipped with the reason its ``_skip_reason`` gives.
+
+    Raises:
+      TypeError: the attribute is not set.
+    """
+    owner = type(test)
+    raw = inspect.getattr_static(owner, attribute)
+    fn = raw.__func__ if isinstance(raw, staticmethod | classmethod) else raw
+    if fn is None:
+        raise TypeError(f"{owner.__name__}.{attribute} is not set")
+    _skip_or_run(test._skip_reason(check), lambda: test._suite([check], fn, True, test.hypothesis_settings))

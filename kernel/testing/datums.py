@@ -22,15 +22,14 @@ a per-trajectory Python loop written from REFERENCE.md §4.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, NamedTuple, Protocol, cast
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
 from kernel._datums import DATUM_MODES, DATUM_STATUS, DatumMode, Trajectories, trajectories_from_lists
-from kernel.testing._suite import SuiteOutcome, _run_suite, _skip_or_run
+from kernel.testing._suite import SuiteOutcome, _run_class_check, _run_suite
 from kernel.testing.strategies import TokenTrajectories, token_trajectories
 
 __all__ = [
@@ -829,18 +828,8 @@ class DatumInvariants(_DatumConfig):
 
     builder: Any = None
 
-    def _fn(self) -> DatumBuilder:
-        raw = inspect.getattr_static(type(self), "builder")
-        fn = raw.__func__ if isinstance(raw, staticmethod | classmethod) else raw
-        if fn is None:
-            raise TypeError(f"{type(self).__name__}.builder is not set")
-        return cast(DatumBuilder, fn)
-
     def _check(self, check: str) -> None:
-        fn = self._fn()
-        _skip_or_run(
-            self._skip_reason(check), lambda: self._suite([check], fn, True, self.hypothesis_settings)
-        )
+        _run_class_check(self, "builder", check)
 
     def test_output_contract(self) -> None:
         """dtypes, shapes and offsets."""

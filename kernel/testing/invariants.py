@@ -37,17 +37,16 @@ of the std's scope, (r − μ)/(σ + ε) and k(r − μ)/(kσ + ε) differ by at
 
 from __future__ import annotations
 
-import inspect
 import math
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, Literal, Protocol, TypeAlias, cast
+from typing import Any, Literal, Protocol, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
 from hypothesis import strategies as st
 
-from kernel.testing._suite import SuiteOutcome, _run_suite, _skip_or_run
+from kernel.testing._suite import SuiteOutcome, _run_class_check, _run_suite
 from kernel.testing.strategies import (
     DEFAULT_MAGNITUDES,
     GROUP_REWARD_KINDS,
@@ -1351,19 +1350,8 @@ class AdvantageInvariants(_SuiteConfig):
 
     estimator: Any = None
 
-    def _estimator(self) -> AdvantageEstimator:
-        raw = inspect.getattr_static(type(self), "estimator")
-        fn = raw.__func__ if isinstance(raw, staticmethod | classmethod) else raw
-        if fn is None:
-            raise TypeError(f"{type(self).__name__}.estimator is not set")
-        return cast(AdvantageEstimator, fn)
-
     def _draw_and_check(self, check: str) -> None:
-        estimator = self._estimator()
-        _skip_or_run(
-            self._skip_reason(check),
-            lambda: self._suite([check], estimator, True, self.hypothesis_settings),
-        )
+        _run_class_check(self, "estimator", check)
 
     def test_output_contract(self) -> None:
         """Shape, dtype, inputs untouched; finite and deterministic on the live rows."""

@@ -28,10 +28,9 @@ judge fields.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, Literal, Protocol, TypeAlias, cast
+from typing import Any, Literal, Protocol, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
@@ -39,7 +38,7 @@ from hypothesis import strategies as st
 
 from kernel._types import OP_EQ, OP_GT
 from kernel._votes import VoteArrays, validate_votes
-from kernel.testing._suite import SuiteOutcome, _run_suite, _skip_or_run
+from kernel.testing._suite import SuiteOutcome, _run_class_check, _run_suite
 from kernel.testing.strategies import VoteBatch, _concat_votes, vote_batches
 
 __all__ = [
@@ -1164,18 +1163,8 @@ class RewardInvariants(_RewardConfig):
 
     reward_fn: Any = None
 
-    def _fn(self) -> RewardFunction:
-        raw = inspect.getattr_static(type(self), "reward_fn")
-        fn = raw.__func__ if isinstance(raw, staticmethod | classmethod) else raw
-        if fn is None:
-            raise TypeError(f"{type(self).__name__}.reward_fn is not set")
-        return cast(RewardFunction, fn)
-
     def _check(self, check: str) -> None:
-        fn = self._fn()
-        _skip_or_run(
-            self._skip_reason(check), lambda: self._suite([check], fn, True, self.hypothesis_settings)
-        )
+        _run_class_check(self, "reward_fn", check)
 
     def test_leave_one_out(self) -> None:
         """An agent's own votes never change its own reward."""
