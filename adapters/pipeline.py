@@ -112,6 +112,16 @@ def parse_turns(
 
     Returns:
       For each debate, one ``ParsedResponse`` per turn, in order.
+
+    Examples:
+      >>> from adapters.transcripts import Turn
+      >>> votes = ["Agent 1 > Agent 2", "Agent 0 > Agent 2", "Agent 0 = Agent 1"]  # agent i's vote
+      >>> texts = [kernel.render_response(solution="4", evaluation="N/A", comparisons=v, consensus=False,
+      ...                                 consensus_reason="Not sure yet.") for v in votes]
+      >>> d = Debate("q1", "2 + 2?", num_agents=3, turns=tuple(map(Turn, range(3), texts)), max_rounds=1)
+      >>> (parsed,) = parse_turns([d])
+      >>> [p.ok for p in parsed], parsed[0].solution, parsed[0].votes
+      ([True, True, True], '4', (Vote(a=1, op='>', b=2),))
     """
     check_each(debates, Debate, "debates")
     parse = kernel.parse_response
@@ -202,6 +212,18 @@ def replay_debates(
     Returns:
       The replayed debates (input order), and one error per debate that could not be scored (turns
       after the end under ``after_end="error"``).
+
+    Examples:
+      >>> from adapters import data
+      >>> from adapters.transcripts import debate_from_record
+      >>> debates = [debate_from_record(r) for r in data.read_jsonl(data.SAMPLE_DEBATES)[:4]]
+      >>> replayed, errors = replay_debates(debates, parse_turns(debates))
+      >>> [(r.end, r.num_rounds) for r in replayed], errors
+      ([('parse_error', 2), ('max_rounds', 1), ('consensus', 1), ('max_rounds', 1)], [])
+      >>> d = debates[1]
+      >>> late = dataclasses.replace(d, turns=(*d.turns, d.turns[0]))  # a turn after the end
+      >>> [e.reason for e in replay_debates([late], parse_turns([late]))[1]]
+      ['turn_after_end']
     """
     check_each(debates, Debate, "debates")
     if options.after_end not in AFTER_END_POLICIES:
@@ -353,6 +375,15 @@ def check_estimator(spec: str) -> tuple[str, dict[str, Any]]:
 
     Raises:
       ValueError, TypeError: the spec or an option value is not accepted.
+
+    Examples:
+      >>> name, opts = check_estimator("verl_grpo.norm,eps=1e-4")
+      >>> name, opts["scale"], opts["eps"]
+      ('verl_grpo.norm', 'group', 0.0001)
+      >>> check_estimator("eps=-1")  # resolve_estimator reads it; the kernel refuses it
+      Traceback (most recent call last):
+      ...
+      ValueError: eps must be a finite number >= 0, got -1.0
     """
     name, opts = resolve_estimator(spec)
     kernel.grouped_advantages(np.array([0.0, 1.0]), np.array([0, 0]), 1, **opts)
@@ -419,6 +450,19 @@ def compute_numeric(
 
     Returns:
       A :class:`NumericResult`.
+
+    Examples:
+      Two sample debates of 4 and 3 agents: rows 0-3 are the first debate's agents, rows 4-6 the second's.
+
+      >>> from adapters import data
+      >>> from adapters.transcripts import debate_from_record
+      >>> debates = [debate_from_record(r) for r in data.read_jsonl(data.SAMPLE_DEBATES)[:2]]
+      >>> replayed, _ = replay_debates(debates, parse_turns(debates))
+      >>> num = compute_numeric(replayed)
+      >>> num.offsets_P1.tolist(), num.pairwise.total_votes_P.tolist(), num.returns_PG.tolist()
+      ([0, 4, 7], [4, 1], [-0.5, 0.5, 0.5, 0.0, 0.5, 0.5, 0.0])
+      >>> num.advantages_PG.round(4).tolist()
+      [-0.625, 0.375, 0.375, -0.125, 0.1667, 0.1667, -0.3333]
     """
     check_each(replayed, ReplayedDebate, "replayed")
     num_agents = np.fromiter((r.debate.num_agents for r in replayed), dtype=np.int64, count=len(replayed))
@@ -496,6 +540,20 @@ def build_datums(
 
     Returns:
       A :class:`DatumOutput`, or None when no turn carries tokens.
+
+    Examples:
+      >>> from adapters.transcripts import Turn
+      >>> votes = ["Agent 1 > Agent 2", "Agent 0 > Agent 2", "Agent 0 = Agent 1"]  # agent i's vote
+      >>> texts = [kernel.render_response(solution="4", evaluation="N/A", comparisons=v, consensus=False,
+      ...                                 consensus_reason="Not sure yet.") for v in votes]
+      >>> d = Debate("q1", "2 + 2?", num_agents=3, turns=tuple(map(Turn, range(3), texts)), max_rounds=1)
+      >>> t0 = dataclasses.replace(d.turns[0], observation_tokens=(1, 2, 3), action_tokens=(4, 5),
+      ...                          logprobs=(-0.5, -1.0))  # agent 0's turn with its tokens
+      >>> d = dataclasses.replace(d, turns=(t0, *d.turns[1:]))
+      >>> replayed, _ = replay_debates([d], parse_turns([d]))
+      >>> out = build_datums(replayed, compute_numeric(replayed))
+      >>> out.stats["datums"], out.arrays["input_tokens"].tolist(), out.arrays["advantages"].tolist()
+      (1, [1, 2, 3, 4], [0.0, 0.0, 0.25, 0.25])
     """
     check_each(replayed, ReplayedDebate, "replayed")
     check_type(numeric, NumericResult, "numeric")
@@ -644,6 +702,15 @@ def score(
     has checked them. By default each debate is checked as the reader checks a line
     (:func:`adapters.transcripts.check_debates`), and one that fails (a negative token id, no agents, a
     turn in the wrong round, …) is skipped with the reader's reason, as it would be in a file.
+
+    Examples:
+      >>> from adapters import data
+      >>> from adapters.transcripts import debate_from_record
+      >>> debates = [debate_from_record(r) for r in data.read_jsonl(data.SAMPLE_DEBATES)[:4]]
+      >>> bad = dataclasses.replace(debates[1], id="bad", turns=debates[1].turns[1:])  # agent 1 speaks first
+      >>> res = score([*debates, bad])
+      >>> [r.debate.id for r in res.replayed][-1], res.numeric.returns_PG[-3:].tolist(), res.errors[0].reason
+      ('sample-003-chemistry', [1.0, 0.0, 0.0], 'out_of_order')
     """
     timings: dict[str, float] = {}
     if not checked:
@@ -798,6 +865,15 @@ def debate_records(result: BatchResult) -> list[dict[str, Any]]:
     parse_failures, ignored_turns, votes (counts and the list), rewards, step_rewards, returns,
     advantages, per-turn parse summaries, and datum counts when tokens were present. A figure that is
     not finite is None (JSON null).
+
+    Examples:
+      >>> from adapters import data
+      >>> from adapters.transcripts import debate_from_record
+      >>> debates = [debate_from_record(r) for r in data.read_jsonl(data.SAMPLE_DEBATES)[:4]]
+      >>> rec = debate_records(score(debates))[3]
+      >>> rec["status"], rec["end"], rec["votes"]["total"], rec["rewards"], rec["advantages"], rec["datums"]
+      ('scored', 'max_rounds', 1, [1.0, 0.0, 0.0], [0.666667, -0.333333, -0.333333],
+       {'count': 3, 'tokens': 2037, 'action_tokens': 963})
     """
     check_type(result, BatchResult, "result")
     num = result.numeric
@@ -863,7 +939,14 @@ def debate_records(result: BatchResult) -> list[dict[str, Any]]:
 
 
 def skipped_records(errors: Iterable[TranscriptError]) -> list[dict[str, Any]]:
-    """One JSON-ready record per skipped line: id (None when unread), line, status, and the error."""
+    """One JSON-ready record per skipped line: id (None when unread), line, status, and the error.
+
+    Examples:
+      >>> errors = [TranscriptError(4, "bad_json", "bad JSON: Expecting value at column 1")]
+      >>> (rec,) = skipped_records(errors)
+      >>> rec["id"], rec["line"], rec["status"], rec["error"]["reason"]
+      (None, 4, 'skipped', 'bad_json')
+    """
     errors = list(errors)
     check_each(errors, TranscriptError, "errors")
     return [{"id": e.debate_id, "line": e.line, "status": "skipped", "error": e.to_record()} for e in errors]
@@ -892,6 +975,14 @@ def summary(result: BatchResult) -> dict[str, Any]:
 
     JSON-ready and strict: a figure that is not finite is None (JSON null), never NaN or Infinity.
     The same as :meth:`ScoreAccumulator.summary` after adding ``result`` alone.
+
+    Examples:
+      >>> from adapters import data
+      >>> from adapters.transcripts import debate_from_record
+      >>> debates = [debate_from_record(r) for r in data.read_jsonl(data.SAMPLE_DEBATES)[:4]]
+      >>> s = summary(score(debates))
+      >>> s["debates_scored"], s["votes_total"], s["parse_failures"], s["ends"]
+      (4, 10, 1, {'consensus': 1, 'max_rounds': 2, 'parse_error': 1, 'open': 0})
     """
     check_type(result, BatchResult, "result")
     acc = ScoreAccumulator(result.options)

@@ -697,6 +697,17 @@ def read_transcript_file(path: str | os.PathLike[str]) -> ReadResult:
 
     Raises:
       OSError: the file cannot be opened or read (unusable input; bad lines are not an error).
+
+    Examples:
+      >>> import pathlib
+      >>> import tempfile
+      >>> good = dumps_debate(Debate(id="a", question="2 + 2?", num_agents=1, turns=(Turn(0, "4"),)))
+      >>> with tempfile.TemporaryDirectory() as tmp:
+      ...     path = pathlib.Path(tmp, "debates.jsonl")
+      ...     _ = path.write_text(good + "\\n\\n{oops\\n", encoding="utf-8")
+      ...     res = read_transcript_file(path)
+      >>> [d.id for d in res.debates], [e.reason for e in res.errors], res.num_lines, res.num_blank
+      (['a'], ['bad_json'], 3, 1)
     """
     if os.fspath(path) == "-":
         import sys
@@ -756,6 +767,12 @@ def dumps_debate(debate: Debate | Mapping[str, Any]) -> str:
     A :class:`Debate` is encoded field by field, its observation tokens (most of a line's characters)
     with :func:`_json_ints` when they are an integer array (a rollout's read-only view): the same
     characters as ``json.dumps(debate_to_record(debate), ...)`` at a fraction of the cost.
+
+    Examples:
+      >>> print(dumps_debate(Debate(id="a", question="q", num_agents=1, turns=(Turn(0, "4"),))))
+      {"format":"debate-transcript/1","id":"a","question":"q","num_agents":1,"turns":[{"agent":0,"text":"4"}]}
+      >>> print(dumps_debate({"id": "b", "question": "¿2 + 2?"}))
+      {"id":"b","question":"¿2 + 2?"}
     """
     if isinstance(debate, Debate):
         return _dumps_debate(debate)

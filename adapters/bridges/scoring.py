@@ -84,6 +84,14 @@ def check_score_options(policy: object, mode: object, unvoted: object) -> float:
     Raises:
       ValueError: an unknown ``policy`` or ``mode``, a non-finite ``unvoted``.
       TypeError: ``unvoted`` not a real number.
+
+    Examples:
+      >>> check_score_options("robust", "win_minus_loss", 0)
+      0.0
+      >>> check_score_options("strict", "win_rate", 0.0)
+      Traceback (most recent call last):
+        ...
+      ValueError: policy must be one of ('robust', 'reference'), got 'strict'
     """
     if policy not in PARSE_POLICIES:
         raise ValueError(f"policy must be one of {PARSE_POLICIES}, got {policy!r}")
@@ -125,6 +133,20 @@ def score_rows(
       ValueError: lengths differ, an agent id outside ``[0, N)``, a debate given two agent counts, a
         non-finite ``unvoted``.
       TypeError: a text that is not a str, an agent id that is not an int.
+
+    Examples:
+      Two debates of three agents; in ``q2`` agent 1 wrote nothing and agent 2's output does not parse,
+      so agent 0, whom no valid vote judged, gets ``unvoted``:
+
+      >>> tags = ("<solution>{}</solution><evaluation>e</evaluation><comparison>{}</comparison>"
+      ...         "<consensus>NO</consensus><consensus_reason>r</consensus_reason>")
+      >>> rows = score_rows(
+      ...     [tags.format(4, "Agent 1 > Agent 2"), tags.format(4, "Agent 0 = Agent 2"),
+      ...      tags.format(5, "Agent 0 > Agent 1"), tags.format(3, "Agent 1 > Agent 2"), "no tags"],
+      ...     debate_keys=["q1", "q1", "q1", "q2", "q2"], agent_ids=[0, 1, 2, 0, 2], num_agents=[3] * 5,
+      ...     mode="win_minus_loss")
+      >>> rows.pairwise_U, rows.debate_ids_U, rows.total_votes_P
+      (array([ 0.5,  0. , -0.5,  0. , -1. ]), array([0, 0, 0, 1, 1], dtype=int32), array([3, 1], dtype=int32))
     """
     unvoted = check_score_options(policy, mode, unvoted)
     lengths = {len(texts), len(debate_keys), len(agent_ids), len(num_agents)}

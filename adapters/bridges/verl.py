@@ -181,6 +181,17 @@ def estimator_fn(estimator: str | kernel.AdvantageOptions) -> Callable[..., tupl
         by agent or trajectory (verl passes only ``uid``: use :func:`compute_advantages`). (Called:
         mismatched shapes or index length.)
       TypeError: ``estimator`` of another type.
+
+    Examples:
+      Three responses of two tokens, scores summed over the tokens (rows 0 and 1 share a uid; row 2 is
+      alone, and the default estimator gives a group of one 0):
+
+      >>> import torch
+      >>> fn = estimator_fn("default")
+      >>> rewards = torch.tensor([[0.0, 1.0], [0.0, 0.0], [2.0, 0.0]])
+      >>> advantages, returns = fn(rewards, torch.ones(3, 2), index=np.array(["a", "a", "b"], dtype=object))
+      >>> advantages.tolist()
+      [[0.5, 0.5], [-0.5, -0.5], [0.0, 0.0]]
     """
     preset, options = estimator_spec(estimator)
     if drmas_grouping(preset) is not None:
@@ -219,6 +230,13 @@ def register_estimators(presets: Sequence[str] | None = None) -> tuple[str, ...]
     Raises:
       ValueError: an unknown preset or option, or a DrMAS preset that groups by agent or trajectory.
       TypeError: ``presets`` is a single string rather than a sequence of names.
+
+    Examples:
+      >>> from verl.trainer.ppo import core_algos
+      >>> register_estimators(["default", "verl_grpo.norm"])
+      ('debate_kernel.default', 'debate_kernel.verl_grpo.norm')
+      >>> core_algos.get_adv_estimator_fn("debate_kernel.default").__name__
+      'debate_kernel_estimator'
     """
     if isinstance(presets, str):
         raise TypeError(f"presets must be a sequence of preset names, got the string {presets!r}")
@@ -268,6 +286,20 @@ def compute_advantages(
       ValueError: an unknown preset; shapes that disagree; ``group_by_agent_id`` contradicting a DrMAS
         preset.
       TypeError: ``group_by_agent_id`` neither a bool nor None; ``data`` not a DataProto with tensors.
+
+    Examples:
+      One question, two agents, two responses each; grouped by (``uid``, ``agent_id``), agent 0's
+      scores 1 and 2 centre to −0.5 and 0.5, agent 1's equal scores to 0:
+
+      >>> import torch
+      >>> from verl import DataProto
+      >>> data = DataProto.from_dict(
+      ...     tensors={"token_level_rewards": torch.tensor([[0.0, 1.0], [0.0, 0.0], [0.0, 2.0], [0.0, 0.0]]),
+      ...              "response_mask": torch.ones(4, 2)},
+      ...     non_tensors={"uid": np.array(["q1"] * 4, dtype=object),
+      ...                  "agent_id": np.array([0, 1, 0, 1], dtype=object)})
+      >>> compute_advantages(data, "default", group_by_agent_id=True).batch["advantages"].tolist()
+      [[-0.5, -0.5], [0.0, 0.0], [0.5, 0.5], [0.0, 0.0]]
     """
     preset, options = estimator_spec(estimator)
     if group_by_agent_id is not None:
@@ -346,6 +378,21 @@ def compute_score(
       KeyError: an ``extra_info`` without ``debate_id`` or ``agent_id`` (naming the row).
       ValueError / TypeError: as :func:`adapters.bridges.scoring.score_rows`; a weight that is not a
         finite number.
+
+    Examples:
+      One debate of three agents; the answer is 4. Agent 0 wins its one judged comparison and is right
+      (1 + 1); agent 1 wins but answers 5; agent 2's output does not parse:
+
+      >>> tags = ("<solution>{}</solution><evaluation>e</evaluation><comparison>{}</comparison>"
+      ...         "<consensus>NO</consensus><consensus_reason>r</consensus_reason>")
+      >>> out = compute_score(
+      ...     ["math"] * 3,
+      ...     [tags.format(4, "Agent 1 > Agent 2"), tags.format(5, "Agent 0 > Agent 2"), "no tags"],
+      ...     ["4", "4", "4"],
+      ...     [{"debate_id": "d1", "agent_id": i} for i in range(3)],
+      ...     correctness_weight=1.0)
+      >>> [row["score"] for row in out], out[1]["correct"], out[2]["parse_ok"]
+      ([2.0, 1.0, 0.0], 0.0, 0.0)
     """
     correctness_weight = check_real(correctness_weight, "correctness_weight", finite=True)
     format_weight = check_real(format_weight, "format_weight", finite=True)

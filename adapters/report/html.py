@@ -95,7 +95,14 @@ def _tick_label(t: float) -> str:
 
 
 def svg_histogram(values: npt.ArrayLike, *, title: str, bins: int = 20, colour: str = "#4269d0") -> str:
-    """A histogram of ``values`` as an inline SVG with axes, ticks and per-bar tooltips."""
+    """A histogram of ``values`` as an inline SVG with axes, ticks and per-bar tooltips.
+
+    Examples:
+        >>> import re
+        >>> svg = svg_histogram([0.1, 0.2, 0.2, 0.9], title="rewards", bins=4)
+        >>> svg.startswith("<svg"), svg.count("<rect"), re.findall(r"<title>(.*?)</title>", svg)
+        (True, 4, ['[0.1, 0.3): 3', '[0.3, 0.5): 0', '[0.5, 0.7): 0', '[0.7, 0.9): 1'])
+    """
     w, h, ml, mr, mt, mb = 360, 200, 40, 10, 24, 30
     x = np.asarray(values, dtype=np.float64)
     x = x[np.isfinite(x)]
@@ -495,7 +502,19 @@ def render_html(
     title: str = "Debate report",
     max_debates: int = DEFAULT_MAX_DEBATES,
 ) -> str:
-    """The whole report page of one scored batch as one HTML string (no external resources)."""
+    """The whole report page of one scored batch as one HTML string (no external resources).
+
+    Examples:
+        >>> from adapters.transcripts import Debate, Turn
+        >>> text = kernel.render_response(
+        ...     solution="4", evaluation="N/A", consensus=True, consensus_reason="We agree.")
+        >>> debate = Debate("d1", "What is 2 + 2?", 2, (Turn(0, text), Turn(1, text)), max_rounds=2)
+        >>> page = render_html(pipeline.score([debate]), title="2 < 3")
+        >>> page.startswith("<!DOCTYPE html>"), "<title>2 &lt; 3</title>" in page
+        (True, True)
+        >>> page.count('class="debate"')
+        1
+    """
     check_type(result, pipeline.BatchResult, "result")
     return render_report([result], result.options, source=source, title=title, max_debates=max_debates).page
 
@@ -522,7 +541,17 @@ def render_report(
     Of each chunk it keeps what the summary keeps (:class:`pipeline.ScoreAccumulator`, datum statistics
     without the datum arrays), one vote count per debate, and the detail sections of the first
     ``max_debates`` debates, rendered as their chunk arrives. The page is the same for any chunking
-    of the same lines (``tests/test_report.py``)."""
+    of the same lines (``tests/test_report.py``).
+
+    Examples:
+        >>> line = '{"id": "%s", "question": "q", "num_agents": 2, "turns": [{"agent": 0, "text": "x"}]}'
+        >>> chunks = pipeline.score_chunks([line % "a", line % "b", "{", line % "c"], chunk_size=2)
+        >>> report = render_report(chunks, pipeline.ScoreOptions(), source="batch.jsonl", max_debates=2)
+        >>> report.shown, report.debates, [e.reason for e in report.errors]
+        (2, 3, ['bad_json'])
+        >>> report.page.count('class="skipped"'), report.page.count('class="debate"')
+        (1, 2)
+    """
     check_type(options, pipeline.ScoreOptions, "options")
     acc = pipeline.ScoreAccumulator(options, datum_sink=lambda arrays: None)
     votes_parts: list[npt.NDArray[np.float64]] = []  # valid votes per debate, chunk by chunk

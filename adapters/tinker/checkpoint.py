@@ -95,7 +95,18 @@ class Checkpoint(NamedTuple):
 
 
 def write_text_atomic(path: str | Path, text: str) -> None:
-    """Writes ``text`` to ``path`` via a fsynced temporary file in the same directory and ``os.replace``."""
+    """Writes ``text`` to ``path`` via a fsynced temporary file in the same directory and ``os.replace``.
+
+    Examples:
+        >>> import tempfile
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> target = Path(tmp.name, "notes", "a.txt")  # its directory is made
+        >>> write_text_atomic(target, "old")
+        >>> write_text_atomic(target, "new")
+        >>> target.read_text(), os.listdir(target.parent)  # replaced, no temporary file left
+        ('new', ['a.txt'])
+        >>> tmp.cleanup()
+    """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     with atomic_write(target) as f:
@@ -104,7 +115,19 @@ def write_text_atomic(path: str | Path, text: str) -> None:
 
 
 def write_json_atomic(path: str | Path, obj: Any) -> None:
-    """:func:`write_text_atomic` of ``obj`` as indented JSON."""
+    """:func:`write_text_atomic` of ``obj`` as indented JSON.
+
+    Examples:
+        >>> import tempfile
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> write_json_atomic(Path(tmp.name, "state.json"), {"step": 2, "loss": 0.5})
+        >>> print(Path(tmp.name, "state.json").read_text(), end="")
+        {
+         "loss": 0.5,
+         "step": 2
+        }
+        >>> tmp.cleanup()
+    """
     write_text_atomic(path, json.dumps(obj, indent=1, sort_keys=True) + "\n")
 
 
@@ -137,6 +160,20 @@ def init_run(
       CheckpointError: a fresh run into a directory that already holds a run, into a directory that
         holds other files, or into a path that is not a directory; a resume of a directory without
         ``run.json``; or a config whose keys outside :data:`RESUMABLE_KEYS` differ (named).
+
+    Examples:
+        >>> import tempfile
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> run = init_run(Path(tmp.name, "run"), {"steps": 10, "seed": 0}, resume=False)
+        >>> os.listdir(run.run_dir), len(run.run_id)
+        (['run.json'], 32)
+        >>> again = init_run(run.run_dir, {"steps": 20, "seed": 0}, resume=True)  # steps may change
+        >>> again.run_id == run.run_id, again.config
+        (True, {'steps': 20, 'seed': 0})
+        >>> init_run(run.run_dir, {"steps": 20, "seed": 1}, resume=True)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        adapters.tinker.checkpoint.CheckpointError: ... a run with another config (seed: run has 0, given 1)
+        >>> tmp.cleanup()
     """
     root = Path(run_dir)
     if not resume:
@@ -181,6 +218,15 @@ def read_run(run_dir: str | Path) -> tuple[str, dict[str, Any]]:
     Raises:
       CheckpointError: no ``run.json`` there, or one that is not ``{"run_id": str, "config": {...}}``
         (naming the file).
+
+    Examples:
+        >>> import tempfile
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> run = init_run(tmp.name, {"steps": 3, "dataset": "sample"}, resume=False)
+        >>> run_id, config = read_run(tmp.name)
+        >>> run_id == run.run_id, config
+        (True, {'dataset': 'sample', 'steps': 3})
+        >>> tmp.cleanup()
     """
     run_file = Path(run_dir) / RUN_FILE
     try:
@@ -216,13 +262,31 @@ def _step_of(name: str, suffix: str = "") -> int | None:
 
 
 def transcript_path(run_dir: str | Path, step: int) -> Path:
-    """Where a run writes the debates of step ``step``: ``transcripts/step-NNNNNN.jsonl``."""
+    """Where a run writes the debates of step ``step``: ``transcripts/step-NNNNNN.jsonl``.
+
+    Examples:
+        >>> transcript_path("runs/a", 12).as_posix()
+        'runs/a/transcripts/step-000012.jsonl'
+    """
     return Path(run_dir, TRANSCRIPTS, _step_name(step, ".jsonl"))
 
 
 def transcript_files(run_dir: str | Path) -> list[Path]:
     """The transcript files of the run in ``run_dir``, in step order (by number: ``step-1000000`` after
-    ``step-999999``); [] when it has none."""
+    ``step-999999``); [] when it has none.
+
+    Examples:
+        >>> import tempfile
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> transcript_files(tmp.name)
+        []
+        >>> for step in (1000000, 2, 999999):
+        ...     write_text_atomic(transcript_path(tmp.name, step), "")
+        >>> write_text_atomic(Path(tmp.name, TRANSCRIPTS, "notes.txt"), "")  # not a step's file: left out
+        >>> [p.name for p in transcript_files(tmp.name)]
+        ['step-000002.jsonl', 'step-999999.jsonl', 'step-1000000.jsonl']
+        >>> tmp.cleanup()
+    """
     folder = Path(run_dir, TRANSCRIPTS)
     if not folder.is_dir():
         return []
@@ -231,7 +295,20 @@ def transcript_files(run_dir: str | Path) -> list[Path]:
 
 
 def save_checkpoint(run: RunInfo, steps_done: int, state: Mapping[str, Any]) -> Path:
-    """Writes the loop state of a checkpoint after ``steps_done`` steps, then its ``COMPLETE`` marker."""
+    """Writes the loop state of a checkpoint after ``steps_done`` steps, then its ``COMPLETE`` marker.
+
+    Examples:
+        >>> import tempfile
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> run = init_run(tmp.name, {"steps": 4}, resume=False)
+        >>> path = save_checkpoint(run, 2, {"cursor": [0, 8]})
+        >>> path.relative_to(tmp.name).as_posix(), sorted(os.listdir(path))
+        ('checkpoints/step-000002', ['COMPLETE', 'loop_state.json'])
+        >>> state = json.loads((path / "loop_state.json").read_text())
+        >>> state["cursor"], state["steps_done"], state["run_id"] == run.run_id
+        ([0, 8], 2, True)
+        >>> tmp.cleanup()
+    """
     path = run.run_dir / CHECKPOINTS / _step_name(steps_done)
     path.mkdir(parents=True, exist_ok=True)
     write_json_atomic(path / LOOP_STATE, {**state, "run_id": run.run_id, "steps_done": steps_done})
@@ -244,6 +321,19 @@ def latest_checkpoint(run: RunInfo) -> Checkpoint | None:
 
     Raises:
       CheckpointError: a complete checkpoint that belongs to another run or cannot be read.
+
+    Examples:
+        >>> import tempfile
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> run = init_run(tmp.name, {"steps": 6}, resume=False)
+        >>> print(latest_checkpoint(run))
+        None
+        >>> _ = save_checkpoint(run, 2, {"cursor": [0, 8]}), save_checkpoint(run, 4, {"cursor": [1, 0]})
+        >>> (run.run_dir / CHECKPOINTS / "step-000006").mkdir()  # killed before its COMPLETE: ignored
+        >>> ckpt = latest_checkpoint(run)
+        >>> ckpt.steps_done, ckpt.path.name, ckpt.state["cursor"]
+        (4, 'step-000004', [1, 0])
+        >>> tmp.cleanup()
     """
     root = run.run_dir / CHECKPOINTS
     if not root.is_dir():
@@ -300,6 +390,19 @@ def saved_path(run_dir: str | Path, stored: str, *, checkpoint: Path) -> str:
     Raises:
       CheckpointError: a ``$RUN_DIR`` path that leaves the run directory, or an old relative path that
         does not resolve inside it (naming ``checkpoint``, the loop-state file).
+
+    Examples:
+        >>> import tempfile
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> run_dir = Path(tmp.name).resolve()  # where the run directory is now, after a move
+        >>> file = Path("loop_state.json")
+        >>> path = saved_path(run_dir, "$RUN_DIR/service/step-000002.json", checkpoint=file)
+        >>> Path(path).relative_to(run_dir).as_posix(), saved_path(run_dir, "tinker://r/w", checkpoint=file)
+        ('service/step-000002.json', 'tinker://r/w')
+        >>> saved_path(run_dir, "$RUN_DIR/../other/x.json", checkpoint=file)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        adapters.tinker.checkpoint.CheckpointError: checkpoint loop_state.json: ... outside the run directory
+        >>> tmp.cleanup()
     """
     scheme, rest = _split_scheme(stored)
     root = Path(run_dir).resolve()
@@ -328,7 +431,18 @@ def _split_scheme(path: str) -> tuple[str, str]:
 
 
 def append_metrics(run_dir: str | Path, record: Mapping[str, Any]) -> None:
-    """Appends one JSON line to ``metrics.jsonl`` and fsyncs it (one ``write`` call per line)."""
+    """Appends one JSON line to ``metrics.jsonl`` and fsyncs it (one ``write`` call per line).
+
+    Examples:
+        >>> import tempfile
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> append_metrics(tmp.name, {"step": 0, "loss": 1.5})
+        >>> append_metrics(tmp.name, {"step": 1, "loss": float("nan")})
+        >>> print(Path(tmp.name, METRICS).read_text(), end="")
+        {"loss": 1.5, "step": 0}
+        {"loss": NaN, "step": 1}
+        >>> tmp.cleanup()
+    """
     line = json.dumps(record, sort_keys=True, allow_nan=True) + "\n"
     with open(Path(run_dir) / METRICS, "a", encoding="utf-8") as f:
         f.write(line)
@@ -351,6 +465,22 @@ def read_metrics(
 
     Raises:
       CheckpointError: with ``strict``, a line that cannot be read, naming the file and the line.
+
+    Examples:
+        >>> import tempfile
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> read_metrics(tmp.name)
+        []
+        >>> append_metrics(tmp.name, {"step": 0, "loss": 1.5})
+        >>> append_metrics(tmp.name, {"step": 1, "loss": 1.2})
+        >>> with open(Path(tmp.name, METRICS), "a") as f:
+        ...     _ = f.write('{"step": 2, "lo')  # killed in the middle of a line
+        >>> skipped = []
+        >>> read_metrics(tmp.name, skipped=skipped)
+        [{'loss': 1.5, 'step': 0}, {'loss': 1.2, 'step': 1}]
+        >>> print(skipped[0].partition(METRICS + ":")[2])  # doctest: +ELLIPSIS
+        3: torn last line (no newline), not JSON (...); left out
+        >>> tmp.cleanup()
     """
     path = Path(run_dir) / METRICS
     try:
@@ -404,6 +534,20 @@ def truncate_metrics(run_dir: str | Path, steps_done: int) -> list[dict[str, Any
     Raises:
       CheckpointError: a line other than a torn last one cannot be read (:func:`read_metrics`,
         ``strict``); the file is left as it is.
+
+    Examples:
+        >>> import tempfile
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> for step in (0, 1, 2):
+        ...     append_metrics(tmp.name, {"step": step})
+        >>> with open(Path(tmp.name, METRICS), "a") as f:
+        ...     _ = f.write('{"step": 3, "lo')  # killed while writing step 3's line
+        >>> truncate_metrics(tmp.name, 2)  # a resume from the checkpoint after 2 steps
+        [{'step': 0}, {'step': 1}]
+        >>> print(Path(tmp.name, METRICS).read_text(), end="")
+        {"step": 0}
+        {"step": 1}
+        >>> tmp.cleanup()
     """
     kept: dict[int, dict[str, Any]] = {}
     for record in read_metrics(run_dir, strict=True):

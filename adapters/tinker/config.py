@@ -365,6 +365,20 @@ def load_config(
         ``[train]`` table, or a key is unknown or a value is bad.
       TypeError: a value of the wrong type.
       OSError: the file cannot be read.
+
+    Examples:
+        >>> import tempfile
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> path = Path(tmp.name, "train.toml")
+        >>> _ = path.write_text('[train]\\nsteps = 20\\nnum-agents = 3\\ndataset = "arithmetic"\\n')
+        >>> c = load_config(path, overrides={"steps": 5})
+        >>> c.steps, c.num_agents, c.dataset, c.max_rounds
+        (5, 3, 'arithmetic', 3)
+        >>> _ = path.write_text("stpes = 20\\n")
+        >>> load_config(path)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ValueError: ...train.toml: unknown config key 'stpes' (did you mean 'steps'?); valid keys: model, ...
+        >>> tmp.cleanup()
     """
     keys = _config_table(_read_toml(Path(path)), path)
     try:

@@ -154,6 +154,18 @@ def load_questions(path: str | Path) -> tuple[Question, ...]:
 
     Raises:
       DatasetError: as :func:`parse_questions`, the name is empty, or the file cannot be read.
+
+    Examples:
+      >>> sample = load_questions("sample")
+      >>> len(sample), sample[0].answer
+      (64, '178')
+      >>> import tempfile
+      >>> tmp = tempfile.TemporaryDirectory()
+      >>> path = Path(tmp.name, "questions.jsonl")
+      >>> _ = path.write_text('{"question": "2 + 3?", "answer": 5}\\n{"question": "Why?"}\\n')
+      >>> load_questions(path)
+      (Question(question='2 + 3?', answer='5'), Question(question='Why?', answer=None))
+      >>> tmp.cleanup()
     """
     if not str(path):
         raise DatasetError(
@@ -205,7 +217,12 @@ def batch_at(cursor: Cursor, batch_size: int, num_questions: int, *, seed: int) 
 
 
 def cursor_at(batch_index: int, batch_size: int, num_questions: int) -> Cursor:
-    """The cursor at the start of batch ``batch_index`` (batches are contiguous in the stream)."""
+    """The cursor at the start of batch ``batch_index`` (batches are contiguous in the stream).
+
+    Examples:
+      >>> cursor_at(0, 3, 4), cursor_at(2, 3, 4)  # batch 2 starts at stream position 2 × 3 = 6 = 1 × 4 + 2
+      (Cursor(epoch=0, position=0), Cursor(epoch=1, position=2))
+    """
     start = batch_index * batch_size
     return Cursor(start // num_questions, start % num_questions)
 
@@ -248,6 +265,12 @@ def is_correct(solution: str, answer: str | None) -> bool:
 
     Numbers compare exactly as rationals; otherwise case-folded, whitespace-collapsed text. No answer
     (``None``) or no final answer in the solution is False.
+
+    Examples:
+      >>> is_correct("7/2 = 3.5", "7/2"), is_correct("2 + 2 = 5", "4")
+      (True, False)
+      >>> is_correct("\\\\boxed{ Paris }", "paris"), is_correct("Paris", None)
+      (True, False)
     """
     if answer is None:
         return False
@@ -261,7 +284,12 @@ def is_correct(solution: str, answer: str | None) -> bool:
 
 
 def correct_mask(solutions: Sequence[str], answers: Sequence[str | None]) -> np.ndarray:
-    """:func:`is_correct` per pair, as a bool array."""
+    """:func:`is_correct` per pair, as a bool array.
+
+    Examples:
+      >>> correct_mask(["so the answer is 12", "\\\\boxed{5}", "I think 7"], ["12", "6", None])
+      array([ True, False, False])
+    """
     return np.fromiter(
         (is_correct(s, a) for s, a in zip(solutions, answers, strict=True)), bool, len(solutions)
     )

@@ -109,7 +109,17 @@ def _fingerprint(inputs: npt.NDArray[np.int64], datum: types.Datum) -> str:
 
 
 def batch_fingerprint(data: Sequence[types.Datum]) -> str:
-    """The digest of a ``forward_backward`` batch: of its datums' fingerprints, in order."""
+    """The digest of a ``forward_backward`` batch: of its datums' fingerprints, in order.
+
+    Examples:
+        >>> d = types.Datum(model_input=tinker.ModelInput.from_ints([1, 2]),
+        ...                 loss_fn_inputs={"target_tokens": np.array([2, 3])})
+        >>> e = types.Datum(model_input=tinker.ModelInput.from_ints([1, 2]),
+        ...                 loss_fn_inputs={"target_tokens": np.array([2, 4])})
+        >>> fp = batch_fingerprint([d, e])
+        >>> len(fp), fp == batch_fingerprint([d, e]), fp == batch_fingerprint([e, d])
+        (32, True, False)
+    """
     return _digest("batch", *(datum_fingerprint(d) for d in data))
 
 
@@ -182,6 +192,13 @@ def initial_model_state(base_model: str, rank: int, seed: int) -> ModelState:
 
     The rank does not change the weights (a fresh LoRA adapter is zero), so a sampler on the base model
     (``create_sampling_client(base_model=...)``, a KL reference) matches an untrained training client.
+
+    Examples:
+        >>> state = initial_model_state("fake-model", 8, seed=0)
+        >>> state.version, state.lineage, len(state.params)
+        (0, (), 32)
+        >>> state.params == initial_model_state("fake-model", 1, seed=0).params  # the rank does not matter
+        True
     """
     if not isinstance(base_model, str) or not base_model:
         raise ValueError(f"base_model must be a non-empty str, got {base_model!r}")
@@ -386,6 +403,13 @@ def sample(
 
     Raises:
         ValueError: if ``num_samples < 1``.
+
+    Examples:
+        >>> prompt = tinker.ModelInput.from_ints(list(b"Question:\\nWhat is 2 + 2?"))
+        >>> params = types.SamplingParams(max_tokens=64, seed=1, stop=["</solution>"])
+        >>> out = sample(initial_model_state("fake", 1, 0), prompt, 2, params)
+        >>> [(s.stop_reason, ByteTokenizer().decode(s.tokens).split()) for s in out.sequences]
+        [('stop', ['<solution>', '3', '</solution>']), ('stop', ['<solution>', '4', '</solution>'])]
     """
     if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
         raise ValueError(f"num_samples must be an int >= 1, got {num_samples!r}")
@@ -493,6 +517,15 @@ def forward_backward(
 
     Raises:
         ValueError: for an empty batch, an unknown loss name, or a datum whose inputs do not line up.
+
+    Examples:
+        >>> d = types.Datum(model_input=tinker.ModelInput.from_ints([1, 2, 3]),
+        ...                 loss_fn_inputs={"target_tokens": np.array([2, 3, 4])})
+        >>> state, out = forward_backward(initial_model_state("fake", 1, 0), [d], "cross_entropy")
+        >>> out.loss_fn_output_type, out.loss_fn_outputs[0]["logprobs"].shape, out.metrics["loss:sum"] > 0
+        ('cross_entropy', [3], True)
+        >>> state.version, state.pending == (batch_fingerprint([d]),)
+        (0, True)
     """
     known = ("cross_entropy", "importance_sampling", "ppo", "cispo", "dro", "gspo", "stable_reinforce")
     if loss_fn not in known:
@@ -521,6 +554,14 @@ def optim_step(state: ModelState, adam: types.AdamParams) -> tuple[ModelState, t
     """Applies the pending gradients: version + 1, a new parameter digest, a :class:`TrainedStep` appended.
 
     A step with nothing pending still counts (as Adam does with a zero gradient) and records no batch.
+
+    Examples:
+        >>> d = types.Datum(model_input=tinker.ModelInput.from_ints([1, 2]),
+        ...                 loss_fn_inputs={"target_tokens": np.array([2, 3])})
+        >>> state, _ = forward_backward(initial_model_state("fake", 1, 0), [d], "cross_entropy")
+        >>> new, out = optim_step(state, types.AdamParams(learning_rate=1e-4))
+        >>> new.version, new.pending, new.trained_batches() == [batch_fingerprint([d])], out.metrics
+        (1, (), True, {'fake:batches': 1.0})
     """
     version = state.version + 1
     params = _digest(state.params, "step", str(adam.learning_rate), *state.pending)
@@ -536,6 +577,15 @@ def load_state_file(path: str) -> ModelState:
 
     Raises:
         ValueError: if the file does not exist or is not a saved fake state.
+
+    Examples:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as root:
+        ...     tc = FakeServiceClient(seed=7, root=root).create_lora_training_client("fake", 4).result()
+        ...     _ = tc.optim_step(types.AdamParams(learning_rate=1e-4)).result()
+        ...     state = load_state_file(tc.save_state("step-1").result().path)
+        >>> state.base_model, state.rank, state.seed, state.version, state.lineage[0].learning_rate
+        ('fake', 4, 7, 1, 0.0001)
     """
     file = Path(path[len(_URI) :] if path.startswith(_URI) else path)
     try:

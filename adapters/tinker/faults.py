@@ -445,5 +445,22 @@ def with_faults(service: ServiceClient, plan: FaultPlan) -> tuple[ServiceClient,
 
 
 def wrap_sampler(sampler: SamplingClient, faults: FaultyService) -> SamplingClient:
-    """Wraps one sampler (made outside the wrapped service) so its calls obey ``faults.plan``."""
+    """Wraps one sampler (made outside the wrapped service) so its calls obey ``faults.plan``.
+
+    Examples:
+        >>> import tinker
+        >>> from adapters.tinker.fake import FakeSamplingClient, FakeServiceClient, initial_model_state
+        >>> _, faults = with_faults(FakeServiceClient(), FaultPlan(at={("sample", 0): Fault("error")}))
+        >>> sampler = wrap_sampler(FakeSamplingClient(initial_model_state("base", 1, 0)), faults)
+        >>> prompt, params = tinker.ModelInput.from_ints([1, 2, 3]), types.SamplingParams(max_tokens=8)
+        >>> for _ in range(2):
+        ...     try:
+        ...         print(len(sampler.sample(prompt, 1, params).result().sequences[0].tokens))
+        ...     except InjectedError as e:
+        ...         print(e)
+        injected error in sample call 0
+        8
+        >>> faults.calls["sample"], sampler.state.version
+        (2, 0)
+    """
     return _FaultySamplingClient(sampler, faults)

@@ -361,7 +361,16 @@ class LoopState:
 
 
 def start(config: PlanConfig, resumed: LoopState | None = None) -> tuple[LoopState, tuple[Request, ...]]:
-    """The first state and requests: fresh, or from a checkpoint's state (:func:`checkpoint_state`)."""
+    """The first state and requests: fresh, or from a checkpoint's state (:func:`checkpoint_state`).
+
+    Examples:
+      >>> cfg = PlanConfig(total_steps=3, warm_start_steps=1)
+      >>> state, reqs = start(cfg)
+      >>> state.phase, reqs
+      ('preparing', (Prepare(step=0, batch=0, version=0, warm=True),))
+      >>> start(cfg, LoopState(step=2, version=2, next_batch=3, to_sample=(2,)))[1]
+      (Sample(batch=2, version=2),)
+    """
     state = resumed if resumed is not None else LoopState(next_batch=config.warm_start_steps)
     if state.phase != "idle" or state.inflight or state.ready or state.arrived or state.streaming != (-1, -1):
         raise ValueError("a resumed state must come from checkpoint_state (idle, nothing in flight)")
@@ -374,6 +383,17 @@ def checkpoint_state(state: LoopState) -> LoopState:
 
     Raises:
       ValueError: the state is not saving.
+
+    Examples:
+      >>> cfg = PlanConfig(total_steps=2, save_every=1)
+      >>> state, _ = start(cfg)
+      >>> for event in (Sampled(0, 0), Prepared(0, 1), SubstepDone(0, 0), SamplerReady(1), MetricsWritten(0)):
+      ...     state, reqs = step(cfg, state, event)
+      >>> reqs, state.phase, state.inflight
+      ((Save(step=0),), 'saving', ((1, 1),))
+      >>> saved = checkpoint_state(state)
+      >>> saved.step, saved.phase, saved.inflight, saved.to_sample
+      (1, 'idle', (), (1,))
     """
     if state.phase != "saving":
         raise ValueError(f"checkpoint_state needs a state that is saving, got phase {state.phase!r}")
@@ -388,6 +408,15 @@ def step(config: PlanConfig, state: LoopState, event: Event) -> tuple[LoopState,
 
     Raises:
       ValueError: an event that does not fit the state (a shell bug), naming both.
+
+    Examples:
+      >>> cfg = PlanConfig(total_steps=1, num_substeps=2)
+      >>> state, _ = start(cfg)
+      >>> state, _ = step(cfg, state, Sampled(0, 0))
+      >>> state, reqs = step(cfg, state, Prepared(0, 2))
+      >>> state.phase, reqs
+      ('training',
+       (SubmitSubstep(step=0, index=0), SubmitSubstep(step=0, index=1), AwaitSubstep(step=0, index=0)))
     """
     out: list[Request] = []
     s = state
@@ -621,7 +650,12 @@ def _request_samples(config: PlanConfig, s: LoopState) -> tuple[LoopState, list[
 
 
 def state_to_dict(state: LoopState) -> dict[str, Any]:
-    """A checkpoint state (from :func:`checkpoint_state`) as a JSON-ready dict."""
+    """A checkpoint state (from :func:`checkpoint_state`) as a JSON-ready dict.
+
+    Examples:
+      >>> state_to_dict(LoopState(step=2, version=2, next_batch=4, to_sample=(3,), dropped=1))
+      {'step': 2, 'version': 2, 'next_batch': 4, 'to_sample': [3], 'dropped': 1}
+    """
     s = state
     return {
         "step": s.step,
@@ -637,6 +671,11 @@ def state_from_dict(d: dict[str, Any]) -> LoopState:
 
     Raises:
       ValueError: a missing or malformed field.
+
+    Examples:
+      >>> state = state_from_dict({"step": 2, "version": 2, "next_batch": 4, "to_sample": [3], "dropped": 1})
+      >>> state.phase, state.to_sample, state_from_dict(state_to_dict(state)) == state
+      ('idle', (3,), True)
     """
     try:
         return LoopState(

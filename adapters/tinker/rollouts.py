@@ -352,6 +352,22 @@ def transcript_columns(results: Sequence[DebateResult]) -> TranscriptColumns:
 
     Raises:
         ValueError: if a debate ended before its first turn (as :meth:`DebateResult.to_transcript`).
+
+    Examples:
+        >>> import asyncio
+        >>> from adapters.tinker.fake import FakeServiceClient
+        >>> from adapters.tinker.renderers import ByteRenderer
+        >>> async def main():
+        ...     tc = await FakeServiceClient(seed=0).create_lora_training_client("fake", 4)
+        ...     sampler = await tc.save_weights_and_get_sampling_client()
+        ...     specs = self_play(["2 + 2?", "3 * 3?"], sampler, num_agents=2)
+        ...     config = RolloutConfig(num_agents=2, max_rounds=2)
+        ...     return await run_debates(specs, ByteRenderer(), config=config)
+        >>> cols = transcript_columns(asyncio.run(main()).results)
+        >>> cols.ids, cols.turn_offsets_P1.tolist(), bool(cols.has_tokens_K.all())
+        (['q0', 'q1'], [0, 2, 6], True)
+        >>> [(d.id, len(d.turns), d.meta["end_reason"]) for d in cols.debates()]
+        [('q0', 2, 'consensus'), ('q1', 4, 'max_rounds')]
     """
     metas = [r.transcript_meta() for r in results]
     agents: list[int] = []
@@ -582,7 +598,16 @@ async def _sample(
 
 
 def last_solution(state: DebateState, agent: int) -> str:
-    """Agent ``agent``'s most recent solution in ``state`` (\"\" when it never answered)."""
+    """Agent ``agent``'s most recent solution in ``state`` (\"\" when it never answered).
+
+    Examples:
+        >>> from kernel import render_response
+        >>> state = initial_state("What is 2 + 2?", num_agents=2, max_rounds=2)
+        >>> text = render_response(solution="4", evaluation="N/A", consensus=False, consensus_reason="No.")
+        >>> state = submit(state, 0, parse_response(text, author_id=0)).state
+        >>> last_solution(state, 0), last_solution(state, 1)
+        ('4', '')
+    """
     for round_ in reversed(state.rounds):
         for resp in round_:
             if resp.author_id == agent:
@@ -612,6 +637,22 @@ async def run_debate(
 
     Raises:
         ValueError: if the spec's samplers are not one per role or a policy role is out of range.
+
+    Examples:
+        >>> import asyncio
+        >>> from adapters.tinker.fake import FakeServiceClient
+        >>> from adapters.tinker.renderers import ByteRenderer
+        >>> async def main():
+        ...     tc = await FakeServiceClient(seed=0).create_lora_training_client("fake", 4)
+        ...     sampler = await tc.save_weights_and_get_sampling_client()
+        ...     spec = DebateSpec("What is 2 + 2?", (sampler, sampler), (0, 1), answer="4", id="q0")
+        ...     config = RolloutConfig(num_agents=2, max_rounds=2)
+        ...     return await run_debate(spec, ByteRenderer(), config=config, policy_version=1, index=5)
+        >>> result = asyncio.run(main())
+        >>> result
+        DebateResult(index=5, id='q0', turns=4, end_reason='max_rounds', policy_version=1)
+        >>> result.state.done, [(t.agent_id, t.round, t.parsed.solution) for t in result.turns]
+        (True, [(0, 0, '4'), (1, 0, '4'), (0, 1, '6'), (1, 1, '2')])
     """
     _check_spec(spec, config, "spec")
     live = _Live(initial_state(spec.question, num_agents=config.num_agents, max_rounds=config.max_rounds))

@@ -804,6 +804,21 @@ async def run_training(
         needs them (:func:`check_answers`).
       ValueError: a service that cannot start the run (:func:`check_service`); both before the run
         directory is made.
+
+    Examples:
+      Two steps of two debates of two agents on the in-repo fake service:
+
+      >>> import asyncio, tempfile
+      >>> from adapters.tinker import TrainConfig
+      >>> from adapters.tinker.fake import FakeServiceClient
+      >>> with tempfile.TemporaryDirectory() as tmp:
+      ...     config = TrainConfig(out=f"{tmp}/run", steps=2, batch_size=2, num_agents=2, max_rounds=1,
+      ...                          max_tokens=64, eval_questions=1)
+      ...     result = asyncio.run(run_training(config, FakeServiceClient(seed=0)))
+      ...     sorted(p.name for p in result.run_dir.iterdir())
+      ['checkpoints', 'metrics.jsonl', 'run.json', 'transcripts']
+      >>> [(m["step"], m["env/all/total_episodes"]) for m in result.metrics]
+      [(0, 2), (1, 2)]
     """
     questions = load_questions(config.dataset)
     check_answers(config, questions)
