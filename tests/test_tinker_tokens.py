@@ -133,3 +133,37 @@ def test_token_ids_beyond_int32_are_refused(field: str) -> None:
     getattr(batch, field)[1] = 2**31  # Tinker sends model-input tokens as int32
     with pytest.raises(ValueError, match="token ids must fit int32"):
         datums_to_tinker(batch)
+
+
+def _outcome(fn: Any) -> Any:
+    """What ``fn()`` gives: its value, or the type of the exception it raises."""
+    try:
+        value = fn()
+    except (TypeError, IndexError, OverflowError, ValueError) as e:
+        return type(e)
+    return value.tolist() if isinstance(value, np.ndarray) else value
+
+
+_PROBES = st.one_of(
+    st.integers(-(2**70), 2**70),
+    st.booleans(),
+    st.floats(allow_nan=False, width=64),
+    st.fractions(),
+    st.text(max_size=2),
+    st.none(),
+)
+
+
+@given(
+    ids=st.lists(st.one_of(st.integers(-3, 300), st.integers(-(2**63), 2**63 - 1)), max_size=6),
+    probe=_PROBES,
+    dtype=st.sampled_from([np.int8, np.uint8, np.int16, np.int32, np.uint32, np.int64, np.float64, np.bool_]),
+)
+def test_behaves_as_the_list_it_stands_for(ids: list[int], probe: Any, dtype: Any) -> None:
+    """Found by review: ``6.0 in t`` was False, ``t[True]`` raised and ``np.asarray(t, dtype=np.int32)``
+    wrapped an id beyond int32, where the list of ints ``from_ints`` holds gives True, its second item and
+    an OverflowError. Membership, indexing and conversion now give what the list gives."""
+    t, ref = TokenArray(np.array(ids, dtype=np.int64)), list(ids)
+    assert _outcome(lambda: probe in t) == _outcome(lambda: probe in ref)
+    assert _outcome(lambda: t[probe]) == _outcome(lambda: ref[probe])
+    assert _outcome(lambda: np.asarray(t, dtype=dtype)) == _outcome(lambda: np.asarray(ref, dtype=dtype))

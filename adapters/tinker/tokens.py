@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import operator
 import pickle
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, overload
@@ -88,7 +89,9 @@ class TokenArray(Sequence[int]):
     def __getitem__(self, index: int | slice) -> int | TokenArray:
         if isinstance(index, slice):
             return TokenArray(self._ids[index])
-        return int(self._ids[index])
+        # as a list: any object with __index__ (True is 1), a TypeError for others (numpy would read a
+        # bool as a mask and a float as an error of its own)
+        return int(self._ids[operator.index(index)])
 
     def __add__(self, other: object) -> list[int]:
         """``t + [1]``: a list, as for the list of ints ``from_ints`` holds."""
@@ -106,7 +109,9 @@ class TokenArray(Sequence[int]):
         return iter(self._ids.tolist())
 
     def __contains__(self, value: object) -> bool:
-        return isinstance(value, int | np.integer) and bool((self._ids == value).any())
+        if isinstance(value, int | np.integer):  # exact in numpy, out-of-range ints included
+            return bool((self._ids == value).any())
+        return value in self._ids.tolist()  # 6.0 or Fraction(6) is in [6], as Python compares them
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, TokenArray):
@@ -123,7 +128,14 @@ class TokenArray(Sequence[int]):
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> npt.NDArray[Any]:
         if dtype is None or np.dtype(dtype) == self._ids.dtype:
             return self._ids.copy() if copy else self._ids
-        return self._ids.astype(dtype)
+        target = np.dtype(dtype)
+        if target.kind in "iu" and self._ids.size and not np.can_cast(self._ids.dtype, target):
+            # as np.asarray of the list: an id outside the target type raises instead of wrapping
+            info = np.iinfo(target)
+            for bound in (int(self._ids.min()), int(self._ids.max())):
+                if not info.min <= bound <= info.max:
+                    raise OverflowError(f"Python integer {bound} out of bounds for {target}")
+        return self._ids.astype(target)
 
     def __reduce__(self) -> tuple[type[TokenArray], tuple[npt.NDArray[np.integer[Any]]]]:
         return TokenArray, (np.array(self._ids),)
