@@ -198,6 +198,15 @@ class TrajectoryMetrics(NamedTuple):
         return {prefix + k: float(v) for k, v in names.items()}
 
 
+def _exact_total(counts: npt.NDArray[np.integer[Any]]) -> int:
+    """Σ counts as a Python int: numpy's int64 sum, or Python's where that could wrap (counts near 2**63)."""
+    if counts.size == 0:
+        return 0
+    if int(counts.max()) <= np.iinfo(np.int64).max // counts.size:
+        return int(counts.sum(dtype=np.int64))
+    return sum(counts.tolist())
+
+
 def trajectory_metrics(
     ob_tokens: npt.ArrayLike,
     ac_tokens: npt.ArrayLike,
@@ -268,8 +277,8 @@ def trajectory_metrics(
     turn_ok[turn_ok] = episode_ok[turn_ep[turn_ok]]
     turns = int(np.count_nonzero(turn_ok))
     episodes = int(np.count_nonzero(episode_ok))
-    total_ac = int(ac[turn_ok].sum())
-    total_ob = int(ob[turn_ok].sum())
+    total_ac = _exact_total(ac[turn_ok])
+    total_ob = _exact_total(ob[turn_ok])
     reward_mean = float(returns[episode_ok].sum(dtype=np.float64)) / max(episodes, 1)
 
     g, r = groups[episode_ok], returns[episode_ok].astype(np.float64)

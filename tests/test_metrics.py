@@ -483,3 +483,11 @@ def test_trajectory_metrics_checks_num_groups_and_the_threshold() -> None:
     with pytest.raises(TypeError, match="good_threshold must be a real number"):
         kernel.trajectory_metrics(*args, num_groups=1, good_threshold="0.5")  # type: ignore[arg-type]
     assert kernel.trajectory_metrics(*args, num_groups=np.int64(1)).frac_all_good == 1.0
+
+
+def test_trajectory_metrics_token_totals_beyond_int64_are_exact() -> None:
+    """Found by review: the totals were int64 sums, which wrapped to a negative count past 2**63."""
+    big = 2**62
+    m = trajectory_metrics([big, big, 1], [big, big, big], [0, 0, 0], [1.0], [0], 1)
+    assert m.total_ob_tokens == 2 * big + 1 and m.total_ac_tokens == 3 * big
+    assert m.ac_tokens_per_turn == float(big) and m.ob_tokens_per_turn > 0
