@@ -44,6 +44,7 @@ ADAPTER_MODULES = [
     "adapters.tinker.dataset",
     "adapters.tinker.fake",
     "adapters.tinker.faults",
+    "adapters.tinker.memory",
     "adapters.tinker.planner",
     "adapters.tinker.renderers",
     "adapters.tinker.rollouts",

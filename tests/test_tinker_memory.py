@@ -96,3 +96,25 @@ def test_a_freed_4_mib_block_is_reused_after_the_loop() -> None:
 
     _faults_of(cycle, 3)  # the heap grows once
     assert _faults_of(cycle, 20) < 20
+
+
+def test_one_malloc_arena(glibc: _FakeGlibc, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert memory.one_malloc_arena() is True
+    assert glibc.calls == [("mallopt", (-8, 1))]  # M_ARENA_MAX
+    monkeypatch.setattr(memory, "glibc_function", lambda name: None)
+    assert memory.one_malloc_arena() is False
+
+
+def test_train_sets_one_arena_before_jax_starts(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """``train`` on the local service asks for one malloc arena before it splits the CPU backend (which
+    must come before JAX's first computation, and so before XLA's threads exist)."""
+    pytest.importorskip("adapters.local")
+    from adapters import local
+    from adapters.cli import train as cli_train
+    from adapters.tinker.config import TrainConfig
+
+    order: list[str] = []
+    monkeypatch.setattr(cli_train, "one_malloc_arena", lambda: order.append("arena") or True)
+    monkeypatch.setattr(local, "split_cpu", lambda: order.append("split") or True)
+    service = cli_train._service("auto", TrainConfig(model="tiny", out=str(tmp_path / "run")))
+    assert order == ["arena", "split"] and isinstance(service, local.LocalServiceClient)

@@ -14,7 +14,8 @@ debates and a final evaluation on the shipped yes/no set, sized for about 5 minu
 JAX's persistent compilation cache (``$XDG_CACHE_HOME/debate-kernel/jax``, or ``~/.cache/…``; set
 ``DEBATE_KERNEL_JAX_CACHE`` to another folder, or to an empty string to turn it off) lets later runs
 skip compilation. JAX's CPU backend is split into two devices (:func:`adapters.local.split_cpu`), over
-which training calls split their rows.
+which training calls split their rows, and every thread allocates from glibc's main arena
+(:func:`adapters.tinker.memory.one_malloc_arena`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from adapters._gc import fewer_gc_passes
 from adapters.tinker.checkpoint import RUN_FILE, CheckpointError, read_run
 from adapters.tinker.config import TrainConfig, key_help, load_config
 from adapters.tinker.dataset import DatasetError
+from adapters.tinker.memory import one_malloc_arena
 from kernel._checks import did_you_mean
 
 __all__ = ["LOCAL_MODELS", "add_parser", "run"]
@@ -234,6 +236,7 @@ def _service(kind: str, config: TrainConfig) -> Any:
             f"runs {', '.join(LOCAL_MODELS)} or the path of an existing .safetensors file{tinker_hint}"
         )
     _compilation_cache()
+    one_malloc_arena()  # XLA's threads allocate from glibc's main arena (adapters.tinker.memory)
     local.split_cpu()  # training calls run data-parallel over the cores (before JAX's first computation)
     if model not in LOCAL_MODELS:
         local.model.load_weights(model)  # a file it cannot use is a clear error now, not deep in the run
