@@ -31,7 +31,8 @@ def test_every_exported_name_imports_and_has_a_docstring(module_name: str) -> No
     assert not missing, f"{module_name}: names without a docstring: {missing}"
 
 
-# the adapter modules the README's API map names: their functions are public too
+# the adapter modules the README's API map names, and the training loop's process settings (memory): their
+# functions are public too
 ADAPTER_MODULES = [
     "adapters.transcripts",
     "adapters.pipeline",
