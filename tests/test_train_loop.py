@@ -559,6 +559,10 @@ def test_config_files_name_themselves_and_take_a_bom_and_one_train_table(tmp_pat
     toml.write_text("temperature = inf\n")
     with pytest.raises(ValueError, match=r"c\.toml: config key temperature must be a finite number, got inf"):
         load_config(toml)
+    with pytest.raises(FileNotFoundError, match=r"missing\.toml: cannot read: No such file or directory$"):
+        load_config(tmp_path / "missing.toml")
+    with pytest.raises(IsADirectoryError, match=r": cannot read: Is a directory$"):
+        load_config(tmp_path)
 
 
 def test_a_resumed_run_whose_config_lacks_a_later_key_takes_its_default(tmp_path: Path) -> None:

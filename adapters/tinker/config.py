@@ -393,9 +393,12 @@ def _read_toml(path: Path) -> dict[str, Any]:
 
     Raises:
       ValueError: the file is not UTF-8 text or not valid TOML, naming it.
-      OSError: the file cannot be read (the message names it).
+      OSError: the file cannot be read (the message names it and why).
     """
-    raw = path.read_bytes()
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise type(e)(f"{path}: cannot read: {e.strerror or e}") from None
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
