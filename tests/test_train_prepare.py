@@ -25,9 +25,17 @@ from adapters.tinker.convert import datums_to_tinker
 from adapters.tinker.dataset import Question
 from adapters.tinker.fake import FakePolicy, FakeSamplingClient, initial_model_state
 from adapters.tinker.faults import FaultPlan, FaultyService, wrap_sampler
+from adapters.tinker.prepare import (
+    Prepared,
+    advantage_stage,
+    batch_metrics,
+    prepare_rl,
+    replay_rollouts,
+    split_substeps,
+)
 from adapters.tinker.renderers import ByteRenderer
 from adapters.tinker.rollouts import DebateResult, run_debates, self_play
-from adapters.tinker.train import _Prepared, _replay_rollouts, _Shell, _split
+from adapters.tinker.train import _Shell
 from adapters.transcripts import Debate, TranscriptError
 from tests._profile import examples
 
@@ -87,19 +95,21 @@ def _rollouts(
     return list(asyncio.run(run_debates(specs, ByteRenderer(), config=config)).results)
 
 
-def _reference(shell: _Shell, results: Sequence[DebateResult], played: Sequence[DebateResult]) -> _Prepared:
+def _reference(
+    c: TrainConfig, rae: Any, results: Sequence[DebateResult], played: Sequence[DebateResult]
+) -> tuple[Prepared, Any]:
     """The transcript path (the loop's prepare before the columnar one), kept here as the oracle."""
-    c = shell.config
     debates: list[Debate] = [r.to_transcript() for r in played]
     parsed = [tuple(t.parsed for t in r.turns) for r in played]
     options = pipeline.ScoreOptions(policy=c.parse_policy, reward=c.reward_mode, estimator="default")
     replayed, _errors = pipeline.replay_debates(debates, parsed, options=options)
     record: dict[str, Any] = {"env/all/total_episodes": len(results)}
     if not replayed:
-        return _Prepared([], [], record, [], [])
+        return Prepared([], [], record, [], []), rae
     numeric = pipeline.compute_numeric(replayed, options=options)
     # the advantage stage is shared (what this oracle checks is the replay and the datums around it)
-    correct, returns, advantages, keep_debate, removed = shell.advantage_stage(replayed, played, numeric)
+    stage = advantage_stage(c, replayed, played, numeric, rae)
+    correct, returns, advantages, keep_debate, removed, rae = stage
     numeric = numeric._replace(returns_PG=returns, advantages_PG=advantages)
     out = pipeline.build_datums(replayed, numeric, mode="robust")
     if out is not None and c.credit == "solution":
@@ -130,9 +140,9 @@ def _reference(shell: _Shell, results: Sequence[DebateResult], played: Sequence[
     tokens = [
         [(np.zeros(o), np.zeros(a)) for k in r.replay.accepted for o, a in [next(lengths)]] for r in replayed
     ]
-    record.update(shell.batch_metrics(replayed, tokens, numeric, advantages, correct))  # type: ignore[arg-type]
+    record.update(batch_metrics(replayed, tokens, numeric, advantages, correct))  # type: ignore[arg-type]
     record["data/constant_groups_removed"] = removed
-    return _Prepared(data, _split(data, c.num_substeps), record, lps, masks)
+    return Prepared(data, split_substeps(data, c.num_substeps), record, lps, masks), rae
 
 
 def _credit_solutions(a: dict[str, Any]) -> None:
@@ -233,9 +243,11 @@ def test_prepare_from_rollouts_equals_the_transcript_path(
         credit=credit,  # type: ignore[arg-type]
         negative_advantages=negative,  # type: ignore[arg-type]
     )
-    slow_shell, fast_shell = _shell(config), _shell(config)
-    want = _reference(slow_shell, results, played)
-    got = fast_shell.prepare_rl(results, played)
+    rae = np.linspace(-0.5, 0.5, num_agents)
+    given = rae.copy()
+    want, want_rae = _reference(config, rae, results, played)
+    got, got_rae = prepare_rl(config, ByteRenderer(), results, played, rae)
+    assert np.array_equal(rae, given)  # the baselines given are not changed in place
     assert [_datum_parts(d) for d in got.data] == [_datum_parts(d) for d in want.data]
     assert [len(c) for c in got.chunks] == [len(c) for c in want.chunks]
     got.finish()
@@ -244,7 +256,9 @@ def test_prepare_from_rollouts_equals_the_transcript_path(
     assert len(got.sampler_logprobs) == len(want.sampler_logprobs)
     for a, b in zip(got.sampler_logprobs + got.masks, want.sampler_logprobs + want.masks, strict=True):
         assert a.dtype == b.dtype and np.array_equal(a, b)
-    assert np.array_equal(fast_shell.rae, slow_shell.rae)
+    assert got_rae.dtype == np.float64 and np.array_equal(got_rae, want_rae)
+    if estimator != "rae":
+        assert got_rae is rae
 
 
 @settings(max_examples=examples(10), deadline=None, suppress_health_check=list(HealthCheck))
@@ -263,7 +277,7 @@ def test_the_steps_kl_metric_is_the_kernels_over_the_whole_datums(
     played = [r for r in results if r.turns]
     config = TrainConfig(out="unused", num_agents=num_agents, max_rounds=2, num_substeps=substeps)
     shell = _shell(config)
-    shell.prepared = prepared = shell.prepare_rl(results, played)
+    shell.prepared = prepared = prepare_rl(config, shell.renderer, results, played, shell.rae)[0]
     prepared.finish()
     rng = np.random.default_rng(seed)
     noisy = [lp + scale * rng.standard_normal(lp.shape) for lp in prepared.sampler_logprobs]
@@ -303,4 +317,4 @@ def test_a_rollout_that_does_not_replay_raises_instead_of_shifting_the_batch(
 
     monkeypatch.setattr(pipeline, "replay_debates", failing)
     with pytest.raises(RuntimeError, match="does not replay"):
-        _replay_rollouts([aborted, *played[1:]], options, -1.0)
+        replay_rollouts([aborted, *played[1:]], options, -1.0)

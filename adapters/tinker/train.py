@@ -7,6 +7,8 @@ the scoring pipeline (votes → pairwise rewards → total returns, plus ``corre
 optional KL penalty against the reference sampler → ``num_substeps`` pipelined forward_backward +
 optim_step → a fresh sampling client → (evaluation) → the metrics line → (checkpoint).
 
+What a step sends and records is computed without I/O by :mod:`adapters.tinker.prepare` (the kernel
+stages, the datums, the metrics); a ``kernel:`` loss goes through :mod:`adapters.tinker.kernel_loss`.
 Everything runs in one ``asyncio.TaskGroup``: sampling tasks of later steps overlap training in async
 mode; a failure in any task cancels the others and propagates; sampling still running at the end is
 cancelled. Nothing here decides *what* to do next: that is the planner's job.
@@ -16,10 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import math
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,23 +31,27 @@ import tinker
 from tinker import types
 
 import kernel
-from adapters import pipeline
 from adapters.tinker import checkpoint as ck
 from adapters.tinker import planner as pl
 from adapters.tinker import transcript_writer
 from adapters.tinker.config import TrainConfig
-from adapters.tinker.convert import datums_to_tinker, pack_trajectories
-from adapters.tinker.credit import credit_weights
-from adapters.tinker.dataset import DatasetError, Question, batch_at, cursor_at, is_correct, load_questions
+from adapters.tinker.dataset import DatasetError, Question, batch_at, cursor_at, load_questions
 from adapters.tinker.evaluation import evaluate
+from adapters.tinker.kernel_loss import kernel_loss
 from adapters.tinker.memory import CollectorPause, freed_memory_kept, long_lived_objects_frozen
+from adapters.tinker.prepare import (
+    Prepared,
+    check_warm_turns_fit,
+    prepare_rl,
+    prepare_warm,
+    rl_record,
+    rl_stages,
+)
 from adapters.tinker.protocol import SamplingClient, ServiceClient, TrainingClient
 from adapters.tinker.renderers import ByteRenderer, Renderer
 from adapters.tinker.rollouts import (
     DebateResult,
     RolloutConfig,
-    TurnArrays,
-    last_solution,
     run_debates,
     self_play,
     transcript_columns,
@@ -55,8 +59,6 @@ from adapters.tinker.rollouts import (
 from adapters.tinker.streaming import PartTracker, part_bounds
 from adapters.tinker.tokenizers import ByteTokenizer
 from adapters.tinker.transcript_writer import TranscriptWriter
-from adapters.transcripts import Debate
-from adapters.transcripts import Turn as TranscriptTurn
 
 __all__ = ["METRIC_NAMES", "TrainResult", "check_answers", "check_service", "run_training"]
 
@@ -113,42 +115,6 @@ class TrainResult(NamedTuple):
     metrics: list[dict[str, Any]]
 
 
-class _Advantages(NamedTuple):
-    """The advantage stage of an RL step (:meth:`_Shell.advantage_stage`): rows ``[PG]``, debates ``[P]``."""
-
-    correct_PG: npt.NDArray[np.float64]  # 1.0 where the agent's last solution is the reference answer
-    returns_PG: npt.NDArray[np.float64]  # peer-vote returns + correctness_weight · correct
-    advantages_PG: npt.NDArray[np.float64]
-    keep_P: npt.NDArray[np.bool_]  # debates kept by remove_constant_reward_groups (all without it)
-    removed: int  # debates it removed
-
-
-@dataclass
-class _Prepared:
-    data: list[tinker.Datum]
-    chunks: list[list[tinker.Datum]]
-    record: dict[str, Any]
-    sampler_logprobs: list[npt.NDArray[np.float32]]
-    masks: list[npt.NDArray[np.bool_]]
-    deferred: Callable[[], None] | None = None  # the rest of the step's record and KL inputs
-
-    def finish(self) -> None:
-        """Runs the work left for after the step's requests are submitted (once; no-op after)."""
-        if self.deferred is not None:
-            deferred, self.deferred = self.deferred, None
-            deferred()
-
-
-class _Stages(NamedTuple):
-    """The kernel stages of an RL step's debates before its datums: replayed debates, numbers, advantages,
-    and each accepted turn's token arrays (None where the rollout kept none)."""
-
-    replayed: list[pipeline.ReplayedDebate]
-    numeric: pipeline.NumericResult
-    advantages: _Advantages
-    tokens: list[list[TurnArrays | None]]
-
-
 @dataclass
 class _Streamed:
     """A streamed step so far (``stream_minibatches``): the part prepared and not yet submitted, and per
@@ -156,10 +122,10 @@ class _Streamed:
 
     batch: int
     version: int
-    whole: _Prepared  # the step as its parts are submitted: datums, KL inputs, then its record
+    whole: Prepared  # the step as its parts are submitted: datums, KL inputs, then its record
     fbs: list[list[Any]]
     chunks: list[list[tinker.Datum]]
-    part: _Prepared | None = None
+    part: Prepared | None = None
     prepare_time: float = 0.0
     kl: tuple[float, int] = (0.0, 0)  # Σ KL and action tokens of the parts, for the penalty's mean
 
@@ -180,7 +146,7 @@ class _Shell:
     clock: Callable[[], float]
     queue: asyncio.Queue[pl.Event] = field(default_factory=asyncio.Queue)
     batches: dict[int, tuple[list[DebateResult], float]] = field(default_factory=dict)
-    prepared: _Prepared | None = None
+    prepared: Prepared | None = None
     futures: dict[int, tuple[list[Any], Any]] = field(default_factory=dict)  # per substep: fbs, optim
     outputs: list[types.ForwardBackwardOutput] = field(default_factory=list)
     substeps: int = 0  # substeps of the step in training
@@ -292,12 +258,12 @@ class _Shell:
     async def prepare(self, request: pl.Prepare, state: pl.LoopState) -> None:
         t0 = self.clock()
         if request.warm:
-            prepared = self.prepare_warm(request)
+            prepared = prepare_warm(self.config, self.renderer, self.batch_questions(request.batch))
         else:
             results, sample_time = self.batches.pop(request.batch)
             played = [r for r in results if r.turns]
             self.unwritten = (request.step, played)
-            prepared = self.prepare_rl(results, played)
+            prepared, self.rae = prepare_rl(self.config, self.renderer, results, played, self.rae)
             prepared.record["time/sample"] = sample_time
             if self.config.kl_penalty_coef > 0 and prepared.data:
                 prepared.finish()
@@ -319,13 +285,14 @@ class _Shell:
         t0 = self.clock()
         c = self.config
         if request.part == 0:
-            step = _Prepared([], [], {}, [], [])
+            step = Prepared([], [], {}, [], [])
             empty: list[list[Any]] = [[] for _ in range(c.num_substeps)]
             self.streamed = _Streamed(request.batch, request.version, step, empty, [[] for _ in empty])
             self.prepared, self.outputs, self.futures, self.substeps = step, [], {}, c.num_substeps
         assert self.streamed is not None
         results = self.streams[request.batch][0].part(request.part)
-        part = self.prepare_rl(results, [r for r in results if r.turns], record=False)
+        played = [r for r in results if r.turns]
+        part, self.rae = prepare_rl(self.config, self.renderer, results, played, self.rae, record=False)
         if c.kl_penalty_coef > 0 and part.data:
             part.finish()
             self.collector.resume()  # the reference sampler's wait is the collector's time
@@ -372,7 +339,8 @@ class _Shell:
         self.start_transcript_write()
         whole = streamed.whole
         whole.chunks = [chunk for chunk in streamed.chunks if chunk]
-        whole.record.update(self.rl_record(results, self.rl_stages(results, played)))
+        # the record over the whole batch (streaming excludes RAE, so no baselines move here)
+        whole.record.update(rl_record(results, rl_stages(self.config, played, self.rae)))
         whole.record["time/sample"] = sample_time[0]
         if self.config.kl_penalty_coef > 0 and whole.data:
             total, count = streamed.kl
@@ -397,218 +365,7 @@ class _Shell:
         # columns cost a few ms on the loop; the debates are built where they are encoded
         await self.writer.write(path, transcript_columns(played))
 
-    def advantage_stage(
-        self,
-        replayed: Sequence[pipeline.ReplayedDebate],
-        played: Sequence[DebateResult],
-        numeric: pipeline.NumericResult,
-    ) -> _Advantages:
-        """Correctness, returns and advantages of the replayed debates by the configured estimator
-        (RAE updates its baselines), and the debates that constant-group removal keeps."""
-        c = self.config
-        offsets = numeric.offsets_P1
-        num_debates = len(replayed)
-        correct = np.zeros(int(offsets[-1]), dtype=np.float64)
-        for p, r in enumerate(replayed):
-            answer = played[p].spec.answer
-            for i in range(r.debate.num_agents):
-                correct[offsets[p] + i] = float(is_correct(last_solution(r.state, i), answer))
-        returns = numeric.returns_PG + c.correctness_weight * correct
-        group_ids = numeric.pairwise.group_ids_PG
-        if c.estimator == "rae":
-            roles = np.concatenate([np.arange(n) for n in numeric.num_agents_P]).astype(np.int64)
-            rae = kernel.rae_advantages(returns, roles, self.rae, decay=c.rae_decay)
-            advantages = np.asarray(rae.advantages, dtype=np.float64)
-            self.rae = np.asarray(rae.baselines_K, dtype=np.float64)
-        else:
-            _, opts = pipeline.resolve_estimator(c.estimator)
-            where = _spoke(played, offsets) if c.silent_agents == "exclude" else None
-            advantages = np.asarray(
-                kernel.grouped_advantages(returns, group_ids, num_debates, where=where, **opts).advantages,
-                dtype=np.float64,
-            )
-        removed = 0
-        keep_debate = np.ones(num_debates, dtype=bool)
-        if c.remove_constant_reward_groups:
-            keep = np.asarray(
-                kernel.constant_group_keep_mask(
-                    returns, group_ids, num_debates, keep_one_if_all_constant=True
-                )
-            )
-            keep_debate = np.bincount(group_ids[keep], minlength=num_debates)[:num_debates] > 0
-            removed = int(num_debates - keep_debate.sum())
-        if c.negative_advantages == "zero":
-            advantages = np.maximum(advantages, 0.0)
-        return _Advantages(correct, returns, advantages, keep_debate, removed)
-
-    def rl_stages(self, results: Sequence[DebateResult], played: Sequence[DebateResult]) -> _Stages | None:
-        """Replay, votes, rewards, returns and advantages of the played debates (None when none replays)."""
-        c = self.config
-        options = pipeline.ScoreOptions(policy=c.parse_policy, reward=c.reward_mode, estimator="default")
-        replayed = _replay_rollouts(played, options, self.rollout_config.parse_failure_reward)
-        if not replayed:
-            return None
-        numeric = pipeline.compute_numeric(replayed, options=options)
-        advantages = self.advantage_stage(replayed, played, numeric)
-        numeric = numeric._replace(returns_PG=advantages.returns_PG, advantages_PG=advantages.advantages_PG)
-        tokens = [[played[p].turns[k].arrays for k in r.replay.accepted] for p, r in enumerate(replayed)]
-        return _Stages(replayed, numeric, advantages, tokens)
-
-    def rl_record(self, results: Sequence[DebateResult], stages: _Stages | None) -> dict[str, Any]:
-        """The metrics of an RL step's debates that its datums do not need."""
-        record: dict[str, Any] = {"env/all/total_episodes": len(results)}
-        if stages is None:
-            return {**record, **_nan_metrics()}
-        a = stages.advantages
-        record.update(
-            self.batch_metrics(stages.replayed, stages.tokens, stages.numeric, a.advantages_PG, a.correct_PG)
-        )
-        record["data/constant_groups_removed"] = a.removed
-        return record
-
-    def prepare_rl(
-        self, results: Sequence[DebateResult], played: Sequence[DebateResult], *, record: bool = True
-    ) -> _Prepared:
-        """The step's datums from its rollouts, with only what the datums need before the submission:
-        the turns' tokens go straight from the rollouts into one ``kernel.build_datums`` call (no
-        transcripts), and the metrics that the datums do not need are left to :meth:`_Prepared.finish`
-        (``record=False``: none, for a part of a streamed step). The same datums and record as replaying
-        the transcripts through the scoring pipeline (``tests/test_train_prepare.py``)."""
-        c = self.config
-        stages = self.rl_stages(results, played)
-        if stages is None:
-            return _Prepared([], [], self.rl_record(results, None) if record else {}, [], [])
-        credit = (
-            None if c.credit == "turn" else functools.partial(credit_weights, self.renderer, mode=c.credit)
-        )
-        arrays = _rollout_datums(stages.replayed, stages.tokens, stages.numeric, credit)
-        data: list[tinker.Datum] = []
-        kept: list[int] = []
-        if arrays is not None:
-            batch = kernel.DatumBatch(*(arrays[name] for name in kernel.DatumBatch._fields))
-            converted = datums_to_tinker(batch, copy=False)  # the batch is ours alone: lent, not copied
-            keep_D = stages.advantages.keep_P[arrays["debate_D"]].tolist()
-            for d, datum in enumerate(converted):
-                if keep_D[d]:
-                    data.append(datum)
-                    kept.append(d)
-        episodes = {"env/all/total_episodes": len(results)}
-        prepared = _Prepared(data, _split(data, c.num_substeps), episodes, [], [])
-
-        def finish() -> None:
-            if arrays is not None:
-                bounds = arrays["offsets_D1"].tolist()
-                lps, mask = arrays["logprobs"], arrays["mask"]
-                for d in kept:
-                    s, e = bounds[d], bounds[d + 1]
-                    prepared.sampler_logprobs.append(np.asarray(lps[s:e], dtype=np.float32))
-                    prepared.masks.append(np.asarray(mask[s:e], dtype=bool))
-            if record:
-                prepared.record.update(self.rl_record(results, stages))
-
-        prepared.deferred = finish
-        return prepared
-
-    def batch_metrics(
-        self,
-        replayed: Sequence[pipeline.ReplayedDebate],
-        tokens: Sequence[Sequence[TurnArrays | None]],
-        numeric: pipeline.NumericResult,
-        advantages: npt.NDArray[np.float64],
-        correct: npt.NDArray[np.float64],
-    ) -> dict[str, Any]:
-        parse_error: list[bool] = []
-        consensus: list[bool] = []
-        rounds: list[int] = []
-        ob: list[int] = []
-        ac: list[int] = []
-        turn_ep: list[int] = []
-        for p, r in enumerate(replayed):
-            for k, turn in zip(r.replay.accepted, tokens[p], strict=True):
-                parse_error.append(not r.parsed[k].ok)
-                consensus.append(r.state.consensus)
-                rounds.append(k // r.debate.num_agents)
-                ob.append(0 if turn is None else len(turn[0]))
-                ac.append(0 if turn is None else len(turn[1]))
-                turn_ep.append(p)
-        sm = kernel.step_metrics(parse_error, consensus, rounds)
-        tm = kernel.trajectory_metrics(
-            np.asarray(ob, dtype=np.int64),
-            np.asarray(ac, dtype=np.int64),
-            np.asarray(turn_ep, dtype=np.int64),
-            numeric.returns_PG,
-            numeric.pairwise.group_ids_PG,
-            len(replayed),
-        )
-        pw = numeric.pairwise
-        return {
-            "env/all/parse_error": float(sm.parse_error),
-            "env/all/consensus_reached": float(sm.consensus_reached),
-            "env/all/round": float(sm.round),
-            "env/all/pairwise_total_votes": float(np.mean(pw.total_votes_P)),
-            "env/all/pairwise_malformed": float(np.mean(pw.malformed_P)),
-            "env/all/pairwise_any_votes": float(np.mean(pw.any_votes_P)),
-            "env/all/ac_tokens_per_turn": float(tm.ac_tokens_per_turn),
-            "env/all/ob_tokens_per_turn": float(tm.ob_tokens_per_turn),
-            "env/all/turns_per_episode": float(tm.turns_per_episode),
-            "env/all/total_turns": int(tm.total_turns),
-            "env/all/reward/total": float(tm.reward_total),
-            "env/all/correct": float(np.mean(correct)) if correct.size else math.nan,
-            "env/all/by_group/frac_mixed": float(tm.frac_mixed),
-            "advantage/mean": float(np.mean(advantages)),
-            "advantage/std": float(np.std(advantages)),
-            "advantage/min": float(np.min(advantages)),
-            "advantage/max": float(np.max(advantages)),
-        }
-
-    def prepare_warm(self, request: pl.Prepare) -> _Prepared:
-        """Cross-entropy datums of well-formed turns (``kernel.render_response``) on the batch's questions."""
-        c = self.config
-        transitions: list[list[tuple[list[int], list[int], list[float]]]] = []
-        answered = [
-            (q.question, q.answer) for q in self.batch_questions(request.batch) if q.answer is not None
-        ]
-        answers = [answer for _, answer in answered]
-        for k, (question, own) in enumerate(answered):
-            state = kernel.initial_state(question, num_agents=c.num_agents, max_rounds=c.max_rounds)
-            while not state.done:
-                agent = kernel.current_agent(state)
-                assert agent is not None
-                obs = kernel.build_observation(state, agent, config=c.observation_config)
-                prompt = self.renderer.build_prompt(obs.messages).to_ints()
-                answer = own
-                if c.warm_start_answers == "shuffled":  # agent i: the answer of question k + 1 + i
-                    answer = answers[(k + 1 + agent) % len(answers)]
-                text = _warm_turn(agent, answer, brief=c.observation_config.brief)
-                answer_tokens = _answer_tokens(self.renderer, text)
-                transitions.append([(prompt, answer_tokens, [0.0] * len(answer_tokens))])
-                state = kernel.submit(
-                    state, agent, kernel.parse_response(text, agent, policy=c.parse_policy)
-                ).state
-        record: dict[str, Any] = {**_nan_metrics(), "env/all/total_episodes": 0}
-        if not transitions:
-            return _Prepared([], [], record, [], [])
-        traj = kernel.trajectories_from_lists(transitions, np.ones(len(transitions)))
-        built = kernel.build_datums(traj).datums
-        data: list[tinker.Datum] = []
-        bounds = built.offsets_D1.tolist()
-        for d in range(len(bounds) - 1):
-            s, e = bounds[d], bounds[d + 1]
-            weights = np.asarray(built.mask[s:e], dtype=np.float32)
-            data.append(
-                tinker.Datum(
-                    model_input=tinker.ModelInput.from_ints(built.input_tokens[s:e].tolist()),
-                    loss_fn_inputs={
-                        "target_tokens": types.TensorData.from_numpy(
-                            np.asarray(built.target_tokens[s:e], dtype=np.int64)
-                        ),
-                        "weights": types.TensorData.from_numpy(weights),
-                    },
-                )
-            )
-        return _Prepared(data, _split(data, c.num_substeps), record, [], [])
-
-    async def kl_penalty(self, prepared: _Prepared) -> tuple[float, int]:
+    async def kl_penalty(self, prepared: Prepared) -> tuple[float, int]:
         """``A_t += β·(mean KL − KL_t)`` over action tokens, KL_t = lp_sampler − lp_reference, the mean over
         ``prepared``'s datums (a streamed step's part: over the part, as tinker-cookbook's streaming
         minibatches do); returns ``(Σ KL_t, action tokens)``."""
@@ -644,7 +401,7 @@ class _Shell:
             return self.training.forward_backward(chunk, "cross_entropy")
         if c.loss_fn.startswith("kernel:"):
             return self.training.forward_backward_custom(
-                chunk, _kernel_loss(c.loss_fn[7:], dict(c.loss_fn_config))
+                chunk, kernel_loss(c.loss_fn[7:], dict(c.loss_fn_config))
             )
         return self.training.forward_backward(chunk, c.loss_fn, dict(c.loss_fn_config) or None)  # type: ignore[arg-type]
 
@@ -848,7 +605,7 @@ async def run_training(
             )
         renderer = ByteRenderer(tokenizer)
     if config.warm_start_steps > 0:
-        _check_warm_turns_fit(config, renderer, questions)
+        check_warm_turns_fit(config, renderer, questions)
     sampler = await training.save_weights_and_get_sampling_client()
     fixed: SamplingClient | None = None
     if fixed_client is not None:
@@ -1012,151 +769,6 @@ async def _new_training_client(service_client: ServiceClient, config: TrainConfi
     return client
 
 
-def _replay_rollouts(
-    played: Sequence[DebateResult], options: pipeline.ScoreOptions, rollout_failure_reward: float
-) -> list[pipeline.ReplayedDebate]:
-    """``pipeline.replay_debates`` of the rollouts' transcripts, without replaying where the rollout's
-    own run of the state machine is the replay: a debate the sampler did not abort, rolled out with the
-    scoring's parse-failure reward, has every turn accepted with the reward ``submit`` gave it, and ends
-    in the rollout's final state. Their ``debate`` holds the turns without tokens (datums and metrics
-    take the tokens from the rollout turns). One entry per debate, in order: a rollout that does not
-    replay (the same state machine ran it, so a bug) raises ``RuntimeError`` rather than being dropped,
-    which would also pair every later debate with the wrong rollout."""
-    out: list[pipeline.ReplayedDebate] = []
-    for r in played:
-        skeleton = Debate(
-            id=r.spec.id or f"debate-{r.index}",
-            question=r.spec.question,
-            num_agents=r.state.num_agents,
-            turns=tuple(TranscriptTurn(agent=t.agent_id, text=t.text, round=t.round) for t in r.turns),
-            max_rounds=r.state.max_rounds,
-        )
-        parsed = tuple(t.parsed for t in r.turns)
-        own_run = r.end_reason in ("consensus", "max_rounds", "parse_failure")
-        if own_run and rollout_failure_reward == options.parse_failure_reward:
-            replay = kernel.ReplayResult(
-                r.state, tuple(t.reward for t in r.turns), tuple(range(len(r.turns))), ()
-            )
-            out.append(pipeline.ReplayedDebate(skeleton, parsed, replay, pipeline.end_reason(r.state)))
-        else:
-            replayed, errors = pipeline.replay_debates([skeleton], [parsed], options=options)
-            if errors or len(replayed) != 1:  # the rollout ran the same machine: a bug, not bad input
-                raise RuntimeError(
-                    f"rollout {skeleton.id!r} does not replay: {errors[0] if errors else replayed}"
-                )
-            out.extend(replayed)
-    return out
-
-
-def _rollout_datums(
-    replayed: Sequence[pipeline.ReplayedDebate],
-    tokens: Sequence[Sequence[TurnArrays | None]],
-    numeric: pipeline.NumericResult,
-    credit: Callable[[npt.NDArray[np.int64]], npt.NDArray[np.float64]] | None = None,
-) -> dict[str, npt.NDArray[Any]] | None:
-    """``pipeline.build_datums(...).arrays`` (robust mode) from the rollout turns' token arrays: each
-    (debate, agent) with a turn that has tokens is one trajectory of those turns, advantage the agent's;
-    the trajectories are packed by concatenating arrays rather than from Python lists. ``credit`` maps a
-    turn's action tokens to their shares of its advantage (``kernel.build_datums``'s ``ac_weights``);
-    None gives every action token all of it."""
-    obs: list[npt.NDArray[np.int64]] = []
-    acs: list[npt.NDArray[np.int64]] = []
-    lps: list[npt.NDArray[np.float64]] = []
-    counts: list[int] = []
-    rows: list[int] = []
-    origin: list[tuple[int, int]] = []
-    for p, r in enumerate(replayed):
-        n = r.debate.num_agents
-        per_agent: list[list[TurnArrays]] = [[] for _ in range(n)]
-        for k, turn in zip(r.replay.accepted, tokens[p], strict=True):
-            if turn is not None:
-                per_agent[r.debate.turns[k].agent].append(turn)
-        base = int(numeric.offsets_P1[p])
-        for i, turns in enumerate(per_agent):
-            if turns:
-                for ob, ac, lp in turns:
-                    obs.append(ob)
-                    acs.append(ac)
-                    lps.append(lp)
-                counts.append(len(turns))
-                rows.append(base + i)
-                origin.append((p, i))
-    if not rows:
-        return None
-    advantages_B = np.asarray(numeric.advantages_PG, dtype=np.float64)[np.asarray(rows, dtype=np.int64)]
-    trajectories = pack_trajectories(obs, acs, lps, [True] * len(obs), counts, advantages_B)
-    weights = None if credit is None else np.concatenate([credit(ac) for ac in acs])
-    d = kernel.build_datums(trajectories, mode="robust", ac_weights=weights).datums
-    where = np.asarray(origin, dtype=np.int64).reshape(-1, 2)
-    arrays: dict[str, npt.NDArray[Any]] = {name: np.asarray(getattr(d, name)) for name in d._fields}
-    arrays["debate_D"] = where[d.traj_ids_D, 0]
-    arrays["agent_D"] = where[d.traj_ids_D, 1]
-    return arrays
-
-
-def _spoke(played: Sequence[DebateResult], offsets_P1: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
-    """bool [R]: whether each agent row took at least one turn in its debate."""
-    spoke = np.zeros(int(offsets_P1[-1]), dtype=bool)
-    for p, result in enumerate(played):
-        for turn in result.turns:
-            spoke[int(offsets_P1[p]) + turn.agent_id] = True
-    return spoke
-
-
-def _warm_turn(agent: int, answer: str, *, brief: bool = False) -> str:
-    if brief:  # the shortest well-formed turn: what a small model can learn in a few hundred steps
-        return kernel.render_response(
-            solution=answer,
-            evaluation="N/A" if agent == 0 else "agree",
-            comparisons=[kernel.Vote(a, "=", b) for a in range(agent) for b in range(a + 1, agent)],
-            consensus=True,
-            consensus_reason="same answer",
-        )
-    if agent == 0:
-        return kernel.render_response(
-            solution=f"The answer is {answer}.",
-            evaluation="N/A",
-            consensus=True,
-            consensus_reason="I computed it directly.",
-        )
-    votes = [kernel.Vote(a, "=", b) for a in range(agent) for b in range(a + 1, agent)]
-    return kernel.render_response(
-        solution=f"The answer is {answer}.",
-        evaluation=f"Agent 0 found {answer}, which is correct.",
-        comparisons=votes,
-        consensus=True,
-        consensus_reason=f"We agree that the answer is {answer}.",
-    )
-
-
-def _check_warm_turns_fit(config: TrainConfig, renderer: Renderer, questions: Sequence[Question]) -> None:
-    """Warns when ``max_tokens`` is below the longest warm-start turn (the last agent's, which lists the
-    most comparisons, for the longest reference answer): the policy learns turns of that length, and a
-    sampled turn cut before its closing tags fails to parse. (A warning, not an error: a smoke test may
-    want short samples.)"""
-    answers = [q.answer for q in questions if q.answer is not None]
-    if not answers:
-        return
-    agent = config.num_agents - 1
-    text = _warm_turn(agent, max(answers, key=len), brief=config.observation_config.brief)
-    n = len(_answer_tokens(renderer, text))
-    if n > config.max_tokens:
-        warnings.warn(
-            f"max_tokens={config.max_tokens} is shorter than a warm-start turn ({n} tokens for agent "
-            f"{agent}): sampled turns will be cut before their closing tags and fail to parse; "
-            f"raise max_tokens to at least {n}",
-            RuntimeWarning,
-            stacklevel=3,
-        )
-
-
-def _answer_tokens(renderer: Renderer, text: str) -> list[int]:
-    fn = getattr(renderer, "answer_tokens", None)
-    if fn is None:
-        raise TypeError("warm start needs a renderer with answer_tokens(text)")
-    return [int(t) for t in fn(text)]
-
-
 def _mean_loss(outputs: Sequence[types.ForwardBackwardOutput], data: Sequence[tinker.Datum]) -> float:
     """The step's loss per trained token: Σ ``loss:sum`` over its substeps ÷ the tokens with a nonzero
     weight (cross-entropy) or advantage (policy gradient); NaN when no output reports ``loss:sum``."""
@@ -1186,55 +798,9 @@ def _step_fields(step: int, warm: bool, version: int, prepare_time: float) -> di
     }
 
 
-def _split(data: list[tinker.Datum], num_substeps: int) -> list[list[tinker.Datum]]:
-    if not data:
-        return []
-    n = min(num_substeps, len(data))
-    bounds = np.linspace(0, len(data), n + 1).round().astype(int)
-    return [data[bounds[i] : bounds[i + 1]] for i in range(n)]
-
-
-def _nan_metrics() -> dict[str, Any]:
-    return {}
-
-
 def _jsonable(v: Any) -> Any:
     if isinstance(v, np.generic):
         v = v.item()
     if isinstance(v, float) and not math.isfinite(v):
         return None
     return v
-
-
-def _kernel_loss(name: str, options: dict[str, float]) -> Any:
-    """A ``forward_backward_custom`` loss: the kernel's JAX loss, as the surrogate ``Σ_t g_t · lp_t`` where
-    ``g = ∂loss/∂lp`` is computed by ``jax.grad`` (so the service's autograd sees the kernel's gradient)."""
-    import jax
-    import jax.numpy as jnp
-
-    import kernel.jax as kj
-
-    fn = getattr(kj, f"{name}_loss")
-
-    def loss_fn(data: list[tinker.Datum], logprobs: list[Any]) -> tuple[Any, dict[str, float]]:
-        total: Any = 0.0
-        value = 0.0
-        for datum, lp in zip(data, logprobs, strict=True):
-            inputs = datum.loss_fn_inputs
-            sampler = jnp.asarray(inputs["logprobs"].to_numpy())
-            adv = jnp.asarray(inputs["advantages"].to_numpy())
-            lp_np = np.asarray(lp.detach().cpu().numpy() if hasattr(lp, "detach") else lp, dtype=np.float32)
-
-            def scalar(x: Any, sampler: Any = sampler, adv: Any = adv) -> Any:
-                return jnp.sum(fn(x, sampler, adv, **options).loss)
-
-            v, g = jax.value_and_grad(scalar)(jnp.asarray(lp_np))
-            value += float(v)
-            grad = np.asarray(g)
-            if hasattr(lp, "new_tensor"):
-                total = total + (lp * lp.new_tensor(grad)).sum()
-            else:
-                total = total + float(np.sum(np.asarray(lp) * grad))
-        return total, {"loss:kernel": value}
-
-    return loss_fn
