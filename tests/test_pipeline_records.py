@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 
 import kernel
 from adapters import pipeline
+from adapters._json import round_or_none, rounded_list
+from adapters.pipeline import records
 from adapters.transcripts import read_transcripts
 from tests._profile import examples
 from tests.test_pipeline_stream import LINES, OPTIONS
@@ -27,7 +29,7 @@ def _reference_records(result: pipeline.BatchResult) -> list[dict[str, Any]]:
     reason = np.asarray(num.validation.reason_V)
     reasons = kernel.VOTE_REASONS
     u, a, op, b = (np.asarray(x) for x in num.votes[1:5])
-    datum_counts = pipeline._datum_counts(result)
+    datum_counts = records.datum_counts(result)
     for p, r in enumerate(result.replayed):
         lo, hi = int(num.offsets_P1[p]), int(num.offsets_P1[p + 1])
         vlo, vhi = int(num.vote_offsets_P1[p]), int(num.vote_offsets_P1[p + 1])
@@ -77,10 +79,10 @@ def _reference_records(result: pipeline.BatchResult) -> list[dict[str, Any]]:
                 "round1_dropped": int(num.round1_dropped_V[vlo:vhi].sum()),
                 "list": vote_list,
             },
-            "rewards": [pipeline._r(x) for x in num.pairwise.rewards_PG[lo:hi]],
-            "step_rewards": [pipeline._r(x) for x in num.step_rewards_PG[lo:hi]],
-            "returns": [pipeline._r(x) for x in num.returns_PG[lo:hi]],
-            "advantages": [pipeline._r(x) for x in num.advantages_PG[lo:hi]],
+            "rewards": [round_or_none(x) for x in num.pairwise.rewards_PG[lo:hi]],
+            "step_rewards": [round_or_none(x) for x in num.step_rewards_PG[lo:hi]],
+            "returns": [round_or_none(x) for x in num.returns_PG[lo:hi]],
+            "advantages": [round_or_none(x) for x in num.advantages_PG[lo:hi]],
             "turns": turns,
         }
         if p in datum_counts:
@@ -116,9 +118,9 @@ def test_records_are_the_per_value_constructions(which: int, seed: int, size: in
 
 
 @given(st.lists(st.floats(), max_size=30), st.booleans())
-def test_rounded_is_r_of_each_value(xs: list[float], float32: bool) -> None:
+def test_rounded_list_is_round_or_none_of_each_value(xs: list[float], float32: bool) -> None:
     with np.errstate(over="ignore"):
         x = np.asarray(xs, dtype=np.float32 if float32 else np.float64)
-    got = pipeline._rounded(x)
-    assert [(type(g), g) for g in got] == [(type(w), w) for w in (pipeline._r(v) for v in x)]
+    got = rounded_list(x)
+    assert [(type(g), g) for g in got] == [(type(w), w) for w in (round_or_none(v) for v in x)]
     assert all(g is None or math.isfinite(g) for g in got)

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from adapters import _json, pipeline
 from adapters.cli import main
+from adapters.pipeline import stages
 from adapters.transcripts import read_transcripts
 from tools import samples
 
@@ -172,7 +173,7 @@ def test_record_lines_are_the_strict_encoders_text(rec: dict[str, Any]) -> None:
 def test_exact_logprob_sum_is_the_correctly_rounded_sum(xs: list[float]) -> None:
     import math
 
-    exact = pipeline._exact_sum(np.asarray(xs, dtype=np.float64))
+    exact = stages._exact_sum(np.asarray(xs, dtype=np.float64))
     assert exact / (1 << 172) == math.fsum(xs)
-    halves = pipeline._exact_sum(np.asarray(xs[::2])) + pipeline._exact_sum(np.asarray(xs[1::2]))
+    halves = stages._exact_sum(np.asarray(xs[::2])) + stages._exact_sum(np.asarray(xs[1::2]))
     assert halves == exact  # partial sums merge exactly

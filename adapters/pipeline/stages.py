@@ -1,22 +1,18 @@
-"""The scoring pipeline: transcripts → parsed turns → replayed episodes → votes → rewards → returns →
-advantages → datums.
+"""The scoring stages: transcripts → parsed turns → replayed episodes → votes → rewards → returns →
+advantages → datums, and :func:`score` / :func:`score_chunks`, which run them all.
 
 Host work (parsing every turn, replaying every debate through the kernel's state machine) runs per turn;
 every numeric stage runs once for the whole batch: one :class:`~kernel.VoteArrays` for all debates, one
 ``validate_votes``, one ``pairwise_rewards``, one ``grouped_advantages`` and one datum build, with the
-debates' agents as packed rows (debate-major, agent-minor), as everywhere in the kernel.
-
-Each stage is its own function so that benchmarks can time them apart; :func:`score` runs them all.
-Nothing here prints or writes files: the CLI modules do that.
+debates' agents as packed rows (debate-major, agent-minor), as everywhere in the kernel. Each stage is
+its own function so that benchmarks can time them apart.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 import typing
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, NamedTuple
@@ -25,9 +21,11 @@ import numpy as np
 import numpy.typing as npt
 
 import kernel
+from adapters._json import round_or_none
+from adapters.pipeline.estimator_spec import resolve_estimator
 from adapters.transcripts import Debate, LineReader, TranscriptError, check_debates
 from kernel import DebateState, PairwiseRewards, ParsedResponse, ReplayResult, VoteArrays, VoteValidation
-from kernel._checks import check_each, check_type, did_you_mean
+from kernel._checks import check_each, check_type
 
 __all__ = [
     "AFTER_END_POLICIES",
@@ -36,28 +34,21 @@ __all__ = [
     "ROUND1_VOTE_POLICIES",
     "AfterEnd",
     "BatchResult",
-    "ChunkFigures",
     "DatumOutput",
     "NumericResult",
     "ReplayedDebate",
     "Round1Votes",
-    "ScoreAccumulator",
     "ScoreOptions",
     "batch_wide",
     "build_datums",
-    "check_estimator",
-    "chunk_figures",
     "compute_numeric",
-    "debate_records",
     "end_reason",
     "parse_turns",
     "replay_debates",
-    "resolve_estimator",
     "score",
     "score_chunks",
-    "skipped_records",
-    "summary",
 ]
+
 
 AfterEnd = Literal["error", "truncate"]
 """What to do with turns recorded after the debate ended under the chosen parse policy."""
@@ -221,6 +212,7 @@ def replay_debates(
       >>> [(r.end, r.num_rounds) for r in replayed], errors
       ([('parse_error', 2), ('max_rounds', 1), ('consensus', 1), ('max_rounds', 1)], [])
       >>> d = debates[1]
+      >>> import dataclasses
       >>> late = dataclasses.replace(d, turns=(*d.turns, d.turns[0]))  # a turn after the end
       >>> [e.reason for e in replay_debates([late], parse_turns([late]))[1]]
       ['turn_after_end']
@@ -276,118 +268,6 @@ def replay_debates(
 
 # ------------------------------------------------------------------------------------------------
 # Stage 3: votes, rewards, returns, advantages (vectorised over all debates)
-
-
-_OPTION_TYPES: Final[dict[str, Any]] = typing.get_type_hints(kernel.AdvantageOptions)
-
-
-def _coerce(key: str, value: str) -> Any:
-    """Reads the text of ``key=value`` as the type ``kernel.AdvantageOptions`` declares for ``key``."""
-    text = value.strip()
-    low = text.lower()
-    kind = _OPTION_TYPES[key]
-    choices = typing.get_args(kind) if typing.get_origin(kind) is Literal else ()
-    if choices:
-        if text not in choices:
-            raise ValueError(f"expected one of {', '.join(choices)}, got {text!r}")
-        return text
-    if kind is bool:
-        if low in ("true", "yes", "on", "1"):
-            return True
-        if low in ("false", "no", "off", "0"):
-            return False
-        raise ValueError(f"expected true or false, got {text!r}")
-    if kind is int:
-        try:
-            return int(text)
-        except ValueError:
-            raise ValueError(f"expected an integer, got {text!r}") from None
-    if type(None) in typing.get_args(kind) and low in ("none", "null"):
-        return None
-    try:
-        number = float(text)
-    except ValueError:
-        raise ValueError(
-            f"expected a number{' or none' if type(None) in typing.get_args(kind) else ''}, got {text!r}"
-        ) from None
-    if not math.isfinite(number):
-        raise ValueError(f"expected a finite number, got {text!r}")
-    return number
-
-
-def resolve_estimator(spec: str) -> tuple[str, dict[str, Any]]:
-    """Reads an estimator spec: ``NAME``, ``NAME,key=value,...`` or ``key=value,...``.
-
-    ``NAME`` is a key of ``kernel.ADVANTAGE_PRESETS``; ``key=value`` pairs are fields of
-    ``kernel.AdvantageOptions`` (keyword options of ``kernel.grouped_advantages``) and override the
-    preset's. Each value is read as the type the field declares: one of its names for a closed option
-    set, ``true``/``false`` for a flag, an integer for ``ddof``, a finite number for the others
-    (``none`` where the field may be None). Options alone start from the ``"default"`` preset.
-
-    Returns:
-      ``(preset name, options)`` with the preset's options merged under the overrides.
-
-    Raises:
-      ValueError: an unknown preset or option, a malformed item, or a value not of the option's type
-        (the message names the option and lists what is known).
-
-    Examples:
-      >>> name, opts = resolve_estimator("verl_grpo.norm,eps=1e-4")
-      >>> name, opts["scale"], opts["eps"]
-      ('verl_grpo.norm', 'group', 0.0001)
-      >>> resolve_estimator("ddof=1.5")
-      Traceback (most recent call last):
-      ...
-      ValueError: estimator option ddof: expected an integer, got '1.5'
-    """
-    check_type(spec, str, "estimator spec")
-    presets = kernel.ADVANTAGE_PRESETS
-    items = [s.strip() for s in spec.split(",") if s.strip()]
-    name = "default"
-    if items and "=" not in items[0]:
-        name = items.pop(0)
-    if name not in presets:
-        hint = did_you_mean(name, presets)
-        raise ValueError(f"unknown estimator {name!r}{hint}; known presets: {', '.join(sorted(presets))}")
-    base = dataclasses.asdict(presets[name])
-    overrides: dict[str, Any] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise ValueError(f"estimator option {item!r} must look like key=value")
-        if key not in base:
-            hint = did_you_mean(key, base)
-            raise ValueError(f"unknown estimator option {key!r}{hint}; options: {', '.join(base)}")
-        try:
-            overrides[key] = _coerce(key, value)
-        except ValueError as e:
-            raise ValueError(f"estimator option {key}: {e}") from None
-    return name, {**base, **overrides}
-
-
-def check_estimator(spec: str) -> tuple[str, dict[str, Any]]:
-    """:func:`resolve_estimator`, then one tiny ``grouped_advantages`` call so that option values the
-    kernel refuses (e.g. ``eps=-1``) are reported before any work is done.
-
-    ``singleton="error"`` is not an error here: debates with one agent are skipped at scoring, each with
-    the reason ``singleton_group`` (see :func:`score`).
-
-    Raises:
-      ValueError, TypeError: the spec or an option value is not accepted.
-
-    Examples:
-      >>> name, opts = check_estimator("verl_grpo.norm,eps=1e-4")
-      >>> name, opts["scale"], opts["eps"]
-      ('verl_grpo.norm', 'group', 0.0001)
-      >>> check_estimator("eps=-1")  # resolve_estimator reads it; the kernel refuses it
-      Traceback (most recent call last):
-      ...
-      ValueError: eps must be a finite number >= 0, got -1.0
-    """
-    name, opts = resolve_estimator(spec)
-    kernel.grouped_advantages(np.array([0.0, 1.0]), np.array([0, 0]), 1, **opts)
-    return name, opts
 
 
 class NumericResult(NamedTuple):
@@ -547,6 +427,7 @@ def build_datums(
       >>> texts = [kernel.render_response(solution="4", evaluation="N/A", comparisons=v, consensus=False,
       ...                                 consensus_reason="Not sure yet.") for v in votes]
       >>> d = Debate("q1", "2 + 2?", num_agents=3, turns=tuple(map(Turn, range(3), texts)), max_rounds=1)
+      >>> import dataclasses
       >>> t0 = dataclasses.replace(d.turns[0], observation_tokens=(1, 2, 3), action_tokens=(4, 5),
       ...                          logprobs=(-0.5, -1.0))  # agent 0's turn with its tokens
       >>> d = dataclasses.replace(d, turns=(t0, *d.turns[1:]))
@@ -591,16 +472,17 @@ def build_datums(
     arrays["agent_D"] = where[d.traj_ids_D, 1]
     rep = built.report
     counts = {"datums": int(rep.datums), "tokens": int(rep.tokens), "trajectories": int(rep.trajectories)}
-    for name in _DATUM_REASONS:
+    for name in DATUM_REASONS:
         counts[name] = int(getattr(rep, name))
-    stats = _datum_stats(counts, _logprob_sums(arrays), mode)
+    stats = datum_stats(counts, logprob_sums(arrays), mode)
     return DatumOutput(arrays, stats)
 
 
-_DATUM_REASONS: Final = ("short_segment", "logprob_count_mismatch", "missing_logprobs", "segments_dropped")
+DATUM_REASONS: Final = ("short_segment", "logprob_count_mismatch", "missing_logprobs", "segments_dropped")
+"""The counts of problems that ``kernel.build_datums`` reports, in the datum statistics."""
 
 
-def _logprob_sums(arrays: dict[str, npt.NDArray[Any]]) -> tuple[int, int, float]:
+def logprob_sums(arrays: dict[str, npt.NDArray[Any]]) -> tuple[int, int, float]:
     """(action positions, exact Σ of their logprobs ×2¹⁷², Σ of the non-finite ones): partial sums that
     merge exactly across chunks, so the mean does not depend on how the datums were split."""
     mask = np.asarray(arrays["mask"], dtype=bool)
@@ -624,7 +506,9 @@ def _exact_sum(x: npt.NDArray[np.float64]) -> int:
     return sum(int(v) << (int(k) + 148) for v, k in zip(sums, e_sorted[starts], strict=True))
 
 
-def _datum_stats(counts: dict[str, int], sums: tuple[int, int, float], mode: str) -> dict[str, Any]:
+def datum_stats(counts: dict[str, int], sums: tuple[int, int, float], mode: str) -> dict[str, Any]:
+    """The datum statistics of a run from its counts and :func:`logprob_sums` (merged exactly across
+    chunks): datums, tokens, action tokens, mean logprob and entropy, and the problem counts."""
     n_action, exact, nonfinite = sums
     if not n_action:
         mean_lp = 0.0
@@ -636,12 +520,12 @@ def _datum_stats(counts: dict[str, int], sums: tuple[int, int, float], mode: str
         "datums": counts["datums"],
         "tokens": counts["tokens"],
         "action_tokens": n_action,
-        "mean_logprob": _r(mean_lp),
-        "entropy": _r(-mean_lp),
+        "mean_logprob": round_or_none(mean_lp),
+        "entropy": round_or_none(-mean_lp),
         "trajectories": counts["trajectories"],
         "mode": mode,
     }
-    for name in _DATUM_REASONS:
+    for name in DATUM_REASONS:
         stats[name] = counts[name]
     return stats
 
@@ -707,6 +591,7 @@ def score(
       >>> from adapters import data
       >>> from adapters.transcripts import debate_from_record
       >>> debates = [debate_from_record(r) for r in data.read_jsonl(data.SAMPLE_DEBATES)[:4]]
+      >>> import dataclasses
       >>> bad = dataclasses.replace(debates[1], id="bad", turns=debates[1].turns[1:])  # agent 1 speaks first
       >>> res = score([*debates, bad])
       >>> [r.debate.id for r in res.replayed][-1], res.numeric.returns_PG[-3:].tolist(), res.errors[0].reason
@@ -817,384 +702,3 @@ def score_chunks(
             yield scored()
             debates, errors = [], []
     yield scored()
-
-
-# ------------------------------------------------------------------------------------------------
-# Results as JSON-ready records
-
-
-def _r(x: float, nd: int = 6) -> float | None:
-    """``x`` rounded for the records; None (JSON null) when it is not finite."""
-    value = float(x)
-    return round(value, nd) if math.isfinite(value) else None
-
-
-def _rounded(x: npt.ArrayLike, nd: int = 6) -> list[float | None]:
-    """:func:`_r` of every element of ``x`` (a Python list: one conversion per array, not per value)."""
-    values: list[float] = np.asarray(x, dtype=np.float64).tolist()
-    if all(map(math.isfinite, values)):
-        return [round(v, nd) for v in values]
-    return [round(v, nd) if math.isfinite(v) else None for v in values]
-
-
-def _turn_records(r: ReplayedDebate) -> list[dict[str, Any]]:
-    """The ``turns`` entries of a scored debate's record."""
-    n = r.debate.num_agents
-    ignored = r.ignored_turns
-    return [
-        {
-            "turn": k,
-            "agent": t.agent,
-            "round": k // n,
-            "ok": pr.ok,
-            "reason": pr.reason,
-            "consensus": pr.consensus,
-            "votes": [[v.a, v.op, v.b] for v in pr.votes] if pr.votes else [],
-            "self_votes_dropped": pr.self_votes_dropped,
-            "malformed_votes": [[m.line, m.reason] for m in pr.malformed_votes] if pr.malformed_votes else [],
-            "ignored": k in ignored,
-        }
-        for k, (t, pr) in enumerate(zip(r.debate.turns, r.parsed, strict=True))
-    ]
-
-
-def debate_records(result: BatchResult) -> list[dict[str, Any]]:
-    """One JSON-ready record per input debate: the scored ones, then one per skipped line (its error).
-
-    Scored records hold: id, line, num_agents, max_rounds, turns (accepted), rounds, end, consensus,
-    parse_failures, ignored_turns, votes (counts and the list), rewards, step_rewards, returns,
-    advantages, per-turn parse summaries, and datum counts when tokens were present. A figure that is
-    not finite is None (JSON null).
-
-    Examples:
-      >>> from adapters import data
-      >>> from adapters.transcripts import debate_from_record
-      >>> debates = [debate_from_record(r) for r in data.read_jsonl(data.SAMPLE_DEBATES)[:4]]
-      >>> rec = debate_records(score(debates))[3]
-      >>> rec["status"], rec["end"], rec["votes"]["total"], rec["rewards"], rec["advantages"], rec["datums"]
-      ('scored', 'max_rounds', 1, [1.0, 0.0, 0.0], [0.666667, -0.333333, -0.333333],
-       {'count': 3, 'tokens': 2037, 'action_tokens': 963})
-    """
-    check_type(result, BatchResult, "result")
-    num = result.numeric
-    out: list[dict[str, Any]] = []
-    # Every per-vote and per-agent column as a Python list once per batch (no numpy scalar per value).
-    valid: list[bool] = np.asarray(num.validation.valid_V, dtype=bool).tolist()
-    dropped: list[bool] = np.asarray(num.round1_dropped_V, dtype=bool).tolist()
-    reasons = kernel.VOTE_REASONS
-    vote_why = [
-        "round1_not_yet_spoken" if d else reasons[c]
-        for d, c in zip(dropped, np.asarray(num.validation.reason_V).tolist(), strict=True)
-    ]
-    u, a, op_code, b = (np.asarray(x, dtype=np.int64).tolist() for x in num.votes[1:5])
-    op_text = {kernel.OP_GT: ">", kernel.OP_EQ: "="}
-    op = [op_text.get(c, "?") for c in op_code]
-    total: list[int] = np.asarray(num.pairwise.total_votes_P, dtype=np.int64).tolist()
-    malformed: list[int] = np.asarray(num.pairwise.malformed_P, dtype=np.int64).tolist()
-    any_votes: list[bool] = np.asarray(num.pairwise.any_votes_P, dtype=bool).tolist()
-    rewards = _rounded(num.pairwise.rewards_PG)
-    step_rewards = _rounded(num.step_rewards_PG)
-    returns = _rounded(num.returns_PG)
-    advantages = _rounded(num.advantages_PG)
-    offsets: list[int] = np.asarray(num.offsets_P1).tolist()
-    vote_offsets: list[int] = np.asarray(num.vote_offsets_P1).tolist()
-    datum_counts = _datum_counts(result)
-    for p, r in enumerate(result.replayed):
-        lo, hi = offsets[p], offsets[p + 1]
-        vlo, vhi = vote_offsets[p], vote_offsets[p + 1]
-        vote_list = [
-            {"author": u[v], "a": a[v], "op": op[v], "b": b[v], "valid": valid[v], "reason": vote_why[v]}
-            for v in range(vlo, vhi)
-        ]
-        rec: dict[str, Any] = {
-            "id": r.debate.id,
-            "line": r.debate.line,
-            "status": "scored",
-            "num_agents": r.debate.num_agents,
-            "max_rounds": r.debate.max_rounds,
-            "num_turns": len(r.replay.accepted),
-            "rounds": r.num_rounds,
-            "end": r.end,
-            "consensus": bool(r.state.consensus),
-            "parse_failures": [{"turn": k, "agent": i, "reason": why} for k, i, why in r.parse_failures],
-            "ignored_turns": list(r.ignored_turns),
-            "votes": {
-                "total": total[p],
-                "malformed": malformed[p],
-                "any": any_votes[p],
-                "round1_dropped": sum(dropped[vlo:vhi]),
-                "list": vote_list,
-            },
-            "rewards": rewards[lo:hi],
-            "step_rewards": step_rewards[lo:hi],
-            "returns": returns[lo:hi],
-            "advantages": advantages[lo:hi],
-            "turns": _turn_records(r),
-        }
-        if p in datum_counts:
-            rec["datums"] = datum_counts[p]
-        out.append(rec)
-    out.extend(skipped_records(result.errors))
-    return out
-
-
-def skipped_records(errors: Iterable[TranscriptError]) -> list[dict[str, Any]]:
-    """One JSON-ready record per skipped line: id (None when unread), line, status, and the error.
-
-    Examples:
-      >>> errors = [TranscriptError(4, "bad_json", "bad JSON: Expecting value at column 1")]
-      >>> (rec,) = skipped_records(errors)
-      >>> rec["id"], rec["line"], rec["status"], rec["error"]["reason"]
-      (None, 4, 'skipped', 'bad_json')
-    """
-    errors = list(errors)
-    check_each(errors, TranscriptError, "errors")
-    return [{"id": e.debate_id, "line": e.line, "status": "skipped", "error": e.to_record()} for e in errors]
-
-
-def _datum_counts(result: BatchResult) -> dict[int, dict[str, int]]:
-    if result.datums is None:
-        return {}
-    arrays = result.datums.arrays
-    debate = np.asarray(arrays["debate_D"], dtype=np.int64)
-    offsets = np.asarray(arrays["offsets_D1"], dtype=np.int64)
-    cum = np.concatenate(([0], np.cumsum(np.asarray(arrays["mask"], dtype=np.int64))))
-    num_debates = len(result.replayed)
-    count = np.bincount(debate, minlength=num_debates)
-    tokens = np.bincount(debate, weights=np.diff(offsets), minlength=num_debates)
-    action = np.bincount(debate, weights=cum[offsets[1:]] - cum[offsets[:-1]], minlength=num_debates)
-    return {
-        int(p): {"count": int(count[p]), "tokens": int(tokens[p]), "action_tokens": int(action[p])}
-        for p in np.flatnonzero(count)
-    }
-
-
-def summary(result: BatchResult) -> dict[str, Any]:
-    """Batch figures: counts of lines, debates scored and skipped (by reason), ends, parse failures (by
-    reason), consensus rate, votes, reward and advantage statistics, datum statistics.
-
-    JSON-ready and strict: a figure that is not finite is None (JSON null), never NaN or Infinity.
-    The same as :meth:`ScoreAccumulator.summary` after adding ``result`` alone.
-
-    Examples:
-      >>> from adapters import data
-      >>> from adapters.transcripts import debate_from_record
-      >>> debates = [debate_from_record(r) for r in data.read_jsonl(data.SAMPLE_DEBATES)[:4]]
-      >>> s = summary(score(debates))
-      >>> s["debates_scored"], s["votes_total"], s["parse_failures"], s["ends"]
-      (4, 10, 1, {'consensus': 1, 'max_rounds': 2, 'parse_error': 1, 'open': 0})
-    """
-    check_type(result, BatchResult, "result")
-    acc = ScoreAccumulator(result.options)
-    acc.add(result)
-    return acc.summary()
-
-
-def _stats(x: npt.NDArray[Any]) -> dict[str, float | None]:
-    if x.size == 0:  # no agent scored: no figure (null in JSON, n/a in text), not a mean of 0
-        return {"mean": None, "std": None, "min": None, "max": None}
-    return {"mean": _r(np.mean(x)), "std": _r(np.std(x)), "min": _r(np.min(x)), "max": _r(np.max(x))}
-
-
-@dataclass(frozen=True)
-class ChunkFigures:
-    """What :class:`ScoreAccumulator` keeps of one scored chunk: plain counts, the per-agent figures and
-    the datums, without the chunk's debates (small, and picklable, so a chunk scored in another process
-    sends back only this)."""
-
-    estimator: tuple[str, dict[str, Any]]
-    errors: tuple[TranscriptError, ...]
-    counts: Counter[str]
-    ends: Counter[str]
-    failures: Counter[str]
-    values: dict[str, npt.NDArray[Any]]
-    datums: DatumOutput | None
-    scored: int
-
-
-def chunk_figures(result: BatchResult) -> ChunkFigures:
-    """The :class:`ChunkFigures` of a scored chunk.
-
-    Examples:
-      >>> line = '{"id": "%s", "question": "q", "num_agents": 2, "turns": [{"agent": 0, "text": "x"}]}'
-      >>> (chunk,) = score_chunks([line % "a", line % "b", "{"])
-      >>> f = chunk_figures(chunk)
-      >>> f.scored, dict(f.ends), [e.reason for e in f.errors], f.values["rewards"].shape
-      (2, {'parse_error': 2}, ['bad_json'], (4,))
-    """
-    check_type(result, BatchResult, "result")
-    num = result.numeric
-    c: Counter[str] = Counter()
-    ends: Counter[str] = Counter()
-    failures: Counter[str] = Counter()
-    for r in result.replayed:
-        accepted = r.replay.accepted
-        c["turns"] += len(accepted)
-        c["ignored"] += len(r.ignored_turns)
-        ends[r.end] += 1
-        for k in accepted:
-            pr = r.parsed[k]
-            c["self_dropped"] += pr.self_votes_dropped
-            c["unreadable"] += len(pr.malformed_votes)
-            if not pr.ok:
-                failures[pr.reason] += 1
-    c["votes_total"] += int(np.sum(num.pairwise.total_votes_P))
-    c["votes_malformed"] += int(np.sum(num.pairwise.malformed_P))
-    c["votes_round1_dropped"] += int(np.sum(num.round1_dropped_V))
-    values = {
-        "rewards": np.asarray(num.pairwise.rewards_PG),
-        "returns": np.asarray(num.returns_PG),
-        "advantages": np.asarray(num.advantages_PG),
-    }
-    return ChunkFigures(
-        num.estimator, tuple(result.errors), c, ends, failures, values, result.datums, len(result.replayed)
-    )
-
-
-class ScoreAccumulator:
-    """What the summary and the datum file of a streamed run need, gathered chunk by chunk.
-
-    Counts and sums are merged exactly. The reward, return and advantage statistics (mean, std, min,
-    max) are taken over the concatenated per-agent arrays at the end (one float per agent and figure,
-    not a Python object per debate), so they equal a whole-file run's to the last bit. Skipped lines
-    (their errors) and the datum arrays are kept whole: the first are few, the second are the output.
-
-    Examples:
-      >>> acc = ScoreAccumulator(ScoreOptions())
-      >>> for chunk in score_chunks([], options=ScoreOptions()):
-      ...     acc.add(chunk)
-      >>> acc.summary()["debates_scored"], acc.datums() is None
-      (0, True)
-    """
-
-    def __init__(
-        self,
-        options: ScoreOptions,
-        *,
-        datum_sink: Callable[[dict[str, npt.NDArray[Any]]], None] | None = None,
-    ) -> None:
-        self.options = options
-        self._sink = datum_sink
-        self._datum_sums: list[Any] = [0, 0, 0.0]
-        self.estimator: tuple[str, dict[str, Any]] = resolve_estimator(options.estimator)
-        self.num_lines = 0
-        self.num_blank = 0
-        self.scored = 0
-        self.errors: list[TranscriptError] = []
-        self.counts: Counter[str] = Counter()
-        self.ends: Counter[str] = Counter()
-        self.failures: Counter[str] = Counter()
-        self._values: dict[str, list[npt.NDArray[Any]]] = {"rewards": [], "returns": [], "advantages": []}
-        self._datums: dict[str, list[npt.NDArray[Any]]] = {}
-        self._datum_counts: Counter[str] = Counter()
-        self._positions = 0
-
-    def add(self, result: BatchResult) -> None:
-        """Adds one chunk (its line counts are the running totals of the stream)."""
-        self.num_lines = max(self.num_lines, result.num_lines)
-        self.num_blank = max(self.num_blank, result.num_blank)
-        self.add_figures(chunk_figures(result))
-
-    def add_figures(self, figures: ChunkFigures) -> None:
-        """Adds one chunk's :func:`chunk_figures` (made here or in another process); chunks go in input
-        order. Line counts are not touched: set :attr:`num_lines` and :attr:`num_blank` as the stream
-        is read."""
-        self.estimator = figures.estimator
-        self.errors.extend(figures.errors)
-        self.counts.update(figures.counts)
-        self.ends.update(figures.ends)
-        self.failures.update(figures.failures)
-        for name, values in figures.values.items():
-            self._values[name].append(values)
-        if figures.datums is not None:
-            self._add_datums(figures.datums, self.scored)
-        self.scored += figures.scored
-
-    def _add_datums(self, datums: DatumOutput, debates_before: int) -> None:
-        arrays = dict(datums.arrays)
-        first = not self._datums
-        trajectories_before = self._datum_counts["trajectories"]
-        offsets = np.asarray(arrays["offsets_D1"], dtype=np.int64)
-        arrays["offsets_D1"] = offsets + self._positions if first else offsets[1:] + self._positions
-        arrays["traj_ids_D"] = np.asarray(arrays["traj_ids_D"]) + trajectories_before
-        arrays["debate_D"] = np.asarray(arrays["debate_D"]) + debates_before
-        self._positions += int(offsets[-1])
-        for name in ("datums", "tokens", "trajectories", *_DATUM_REASONS):
-            self._datum_counts[name] += int(datums.stats[name])
-        self._datum_mode = str(datums.stats["mode"])
-        n_action, exact, nonfinite = _logprob_sums(arrays)
-        self._datum_sums[0] += n_action
-        self._datum_sums[1] += exact
-        self._datum_sums[2] += nonfinite
-        if self._sink is not None:
-            self._sink(arrays)
-            self._datums.setdefault("offsets_D1", [])  # marks that datums exist
-            return
-        for name, x in arrays.items():
-            self._datums.setdefault(name, []).append(x)
-
-    def datums(self) -> DatumOutput | None:
-        """The datums of every chunk as one :class:`DatumOutput`, as a whole-file run builds them
-        (with a ``datum_sink``, the arrays went there: ``arrays`` is empty, ``stats`` complete)."""
-        if not self._datums:
-            return None
-        stats = _datum_stats(dict(self._datum_counts), self._sums(), self._datum_mode)
-        if self._sink is not None:
-            return DatumOutput({}, stats)
-        return DatumOutput({name: np.concatenate(parts) for name, parts in self._datums.items()}, stats)
-
-    def _sums(self) -> tuple[int, int, float]:
-        n_action, exact, nonfinite = self._datum_sums
-        return int(n_action), int(exact), float(nonfinite)
-
-    def values(self, name: str) -> npt.NDArray[Any]:
-        """Every scored agent's ``"rewards"``, ``"returns"`` or ``"advantages"``, in input order."""
-        parts = self._values[name]
-        return np.concatenate(parts) if parts else np.zeros(0)
-
-    def sorted_errors(self) -> list[TranscriptError]:
-        """Every skipped line's error, by line."""
-        return sorted(self.errors, key=lambda e: e.line)
-
-    def summary(self) -> dict[str, Any]:
-        """The figures of :func:`summary` for everything added."""
-        c = self.counts
-        skipped = Counter(e.reason for e in self.errors)
-        failures = sum(self.failures.values())
-        values = {k: self.values(k) for k in self._values}
-        out: dict[str, Any] = {
-            "policy": self.options.policy,
-            "reward": self.options.reward,
-            "estimator": self.estimator[0],
-            "estimator_options": {k: v for k, v in self.estimator[1].items() if _jsonable(v)},
-            "lines": self.num_lines,
-            "blank_lines": self.num_blank,
-            "debates_scored": self.scored,
-            "debates_skipped": len(self.errors),
-            "skipped_by_reason": dict(sorted(skipped.items())),
-            "turns_scored": c["turns"],
-            "turns_ignored_after_end": c["ignored"],
-            "ends": {k: self.ends.get(k, 0) for k in END_REASONS},
-            "parse_failures": failures,
-            "parse_failures_by_reason": dict(sorted(self.failures.items())),
-            "parse_failure_rate": _r(failures / max(c["turns"], 1)),
-            "consensus_rate": _r(self.ends.get("consensus", 0) / max(self.scored, 1)),
-            "votes_total": c["votes_total"],
-            "votes_malformed": c["votes_malformed"],
-            "votes_round1_dropped": c["votes_round1_dropped"],
-            "votes_self_dropped": c["self_dropped"],
-            "comparison_lines_unreadable": c["unreadable"],
-            "rewards": _stats(values["rewards"]),
-            "returns": _stats(values["returns"]),
-            "advantages": _stats(values["advantages"]),
-        }
-        datums = self.datums()
-        if datums is not None:
-            out["datums"] = dict(datums.stats)
-        return out
-
-
-def _jsonable(v: Any) -> bool:
-    return v is None or (
-        isinstance(v, bool | int | float | str) and not (isinstance(v, float) and not math.isfinite(v))
-    )
