@@ -39,8 +39,8 @@ def _ours(
     import jax
     import jax.numpy as jnp
 
+    from adapters.local import devices, train_step
     from adapters.local import model as m
-    from adapters.local import service as svc
 
     cfg = m.SIZES[size]
     params = m.init_params(cfg, jax.random.key(0))
@@ -53,25 +53,25 @@ def _ours(
     out["sample_compile_s"] = time_compile(sample)
     out["sampler_trainer_max_abs_dlogprob"] = _logprob_gap(cfg, params, prompt, sample())
 
-    # training as the service runs it: rows split over the devices (svc._row_mesh), weights replicated
-    mesh = svc._row_mesh()
+    # training as the service runs it: rows split over the devices (devices.row_mesh), weights replicated
+    mesh = devices.row_mesh()
     out["train_devices"] = float(1 if mesh is None else mesh.size)
     host = np.random.default_rng(1).integers(0, 256, (batch, seq)).astype(np.int32)
     rows = (host, host, np.ones((batch, seq), bool), np.ones((batch, seq), np.float32))
-    tokens, _, mask, ones = svc._rows_on(mesh, rows)
-    weights = svc._replicated(mesh, params)
+    tokens, _, mask, ones = devices.rows_on(mesh, rows)
+    weights = devices.replicated(mesh, params)
     grad = jax.jit(jax.grad(lambda p, t: m.token_logprobs(cfg, p, t, t).sum()))
 
     def train() -> Any:
         return grad(weights, tokens)
 
     out["train_compile_s"] = time_compile(train)
-    lora = svc._replicated(mesh, m.init_lora(cfg, 32, jax.random.key(2)))
+    lora = devices.replicated(mesh, m.init_lora(cfg, 32, jax.random.key(2)))
     arrays = (tokens, tokens, mask, ones, jnp.zeros_like(ones))
     grads = jax.tree_util.tree_map(jnp.zeros_like, lora)
 
     def train_lora() -> Any:
-        return svc._forward_backward(
+        return train_step.forward_backward(
             lora, weights, grads, arrays, cfg=cfg, loss_fn="cross_entropy", options=(), backward=True
         )
 

@@ -25,8 +25,7 @@ import tinker  # noqa: E402
 from jax.sharding import NamedSharding  # noqa: E402
 from tinker import types  # noqa: E402
 
-from adapters.local import service as svc  # noqa: E402
-from adapters.local import split_cpu  # noqa: E402
+from adapters.local import split_cpu, train_step  # noqa: E402
 from tests.test_local_service import _trainer, rl_datum  # noqa: E402
 
 _ROOT = Path(__file__).resolve().parents[1]
@@ -96,13 +95,13 @@ def test_two_devices_train_as_one_does_up_to_rounding(tmp_path: Path) -> None:
 @_TWO
 def test_training_rows_are_split_and_the_weights_replicated(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[Any] = []
-    real = svc._forward_backward
+    real = train_step.forward_backward
 
     def recording(trainable: Any, frozen: Any, grads: Any, batch: Any, **kw: Any) -> Any:
         seen.append((batch[0].shape, batch[0].sharding, jax.tree_util.tree_leaves(trainable)[0].sharding))
         return real(trainable, frozen, grads, batch, **kw)
 
-    monkeypatch.setattr(svc, "_forward_backward", recording)
+    monkeypatch.setattr(train_step, "forward_backward", recording)
 
     async def main() -> tuple[Any, Any]:
         with tempfile.TemporaryDirectory() as root:

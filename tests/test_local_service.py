@@ -19,9 +19,12 @@ pytest.importorskip("safetensors")
 import jax.numpy as jnp  # noqa: E402
 from tinker import types  # noqa: E402
 
-from adapters.local import LocalServiceClient, LocalTrainingClient  # noqa: E402
+from adapters.local import (  # noqa: E402
+    LocalServiceClient,
+    LocalTrainingClient,
+    train_step,
+)
 from adapters.local import model as m  # noqa: E402
-from adapters.local import service as svc  # noqa: E402
 from adapters.tinker.tokenizers import ByteTokenizer  # noqa: E402
 
 PROMPT = types.ModelInput.from_ints(list(b"What is 2+3? "))
@@ -95,7 +98,7 @@ def test_each_loss_gradient_through_the_model_matches_finite_differences() -> No
 
                 def f(lo: Any, name: str = name, a: Any = a, b: Any = b, options: Any = options) -> jax.Array:
                     lp = m.token_logprobs(cfg, m.merge_lora(params, lo), tokens, targets)
-                    return svc._token_loss(name, lp, a, b, mask, dict(options)).loss
+                    return train_step.token_loss(name, lp, a, b, mask, dict(options)).loss
 
                 g = jax.grad(f)(lora)
                 leaves = zip(jax.tree_util.tree_leaves(g), jax.tree_util.tree_leaves(direction), strict=True)
@@ -107,7 +110,7 @@ def test_each_loss_gradient_through_the_model_matches_finite_differences() -> No
 
                     def value(lo: Any, w: Any = w) -> jax.Array:
                         lp = m.token_logprobs(cfg, m.merge_lora(params, lo), tokens, targets)
-                        return svc._token_loss("cross_entropy", lp, w, w, mask, {}).loss
+                        return train_step.token_loss("cross_entropy", lp, w, w, mask, {}).loss
 
                 h = 1e-5
 
@@ -415,7 +418,7 @@ def test_every_matrix_product_is_full_float32() -> None:
     grads = jax.tree_util.tree_map(jnp.zeros_like, lora)
 
     def step(lora: Any) -> Any:
-        return svc._forward_backward(
+        return train_step.forward_backward(
             lora, params, grads, arrays, cfg=cfg, loss_fn="importance_sampling", options=(), backward=True
         )
 
@@ -448,8 +451,8 @@ def test_row_chunks_give_the_same_gradients_and_logprobs(monkeypatch: pytest.Mon
         return trainer._state.grads, [o["logprobs"].to_numpy() for o in out.loss_fn_outputs]
 
     whole = run(grads_and_logprobs())
-    monkeypatch.setattr(svc, "_ATTENTION_BUDGET", 1)  # one row per call
-    assert svc._chunk_rows(m.SIZES["tiny"], 16) == 1
+    monkeypatch.setattr(train_step, "_ATTENTION_BUDGET", 1)  # one row per call
+    assert train_step.chunk_rows(m.SIZES["tiny"], 16) == 1
     chunked = run(grads_and_logprobs())
     for a, b in zip(*(jax.tree_util.tree_leaves(g[0]) for g in (whole, chunked)), strict=True):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-5)

@@ -28,27 +28,24 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
-import os
 import tempfile
 import zlib
 from collections.abc import Callable, Mapping, Sequence
-from functools import cache, partial
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax  # type: ignore[import-untyped]
-from jax.sharding import Mesh, NamedSharding
-from jax.sharding import PartitionSpec as P
 from tinker import types
 
+from adapters.local import devices, train_step
 from adapters.local import model as m
+from adapters.local import state as st
+from adapters.local.devices import CPU_DEVICES, split_cpu
 from adapters.tinker.futures import AwaitableFuture, CompletedFuture, completed, failed
 from adapters.tinker.tokenizers import ByteTokenizer
-from kernel.jax import cispo_loss, cross_entropy_loss, dro_loss, importance_sampling_loss, ppo_loss
 
 __all__ = [
     "CPU_DEVICES",
@@ -58,26 +55,6 @@ __all__ = [
     "serves",
     "split_cpu",
 ]
-
-LOSS_FNS = ("cross_entropy", "importance_sampling", "ppo", "cispo", "dro")
-"""The built-in losses this service computes."""
-
-_RL_INPUTS = ("target_tokens", "logprobs", "advantages")
-_INPUTS: dict[str, tuple[str, ...]] = {
-    "cross_entropy": ("target_tokens", "weights"),
-    "importance_sampling": _RL_INPUTS,
-    "ppo": _RL_INPUTS,
-    "cispo": _RL_INPUTS,
-    "dro": _RL_INPUTS,
-}
-_OPTIONS: dict[str, tuple[str, ...]] = {
-    "cross_entropy": (),
-    "importance_sampling": (),
-    "ppo": ("clip_low_threshold", "clip_high_threshold"),
-    "cispo": ("clip_low_threshold", "clip_high_threshold"),
-    "dro": ("beta",),
-}
-_FORMAT = "debate-kernel-local-state/1"
 
 
 def _run(work: Callable[[], Any]) -> CompletedFuture[Any]:
@@ -111,339 +88,6 @@ def _resolve_base(base_model: str, seed: int) -> tuple[m.ModelConfig, m.Params]:
         f"unknown base_model {base_model!r}: expected one of {sorted(m.SIZES)} "
         "or the path of an existing .safetensors weights file"
     )
-
-
-class _Batch(NamedTuple):
-    tokens: np.ndarray  # int32 [B, T]
-    targets: np.ndarray  # int32 [B, T]
-    mask: np.ndarray  # bool [B, T]
-    first: np.ndarray  # float32 [B, T]: weights, or sampler logprobs
-    second: np.ndarray  # float32 [B, T]: advantages (zeros for cross_entropy)
-    lengths: list[int]
-
-
-def _batch(data: Sequence[types.Datum], needed: tuple[str, ...], cfg: m.ModelConfig) -> _Batch:
-    """Validates every datum, then packs them right-padded into bucketed [B, T] arrays."""
-    if not isinstance(data, Sequence) or len(data) == 0:
-        raise ValueError("data must be a non-empty list of tinker.types.Datum")
-    rows: list[tuple[list[int], dict[str, np.ndarray]]] = []
-    for i, datum in enumerate(data):
-        if not isinstance(datum, types.Datum):
-            raise TypeError(f"data[{i}] must be a tinker.types.Datum, got {type(datum).__name__}")
-        try:
-            tokens = datum.model_input.to_ints()
-        except Exception as exc:
-            raise ValueError(f"data[{i}].model_input must hold only token chunks: {exc}") from exc
-        n = len(tokens)
-        if n == 0 or n > cfg.max_seq_len:
-            raise ValueError(
-                f"data[{i}].model_input has {n} tokens; expected 1 to {cfg.max_seq_len} (the context)"
-            )
-        arrays: dict[str, np.ndarray] = {}
-        for key in needed:
-            if key not in datum.loss_fn_inputs:
-                raise ValueError(f"data[{i}].loss_fn_inputs lacks {key!r} (needed: {list(needed)})")
-            arr = np.asarray(datum.loss_fn_inputs[key].to_numpy())
-            if arr.ndim != 1 or arr.shape[0] != n:
-                raise ValueError(
-                    f"data[{i}].loss_fn_inputs[{key!r}] has shape {list(arr.shape)}, "
-                    f"but model_input has {n} tokens (expected shape [{n}])"
-                )
-            if key == "target_tokens":
-                whole = arr.dtype.kind == "f" and np.array_equal(arr, np.round(arr))  # NaN is not
-                if arr.dtype.kind not in "iu" and not whole:
-                    raise ValueError(
-                        f"data[{i}].loss_fn_inputs['target_tokens'] must hold integer token ids, got dtype "
-                        f"{arr.dtype} with non-integer values"
-                    )
-            elif not np.all(np.isfinite(arr)):
-                raise ValueError(f"data[{i}].loss_fn_inputs[{key!r}] holds non-finite values")
-            arrays[key] = arr
-        for name, ids in (
-            ("model_input", np.asarray(tokens)),
-            ("loss_fn_inputs['target_tokens']", arrays["target_tokens"]),
-        ):
-            if ids.size and (ids.min() < 0 or ids.max() >= cfg.vocab_size):
-                raise ValueError(f"data[{i}].{name} holds token ids outside [0, {cfg.vocab_size})")
-        rows.append((tokens, arrays))
-    t = m.bucket_fine(max(len(r[0]) for r in rows), minimum=16)
-    chunk = _chunk_rows(cfg, t)  # rows per call: more rows fill whole chunks (one shape per call)
-    b = m.bucket_fine(len(rows)) if len(rows) <= chunk else chunk * -(-len(rows) // chunk)
-    out = _Batch(
-        np.zeros((b, t), np.int32),
-        np.zeros((b, t), np.int32),
-        np.zeros((b, t), bool),
-        np.zeros((b, t), np.float32),
-        np.zeros((b, t), np.float32),
-        [len(r[0]) for r in rows],
-    )
-    for i, (tokens, arrays) in enumerate(rows):
-        n = len(tokens)
-        out.tokens[i, :n] = tokens
-        out.targets[i, :n] = arrays["target_tokens"]
-        out.mask[i, :n] = True
-        if len(needed) > 1:
-            out.first[i, :n] = arrays[needed[1]]
-        if len(needed) > 2:
-            out.second[i, :n] = arrays[needed[2]]
-    return out
-
-
-def _options(loss_fn: str, config: Mapping[str, float | str] | None) -> tuple[tuple[str, float], ...]:
-    if not isinstance(loss_fn, str) or loss_fn not in _INPUTS:
-        raise ValueError(f"loss_fn must be one of {list(LOSS_FNS)}, got {loss_fn!r}")
-    if config is not None and not isinstance(config, Mapping):
-        raise TypeError(f"loss_fn_config must be a mapping option -> number, got {type(config).__name__}")
-    config = dict(config or {})
-    unknown = sorted(set(config) - set(_OPTIONS[loss_fn]))
-    if unknown:
-        raise ValueError(
-            f"loss_fn_config keys {unknown} are not options of {loss_fn!r} (known: {list(_OPTIONS[loss_fn])})"
-        )
-    if loss_fn == "dro" and "beta" not in config:
-        raise ValueError("loss_fn 'dro' needs loss_fn_config['beta']")
-    try:
-        return tuple(sorted((k, float(v)) for k, v in config.items()))
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"loss_fn_config values must be numbers, got {config!r}") from exc
-
-
-def _token_loss(
-    loss_fn: str, lp: jax.Array, a: jax.Array, b: jax.Array, mask: jax.Array, opts: dict[str, float]
-) -> Any:
-    if loss_fn == "cross_entropy":
-        return cross_entropy_loss(lp, a, where=mask)
-    if loss_fn == "importance_sampling":
-        return importance_sampling_loss(lp, a, b, where=mask)
-    if loss_fn == "ppo":
-        lo, hi = opts.get("clip_low_threshold", 0.8), opts.get("clip_high_threshold", 1.2)
-        return ppo_loss(lp, a, b, where=mask, clip_low_threshold=lo, clip_high_threshold=hi)
-    if loss_fn == "cispo":
-        lo, hi = opts.get("clip_low_threshold", 0.0), opts.get("clip_high_threshold", 4.0)
-        return cispo_loss(lp, a, b, where=mask, clip_low_threshold=lo, clip_high_threshold=hi)
-    return dro_loss(lp, a, b, where=mask, beta=opts["beta"])
-
-
-_ATTENTION_BUDGET = 1 << 25
-"""Most attention scores (rows × heads × T²) one jitted training call holds per layer."""
-
-
-def _chunk_rows(cfg: m.ModelConfig, t: int) -> int:
-    """Rows per training call: a power of two with rows·heads·T² ≤ the budget (at least one)."""
-    fit = max(1, _ATTENTION_BUDGET // (cfg.num_heads * t * t))
-    return 1 << (fit.bit_length() - 1)
-
-
-CPU_DEVICES = 2
-"""CPU devices :func:`split_cpu` makes by default (at most one per core): measured on 2 cores, where a
-training step on two devices took 0.75-0.85 of its time on one; other counts are not measured."""
-
-
-def split_cpu(devices: int | None = None) -> bool:
-    """Splits JAX's CPU backend into ``devices`` devices (default ``min(CPU_DEVICES, cores)``), so that
-    training calls on CPU run data-parallel (:func:`_row_mesh`); sampling stays on one device.
-
-    Must run before JAX's first computation in the process (JAX's ``jax_num_cpu_devices`` rule);
-    ``debate-kernel train`` calls it. Returns whether it took effect: False when JAX is already running
-    (nothing changes then). Other backends (a GPU) are not affected.
-
-    Raises:
-        ValueError: if ``devices`` is not an int >= 1.
-
-    Examples:
-        >>> split_cpu(0)
-        Traceback (most recent call last):
-        ValueError: devices must be an int >= 1, got 0
-    """
-    if devices is None:
-        devices = max(1, min(CPU_DEVICES, os.cpu_count() or 1))
-    if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
-        raise ValueError(f"devices must be an int >= 1, got {devices!r}")
-    try:
-        jax.config.update("jax_num_cpu_devices", devices)  # type: ignore[no-untyped-call]
-    except RuntimeError:  # JAX's backends are initialized already
-        return False
-    return True
-
-
-def _row_mesh() -> Mesh | None:
-    """The devices a training call splits its rows among: every device of JAX's default backend, or
-    None when there is one (the call then runs as a plain ``jit``).
-
-    Several GPUs, or several CPU devices (``jax.config.update("jax_num_cpu_devices", n)`` before JAX's
-    first use; ``debate-kernel train`` does this), train data-parallel: each device computes its rows'
-    gradients and they are summed across devices. The sum's rounding depends on the device count, so
-    runs are reproducible for a given count, and equal across counts up to float rounding.
-    """
-    devices = jax.devices()
-    return None if len(devices) == 1 else _mesh_of(tuple(devices))
-
-
-_ROWS = P("rows")  # type: ignore[no-untyped-call]  # split along the first (row) axis
-_WHOLE = P()  # type: ignore[no-untyped-call]  # replicated on every device
-
-
-@cache
-def _mesh_of(devices: tuple[jax.Device, ...]) -> Mesh:
-    return Mesh(np.array(devices), ("rows",))
-
-
-def _replicated(mesh: Mesh | None, tree: Any) -> Any:
-    """``tree`` (weights, gradients) on every device of ``mesh``; as it is when there is no mesh."""
-    return tree if mesh is None else jax.device_put(tree, NamedSharding(mesh, _WHOLE))
-
-
-def _rows_on(mesh: Mesh | None, arrays: tuple[np.ndarray, ...]) -> tuple[jax.Array, ...]:
-    """Row arrays [B, T] as JAX arrays, split by rows over ``mesh`` (B padded with rows of mask False,
-    which add nothing to the loss or the gradients, to a multiple of the device count)."""
-    if mesh is None:
-        return tuple(jnp.asarray(x) for x in arrays)
-    pad = -arrays[0].shape[0] % mesh.size
-    if pad:
-        arrays = tuple(np.concatenate([x, np.zeros((pad, *x.shape[1:]), x.dtype)]) for x in arrays)
-    return tuple(jax.device_put(arrays, NamedSharding(mesh, _ROWS)))
-
-
-def _params(frozen: m.Params | None, trainable: m.Params) -> m.Params:
-    return trainable if frozen is None else m.merge_lora(frozen, trainable)
-
-
-@partial(jax.jit, static_argnames=("cfg", "loss_fn", "options", "backward"))
-def _forward_backward(
-    trainable: m.Params,
-    frozen: m.Params | None,
-    grads: m.Params,
-    batch: tuple[jax.Array, ...],
-    *,
-    cfg: m.ModelConfig,
-    loss_fn: str,
-    options: tuple[tuple[str, float], ...],
-    backward: bool,
-) -> tuple[jax.Array, jax.Array, jax.Array, m.Params]:
-    tokens, targets, mask, first, second = batch
-
-    def objective(trainable: m.Params) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
-        lp = m.token_logprobs(cfg, _params(frozen, trainable), tokens, targets)
-        result = _token_loss(loss_fn, lp, first, second, mask, dict(options))
-        return result.loss, (lp, result.per_token_loss)
-
-    if not backward:
-        loss, (lp, ell) = objective(trainable)
-        return loss, lp, ell, grads
-    (loss, (lp, ell)), g = jax.value_and_grad(objective, has_aux=True)(trainable)
-    return loss, lp, ell, jax.tree_util.tree_map(jnp.add, grads, g)
-
-
-def _adamw() -> optax.GradientTransformation:
-    return optax.inject_hyperparams(optax.adamw)(
-        learning_rate=1e-4, b1=0.9, b2=0.95, eps=1e-12, weight_decay=0.0
-    )
-
-
-@jax.jit
-def _optim_step(
-    trainable: m.Params, opt_state: Any, grads: m.Params, hyper: dict[str, jax.Array], clip: jax.Array
-) -> tuple[m.Params, Any, m.Params, jax.Array]:
-    norm = optax.tree.norm(grads)
-    scale = jnp.where(clip > 0, jnp.minimum(1.0, clip / jnp.maximum(norm, 1e-30)), 1.0)
-    grads = jax.tree_util.tree_map(lambda g: g * scale, grads)
-    opt_state = opt_state._replace(hyperparams={**opt_state.hyperparams, **hyper})
-    updates, opt_state = _adamw().update(grads, opt_state, trainable)
-    trainable = optax.apply_updates(trainable, updates)
-    return trainable, opt_state, jax.tree_util.tree_map(jnp.zeros_like, grads), norm
-
-
-class _State(NamedTuple):
-    cfg: m.ModelConfig
-    frozen: m.Params | None  # the base weights under LoRA; None for full fine-tuning
-    trainable: m.Params  # LoRA adapters, or all weights
-    opt_state: Any
-    grads: m.Params
-    step: int
-    rank: int  # 0 for full fine-tuning
-    base_model: str
-
-
-def _fresh_state(
-    cfg: m.ModelConfig, frozen: m.Params | None, trainable: m.Params, rank: int, base_model: str
-) -> _State:
-    return _State(
-        cfg,
-        frozen,
-        trainable,
-        _adamw().init(trainable),
-        jax.tree_util.tree_map(jnp.zeros_like, trainable),
-        0,
-        rank,
-        base_model,
-    )
-
-
-def _write_state(path: Path, state: _State) -> None:
-    from safetensors.numpy import save
-
-    flat: dict[str, np.ndarray] = {}
-    if state.frozen is not None:
-        flat.update({f"frozen.{k}": np.asarray(v) for k, v in m._flatten(state.frozen).items()})
-    flat.update({f"trainable.{k}": np.asarray(v) for k, v in m._flatten(state.trainable).items()})
-    for i, leaf in enumerate(jax.tree_util.tree_leaves(state.opt_state)):
-        flat[f"opt.{i:04d}"] = np.asarray(leaf)
-    meta = {
-        "format": _FORMAT,
-        "config": json.dumps(state.cfg._asdict()),
-        "rank": str(state.rank),
-        "step": str(state.step),
-        "base_model": state.base_model,
-    }
-    m.atomic_write_bytes(path, save(flat, metadata=meta))
-
-
-def _read_state(path: str | Path) -> _State:
-    from safetensors import safe_open
-
-    where = f"checkpoint {str(path)!r}"
-    try:
-        with safe_open(str(path), framework="numpy") as f:
-            meta = f.metadata() or {}
-            flat = {k: f.get_tensor(k) for k in f.keys()}
-    except Exception as exc:
-        raise ValueError(f"cannot read {where}: {exc}") from exc
-    if meta.get("format") != _FORMAT:
-        raise ValueError(
-            f"{where} is not a local training state (format {meta.get('format')!r}, expected {_FORMAT!r})"
-        )
-    try:
-        cfg = m.ModelConfig(**json.loads(meta["config"]))
-        m._check_config(cfg)
-        rank, step, base_model = int(meta["rank"]), int(meta["step"]), meta["base_model"]
-    except Exception as exc:
-        raise ValueError(f"{where} has corrupt metadata: {exc}") from exc
-    parts: dict[str, dict[str, Any]] = {"frozen": {}, "trainable": {}, "opt": {}}
-    for name, value in flat.items():
-        head, _, rest = name.partition(".")
-        if head not in parts:
-            raise ValueError(f"{where} holds an unexpected tensor {name!r}")
-        parts[head][rest] = jnp.asarray(value)
-    key = jax.random.key(0)
-    expected_params = jax.eval_shape(lambda: m.init_params(cfg, key))
-    if rank > 0:
-        frozen: m.Params | None = m._unflatten(parts["frozen"])
-        m._check_like(expected_params, frozen, f"{where} (base weights)")
-        expected_trainable = jax.eval_shape(lambda: m.init_lora(cfg, rank, key))
-    else:
-        frozen, expected_trainable = None, expected_params
-    trainable = m._unflatten(parts["trainable"])
-    m._check_like(expected_trainable, trainable, f"{where} (trained weights)")
-    template = _adamw().init(trainable)
-    leaves, treedef = jax.tree_util.tree_flatten(template)
-    saved = [parts["opt"].get(f"{i:04d}") for i in range(len(leaves))]
-    if len(parts["opt"]) != len(leaves) or any(
-        s is None or s.shape != t.shape or s.dtype != t.dtype for s, t in zip(saved, leaves, strict=True)
-    ):
-        raise ValueError(f"{where}: optimizer state does not match the model ({len(parts['opt'])} tensors)")
-    opt_state = jax.tree_util.tree_unflatten(treedef, saved)
-    grads = jax.tree_util.tree_map(jnp.zeros_like, trainable)
-    return _State(cfg, frozen, trainable, opt_state, grads, step, rank, base_model)
 
 
 _MAX_ROWS = 64
@@ -676,7 +320,7 @@ CustomLoss = Callable[[list[types.Datum], list[Any]], tuple[Any, Mapping[str, An
 class LocalTrainingClient:
     """A model being trained locally (satisfies ``protocol.TrainingClient``)."""
 
-    def __init__(self, service: LocalServiceClient, state: _State, *, name: str) -> None:
+    def __init__(self, service: LocalServiceClient, state: st.State, *, name: str) -> None:
         self._service, self._state, self._name = service, state, name
         self._made = (state.step, 0)  # (optimizer step, samplers made at it)
 
@@ -690,24 +334,25 @@ class LocalTrainingClient:
         return ByteTokenizer()
 
     def _apply(
-        self, batch: _Batch, loss_fn: str, options: tuple[tuple[str, float], ...], *, backward: bool
+        self, batch: train_step.Batch, loss_fn: str, options: tuple[tuple[str, float], ...], *, backward: bool
     ) -> types.ForwardBackwardOutput:
         """Runs the batch in row chunks that bound attention memory; gradients and losses add up.
 
-        With more than one device (:func:`_row_mesh`), each chunk's rows are split among the devices
-        and the weights and gradients are replicated on all of them (kept so in the state)."""
+        With more than one device (:func:`~adapters.local.devices.row_mesh`), each chunk's rows are split
+        among the devices and the weights and gradients are replicated on all of them (kept so in the
+        state)."""
         s = self._state
         rows, t = batch.tokens.shape
-        chunk = min(rows, _chunk_rows(s.cfg, t))
-        mesh = _row_mesh()
-        trainable, frozen, grads = _replicated(mesh, (s.trainable, s.frozen, s.grads))
+        chunk = min(rows, train_step.chunk_rows(s.cfg, t))
+        mesh = devices.row_mesh()
+        trainable, frozen, grads = devices.replicated(mesh, (s.trainable, s.frozen, s.grads))
         total = 0.0
         lps, ells = [], []
         for start in range(0, len(batch.lengths), chunk):
             host = tuple(x[start : start + chunk] for x in batch[:5])
             count = host[0].shape[0]  # the rows of the chunk before any padding for the devices
-            arrays = _rows_on(mesh, host)
-            loss, lp, ell, grads = _forward_backward(
+            arrays = devices.rows_on(mesh, host)
+            loss, lp, ell, grads = train_step.forward_backward(
                 trainable,
                 frozen,
                 grads,
@@ -734,9 +379,12 @@ class LocalTrainingClient:
     def _fb(
         self, data: Sequence[types.Datum], loss_fn: str, config: Any, *, backward: bool
     ) -> types.ForwardBackwardOutput:
-        options = _options(loss_fn, config)
+        options = train_step.loss_options(loss_fn, config)
         return self._apply(
-            _batch(data, _INPUTS[loss_fn], self._state.cfg), loss_fn, options, backward=backward
+            train_step.pack_batch(data, train_step.LOSS_INPUTS[loss_fn], self._state.cfg),
+            loss_fn,
+            options,
+            backward=backward,
         )
 
     def forward_backward(
@@ -764,7 +412,7 @@ class LocalTrainingClient:
         return _run(lambda: self._fb(data, loss_fn, loss_fn_config, backward=False))
 
     def _custom(self, data: list[types.Datum], loss_fn: CustomLoss) -> types.ForwardBackwardOutput:
-        batch = _batch(data, ("target_tokens",), self._state.cfg)
+        batch = train_step.pack_batch(data, ("target_tokens",), self._state.cfg)
         forward = self._apply(batch, "cross_entropy", (), backward=False)
         lp = [jnp.asarray(o["logprobs"].to_numpy()) for o in forward.loss_fn_outputs]
 
@@ -828,7 +476,9 @@ class LocalTrainingClient:
             raise ValueError(f"AdamParams eps must be > 0 (in float32), got {values['eps']}")
         hyper = {k: jnp.asarray(v, jnp.float32) for k, v in values.items()}
         clip = jnp.asarray(clip_norm, jnp.float32)
-        trainable, opt_state, grads, norm = _optim_step(s.trainable, s.opt_state, s.grads, hyper, clip)
+        trainable, opt_state, grads, norm = train_step.optim_step(
+            s.trainable, s.opt_state, s.grads, hyper, clip
+        )
         self._state = s._replace(trainable=trainable, opt_state=opt_state, grads=grads, step=s.step + 1)
         return types.OptimStepResponse(metrics={"grad_norm": float(norm)})
 
@@ -838,11 +488,11 @@ class LocalTrainingClient:
 
     def merged_params(self) -> m.Params:
         """The current full weights (LoRA merged in)."""
-        return _params(self._state.frozen, self._state.trainable)
+        return train_step.merged(self._state.frozen, self._state.trainable)
 
     def _save_state(self, name: str) -> types.SaveWeightsResponse:
         path = self._service._path("states", name)
-        _write_state(path, self._state)
+        st.write_state(path, self._state)
         return types.SaveWeightsResponse(path=str(path))
 
     def save_state(self, name: str) -> CompletedFuture[types.SaveWeightsResponse]:
@@ -850,7 +500,7 @@ class LocalTrainingClient:
         return _run(lambda: self._save_state(name))
 
     def _load(self, path: str, *, with_optimizer: bool) -> None:
-        loaded = _read_state(path)
+        loaded = st.read_state(path)
         s = self._state
         if loaded.cfg != s.cfg or loaded.rank != s.rank:
             raise ValueError(
@@ -858,7 +508,7 @@ class LocalTrainingClient:
                 f"than this client (config {s.cfg}, rank {s.rank})"
             )
         if not with_optimizer:
-            loaded = loaded._replace(opt_state=_adamw().init(loaded.trainable), step=0)
+            loaded = loaded._replace(opt_state=train_step.adamw().init(loaded.trainable), step=0)
         self._state = loaded
 
     def load_state_with_optimizer(self, path: str) -> CompletedFuture[None]:
@@ -873,7 +523,7 @@ class LocalTrainingClient:
         step = self._state.step
         index = self._made[1] if self._made[0] == step else 0
         params = self.merged_params()
-        if _row_mesh() is not None:  # sampling runs on one device (rows are not split there)
+        if devices.row_mesh() is not None:  # sampling runs on one device (rows are not split there)
             params = jax.device_put(params, jax.devices()[0])
         if name is not None:
             m.save_weights(self._service._path("weights", name), self._state.cfg, params)
@@ -949,9 +599,9 @@ class LocalServiceClient:
         index = next(self._clients)
         if rank > 0:
             lora = m.init_lora(cfg, rank, jax.random.fold_in(jax.random.key(self.seed), 1 + index))
-            state = _fresh_state(cfg, base, lora, rank, base_model)
+            state = st.fresh_state(cfg, base, lora, rank, base_model)
         else:
-            state = _fresh_state(cfg, None, base, 0, base_model)
+            state = st.fresh_state(cfg, None, base, 0, base_model)
         return LocalTrainingClient(self, state, name=f"run{index}")
 
     def create_lora_training_client(
@@ -980,7 +630,7 @@ class LocalServiceClient:
         """Resumes a run saved by ``save_state``: weights, LoRA and optimizer state, bit for bit."""
 
         def work() -> LocalTrainingClient:
-            state = _read_state(path)
+            state = st.read_state(path)
             return LocalTrainingClient(self, state, name=f"run{next(self._clients)}")
 
         return _run(work)
