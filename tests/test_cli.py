@@ -421,14 +421,14 @@ class _Terminal:
 def test_a_terminal_sees_progress_per_chunk_and_a_clean_line_after(
     tmp_path: Path, monkeypatch: Any, capsys: Any
 ) -> None:
-    from adapters.cli import score as cli_score
+    from adapters.cli import _common
 
     lines = [json.dumps({**SIMPLE, "id": f"d{i}"}) for i in range(6)]
     path = _write(tmp_path, lines)
     terminal = _Terminal()
     monkeypatch.setattr(sys, "stderr", terminal)
     ticks = iter(range(1000))
-    monkeypatch.setattr(cli_score.time, "monotonic", lambda: float(next(ticks)))  # 1 s a reading
+    monkeypatch.setattr(_common.time, "monotonic", lambda: float(next(ticks)))  # 1 s a reading
     assert main(["score", str(path), "--quiet", "--chunk-size", "2"]) == 0
     shown = terminal.text.split("\r")[1:]
     assert [s.split(" lines")[0] for s in shown[:-1]] == ["score: 2", "score: 4", "score: 6"]

@@ -164,9 +164,9 @@ _values = st.recursive(
 
 @given(st.dictionaries(st.text(max_size=4), _values, max_size=4))
 def test_record_lines_are_the_strict_encoders_text(rec: dict[str, Any]) -> None:
-    from adapters.cli.score import _record_line
+    from adapters.cli._score_jobs import record_line
 
-    assert _record_line(rec) == _json.dumps(rec, ensure_ascii=False) + "\n"
+    assert record_line(rec) == _json.dumps(rec, ensure_ascii=False) + "\n"
 
 
 @given(st.lists(st.floats(width=32, allow_nan=False, allow_infinity=False), max_size=40))

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from adapters import _json, pipeline
-from adapters.cli import main
+from adapters.cli import _score_jobs, main
 from adapters.cli import score as cli_score
 from tests.test_pipeline_stream import LINES, OPTIONS, _same_datums, _whole
 
@@ -79,7 +79,7 @@ def test_an_id_from_an_earlier_chunk_is_a_duplicate() -> None:
 
 def test_a_failing_chunk_raises_and_cancels_the_rest(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[int] = []
-    real = cli_score.score_lines
+    real = _score_jobs.score_lines
 
     def failing(lines: Any, first_line: int, **kw: Any) -> Any:
         calls.append(first_line)
@@ -87,7 +87,7 @@ def test_a_failing_chunk_raises_and_cancels_the_rest(monkeypatch: pytest.MonkeyP
             raise RuntimeError("worker failed")
         return real(lines, first_line, **kw)
 
-    monkeypatch.setattr(cli_score, "score_lines", failing)
+    monkeypatch.setattr(_score_jobs, "score_lines", failing)
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         parts = cli_score.scored_in_parallel(
             iter(LINES),

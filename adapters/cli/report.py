@@ -12,7 +12,7 @@ from typing import Any
 from adapters import pipeline
 from adapters._atomic import atomic_write, same_file
 from adapters._gc import fewer_gc_passes
-from adapters.cli import score as cmd_score
+from adapters.cli import _common as common
 from adapters.report import DEFAULT_MAX_DEBATES, render_report
 from adapters.report.training import SKIPPED_SHOWN, render_training_html
 from adapters.tinker.checkpoint import METRICS, RUN_FILE, transcript_files
@@ -30,13 +30,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="write a self-contained HTML report of scored debates",
         description="Score debate transcripts (as `score` does) and write one self-contained HTML page.",
     )
-    cmd_score.add_common_arguments(p)
+    common.add_common_arguments(p)
     p.add_argument(
         "-o", "--output", type=Path, default=Path("report.html"), help="HTML file (default report.html)"
     )
     p.add_argument(
         "--max-debates",
-        type=cmd_score.count_argument,
+        type=common.count_argument,
         default=DEFAULT_MAX_DEBATES,
         metavar="N",
         help=f"detail sections for the first N debates (default {DEFAULT_MAX_DEBATES}); "
@@ -56,12 +56,12 @@ def run(args: argparse.Namespace) -> int:
     of ``train`` gives its training curves."""
     written: list[Path] = []
     try:
-        with cmd_score._sigterm_interrupts():
+        with common.sigterm_interrupts():
             if args.file is not None and Path(args.file).is_dir():
                 return _training_report(args, written)
             return _report(args, written)
     except KeyboardInterrupt as e:
-        return cmd_score._stopped(e, written)
+        return common.stopped(e, written)
 
 
 def check_run_output(run_dir: Path, output: Path) -> str | None:
@@ -94,23 +94,23 @@ def _training_report(args: argparse.Namespace, written: list[Path]) -> int:
     run_dir = Path(args.file)
     refused = check_run_output(run_dir, args.output)
     if refused is not None:
-        cmd_score._err(refused)
-        return cmd_score.EXIT_UNUSABLE
+        common.err(refused)
+        return common.EXIT_UNUSABLE
     skipped: list[str] = []
     try:
         page = render_training_html(run_dir, title=args.title, skipped=skipped)
     except OSError as e:
-        cmd_score._err(f"cannot read {e.filename or run_dir / METRICS}: {e.strerror or e}")
-        return cmd_score.EXIT_UNUSABLE
+        common.err(f"cannot read {e.filename or run_dir / METRICS}: {e.strerror or e}")
+        return common.EXIT_UNUSABLE
     except ValueError as e:
-        cmd_score._err(str(e))
-        return cmd_score.EXIT_UNUSABLE
+        common.err(str(e))
+        return common.EXIT_UNUSABLE
     for line in skipped[:SKIPPED_SHOWN]:
-        cmd_score._err(f"warning: left out {line}")
+        common.err(f"warning: left out {line}")
     if len(skipped) > SKIPPED_SHOWN:
-        cmd_score._err(f"warning: left out {len(skipped) - SKIPPED_SHOWN} more unreadable metrics lines")
+        common.err(f"warning: left out {len(skipped) - SKIPPED_SHOWN} more unreadable metrics lines")
     if not _write_page(args.output, page, written):
-        return cmd_score.EXIT_UNUSABLE
+        return common.EXIT_UNUSABLE
     print(f"wrote {args.output} (training curves of {args.file})")
     return 0
 
@@ -121,7 +121,7 @@ def _write_page(path: Path, page: str, written: list[Path]) -> bool:
         with atomic_write(path) as f:
             f.write(page)
     except OSError as e:
-        cmd_score._err(f"cannot write {path}: {e.strerror or e}")
+        common.err(f"cannot write {path}: {e.strerror or e}")
         return False
     written.append(path)
     return True
@@ -130,15 +130,15 @@ def _write_page(path: Path, page: str, written: list[Path]) -> bool:
 def _report(args: argparse.Namespace, written: list[Path]) -> int:
     """Reads, scores and renders the input chunk by chunk (:func:`render_report`): memory stays bounded
     as the file grows, and the page is that of the whole file scored at once."""
-    early = cmd_score.check_options(args, {"--output": args.output})
+    early = common.check_options(args, {"--output": args.output})
     if early is not None:
         return early
-    options = cmd_score.options_from_args(args)
+    options = common.options_from_args(args)
     with contextlib.ExitStack() as stack:
         stack.enter_context(fewer_gc_passes())
         try:
-            source, lines = cmd_score.open_lines(args.file, stack)
-            progress = cmd_score.Progress(sys.stderr, lines)
+            source, lines = common.open_lines(args.file, stack)
+            progress = common.Progress(sys.stderr, lines)
             stack.callback(progress.close)
             chunks = pipeline.score_chunks(lines, options=options)
             report = render_report(
@@ -149,12 +149,12 @@ def _report(args: argparse.Namespace, written: list[Path]) -> int:
                 max_debates=args.max_debates,
             )
         except OSError as e:
-            cmd_score._err(f"cannot read {args.file}: {e.strerror or e}")
-            return cmd_score.EXIT_UNUSABLE
+            common.err(f"cannot read {args.file}: {e.strerror or e}")
+            return common.EXIT_UNUSABLE
     for error in report.errors:
-        cmd_score._err(f"{source}: {error}")
+        common.err(f"{source}: {error}")
     if not _write_page(args.output, report.page, written):
-        return cmd_score.EXIT_UNUSABLE
+        return common.EXIT_UNUSABLE
     size = len(report.page.encode("utf-8"))
     print(f"wrote {args.output} ({size:,} bytes; {report.shown} of {report.debates} debates)")
     return 0

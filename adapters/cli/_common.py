@@ -1,0 +1,314 @@
+"""What the ``score`` and ``report`` commands share: the scoring options as arguments, errors on stderr and
+exit statuses, SIGTERM stopping a run as Ctrl-C does, checks of the output paths, reading FILE (a
+transcript file, standard input, a training run's directory or the shipped samples) and a progress line."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import stat
+import sys
+import time
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import IO, Any, Final
+
+import kernel
+from adapters import data, pipeline
+from adapters._atomic import same_file
+from adapters.tinker.checkpoint import transcript_files
+
+__all__: list[str] = []
+
+EXIT_UNUSABLE = 2
+
+
+def count_argument(text: str) -> int:
+    """An argparse ``type``: a non-negative integer (a negative count is a usage error, exit 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {value}")
+    return value
+
+
+def add_common_arguments(p: argparse.ArgumentParser) -> None:
+    """Input and scoring options shared by ``score`` and ``report``."""
+    p.add_argument(
+        "file",
+        nargs="?",
+        default=None,
+        help="transcript file (debate-transcript/1 JSON Lines; '-' reads stdin) or a training run's "
+        "directory (score: its transcripts in step order; report: its training curves); default: the "
+        "sample debates",
+    )
+    p.add_argument(
+        "--policy",
+        default="robust",
+        choices=kernel.PARSE_POLICIES,
+        help="parse policy: 'robust' (default) or 'reference' (the reference recipe's parser, quirks kept)",
+    )
+    p.add_argument(
+        "--reward",
+        default="win_rate",
+        choices=kernel.PAIRWISE_MODES,
+        help="pairwise reward mode (default win_rate)",
+    )
+    p.add_argument(
+        "--estimator",
+        default="default",
+        metavar="SPEC",
+        help="advantage estimator: a preset name (e.g. default, tinker, verl_grpo.norm), optionally with "
+        "',key=value' overrides, or only key=value options (default: 'default'); 'list' shows the presets",
+    )
+    p.add_argument(
+        "--after-end",
+        default="error",
+        choices=pipeline.AFTER_END_POLICIES,
+        help="turns recorded after the debate ended (under the chosen policy): 'error' skips the debate "
+        "with an error naming the turn (default); 'truncate' ignores and counts them",
+    )
+    p.add_argument(
+        "--round1-votes",
+        default="count",
+        choices=pipeline.ROUND1_VOTE_POLICIES,
+        help="round-1 votes on agents who had not spoken yet: 'count' (reference, default) or 'drop'",
+    )
+    p.add_argument(
+        "--datum-mode",
+        default="robust",
+        choices=kernel.DATUM_MODES,
+        help="datums of a trajectory with a bad segment: 'robust' loses only that segment (default), "
+        "'reference' loses the trajectory",
+    )
+
+
+def err(msg: str) -> None:
+    print(f"debate-kernel: {msg}", file=sys.stderr)
+
+
+def options_from_args(args: argparse.Namespace) -> pipeline.ScoreOptions:
+    """The pipeline options of the parsed CLI arguments."""
+    return pipeline.ScoreOptions(
+        policy=args.policy,
+        reward=args.reward,
+        estimator=args.estimator,
+        after_end=args.after_end,
+        round1_votes=args.round1_votes,
+        datum_mode=args.datum_mode,
+    )
+
+
+def check_outputs(file: str | None, outputs: Mapping[str, Path | None]) -> str | None:
+    """Why the output paths cannot be used, or None: an output that is the input file (the shipped samples
+    when FILE is omitted; standard input when it is a regular file), a directory, or two outputs of the
+    run naming the same file.
+
+    Args:
+      file: the FILE argument (None: the samples; ``-``: standard input).
+      outputs: option name → output path (None when not written).
+
+    Examples:
+      >>> check_outputs("runs.jsonl", {"--out": Path("./runs.jsonl")})
+      '--out runs.jsonl is the input file; refusing to overwrite it'
+      >>> check_outputs(None, {"--out": Path("a.jsonl"), "--datums-out": Path("a.jsonl")})
+      '--out and --datums-out both name a.jsonl'
+      >>> check_outputs(None, {"--out": Path(".")})
+      '--out . is a directory, not a file'
+    """
+    source = data.path(data.SAMPLE_DEBATES) if file is None else None if file == "-" else Path(file)
+    sources = run_transcripts(file) or ([] if source is None else [source])
+    named = [(option, path) for option, path in outputs.items() if path is not None]
+    for i, (option, path) in enumerate(named):
+        if any(same_file(path, s) for s in sources):
+            what = "the input file" if len(sources) == 1 else "an input file (a transcript of the run)"
+            return f"{option} {path} is {what}; refusing to overwrite it"
+        if file == "-" and _is_stdin(path):
+            return f"{option} {path} is the input file (standard input); refusing to overwrite it"
+        if os.path.isdir(path):
+            return f"{option} {path} is a directory, not a file"
+        for other, other_path in named[:i]:
+            if same_file(path, other_path):
+                return f"{other} and {option} both name {path}"
+    return None
+
+
+def _is_stdin(path: Path) -> bool:
+    """Whether standard input is the regular file ``path`` (the same device and inode).
+
+    Examples:
+      >>> _is_stdin(Path("no/such/file.jsonl"))
+      False
+    """
+    try:
+        given = os.fstat(0)
+        other = os.stat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(given.st_mode) and (given.st_dev, given.st_ino) == (other.st_dev, other.st_ino)
+
+
+def check_options(args: argparse.Namespace, outputs: Mapping[str, Path | None]) -> int | None:
+    """``--estimator list`` (prints the presets: exit 0), a bad ``--estimator`` or an unusable output path
+    (exit 2); None when the run can go on."""
+    if args.estimator.strip() == "list":
+        for name in sorted(kernel.ADVANTAGE_PRESETS):
+            print(name)
+        return 0
+    try:
+        pipeline.check_estimator(args.estimator)
+    except (ValueError, TypeError) as e:
+        err(f"--estimator: {e}")
+        return EXIT_UNUSABLE
+    refused = check_outputs(args.file, outputs)
+    if refused is not None:
+        err(refused)
+        return EXIT_UNUSABLE
+    return None
+
+
+EXIT_INTERRUPTED: Final = 130
+"""Exit status of a run stopped by Ctrl-C (SIGINT)."""
+EXIT_TERMINATED: Final = 143
+"""Exit status of a run stopped by SIGTERM."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the signal lands (see :func:`sigterm_interrupts`): the run stops as on
+    Ctrl-C, so every output it was writing is discarded, and exits :data:`EXIT_TERMINATED`."""
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    """The SIGTERM handler of :func:`sigterm_interrupts`."""
+    raise Terminated
+
+
+@contextlib.contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """Within the block, SIGTERM raises :class:`Terminated` (the previous handler is put back after);
+    outside the main thread, where no handler can be set, signals stay as they are."""
+    try:
+        previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def stopped(e: KeyboardInterrupt, written: Sequence[Path], *, note: str = "") -> int:
+    """Reports a run stopped by Ctrl-C or SIGTERM (what was written, complete, before it stopped) and
+    returns its exit status."""
+    what = "terminated" if isinstance(e, Terminated) else "interrupted"
+    done = " and ".join(map(str, written))
+    err(f"{what} after writing {done} (complete){note}" if written else f"{what}; nothing was written")
+    return EXIT_TERMINATED if isinstance(e, Terminated) else EXIT_INTERRUPTED
+
+
+class Progress:
+    """A status line on stderr, rewritten as chunks are scored, when stderr is a terminal (nothing is
+    written otherwise): lines read, the share of the file read when it is a regular file, and lines
+    per second; at most every ``every`` seconds. :meth:`close` clears it, however the run ends."""
+
+    def __init__(self, stream: IO[str], source: object, *, clock: Any = None, every: float = 0.5) -> None:
+        self.stream, self.clock, self.every = stream, clock or time.monotonic, every
+        isatty = getattr(stream, "isatty", None)
+        self.on = bool(isatty is not None and isatty())
+        self.file: Any = None
+        self.total = 0
+        if self.on and hasattr(source, "tell") and hasattr(source, "fileno"):
+            try:
+                info = os.fstat(source.fileno())
+            except (OSError, ValueError):
+                info = None
+            if info is not None and stat.S_ISREG(info.st_mode) and info.st_size > 0:
+                self.file, self.total = source, info.st_size
+        self.start = self.last = self.clock()
+        self.lines = 0
+        self.shown = False
+
+    def update(self, lines: int) -> None:
+        if not self.on or lines == self.lines:
+            return
+        now = self.clock()
+        if now - self.last < self.every:
+            return
+        self.last, self.lines = now, lines
+        text = f"score: {lines:,} lines"
+        if self.file is not None:
+            with contextlib.suppress(OSError, ValueError):
+                text += f", {min(self.file.tell() / self.total, 1.0):.0%} of {self.total / 2**20:,.0f} MB"
+        text += f", {lines / max(now - self.start, 1e-9):,.0f} lines/s"
+        self.stream.write("\r" + text + "\033[K")
+        self.stream.flush()
+        self.shown = True
+
+    def close(self) -> None:
+        if self.shown:
+            self.stream.write("\r\033[K")
+            self.stream.flush()
+            self.shown = False
+
+
+def run_transcripts(file: str | None) -> list[Path]:
+    """The transcript files of the training run in directory ``file``, in step order (a run writes
+    ``transcripts/step-NNNNNN.jsonl`` per step); [] when ``file`` is not such a directory.
+
+    Examples:
+      >>> run_transcripts("no/such/run")
+      []
+    """
+    return [] if file is None or file == "-" else transcript_files(file)
+
+
+def input_names(file: str | None) -> set[str]:
+    """The paths ``score`` reads for FILE, as an ``OSError`` names them: FILE, or a run's transcripts."""
+    return {str(p) for p in run_transcripts(file)} or {str(file)}
+
+
+def directory_hint(file: str | None) -> str:
+    """What to pass instead when FILE is a directory that holds no run's transcripts (else "").
+
+    Examples:
+      >>> directory_hint("no/such/file.jsonl")
+      ''
+    """
+    if file is None or file == "-" or not os.path.isdir(file):
+        return ""
+    return (
+        "; FILE must be a transcript file (debate-transcript/1 JSON Lines) or the directory of a "
+        "training run (with transcripts/step-*.jsonl)"
+    )
+
+
+def open_lines(file: str | None, stack: contextlib.ExitStack) -> tuple[str, Iterable[str | bytes]]:
+    """The source name and its lines, read lazily: the samples when FILE is omitted, ``-`` stdin, the
+    directory of a training run its transcript files one after the other in step order (line numbers
+    then count across them, as for their concatenation on stdin)."""
+    if file is None:
+        lines = data.read_text(data.SAMPLE_DEBATES).split("\n")
+        if not lines[-1]:
+            lines.pop()  # the text ends with a newline: no line after it
+        return data.SAMPLE_DEBATES, lines
+    if file == "-":
+        return "<stdin>", sys.stdin.buffer
+    name = file.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    steps = run_transcripts(file)
+    if steps:
+        chained = _lines_of(steps)
+        stack.callback(chained.close)  # closes the file being read if the run stops early
+        return str(Path(name, "transcripts", "step-*.jsonl")), chained
+    return name, stack.enter_context(open(file, "rb"))  # closed by the stack
+
+
+def _lines_of(paths: Sequence[Path]) -> Generator[bytes, None, None]:
+    """The lines of each file in turn (a last line without a newline stays a line of its own)."""
+    for path in paths:
+        with open(path, "rb") as f:
+            yield from f
