@@ -1,6 +1,8 @@
 """The ``debate-kernel`` command line. Each subcommand lives in its own module ``adapters/cli/<name>.py``
 defining ``add_parser(subparsers)`` (registering the subcommand with ``func=run``) and
-``run(args) -> int``.
+``run(args) -> int``. The modules whose names start with ``_`` are not commands: ``_common`` holds
+what ``score`` and ``report`` share, ``_score_jobs`` and ``_score_text`` the parts of ``score`` beside
+its run (worker processes; the text it prints).
 """
 
 from __future__ import annotations
