@@ -20,11 +20,11 @@ from kernel.testing import (
     ADVANTAGE_CHECKS,
     AdvantageInvariants,
     GroupedRewards,
+    advantages,
     as_estimator,
     check_constant_groups_zero,
     check_masked_rows_isolated,
     check_scale_invariance,
-    invariants,
     run_invariant_suite,
 )
 
@@ -94,7 +94,7 @@ def _skipped(outcome: dict[str, str]) -> set[str]:
 
 def _only_failing_check(estimator: Any, args: tuple[Any, ...], **declared: Any) -> set[str]:
     """The checks that fail on one concrete input, each run as the suite runs it."""
-    config = invariants._SuiteConfig()
+    config = advantages._SuiteConfig()
     for key, value in declared.items():
         setattr(config, key, value)
     case = GroupedRewards(*args, sizes_P=np.zeros(args[2], np.int64))

@@ -3,10 +3,10 @@
 Needs ``hypothesis`` (the ``test`` extra). Point the suites at your own functions from your test suite.
 """
 
-from kernel.testing import datums, invariants, rewards, strategies
+from kernel.testing import advantages, datums, rewards, strategies
+from kernel.testing.advantages import *  # noqa: F403
 from kernel.testing.datums import *  # noqa: F403
-from kernel.testing.invariants import *  # noqa: F403
 from kernel.testing.rewards import *  # noqa: F403
 from kernel.testing.strategies import *  # noqa: F403
 
-__all__ = sorted({*datums.__all__, *invariants.__all__, *rewards.__all__, *strategies.__all__})
+__all__ = sorted({*advantages.__all__, *datums.__all__, *rewards.__all__, *strategies.__all__})
