@@ -18,7 +18,8 @@ import numpy as np
 import numpy.typing as npt
 
 from kernel._checks import as_int32_saturated, check_bool
-from kernel._parse import PARSE_POLICIES, ParsePolicy, parse_response
+from kernel._parse import parse_response
+from kernel._parse_common import PARSE_POLICIES, ParsePolicy
 from kernel._types import ParsedResponse, pack_votes
 from kernel._votes import _GET_CODES, _GET_OK, _VOTE_BYTES, VoteArrays, _code_columns, _id_column
 

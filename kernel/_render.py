@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kernel._checks import check_bool
-from kernel._parse import _MAX_COMPARISON_LINES, _MAX_ID_DIGITS
+from kernel._parse_robust import _MAX_COMPARISON_LINES, _MAX_ID_DIGITS
 from kernel._types import Vote
 
 __all__ = ["render_response"]

@@ -25,6 +25,9 @@ from kernel import (
     ParsedResponse,
     Vote,
     _parse,
+    _parse_common,
+    _parse_reference,
+    _parse_robust,
     parse_response,
 )
 from kernel._types import SMALL_VOTES
@@ -677,7 +680,7 @@ def test_robust_reads_qwen3_and_think_wrapped_outputs_like_the_answer(text: str,
 def test_fold_equals_re_ignorecase_on_every_code_point(last: int) -> None:
     # One text per branch of _fold: ASCII, Latin-1 and any other text.
     every = "".join(map(chr, range(last + 1)))
-    folded = _parse._fold(every)
+    folded = _parse_common._fold(every)
     assert len(folded) == len(every)
     for letter in "abcdefghijklmnopqrstuvwxyz<>/_":
         by_regex = {m.start() for m in re.finditer(re.escape(letter), every, re.IGNORECASE)}
@@ -687,9 +690,14 @@ def test_fold_equals_re_ignorecase_on_every_code_point(last: int) -> None:
 
 def test_zero_digits_and_whitespace_tables() -> None:
     chars = [chr(c) for c in range(sys.maxunicode + 1)]
-    assert set(_parse._ZEROS) == {c for c in chars if c.isdecimal() and int(c) == 0}
+    assert set(_parse_common._ZEROS) == {c for c in chars if c.isdecimal() and int(c) == 0}
     space = {c for c in chars if c.isspace()}
-    assert _parse._strip("".join(sorted(space)) + _parse._ZERO_WIDTH + "x" + _parse._ZERO_WIDTH) == "x"
+    assert (
+        _parse_robust._strip(
+            "".join(sorted(space)) + _parse_robust._ZERO_WIDTH + "x" + _parse_robust._ZERO_WIDTH
+        )
+        == "x"
+    )
     assert {c for c in chars if re.fullmatch(r"\s", c)} == space
 
 
@@ -710,8 +718,8 @@ SHORTCUTS: dict[str, dict[str, Any]] = {
     "votes: no chain reader": {"_chain_votes": lambda block, author_id: None},
     "votes: chain reader without its table": {"_CHAIN_VOTES": {}},
     "votes: no table of empty blocks": {"_NO_VOTES": frozenset()},
-    "votes: general agent regex on ASCII": {"_ASCII_REF": _parse._REF},
-    "fields: zero-width strip on ASCII": {"_ASCII_STRIP": _parse._strip},
+    "votes: general agent regex on ASCII": {"_ASCII_REF": _parse_robust._REF},
+    "fields: zero-width strip on ASCII": {"_ASCII_STRIP": _parse_robust._strip},
     "consensus: no table of plain words": {"_PLAIN_CONSENSUS": {}},
     "v1 cut: regex at the first near miss": {"_V1_CUT_TRIES": 0},
     "v1 cut: never the regex": {"_V1_CUT_TRIES": _HUGE},
@@ -720,7 +728,7 @@ SHORTCUTS: dict[str, dict[str, Any]] = {
     "v1 votes: no small-block reading": {"_V1_SMALL_BLOCK": -1},
     "v1 votes: small-block reading at any size": {"_V1_SMALL_BLOCK": _HUGE},
     "v1 votes: no small-vote table": {"_V1_SMALL_VOTES": {}},
-    "v1 votes: general regex on ASCII": {"_V1_ASCII_VOTE": _parse._V1_VOTE},
+    "v1 votes: general regex on ASCII": {"_V1_ASCII_VOTE": _parse_reference._V1_VOTE},
 }
 GENERAL = {
     name: value
@@ -746,15 +754,20 @@ READERS = {"shipped": {}, "general": GENERAL}
 def _patched(settings: dict[str, Any]) -> Iterator[None]:
     with ExitStack() as stack:
         for name, value in settings.items():
-            assert hasattr(_parse, name), name
-            stack.enter_context(mock.patch.object(_parse, name, value))
+            stack.enter_context(mock.patch.object(_policy_module(name), name, value))
         yield
+
+
+def _policy_module(name: str) -> Any:
+    """The one parser module that holds the shortcut attribute ``name``."""
+    (module,) = [m for m in (_parse_robust, _parse_reference) if hasattr(m, name)]
+    return module
 
 
 def test_every_shortcut_setting_names_a_module_attribute_and_changes_it() -> None:
     for settings in SHORTCUTS.values():
         for name, value in settings.items():
-            assert getattr(_parse, name) != value, name
+            assert getattr(_policy_module(name), name) != value, name
 
 
 # Comparison blocks: mostly clean vote chains (the chain reader's domain), with the faults that must
@@ -933,29 +946,29 @@ def test_layout_table_holds_the_four_usual_layouts() -> None:
     c = {t: f"</{t}>" for t in o}
     five = ("solution", "evaluation", "comparison", "consensus", "consensus_reason")
     four = ("solution", "evaluation", "consensus", "consensus_reason")
-    assert _parse._LAYOUTS == {
+    assert _parse_robust._LAYOUTS == {
         tuple(x for t in five for x in (o[t], c[t])): five,
         tuple(x for t in five for x in (o[t], c[t]))[:-1]: five,
         tuple(x for t in four for x in (o[t], c[t])): four,
         tuple(x for t in four for x in (o[t], c[t]))[:-1]: four,
     }
-    assert len(_parse._LAYOUTS) == 4
+    assert len(_parse_robust._LAYOUTS) == 4
 
 
 def test_lookup_tables_hold_hand_checked_entries() -> None:
-    votes = _parse._CHAIN_VOTES
+    votes = _parse_robust._CHAIN_VOTES
     assert len(votes) == 16 * 16 * 4
     assert votes["1", ">", "2"] == Vote(1, ">", 2)
     assert votes["1", "<", "2"] == Vote(2, ">", 1)
     assert votes["15", "=", "0"] == Vote(15, "=", 0)
     assert votes["3", "==", "3"] == Vote(3, "=", 3)
     assert ("16", ">", "1") not in votes and ("01", ">", "1") not in votes
-    small = _parse._V1_SMALL_VOTES
+    small = _parse_reference._V1_SMALL_VOTES
     assert small["7", ">", "63"] == Vote(7, ">", 63) and small["0", "=", "0"] == Vote(0, "=", 0)
     assert len(small) == 64 * 64 * 2 and ("64", ">", "1") not in small and ("07", ">", "1") not in small
     # the parsers' small votes are the shared objects that pack_votes finds by identity
     assert all(v is SMALL_VOTES[v] for v in [*small.values(), *votes.values()])
-    assert _parse._PLAIN_CONSENSUS == {
+    assert _parse_robust._PLAIN_CONSENSUS == {
         "YES": True,
         "Yes": True,
         "yes": True,
@@ -963,8 +976,8 @@ def test_lookup_tables_hold_hand_checked_entries() -> None:
         "No": False,
         "no": False,
     }
-    for block in _parse._NO_VOTES:  # the line reader reads each as no vote and no malformed line
-        assert _parse._line_votes(block, -1) == ([], 0, [])
+    for block in _parse_robust._NO_VOTES:  # the line reader reads each as no vote and no malformed line
+        assert _parse_robust._line_votes(block, -1) == ([], 0, [])
 
 
 def test_ascii_character_classes_of_the_shortcuts() -> None:

@@ -29,7 +29,7 @@ import numpy.typing as npt
 import kernel
 from kernel import ParsedResponse
 from kernel._checks import check_real
-from kernel._parse import PARSE_POLICIES, ParsePolicy
+from kernel._parse_common import PARSE_POLICIES, ParsePolicy
 from kernel._rewards import PAIRWISE_MODES, PairwiseMode
 
 __all__ = ["RowScores", "check_score_options", "score_rows"]

@@ -51,7 +51,7 @@ from adapters.bridges._estimators import estimator_options
 from adapters.bridges.scoring import RowScores, check_score_options, score_rows, warn_shared_agents
 from adapters.tinker.dataset import is_correct
 from kernel._checks import check_int
-from kernel._parse import ParsePolicy
+from kernel._parse_common import ParsePolicy
 from kernel._rewards import PairwiseMode
 
 __all__ = [

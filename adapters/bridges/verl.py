@@ -43,7 +43,7 @@ from adapters.bridges._estimators import drmas_grouping, estimator_spec
 from adapters.bridges.scoring import score_rows, warn_shared_agents
 from adapters.tinker.dataset import is_correct
 from kernel._checks import check_bool, check_real
-from kernel._parse import ParsePolicy
+from kernel._parse_common import ParsePolicy
 from kernel._rewards import PairwiseMode
 
 __all__ = [

@@ -265,7 +265,7 @@ _FIELD_PIECES: tuple[str, ...] = (
 
 
 def _tag_free(text: str) -> bool:
-    from kernel._parse import _fold  # re.IGNORECASE-exact, same length
+    from kernel._parse_common import _fold  # re.IGNORECASE-exact, same length
 
     folded = _fold(text)
     return not any(f"<{name}" in folded or f"</{name}" in folded for name in (*_TAG_NAMES, "think"))
