@@ -2,7 +2,8 @@
 
 - :mod:`adapters.tinker.protocol`: ``typing.Protocol``s naming exactly the SDK surface we use; the real
   ``tinker.ServiceClient``, the in-repo fake and the local service (:mod:`adapters.local`) satisfy them.
-- :mod:`adapters.tinker.convert`: kernel datums ↔ ``tinker.Datum``, sampling results → trajectories.
+- :mod:`adapters.tinker.convert`: kernel datums ↔ ``tinker.Datum``, sampling results → trajectories;
+  :mod:`adapters.tinker.tokens`: ``TokenArray``, the read-only token view a datum's input holds.
 - :mod:`adapters.tinker.tokenizers`: ``ByteTokenizer``, UTF-8 bytes plus chat special tokens.
 - :mod:`adapters.tinker.futures`: futures satisfying ``protocol.Future`` for in-repo services.
 - :mod:`adapters.tinker.renderers`: messages → prompt tokens and stop sequences; tokens → text.
@@ -10,8 +11,11 @@
 - :mod:`adapters.tinker.fake` and :mod:`adapters.tinker.faults`: a seeded offline fake of the service
   returning real SDK types, and a wrapper that injects faults into any service.
 - :mod:`adapters.tinker.config`, :mod:`adapters.tinker.dataset`, :mod:`adapters.tinker.planner` (the
-  I/O-free loop), :mod:`adapters.tinker.streaming` (a batch streamed in parts),
-  :mod:`adapters.tinker.checkpoint`, :mod:`adapters.tinker.evaluation` (fixed opponents),
+  I/O-free loop), :mod:`adapters.tinker.prepare` (a step's datums and metrics from its rollouts, also
+  I/O-free), :mod:`adapters.tinker.kernel_loss` (kernel losses through ``forward_backward_custom``),
+  :mod:`adapters.tinker.credit` (which tokens carry a turn's advantage), :mod:`adapters.tinker.streaming`
+  (a batch streamed in parts), :mod:`adapters.tinker.transcript_writer` (a step's transcripts written
+  off the event loop), :mod:`adapters.tinker.checkpoint`, :mod:`adapters.tinker.evaluation` (fixed opponents),
   :mod:`adapters.tinker.memory` (the loop's collector and ``malloc`` settings) and
   :mod:`adapters.tinker.train` (its async shell): ``run_training(config, service_client)``, see
   ``docs/training.md``.
