@@ -31,6 +31,7 @@ import tinker
 from tinker import types
 
 import kernel
+from adapters._json import finite_or_none
 from adapters.tinker import checkpoint as ck
 from adapters.tinker import planner as pl
 from adapters.tinker import transcript_writer
@@ -465,7 +466,7 @@ class _Shell:
         record["time/step"] = now - self.step_start
         record["time/total"] = now - self.last_end
         self.last_end = now
-        record = {k: _jsonable(v) for k, v in record.items()}
+        record = finite_or_none(record)  # NaN → null, numpy scalars → Python numbers
         ck.append_metrics(self.run.run_dir, record)
         self.metrics.append(record)
         self.record = {}
@@ -796,11 +797,3 @@ def _step_fields(step: int, warm: bool, version: int, prepare_time: float) -> di
         "staleness": step - version,
         "time/prepare": prepare_time,
     }
-
-
-def _jsonable(v: Any) -> Any:
-    if isinstance(v, np.generic):
-        v = v.item()
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    return v
