@@ -794,6 +794,21 @@ def save_weights(path: str | Path, cfg: ModelConfig, params: Params) -> None:
     atomic_write_bytes(Path(path), save(flat, metadata={"config": json.dumps(cfg._asdict())}))
 
 
+def read_tensors(path: str | Path, where: str) -> tuple[dict[str, str], dict[str, np.ndarray]]:
+    """A safetensors file's metadata and tensors (numpy), whole.
+
+    Raises:
+        ValueError: ``cannot read {where}: …`` when the file is missing, unreadable or not safetensors.
+    """
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="numpy") as f:
+            return f.metadata() or {}, {k: f.get_tensor(k) for k in f.keys()}
+    except Exception as exc:
+        raise ValueError(f"cannot read {where}: {exc}") from exc
+
+
 def load_weights(path: str | Path) -> tuple[ModelConfig, Params]:
     """Loads weights written by :func:`save_weights` (or any file with the same names and shapes).
 
@@ -801,15 +816,8 @@ def load_weights(path: str | Path) -> tuple[ModelConfig, Params]:
         ValueError: the file is missing, unreadable, lacks the config, or its tensors do not match the
             architecture (each message names the file and what was wrong).
     """
-    from safetensors import safe_open
-
     path = Path(path)
-    try:
-        with safe_open(str(path), framework="numpy") as f:
-            meta = f.metadata() or {}
-            flat = {k: f.get_tensor(k) for k in f.keys()}
-    except Exception as exc:
-        raise ValueError(f"cannot read weights file {str(path)!r}: {exc}") from exc
+    meta, flat = read_tensors(path, f"weights file {str(path)!r}")
     try:
         cfg = ModelConfig(**json.loads(meta["config"]))
         _check_config(cfg)

@@ -75,15 +75,8 @@ def read_state(path: str | Path) -> State:
         ValueError: the file cannot be read, is not a local training state, or its metadata or tensors do
             not fit the model it names (each naming the file and what was wrong).
     """
-    from safetensors import safe_open
-
     where = f"checkpoint {str(path)!r}"
-    try:
-        with safe_open(str(path), framework="numpy") as f:
-            meta = f.metadata() or {}
-            flat = {k: f.get_tensor(k) for k in f.keys()}
-    except Exception as exc:
-        raise ValueError(f"cannot read {where}: {exc}") from exc
+    meta, flat = m.read_tensors(path, where)
     if meta.get("format") != STATE_FORMAT:
         raise ValueError(
             f"{where} is not a local training state "
