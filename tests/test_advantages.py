@@ -1064,3 +1064,52 @@ def test_jax_whiten_is_not_zeroed_by_a_large_constant_group() -> None:
     got = np.asarray(kj.grouped_advantages(r, g, 2, scale="whiten").advantages)
     np.testing.assert_allclose(got, want, atol=1e-6)
     assert abs(got[0]) > 1.0
+
+
+@st.composite
+def _equal_mean_trajectories(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
+    """One group of 2-4 trajectories whose means are all m exactly: m plus integer deviations (in
+    eighths) that sum to 0, so every row is exact in float32, with different row counts and maxima."""
+    m = draw(st.integers(-64, 64)) / 8
+    rows: list[float] = []
+    traj: list[int] = []
+    for j in range(draw(st.integers(2, 4))):
+        d = draw(st.lists(st.integers(-16, 16), min_size=0, max_size=7))
+        d.append(-sum(d))
+        order = draw(st.permutations(d))
+        rows += [m + v / 8 for v in order]
+        traj += [j] * len(order)
+    return np.array(rows), np.array(traj)
+
+
+@given(problem=_equal_mean_trajectories(), eps=st.sampled_from([0.0, 1e-6, 1e-4]))
+def test_jax_trajectories_with_equal_means_make_a_constant_group(
+    problem: tuple[np.ndarray, np.ndarray], eps: float
+) -> None:
+    """Found by the deep profile: the JAX twin divided each row's deviation by its trajectory's row count
+    before summing, and measured each trajectory from its own largest row, so trajectories whose means
+    are equal came out an ulp apart: the group was not constant and its advantages were noise (±0.004
+    for means 1/24 in two trajectories of 3 and 6 rows) where numpy gives exact zeros."""
+    import kernel.jax as kj
+
+    r, t = problem
+    g = np.zeros(r.shape[0], np.int64)
+    want = grouped_advantages(r, g, 1, trajectory_ids_PG=t, scale="group", eps=eps)
+    got = kj.grouped_advantages(r.astype(np.float32), g, 1, trajectory_ids_PG=t, scale="group", eps=eps)
+    assert bool(want.group_constant[0]) and bool(np.asarray(got.group_constant)[0])
+    assert not np.asarray(got.advantages).any()
+    np.testing.assert_array_equal(np.asarray(got.group_mean), want.group_mean.astype(np.float32))
+
+
+def test_jax_trajectory_constant_group_found_by_the_deep_profile() -> None:
+    """The falsifying example: trajectory means 0.625 (five rows) and 0.625 (one row) in group 0."""
+    import kernel.jax as kj
+
+    r = np.array([0.0, 1.25, 0.375, 0.625, 0.0, 0.0, 0.0, 0.0, 1.5])
+    g = np.array([0, 0, 0, 0, 0, 1, 1, 1, 0])
+    t = np.array([0, 0, 0, 1, 0, 0, 0, 0, 0])
+    options: dict[str, Any] = {"scale": "batch", "eps": 1e-4, "singleton": "raw"}
+    want = grouped_advantages(r, g, 2, trajectory_ids_PG=t, **options)
+    got = kj.grouped_advantages(r.astype(np.float32), g, 2, trajectory_ids_PG=t, **options)
+    np.testing.assert_array_equal(np.asarray(got.group_constant), want.group_constant)
+    assert want.group_constant.all() and not np.asarray(got.advantages).any()

@@ -260,9 +260,14 @@ def _trajectory_samples(
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Averages the rows of each (group, trajectory) pair into one sample (N sample slots).
 
-    ``h`` is p on rows left out; their samples get group p. A trajectory's mean is taken as its
-    largest row plus the mean deviation from it, in halves and each deviation divided by the row count
-    before the sum, so no sum overflows (a sum of half-deviations of ±3e38 rewards would).
+    ``h`` is p on rows left out; their samples get group p. A trajectory's mean is taken in halves
+    (so that a difference of two float32 values fits float32) as its group's largest half-row plus the
+    mean deviation from it: Σ deviations, then one division by the row count. Every trajectory of a
+    group thus shares one reference, and where the deviation sums are exact (rewards on a coarse grid),
+    trajectories whose means are equal as real numbers get equal float32 means, as in numpy's float64
+    ``Σ r / n``, and the group is constant. (Dividing each deviation before the sum, or measuring each
+    trajectory from its own largest row, rounds equal means differently.) A pair whose deviation sum
+    overflows (rewards near ±3.4e38) divides each deviation by the count before summing instead.
     """
     n = x.shape[0]
     order = jnp.lexsort((t, h))
@@ -270,14 +275,16 @@ def _trajectory_samples(
     new = jnp.ones(n, bool).at[1:].set((hs[1:] != hs[:-1]) | (ts[1:] != ts[:-1])) if n else hs > 0
     pair = jnp.zeros(n, jnp.int32).at[order].set(jnp.cumsum(new, dtype=jnp.int32) - 1)
     count = jax.ops.segment_sum(valid.astype(jnp.int32), pair, n)
-    half = x * 0.5  # halves: a deviation from the largest row then fits float32 at any magnitude
-    top = jax.ops.segment_max(jnp.where(valid, half, -jnp.inf), pair, n)
-    top = jnp.where(count > 0, top, 0.0)
-    share = (half - top[pair]) / jnp.maximum(count, 1)[pair].astype(half.dtype)
-    deviation = jax.ops.segment_sum(jnp.where(valid, share, 0.0), pair, n)
-    values = (top + deviation) * 2.0
+    half = x * 0.5  # halves: a deviation from the group's largest row then fits float32 at any magnitude
+    top = jax.ops.segment_max(jnp.where(valid, half, -jnp.inf), h, p + 1)
+    top = jnp.where(jnp.isfinite(top), top, 0.0)  # segment p and empty groups: no valid row
+    deviation = jnp.where(valid, half - top[h], 0.0)
+    rows = jnp.maximum(count, 1).astype(half.dtype)
+    total = jax.ops.segment_sum(deviation, pair, n)
+    split = jax.ops.segment_sum(deviation / rows[pair], pair, n)  # no partial sum exceeds a deviation
     group = jax.ops.segment_max(h, pair, n)
     group = jnp.where(count > 0, group, p)
+    values = (top[group] + jnp.where(jnp.isfinite(total), total / rows, split)) * 2.0
     return pair, values, group
 
 
