@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 import tinker
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from tinker import types
 from tinker._compat import model_dump
@@ -159,6 +159,8 @@ _PROBES = st.one_of(
     probe=_PROBES,
     dtype=st.sampled_from([np.int8, np.uint8, np.int16, np.int32, np.uint32, np.int64, np.float64, np.bool_]),
 )
+@example(ids=[], probe=2**63, dtype=np.int8)  # deep profile: t[2**63] was OverflowError, not IndexError
+@example(ids=[5], probe=-(2**63) - 1, dtype=np.int8)
 def test_behaves_as_the_list_it_stands_for(ids: list[int], probe: Any, dtype: Any) -> None:
     """Found by review: ``6.0 in t`` was False, ``t[True]`` raised and ``np.asarray(t, dtype=np.int32)``
     wrapped an id beyond int32, where the list of ints ``from_ints`` holds gives True, its second item and

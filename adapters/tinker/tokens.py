@@ -90,8 +90,12 @@ class TokenArray(Sequence[int]):
         if isinstance(index, slice):
             return TokenArray(self._ids[index])
         # as a list: any object with __index__ (True is 1), a TypeError for others (numpy would read a
-        # bool as a mask and a float as an error of its own)
-        return int(self._ids[operator.index(index)])
+        # bool as a mask and a float as an error of its own), an IndexError for any int out of range
+        # (numpy raises OverflowError beyond int64)
+        i, n = operator.index(index), self._ids.shape[0]
+        if not -n <= i < n:
+            raise IndexError("TokenArray index out of range")
+        return int(self._ids[i])
 
     def __add__(self, other: object) -> list[int]:
         """``t + [1]``: a list, as for the list of ints ``from_ints`` holds."""
