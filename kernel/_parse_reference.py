@@ -13,8 +13,9 @@ from kernel._parse_common import (
     _agent_id,
     _failure,
     _fold,
+    _success,
 )
-from kernel._types import SMALL_VOTES, MalformedVote, ParsedResponse, Vote, pack_votes
+from kernel._types import SMALL_VOTES, MalformedVote, ParsedResponse, Vote
 
 __all__: list[str] = []
 
@@ -200,19 +201,5 @@ def _parse_reference(text: str, author_id: int) -> ParsedResponse:
         reason = next(_MISSING[name] for name in _REQUIRED if name not in found)
         return _failure("reference", author_id, reason, norm, found, comparison)
     votes, dropped, malformed = _v1_votes(comparison, author_id)
-    return ParsedResponse(  # positional (a third faster than by keyword), in field order
-        True,  # ok
-        found["solution"],
-        found["evaluation"],
-        comparison,
-        found["consensus"].strip().upper() == "YES",  # consensus
-        found["consensus_reason"],
-        tuple(votes),
-        author_id,
-        dropped,  # self_votes_dropped
-        tuple(malformed),  # malformed_votes
-        "",  # reason
-        norm,  # normalized_text
-        "reference",  # policy
-        pack_votes(votes),  # vote_codes
-    )
+    consensus = found["consensus"].strip().upper() == "YES"
+    return _success("reference", author_id, found, comparison, consensus, votes, dropped, malformed, norm)

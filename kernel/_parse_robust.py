@@ -17,8 +17,9 @@ from kernel._parse_common import (
     _empty,
     _failure,
     _fold,
+    _success,
 )
-from kernel._types import SMALL_VOTES, MalformedVote, ParsedResponse, Vote, pack_votes
+from kernel._types import SMALL_VOTES, MalformedVote, ParsedResponse, Vote
 
 __all__: list[str] = []
 
@@ -410,19 +411,5 @@ def _parse_robust(text: str, author_id: int) -> ParsedResponse:
         return _failure("robust", author_id, reason, norm, fields, fields.get("comparison", ""))
     comparison = fields.get("comparison", "")
     votes, dropped, malformed = _robust_votes(comparison, author_id)
-    return ParsedResponse(  # positional (a third faster than by keyword), in field order
-        True,  # ok
-        fields["solution"],
-        fields["evaluation"],
-        comparison,
-        _robust_consensus(fields["consensus"]),
-        fields["consensus_reason"],
-        tuple(votes),
-        author_id,
-        dropped,  # self_votes_dropped
-        tuple(malformed),  # malformed_votes
-        "",  # reason
-        norm,  # normalized_text
-        "robust",  # policy
-        pack_votes(votes),  # vote_codes
-    )
+    consensus = _robust_consensus(fields["consensus"])
+    return _success("robust", author_id, fields, comparison, consensus, votes, dropped, malformed, norm)
