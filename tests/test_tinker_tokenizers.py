@@ -116,6 +116,33 @@ def test_decode_matches_the_obvious_loop(ids: list[int], skip: bool) -> None:
     assert TOK.decode(iter(ids), skip_special_tokens=skip) == expected
 
 
+@given(st.lists(st.integers(0, 255)), st.none() | st.integers(256, 261), st.booleans())
+def test_decode_of_a_sampled_turn_matches_the_obvious_loop(
+    body: list[int], stop: int | None, skip: bool
+) -> None:
+    """Bytes then at most one special token (a sampled turn and its stop): the list's shortcut, against
+    the loop and against the same ids as an array (the general path)."""
+    import numpy as np
+
+    ids = body if stop is None else [*body, stop]
+    expected = _decode_slowly(ids, skip)
+    assert TOK.decode(ids, skip_special_tokens=skip) == expected
+    assert TOK.decode(np.asarray(ids, np.int64), skip_special_tokens=skip) == expected
+
+
+def test_decode_shortcut_leaves_other_lists_to_the_general_path() -> None:
+    import numpy as np
+
+    assert TOK.decode([104, 105, np.int64(33)]) == "hi!"  # numpy ints
+    assert TOK.decode([104, 262 - 1, 105]) == "h<|end|>i"  # a special inside
+    with pytest.raises(ValueError, match="got 262"):
+        TOK.decode([104, 262])  # past the vocabulary, last
+    with pytest.raises(ValueError, match="got 300"):
+        TOK.decode([300, 261])
+    with pytest.raises(TypeError, match="flat sequence of ints"):
+        TOK.decode([True, False])  # bools are not ids (bytes() would take them)
+
+
 def test_decode_rejects_non_integer_ids() -> None:
     with pytest.raises(TypeError, match="flat sequence of ints"):
         TOK.decode([[65]])  # type: ignore[list-item]

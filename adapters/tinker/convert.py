@@ -32,7 +32,7 @@ import numpy.typing as npt
 import tinker
 from tinker import types
 
-from adapters.tinker.tokens import TokenArray, tokens_supported
+from adapters.tinker.tokens import TokenArray, _text_model_input, tokens_supported
 from kernel import DatumBatch, DatumResult, Trajectories, build_datums
 from kernel._checks import check_each, check_type
 from kernel._datums import _consistent
@@ -392,18 +392,14 @@ def _direct_text_datums(
 
     The attributes are those ``ModelInput.from_ints``, ``TensorData.from_numpy`` and ``Datum(...)`` leave
     on a token list and on writeable int64 / float32 arrays (pydantic keeps field values in ``__dict__``
-    plus three slots); :func:`_direct_matches_sdk` checks that this still holds for the installed SDK
-    before this path is used. Skipped: pydantic's per-token validation of lists that are ints already.
+    plus three slots; the model inputs come from ``tokens._text_model_input``); :func:`_direct_matches_sdk`
+    checks that this still holds for the installed SDK before this path is used. Skipped: pydantic's
+    per-token validation of lists that are ints already.
     ``lazy``: tokens as ``TokenArray`` views of ``tokens`` instead of int lists.
     """
     set_slot = object.__setattr__
     new = object.__new__
-    chunk_cls, input_cls, tensor_cls, datum_cls = (
-        types.EncodedTextChunk,
-        tinker.ModelInput,
-        types.TensorData,
-        tinker.Datum,
-    )
+    tensor_cls, datum_cls = types.TensorData, tinker.Datum
     columns = [(key, _WIRE_DTYPES[values.dtype], values) for key, values in inputs.items()]
     table = None if lazy else _shared_table(tokens)
     read_only = tokens.view()  # one read-only view; its slices are read-only too
@@ -411,17 +407,7 @@ def _direct_text_datums(
     wrap = TokenArray._of_read_only
     out: list[tinker.Datum] = []
     for s, e in itertools.pairwise(bounds):
-        run = wrap(read_only[s:e]) if lazy else _token_list(tokens[s:e], table)
-        chunk = chunk_cls.__new__(chunk_cls)
-        set_slot(chunk, "__dict__", {"tokens": run, "type": "encoded_text"})
-        set_slot(chunk, "__pydantic_fields_set__", {"tokens"})
-        set_slot(chunk, "__pydantic_extra__", None)
-        set_slot(chunk, "__pydantic_private__", None)
-        model_input = input_cls.__new__(input_cls)
-        set_slot(model_input, "__dict__", {"chunks": [chunk]})
-        set_slot(model_input, "__pydantic_fields_set__", {"chunks"})
-        set_slot(model_input, "__pydantic_extra__", None)
-        set_slot(model_input, "__pydantic_private__", None)
+        model_input = _text_model_input(wrap(read_only[s:e]) if lazy else _token_list(tokens[s:e], table))
         loss_inputs = {}
         for key, dtype, values in columns:
             tensor = new(tensor_cls)

@@ -18,7 +18,6 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Literal, Protocol
 
 import numpy as np
-import numpy.typing as npt
 import tinker
 
 from adapters.tinker.tokenizers import ByteTokenizer
@@ -101,15 +100,21 @@ class ByteRenderer:
             TypeError: if a message is not a :class:`kernel.Message`.
             ValueError: if a role is not system, user or assistant.
         """
-        parts: list[npt.NDArray[np.integer[Any]]] = [np.array([self.tokenizer.bos_token_id], np.int64)]
-        for m in _check_messages(messages):
-            parts += [
-                np.array([self._role[m.role]], np.int64),
-                self.tokenizer.encode_array(m.content),
-                np.array([self._end], np.int64),
-            ]
-        parts.append(np.array([self._role["assistant"]], np.int64))
-        return model_input_of(np.concatenate(parts, dtype=np.int64))
+        checked = _check_messages(messages)
+        contents = [self.tokenizer.encode_array(m.content) for m in checked]
+        ids: np.ndarray[tuple[int], np.dtype[np.int64]] = np.empty(
+            sum(c.shape[0] + 2 for c in contents) + 2, np.int64
+        )
+        ids[0] = self.tokenizer.bos_token_id
+        at = 1
+        for m, content in zip(checked, contents, strict=True):
+            end = at + 1 + content.shape[0]
+            ids[at] = self._role[m.role]
+            ids[at + 1 : end] = content
+            ids[end] = self._end
+            at = end + 1
+        ids[at] = self._role["assistant"]
+        return model_input_of(ids)
 
     def stop_sequences(self) -> list[str] | list[int]:
         """``[<|end|>]`` as a token id (token-id stops are used alone)."""

@@ -35,6 +35,21 @@ def _utf8(ids: np.ndarray[tuple[int], np.dtype[np.integer]]) -> str:
     return bytes(ids.astype(np.uint8)).decode("utf-8", errors="replace")
 
 
+def _bytes_then_special(ids: list[int], skip: bool, vocab_size: int) -> str | None:
+    """``decode`` of a list of Python ints that are bytes, the last one possibly a special token (a sampled
+    turn ends with its stop token), without an array; None for any other list (the general path)."""
+    if not ids or set(map(type, ids)) != {int}:
+        return None
+    last = ids[-1]
+    special = _NUM_BYTES <= last < vocab_size
+    try:
+        data = bytes(ids[:-1] if special else ids)  # bytes() refuses an id outside [0, 256)
+    except ValueError:
+        return None
+    text = data.decode("utf-8", errors="replace")
+    return text if skip or not special else text + SPECIAL_TOKENS[last - _NUM_BYTES]
+
+
 class ByteTokenizer:
     """UTF-8 bytes as ids 0 … 255 plus six special tokens 256 … 261; ``vocab_size = 262``.
 
@@ -106,6 +121,10 @@ class ByteTokenizer:
             TypeError: if the ids are not a flat sequence of integers.
             ValueError: if an id lies outside ``[0, vocab_size)``.
         """
+        if type(token_ids) is list:
+            text = _bytes_then_special(token_ids, skip_special_tokens, self.vocab_size)
+            if text is not None:
+                return text
         seq = token_ids if isinstance(token_ids, list | tuple | np.ndarray) else list(token_ids)
         arr = np.asarray(seq)
         if arr.size == 0:

@@ -199,11 +199,34 @@ def tokens_supported() -> bool:
     return _probe_equal(_array_model_input)
 
 
+def _text_model_input(tokens: Sequence[int]) -> types.ModelInput:
+    """A ``ModelInput`` of one ``EncodedTextChunk`` holding ``tokens`` as given (not validated).
+
+    Both objects are set up attribute by attribute as ``model_construct`` leaves them (pydantic keeps the
+    field values in ``__dict__`` plus three slots), without its loop over the fields: a prompt a turn and
+    a model input a datum go through here. Its callers' probes check that what it builds is what the
+    SDK's own constructors build (:func:`tokens_supported`, ``convert._direct_matches_sdk``).
+    """
+    chunk = _new(_CHUNK)
+    _set(chunk, "__dict__", {"tokens": tokens, "type": "encoded_text"})
+    _set(chunk, "__pydantic_fields_set__", {"tokens"})
+    _set(chunk, "__pydantic_extra__", None)
+    _set(chunk, "__pydantic_private__", None)
+    model_input: types.ModelInput = _new(_MODEL_INPUT)
+    _set(model_input, "__dict__", {"chunks": [chunk]})
+    _set(model_input, "__pydantic_fields_set__", {"chunks"})
+    _set(model_input, "__pydantic_extra__", None)
+    _set(model_input, "__pydantic_private__", None)
+    return model_input
+
+
+_new, _set = object.__new__, object.__setattr__
+_CHUNK, _MODEL_INPUT = types.EncodedTextChunk, types.ModelInput
+
+
 def _array_model_input(ids: npt.NDArray[np.integer[Any]]) -> types.ModelInput:
     """A ``ModelInput`` of one text chunk whose tokens are a :class:`TokenArray` view of ``ids``."""
-    chunk = types.EncodedTextChunk.model_construct(tokens=TokenArray(ids))
-    model_input: types.ModelInput = types.ModelInput.model_construct(chunks=[chunk])
-    return model_input
+    return _text_model_input(TokenArray(ids))
 
 
 def model_input_of(ids: npt.NDArray[np.integer[Any]]) -> types.ModelInput:
