@@ -17,7 +17,11 @@
    records every wait as delivered and prints the overhead against the bound of those:
    ``longest × mean delivered sample wait + mean delivered forward_backward wait``, the client's own
    share; also for the loop streamed in 4 parts (``stream_minibatches = 4``), where the kernel stages of
-   the parts whose debates ended first run before the last debate ends.
+   the parts whose debates ended first run before the last debate ends. That row overstates the client's
+   share: the fake runs each ``forward_backward`` when it is submitted (it hashes every datum, for the
+   record of what it trained, and computes the logprobs: about 60 ms for a whole batch), on the client's
+   loop, and a streamed step submits its first parts while the other debates are still sampling, which
+   a remote service would not delay. With debates that all end together, streaming cannot help anyway.
    Goal: within 10 % of the bound, client overhead < 5 % of a step.
    A step is its wall time, ``time/total`` (from one metrics line to the next: on-policy, the next batch's
    sampling starts as soon as its sampler is ready, while the step writes its metrics). It is also split
