@@ -199,6 +199,10 @@ def tokens_supported() -> bool:
     return _probe_equal(_array_model_input)
 
 
+_new, _set = object.__new__, object.__setattr__
+_CHUNK, _MODEL_INPUT = types.EncodedTextChunk, types.ModelInput
+
+
 def _text_model_input(tokens: Sequence[int]) -> types.ModelInput:
     """A ``ModelInput`` of one ``EncodedTextChunk`` holding ``tokens`` as given (not validated).
 
@@ -218,10 +222,6 @@ def _text_model_input(tokens: Sequence[int]) -> types.ModelInput:
     _set(model_input, "__pydantic_extra__", None)
     _set(model_input, "__pydantic_private__", None)
     return model_input
-
-
-_new, _set = object.__new__, object.__setattr__
-_CHUNK, _MODEL_INPUT = types.EncodedTextChunk, types.ModelInput
 
 
 def _array_model_input(ids: npt.NDArray[np.integer[Any]]) -> types.ModelInput:
