@@ -558,3 +558,24 @@ def test_conversion_refuses_what_it_would_turn_into_wrong_datums() -> None:
     assert dc.replace(out, loss_fn_inputs={}).model_input is datum.model_input
     with pytest.raises(TypeError, match="got one Datum"):
         without_mask(datum)  # type: ignore[arg-type]
+
+
+_EDGES = [2**31 - 1, 2**31, -(2**63)]
+_ID = st.integers(-(2**40), 2**40) | st.integers(-3, 2**31 + 2) | st.sampled_from(_EDGES)
+
+
+@given(st.lists(st.lists(_ID, max_size=6), min_size=1, max_size=3), st.booleans())
+def test_lowest_id_shortcut_agrees_with_min_and_max(columns: list[list[int]], unsigned: bool) -> None:
+    """The OR shortcut of the id check (one pass a column) against the plain min / max it skips: the
+    lowest id (0 when none is negative), and an error for an id past int32, at every size."""
+    from adapters.tinker.convert import _lowest_id
+
+    arrays = [np.array(c, dtype=np.int64) for c in columns]
+    if unsigned:
+        arrays = [a[a >= 0].astype(np.uint64) for a in arrays]
+    values = [int(v) for a in arrays for v in a.tolist()]
+    if values and max(values) > 2**31 - 1:
+        with pytest.raises(ValueError, match="fit int32"):
+            _lowest_id(*arrays)
+    else:
+        assert _lowest_id(*arrays) == min([0, *values])

@@ -204,10 +204,7 @@ def datums_to_tinker(
     for name in ("input_tokens", "target_tokens"):
         if getattr(batch, name).dtype.kind not in "iu":
             raise TypeError(f"batch.{name} must hold integer ids, got dtype {getattr(batch, name).dtype}")
-    n = batch.input_tokens.size
-    low = min(int(batch.input_tokens.min()), int(batch.target_tokens.min())) if n else 0
-    if n and max(int(batch.input_tokens.max()), int(batch.target_tokens.max())) > _INT32_MAX:
-        raise ValueError("token ids must fit int32 (Tinker sends them as int32)")
+    low = _lowest_id(batch.input_tokens, batch.target_tokens)
     if low < -len(chunks):
         raise ValueError(f"negative token ids are chunk placeholders; only {len(chunks)} chunks were given")
     bounds = batch.offsets_D1.tolist()
@@ -328,6 +325,24 @@ def _offsets(parts: Sequence[npt.NDArray[Any]]) -> npt.NDArray[np.int64]:
     out = np.zeros(len(parts) + 1, np.int64)
     np.cumsum([p.shape[0] for p in parts], out=out[1:])
     return out
+
+
+def _lowest_id(*columns: npt.NDArray[Any]) -> int:
+    """The lowest token id in ``columns`` (0 when none is negative, or all are empty), once every id is
+    checked to fit int32.
+
+    Raises:
+        ValueError: an id above int32's maximum.
+    """
+    filled = [c for c in columns if c.size]
+    bits = 0
+    for c in filled:  # one OR a column: no sign bit and no bit from 31 up means every id is in [0, 2**31)
+        bits |= int(np.bitwise_or.reduce(c))
+    if 0 <= bits <= _INT32_MAX:
+        return 0
+    if max(int(c.max()) for c in filled) > _INT32_MAX:
+        raise ValueError("token ids must fit int32 (Tinker sends them as int32)")
+    return min(int(c.min()) for c in filled)
 
 
 def _loss_inputs(
