@@ -265,9 +265,10 @@ class FaultyService:
         self.busy_until: defaultdict[str, float] = defaultdict(float)
         """Per method with ``compute_per_token``: when the service finishes the requests so far."""
 
-    def call(self, method: str, run: Any, wrap: Any = None, tokens: int = 0) -> Any:
+    def call(self, method: str, run: Any, wrap: Any = None, tokens: Callable[[], int] | None = None) -> Any:
         """Runs ``run()`` (which submits the request and returns its future) under the plan's fault;
-        ``tokens`` sizes the request for ``compute_per_token``."""
+        ``tokens()`` sizes the request for ``compute_per_token`` (called only when the method has one: it
+        walks the whole batch, which would delay every submission)."""
         index = self.calls[method]
         self.calls[method] += 1
         fault = self.plan.fault_for(method, index)
@@ -296,12 +297,13 @@ class FaultyService:
             run()
         raise SimulatedCrash(f"simulated crash in {method} call {index}")
 
-    def _computed(self, method: str, tokens: int, now: float) -> float:
+    def _computed(self, method: str, tokens: Callable[[], int] | None, now: float) -> float:
         """Seconds from ``now`` until the service has computed this request after those before it."""
         per_token = self.plan.compute_per_token.get(method, 0.0)
         if not per_token:
             return 0.0
-        self.busy_until[method] = max(now, self.busy_until[method]) + per_token * tokens
+        size = tokens() if tokens is not None else 0
+        self.busy_until[method] = max(now, self.busy_until[method]) + per_token * size
         return self.busy_until[method] - now
 
 
@@ -367,7 +369,7 @@ class _FaultyTrainingClient:
         return self.faults.call(  # type: ignore[no-any-return]
             "forward_backward",
             lambda: self.inner.forward_backward(data, loss_fn, loss_fn_config),
-            tokens=_tokens(data),
+            tokens=lambda: _tokens(data),
         )
 
     def forward_backward_custom(
@@ -376,7 +378,7 @@ class _FaultyTrainingClient:
         return self.faults.call(  # type: ignore[no-any-return]
             "forward_backward_custom",
             lambda: self.inner.forward_backward_custom(data, loss_fn),
-            tokens=_tokens(data),
+            tokens=lambda: _tokens(data),
         )
 
     def optim_step(self, optim_params: types.AdamParams) -> Future[types.OptimStepResponse]:
