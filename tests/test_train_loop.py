@@ -9,7 +9,9 @@ import gc
 import json
 import math
 import warnings
+import weakref
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -18,10 +20,13 @@ from hypothesis import strategies as st
 
 import kernel
 from adapters.tinker import checkpoint as ck
+from adapters.tinker import train
 from adapters.tinker.config import TrainConfig
 from adapters.tinker.dataset import load_questions
 from adapters.tinker.fake import FakeServiceClient, load_state_file
 from adapters.tinker.faults import Fault, FaultPlan, SimulatedCrash, with_faults
+from adapters.tinker.renderers import ByteRenderer
+from adapters.tinker.rollouts import RolloutConfig, run_debates, self_play
 from adapters.tinker.train import METRIC_NAMES, run_training
 from adapters.transcripts import read_transcripts
 from tests._marks import SHORT_SAMPLES
@@ -736,3 +741,40 @@ def test_a_missing_or_corrupt_saved_state_is_named(tmp_path: Path, name: str, co
     with pytest.raises(ck.CheckpointError, match=rf"loop_state\.json: cannot load its saved state .*{name}"):
         asyncio.run(run_training(config, FakeServiceClient(seed=0), resume=True))
     assert (tmp_path / "run" / ck.METRICS).read_bytes() == before
+
+
+def test_transcript_write_lets_go_of_the_rollouts_before_the_writer_answers(tmp_path: Path) -> None:
+    """The step's rollouts are freed in the write's first step, while the service computes: freeing them
+    takes a few ms, and the writer's answer comes in the middle of the next batch's sampling."""
+
+    async def main() -> tuple[list[bool], list[bool]]:
+        tc = await FakeServiceClient(seed=0).create_lora_training_client("fake", 4)
+        sampler = await tc.save_weights_and_get_sampling_client()
+        specs = self_play(["What is 2 + 2?", "What is 3 * 3?"], sampler, num_agents=2)
+        rollouts = await run_debates(specs, ByteRenderer(), config=RolloutConfig(num_agents=2, max_rounds=2))
+        played = list(rollouts.results)
+        del rollouts
+        # each turn's action array is the turn's own copy: alive exactly as long as its rollout
+        probes = [weakref.ref(turn.arrays[1]) for r in played for turn in r.turns if turn.arrays is not None]
+        answer = asyncio.Event()
+        written: list[Any] = []
+
+        class Writer:
+            async def write(self, path: Path, columns: Any) -> None:
+                written.append(columns)
+                await answer.wait()
+
+        shell = SimpleNamespace(run=SimpleNamespace(run_dir=tmp_path), writer=Writer())
+        task = asyncio.create_task(train._Shell.write_transcripts(shell, 0, played))  # type: ignore[arg-type]
+        del played
+        before = [p() is not None for p in probes]
+        await asyncio.sleep(0)  # the write's first step: columns built, then waiting for the writer
+        during = [p() is not None for p in probes]
+        answer.set()
+        await task
+        assert len(written) == 1 and len(written[0].texts) == len(probes)
+        return before, during
+
+    before, during = asyncio.run(main())
+    assert before and all(before)
+    assert not any(during)

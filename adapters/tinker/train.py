@@ -364,7 +364,12 @@ class _Shell:
     async def write_transcripts(self, step: int, played: Sequence[DebateResult]) -> None:
         path = ck.transcript_path(self.run.run_dir, step)
         # columns cost a few ms on the loop; the debates are built where they are encoded
-        await self.writer.write(path, transcript_columns(played))
+        columns = transcript_columns(played)
+        # The step's rollouts die with this reference (the step's other holders let go at the submission):
+        # freeing their objects takes ~3 ms, here while the service computes, not at the worker's reply,
+        # which comes in the middle of the next batch's sampling and would delay its turns.
+        del played
+        await self.writer.write(path, columns)
 
     async def kl_penalty(self, prepared: Prepared) -> tuple[float, int]:
         """``A_t += β·(mean KL − KL_t)`` over action tokens, KL_t = lp_sampler − lp_reference, the mean over
