@@ -33,6 +33,15 @@ def as_int_array(x: npt.ArrayLike, name: str, *, ndim: int = 1) -> npt.NDArray[n
     return arr.astype(np.int64, copy=False)
 
 
+def as_id_array(x: npt.ArrayLike, name: str) -> npt.NDArray[np.integer[Any]]:
+    """:func:`as_int_array` of rank 1 that keeps a narrower integer dtype as it is (int32 ids are not
+    copied to int64); uint64 becomes int64, checked, so any two results compare and index exactly."""
+    arr = np.asarray(x)
+    if arr.dtype.kind in "iu" and arr.ndim == 1 and arr.dtype != np.uint64:
+        return arr
+    return as_int_array(x, name)
+
+
 def as_int32_saturated(x: npt.ArrayLike, name: str) -> npt.NDArray[np.int32]:
     """Converts ``x`` to a rank-1 int32 array, clamping (never wrapping) integers beyond int32.
 

@@ -30,6 +30,7 @@ import numpy.typing as npt
 from kernel._checks import (
     as_bool_array,
     as_float_array,
+    as_id_array,
     as_int_array,
     check_bool,
     check_choice,
@@ -98,7 +99,8 @@ class Trajectories(NamedTuple):
     non-decreasing; a trajectory id with no transition is an empty trajectory.
 
     Attributes:
-        ob_tokens: [Σ obs] int, observation tokens of all transitions.
+        ob_tokens: [Σ obs] int, observation tokens of all transitions (any integer dtype: int32 ids are
+            read as they are, and the datums hold them as int64).
         ob_offsets_N1: [N+1] int, offsets into ``ob_tokens``.
         ac_tokens: [Σ act] int, action tokens of all transitions.
         ac_offsets_N1: [N+1] int, offsets into ``ac_tokens``.
@@ -580,8 +582,8 @@ def _checked(t: Trajectories) -> Trajectories:
             "trajectories must be a Trajectories (see trajectories_from_lists), got "
             f"{type(t).__name__} without {', '.join(missing)}"
         )
-    ob = as_int_array(t.ob_tokens, "ob_tokens")
-    ac = as_int_array(t.ac_tokens, "ac_tokens")
+    ob = as_id_array(t.ob_tokens, "ob_tokens")  # int32 ids stay int32: the datums are written in int64
+    ac = as_id_array(t.ac_tokens, "ac_tokens")
     lp = as_float_array(t.logprobs, "logprobs")
     has = as_bool_array(t.has_logprobs_N, "has_logprobs_N")
     ids = as_int_array(t.traj_ids_N, "traj_ids_N")
@@ -730,7 +732,12 @@ def _gather_runs(
         np.concatenate(pieces, out=out)
         return
     base = np.cumsum([0, *(s.shape[0] for s in sources[:-1])])
-    combined = sources[0] if len(sources) == 1 else np.concatenate(sources)
+    # in out's dtype (np.take writes only its own): int32 ids are widened in this copy
+    combined = (
+        sources[0].astype(out.dtype, copy=False)
+        if len(sources) == 1
+        else np.concatenate(sources, dtype=out.dtype)
+    )
     np.take(combined, _runs_index(starts_R + base[source_R], lengths_R), out=out)
 
 

@@ -407,10 +407,16 @@ def test_equals_the_sequential_oracle(path: str, case: Any, data: st.DataObject)
         kw["ac_weights"] = data.draw(st.lists(share, min_size=a, max_size=a))
     dtypes = {"where": bool, "parse_failed_N": bool, "ac_weights": np.float64}
     arrays = {k: np.asarray(v, dtypes[k]) if k in dtypes else v for k, v in kw.items()}
+    # ids in any integer dtype, observations and actions apart: narrower ones are read as they are
+    ids = st.sampled_from([np.int64, np.int32, np.int8, np.uint16, np.uint64])
+    ob_dtype, ac_dtype = data.draw(ids), data.draw(ids)
+    t = trajectories_from_lists(case.transitions_B, case.advantages_B)
+    t = t._replace(ob_tokens=t.ob_tokens.astype(ob_dtype), ac_tokens=t.ac_tokens.astype(ac_dtype))
     with pytest.MonkeyPatch.context() as mp:
         # Every gather by Python slices, or every gather by fancy indexing.
         mp.setattr(datums_module, "_SLICE_MIN_MEAN_RUN", 0 if path == "slices" else 10**9)
-        result = build(case.transitions_B, case.advantages_B, **arrays)
+        result = build_datums(t, **arrays)
+    assert result.datums.input_tokens.dtype == result.datums.target_tokens.dtype == np.int64
     want, statuses = oracle(case.transitions_B, case.advantages_B, **kw)
     assert unpack(result.datums) == want
     assert [DATUM_STATUS[s] for s in result.status_B] == statuses

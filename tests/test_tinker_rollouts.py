@@ -27,8 +27,10 @@ from adapters.tinker.rollouts import (
     run_debates,
     self_play,
     transcript_lines,
+    turn_arrays,
 )
 from adapters.transcripts import dumps_debate, read_transcripts
+from kernel import Message
 from tests._profile import examples
 
 T = TypeVar("T")
@@ -555,3 +557,26 @@ def test_rollout_config_and_spec_helpers_name_bad_values() -> None:
         self_play(["a?", "b?"], sampler, num_agents=2, answers="xy")
     with pytest.raises(TypeError, match="questions must be a sequence"):
         fixed_opponents("ab", sampler, sampler, num_agents=2)
+
+
+def test_turn_arrays_keep_the_dtypes_they_are_given() -> None:
+    """The byte renderer's int32 prompt and the sampler's int32 ids and float32 logprobs are kept as they
+    are (no copy a turn; the step's packing widens them once); lists, as the SDK gives, become int64 and
+    float64; ids that are not integers are cast as before."""
+    prompt = ByteRenderer().build_prompt([Message("user", "2 + 2?")])
+    tokens, logprobs = np.array([5, 6], np.int32), np.array([-0.5, -1.0], np.float32)
+    arrays = turn_arrays(prompt, types.SampledSequence("stop", "s", tokens_np=tokens, logprobs_np=logprobs))
+    assert arrays is not None
+    ob, ac, lp = arrays
+    assert ob.dtype == np.int32 and ob.tolist() == prompt.to_ints()
+    assert ob is np.asarray(prompt.chunks[0].tokens)  # the prompt's own array
+    assert ac is tokens and lp is logprobs
+    listed = turn_arrays(
+        types.ModelInput.from_ints([1, 2]), types.SampledSequence("stop", "s", [5, 6], [-0.5, 0])
+    )
+    assert listed is not None
+    assert [a.dtype for a in listed] == [np.int64, np.int64, np.float64]
+    assert [a.tolist() for a in listed] == [[1, 2], [5, 6], [-0.5, 0.0]]
+    floats = types.SampledSequence("stop", "s", tokens_np=np.array([5.0]), logprobs_np=np.array([-0.5]))
+    cast = turn_arrays(types.ModelInput.from_ints([1]), floats)
+    assert cast is not None and cast[1].dtype == np.int64 and cast[1].tolist() == [5]

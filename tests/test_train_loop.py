@@ -754,7 +754,7 @@ def test_transcript_write_lets_go_of_the_rollouts_before_the_writer_answers(tmp_
         rollouts = await run_debates(specs, ByteRenderer(), config=RolloutConfig(num_agents=2, max_rounds=2))
         played = list(rollouts.results)
         del rollouts
-        # each turn's action array is the turn's own copy: alive exactly as long as its rollout
+        # each turn's action array is its sampled sequence's: alive exactly as long as its rollout
         probes = [weakref.ref(turn.arrays[1]) for r in played for turn in r.turns if turn.arrays is not None]
         answer = asyncio.Event()
         written: list[Any] = []

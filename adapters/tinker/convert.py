@@ -143,11 +143,12 @@ def pack_trajectories(
 ) -> Trajectories:
     """:class:`kernel.Trajectories` of transitions given as per-transition arrays (observation, action and
     logprob tokens), the first ``counts_B[0]`` of them trajectory 0, the next ``counts_B[1]`` trajectory
-    1, and so on: the arrays are concatenated, not converted to Python lists."""
+    1, and so on: the arrays are concatenated, not converted to Python lists. Ids keep their common
+    integer dtype (int32 ones are half the bytes to copy; ``build_datums`` writes the datums in int64)."""
     return Trajectories(
-        ob_tokens=_concat(obs, np.int64),
+        ob_tokens=_concat(obs, None),
         ob_offsets_N1=_offsets(obs),
-        ac_tokens=_concat(acs, np.int64),
+        ac_tokens=_concat(acs, None),
         ac_offsets_N1=_offsets(acs),
         logprobs=_concat(lps, np.float64),
         logprob_offsets_N1=_offsets(lps),
@@ -318,7 +319,10 @@ def _sampled_ids(seq: types.SampledSequence, where: str) -> npt.NDArray[np.int64
 
 
 def _concat(parts: Sequence[npt.NDArray[Any]], dtype: Any) -> npt.NDArray[Any]:
-    return np.concatenate(parts, dtype=dtype) if parts else np.zeros(0, dtype)
+    """The parts end to end, in ``dtype`` (None: their common dtype; int64 when there are none)."""
+    if not parts:
+        return np.zeros(0, dtype or np.int64)
+    return np.concatenate(parts, dtype=dtype)
 
 
 def _offsets(parts: Sequence[npt.NDArray[Any]]) -> npt.NDArray[np.int64]:

@@ -344,16 +344,16 @@ def rollout_datums(
     replayed: Sequence[pipeline.ReplayedDebate],
     tokens: Sequence[Sequence[TurnArrays | None]],
     numeric: pipeline.NumericResult,
-    credit: Callable[[npt.NDArray[np.int64]], npt.NDArray[np.float64]] | None = None,
+    credit: Callable[[npt.NDArray[np.integer[Any]]], npt.NDArray[np.float64]] | None = None,
 ) -> dict[str, npt.NDArray[Any]] | None:
     """``pipeline.build_datums(...).arrays`` (robust mode) from the rollout turns' token arrays: each
     (debate, agent) with a turn that has tokens is one trajectory of those turns, advantage the agent's;
     the trajectories are packed by concatenating arrays rather than from Python lists. ``credit`` maps a
     turn's action tokens to their shares of its advantage (``kernel.build_datums``'s ``ac_weights``);
     None gives every action token all of it."""
-    obs: list[npt.NDArray[np.int64]] = []
-    acs: list[npt.NDArray[np.int64]] = []
-    lps: list[npt.NDArray[np.float64]] = []
+    obs: list[npt.NDArray[np.integer[Any]]] = []
+    acs: list[npt.NDArray[np.integer[Any]]] = []
+    lps: list[npt.NDArray[np.floating[Any]]] = []
     counts: list[int] = []
     rows: list[int] = []
     origin: list[tuple[int, int]] = []

@@ -102,8 +102,9 @@ class ByteRenderer:
         """
         checked = _check_messages(messages)
         contents = [self.tokenizer.encode_array(m.content) for m in checked]
-        ids: np.ndarray[tuple[int], np.dtype[np.int64]] = np.empty(
-            sum(c.shape[0] + 2 for c in contents) + 2, np.int64
+        # int32 (bytes and a few special ids): half the bytes of int64 to write, keep and pack for the datums
+        ids: np.ndarray[tuple[int], np.dtype[np.int32]] = np.empty(
+            sum(c.shape[0] + 2 for c in contents) + 2, np.int32
         )
         ids[0] = self.tokenizer.bos_token_id
         at = 1

@@ -79,8 +79,12 @@ __all__ = [
     "turn_arrays",
 ]
 
-TurnArrays: TypeAlias = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64]]
-"""A turn's token arrays: observation ids int64 [O], action ids int64 [A], sampler logprobs float64 [A]."""
+TurnArrays: TypeAlias = tuple[
+    npt.NDArray[np.integer[Any]], npt.NDArray[np.integer[Any]], npt.NDArray[np.floating[Any]]
+]
+"""A turn's token arrays: observation ids [O], action ids [A] and sampler logprobs [A], each in the dtype
+the renderer and the sampler gave (integers and floats; the byte renderer's ids and the fake's are
+int32, its logprobs float32): they are widened once, when a step's turns are packed, not per turn."""
 
 
 def turn_arrays(prompt: tinker.ModelInput, sequence: types.SampledSequence) -> TurnArrays | None:
@@ -104,10 +108,15 @@ def turn_arrays(prompt: tinker.ModelInput, sequence: types.SampledSequence) -> T
         return None
     if not isinstance(logprobs, np.ndarray) and any(x is None for x in logprobs):
         return None
-    values = np.asarray(logprobs, dtype=np.float64)
+    values = np.asarray(logprobs)
+    if values.dtype.kind != "f":
+        values = values.astype(np.float64)
     if not np.isfinite(values).all():
         return None
-    return (prompt_ids(prompt), np.asarray(action, dtype=np.int64), values)
+    ids = np.asarray(action)
+    if ids.dtype.kind not in "iu":
+        ids = np.asarray(action, dtype=np.int64)
+    return (prompt_ids(prompt, held=True), ids, values)
 
 
 EndReason = Literal[
@@ -374,10 +383,10 @@ def transcript_columns(results: Sequence[DebateResult]) -> TranscriptColumns:
     rounds: list[int | None] = []
     texts: list[str] = []
     has: list[bool] = []
-    obs: list[npt.NDArray[np.int64]] = []
-    acs: list[npt.NDArray[np.int64]] = []
-    lps: list[npt.NDArray[np.float64]] = []
-    no_ids: npt.NDArray[np.int64] = np.zeros(0, np.int64)
+    obs: list[npt.NDArray[np.integer[Any]]] = []
+    acs: list[npt.NDArray[np.integer[Any]]] = []
+    lps: list[npt.NDArray[np.floating[Any]]] = []
+    no_ids: npt.NDArray[np.int32] = np.zeros(0, np.int32)  # widens nothing
     no_logprobs: npt.NDArray[np.float64] = np.zeros(0, np.float64)
     for r in results:
         for t in r.turns:
@@ -400,20 +409,23 @@ def transcript_columns(results: Sequence[DebateResult]) -> TranscriptColumns:
         rounds=rounds,
         texts=texts,
         has_tokens_K=np.asarray(has, dtype=np.bool_),
-        ob_tokens=_narrow(_concat(obs, np.int64)),
+        ob_tokens=_narrow(_concat(obs, None)),
         ob_offsets_K1=_offsets(obs),
-        ac_tokens=_narrow(_concat(acs, np.int64)),
+        ac_tokens=_narrow(_concat(acs, None)),
         ac_offsets_K1=_offsets(acs),
         logprobs=_concat(lps, np.float64),
     )
 
 
-def _narrow(ids: npt.NDArray[np.int64]) -> npt.NDArray[np.signedinteger[Any]]:
+def _narrow(ids: npt.NDArray[np.integer[Any]]) -> npt.NDArray[np.signedinteger[Any]]:
     """``ids`` as int32 when every id fits (half the bytes to send; the same Python ints come back)."""
+    if ids.dtype == np.int32:  # the byte renderer's and the fake sampler's ids: nothing to check
+        return ids.astype(np.int32, copy=False)
+    wide = ids.astype(np.int64, copy=False)
     info = np.iinfo(np.int32)
-    if ids.shape[0] and (int(ids.min()) < info.min or int(ids.max()) > info.max):
-        return ids
-    return ids.astype(np.int32)
+    if wide.shape[0] and (int(wide.min()) < info.min or int(wide.max()) > info.max):
+        return wide
+    return wide.astype(np.int32)
 
 
 @dataclass(frozen=True, slots=True, repr=False)

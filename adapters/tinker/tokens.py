@@ -29,7 +29,7 @@ import functools
 import operator
 import pickle
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, overload
+from typing import Any, Literal, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -246,19 +246,34 @@ def model_input_of(ids: npt.NDArray[np.integer[Any]]) -> types.ModelInput:
     return _array_model_input(ids)
 
 
-def prompt_ids(model_input: types.ModelInput) -> npt.NDArray[np.int64]:
+@overload
+def prompt_ids(model_input: types.ModelInput, *, held: Literal[False] = False) -> npt.NDArray[np.int64]: ...
+
+
+@overload
+def prompt_ids(model_input: types.ModelInput, *, held: bool) -> npt.NDArray[np.integer[Any]]: ...
+
+
+def prompt_ids(model_input: types.ModelInput, *, held: bool = False) -> npt.NDArray[np.integer[Any]]:
     """The token ids of a ``ModelInput`` made of text chunks, as one int64 array (no Python ints when
     the chunks hold :class:`TokenArray`; ``to_ints()`` raises its own error for other chunks).
 
+    ``held``: one chunk holding a :class:`TokenArray` gives the array it holds, in its own dtype and not
+    copied (the byte renderer's prompts are int32); anything else is int64 as without it.
+
     Examples:
+        >>> import numpy as np
         >>> from tinker import types
         >>> prompt_ids(types.ModelInput.from_ints([1, 2])).tolist()
         [1, 2]
+        >>> prompt_ids(model_input_of(np.array([1, 2], np.int32)), held=True).dtype
+        dtype('int32')
     """
     check_type(model_input, types.ModelInput, "model_input")
     chunks = [c for c in model_input.chunks if isinstance(c, types.EncodedTextChunk)]
     if len(chunks) != len(model_input.chunks):
         return np.asarray(model_input.to_ints(), np.int64)
     if len(chunks) == 1:
-        return np.asarray(chunks[0].tokens, np.int64)
+        tokens = chunks[0].tokens
+        return np.asarray(tokens) if held and isinstance(tokens, TokenArray) else np.asarray(tokens, np.int64)
     return np.concatenate([np.asarray(c.tokens, np.int64) for c in chunks] or [np.zeros(0, np.int64)])
