@@ -1,13 +1,19 @@
-"""Hypothesis profiles, registered once; JAX's CPU split into two devices, as ``debate-kernel train`` does.
+"""Hypothesis profiles, registered once; JAX's CPU split into two devices, as ``debate-kernel train`` does;
+the two tiers of the suite.
 
 ``HYPOTHESIS_PROFILE`` picks one explicitly; otherwise ``CI=true`` selects ``ci`` and anything else
 ``dev``. ``deep`` (thousands of examples) is opt-in: ``HYPOTHESIS_PROFILE=deep pytest``.
+
+Tiers: ``pytest`` runs the fast tier, every test module and golden file inside the README's budget.
+``pytest --exhaustive`` adds the tests marked ``exhaustive`` (sweeps over many sizes or devices, long
+training runs) and loads the ``deep`` profile unless ``HYPOTHESIS_PROFILE`` names another.
 """
 
 from __future__ import annotations
 
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 try:  # before any JAX computation: the local service's training calls then run data-parallel, as in
@@ -32,11 +38,42 @@ settings.register_profile(
 settings.register_profile("deep", deadline=None, max_examples=3000, suppress_health_check=_SUPPRESS)
 
 
-def _profile() -> str:
+EXHAUSTIVE = "exhaustive"
+"""The marker of the opt-in tier, and its switch ``--exhaustive``."""
+
+DESELECTED = pytest.StashKey[list[pytest.Item]]()
+"""Where the session keeps the tests the fast tier left out (read by ``tests/test_suite_tiers.py``)."""
+
+
+def _profile(exhaustive: bool) -> str:
     explicit = os.environ.get("HYPOTHESIS_PROFILE")
     if explicit:
         return explicit
+    if exhaustive:
+        return "deep"
     return "ci" if os.environ.get("CI", "").lower() in {"1", "true", "yes"} else "dev"
 
 
-settings.load_profile(_profile())
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--exhaustive",
+        action="store_true",
+        help="also run the exhaustive tier (tests marked 'exhaustive') under the 'deep' Hypothesis profile",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", f"{EXHAUSTIVE}: the opt-in tier (sweeps, long runs): runs with --exhaustive"
+    )
+    settings.load_profile(_profile(bool(config.getoption("--exhaustive"))))  # before any test module
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    left_out = []
+    if not config.getoption("--exhaustive"):
+        left_out = [item for item in items if item.get_closest_marker(EXHAUSTIVE) is not None]
+        if left_out:
+            items[:] = [item for item in items if item.get_closest_marker(EXHAUSTIVE) is None]
+            config.hook.pytest_deselected(items=left_out)
+    config.stash[DESELECTED] = left_out

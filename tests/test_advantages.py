@@ -1082,6 +1082,17 @@ def _equal_mean_trajectories(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
     return np.array(rows), np.array(traj)
 
 
+_EQUAL_MEANS_ROWS = 32  # 4 trajectories of at most 8 rows, padded to one bucket: one compilation per eps
+_EQUAL_MEANS_JITTED: dict[float, Any] = {}
+
+
+def _equal_means_jitted(eps: float) -> Any:
+    if eps not in _EQUAL_MEANS_JITTED:
+        fn = partial(kjax.grouped_advantages, num_groups=1, scale="group", eps=eps)
+        _EQUAL_MEANS_JITTED[eps] = jax.jit(lambda r, g, w, t: fn(r, g, where=w, trajectory_ids_PG=t))
+    return _EQUAL_MEANS_JITTED[eps]
+
+
 @given(problem=_equal_mean_trajectories(), eps=st.sampled_from([0.0, 1e-6, 1e-4]))
 def test_jax_trajectories_with_equal_means_make_a_constant_group(
     problem: tuple[np.ndarray, np.ndarray], eps: float
@@ -1089,13 +1100,21 @@ def test_jax_trajectories_with_equal_means_make_a_constant_group(
     """Found by the deep profile: the JAX twin divided each row's deviation by its trajectory's row count
     before summing, and measured each trajectory from its own largest row, so trajectories whose means
     are equal came out an ulp apart: the group was not constant and its advantages were noise (±0.004
-    for means 1/24 in two trajectories of 3 and 6 rows) where numpy gives exact zeros."""
-    import kernel.jax as kj
+    for means 1/24 in two trajectories of 3 and 6 rows) where numpy gives exact zeros.
 
+    The rows are padded to one bucket (padding rows: group id 1 = num_groups, masked out, large rewards
+    that would show if they leaked into the group), so the jitted twin compiles once per eps."""
     r, t = problem
-    g = np.zeros(r.shape[0], np.int64)
+    n = r.shape[0]
+    g = np.zeros(n, np.int64)
     want = grouped_advantages(r, g, 1, trajectory_ids_PG=t, scale="group", eps=eps)
-    got = kj.grouped_advantages(r.astype(np.float32), g, 1, trajectory_ids_PG=t, scale="group", eps=eps)
+    pad = _EQUAL_MEANS_ROWS - n
+    got = _equal_means_jitted(eps)(
+        jnp.asarray(np.concatenate([r, np.full(pad, 1e3)]), jnp.float32),
+        jnp.asarray(np.concatenate([g, np.ones(pad, np.int64)]), jnp.int32),
+        jnp.asarray(np.arange(_EQUAL_MEANS_ROWS) < n),
+        jnp.asarray(np.concatenate([t, np.zeros(pad, np.int64)]), jnp.int32),
+    )
     assert bool(want.group_constant[0]) and bool(np.asarray(got.group_constant)[0])
     assert not np.asarray(got.advantages).any()
     np.testing.assert_array_equal(np.asarray(got.group_mean), want.group_mean.astype(np.float32))

@@ -22,6 +22,7 @@ from adapters._atomic import atomic_write, same_file
 from adapters.cli import build_parser, main
 from adapters.cli.score import format_summary
 from adapters.transcripts import read_transcripts
+from tests._marks import EXHAUSTIVE
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -270,7 +271,7 @@ def test_atomic_write_replaces_only_on_success(tmp_path: Path) -> None:
     assert same_file(tmp_path / "a" / ".." / "x.bin", target) and not same_file(target, tmp_path / "y")
 
 
-@pytest.mark.slow
+@EXHAUSTIVE
 def test_sigint_during_out_leaves_the_previous_file_intact(tmp_path: Path) -> None:
     many = [_debate(f"d{k:05d}", comparison="Agent 0 > Agent 1\nAgent 1 = Agent 0") for k in range(6000)]
     path = _write(tmp_path / "in.jsonl", many)

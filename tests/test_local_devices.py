@@ -26,6 +26,7 @@ from jax.sharding import NamedSharding  # noqa: E402
 from tinker import types  # noqa: E402
 
 from adapters.local import split_cpu, train_step  # noqa: E402
+from tests._marks import EXHAUSTIVE  # noqa: E402
 from tests.test_local_service import _trainer, rl_datum  # noqa: E402
 
 _ROOT = Path(__file__).resolve().parents[1]
@@ -80,6 +81,7 @@ def _one_device(root: str) -> dict[str, Any]:
 
 
 @_TWO
+@EXHAUSTIVE  # a second process on one device; the fast tier checks the split itself (below)
 def test_two_devices_train_as_one_does_up_to_rounding(tmp_path: Path) -> None:
     assert len(jax.devices()) == 2  # tests/conftest.py split the CPU before JAX started
     two = asyncio.run(_scenario(str(tmp_path / "two")))

@@ -14,6 +14,7 @@ jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
 
 from adapters.local import model as m  # noqa: E402
+from tests._marks import EXHAUSTIVE  # noqa: E402
 from tests._profile import examples  # noqa: E402
 
 
@@ -46,7 +47,7 @@ def test_blocked_causal_attention_equals_the_formula(t: int, block: int, heads: 
     np.testing.assert_allclose(np.asarray(_ATTEND(q, k, v, block)), want, atol=2e-5, rtol=1e-4)
 
 
-@pytest.mark.parametrize("t", [1, 5, 40])
+@pytest.mark.parametrize("t", [1, 5, pytest.param(40, marks=EXHAUSTIVE)])  # 40: ten blocks
 def test_blocked_forward_and_gradient_equal_the_plain_ones(t: int, monkeypatch: pytest.MonkeyPatch) -> None:
     # the fast paths taken at every length (blocks of 4 queries: one block, whole blocks, a partial last
     # one; with and without recomputed layers): logits and gradients against one attention block and
