@@ -44,7 +44,7 @@ halves = st.integers(1, 40)  # the first axis is twice this
 seeds = st.integers(0, 2**31 - 1)
 
 
-@settings(max_examples=examples(20))  # each new shape compiles
+@settings(max_examples=examples(6))  # each new shape compiles: a few in the fast tier, 120 under --exhaustive
 @given(half=halves, groups=st.integers(1, 9), seed=seeds, scale=st.sampled_from(["group", "none", "batch"]))
 def test_grouped_advantages_split_by_rows(mesh: Mesh, half: int, groups: int, seed: int, scale: str) -> None:
     rng = np.random.default_rng(seed)
@@ -57,7 +57,7 @@ def test_grouped_advantages_split_by_rows(mesh: Mesh, half: int, groups: int, se
     np.testing.assert_allclose(np.asarray(fn(r, g, w)), want, rtol=1e-4, atol=1e-5)
 
 
-@settings(max_examples=examples(20))  # each new shape compiles
+@settings(max_examples=examples(6))  # each new shape compiles: a few in the fast tier, 120 under --exhaustive
 @given(half=halves, t=st.integers(1, 12), seed=seeds, loss=st.sampled_from(["importance_sampling", "ppo"]))
 def test_token_losses_split_by_rows(mesh: Mesh, half: int, t: int, seed: int, loss: str) -> None:
     rng = np.random.default_rng(seed)
@@ -72,7 +72,7 @@ def test_token_losses_split_by_rows(mesh: Mesh, half: int, t: int, seed: int, lo
     np.testing.assert_allclose(np.asarray(got.per_token_loss), want.per_token_loss, rtol=1e-4, atol=1e-5)
 
 
-@settings(max_examples=examples(20))  # each new shape compiles
+@settings(max_examples=examples(6))  # each new shape compiles: a few in the fast tier, 120 under --exhaustive
 @given(half=halves, t=st.integers(1, 12), seed=seeds)
 def test_kl_sample_train_split_by_rows(mesh: Mesh, half: int, t: int, seed: int) -> None:
     rng = np.random.default_rng(seed)
@@ -87,7 +87,7 @@ def test_kl_sample_train_split_by_rows(mesh: Mesh, half: int, t: int, seed: int)
         assert (np.isnan(a) and np.isnan(b)) or a == pytest.approx(b, rel=1e-4, abs=1e-5), name
 
 
-@settings(max_examples=examples(20))  # each new shape compiles
+@settings(max_examples=examples(6))  # each new shape compiles: a few in the fast tier, 120 under --exhaustive
 @given(
     half=halves, debates=st.integers(1, 6), seed=seeds, mode=st.sampled_from(["win_rate", "win_minus_loss"])
 )
@@ -111,7 +111,7 @@ def test_pairwise_rewards_split_by_votes(mesh: Mesh, half: int, debates: int, se
     np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-6)
 
 
-@settings(max_examples=examples(20))  # each new shape compiles
+@settings(max_examples=examples(6))  # each new shape compiles: a few in the fast tier, 120 under --exhaustive
 @given(half=halves, episodes=st.integers(1, 7), seed=seeds)
 def test_total_returns_split_by_steps(mesh: Mesh, half: int, episodes: int, seed: int) -> None:
     rng = np.random.default_rng(seed)
