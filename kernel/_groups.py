@@ -106,10 +106,13 @@ def _dense_codes(key: Any, name: str) -> IntArray:
         return _first_appearance(arr)[0]
     lookup: dict[Hashable, int] = {}
     codes = np.fromiter((lookup.setdefault(v, len(lookup)) for v in arr), np.int64, arr.shape[0])
-    for v in lookup:  # each distinct key once: a NaN (any float type) would be a group of its own per object
-        if isinstance(v, float | np.floating | complex | np.complexfloating) and v != v:
-            row = next(i for i, x in enumerate(arr) if x is v)
-            raise ValueError(f"{name} holds NaN at row {row}: a key must equal itself")
+    # each distinct key once, compared with itself in one numpy pass: a NaN (any float type) would be a
+    # group of its own per object (a dict finds a key by identity first)
+    distinct = np.fromiter(lookup, object, len(lookup))
+    unequal = np.flatnonzero(distinct != distinct)
+    if unequal.size:
+        row = int(np.flatnonzero(codes == unequal[0])[0])
+        raise ValueError(f"{name} holds NaN at row {row}: a key must equal itself")
     return codes
 
 

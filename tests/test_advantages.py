@@ -1016,6 +1016,8 @@ def test_dense_group_ids_refuses_nan_keys() -> None:
             dense_group_ids(keys)
     with pytest.raises(ValueError, match=r"keys_PG\[1\] holds NaN at row 1"):
         dense_group_ids([1, 2], np.array([0.5, np.nan]))
+    with pytest.raises(ValueError, match=r"keys_PG\[0\] holds NaN at row 3"):  # the first NaN's own row
+        dense_group_ids(["a", "b", "a", complex("nan"), float("nan")])
     assert dense_group_ids([1.5, 2.5, 1.5])[0].tolist() == [0, 1, 0]
 
 
