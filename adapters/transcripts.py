@@ -29,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from adapters._atomic import atomic_write
-from kernel._checks import check_type
+from kernel.checks import check_type
 
 _orjson_loads: Callable[[bytes], Any] | None
 try:  # reads a line about twice as fast as json.loads where it gives the same value (_fast_record)

@@ -39,9 +39,18 @@ from kernel import (
     vote_arrays,
     votes_from_responses,
 )
-from kernel._types import SMALL_VOTES
 
 _OPS = (">", "=", "<", ">=")
+_VOTES: dict[tuple[int, str, int], Vote] = {}
+
+
+def _shared_vote(v: tuple[int, str, int]) -> Vote:
+    """One Vote object per distinct vote, as the parsers return them (they share small votes)."""
+    if v not in _VOTES:
+        _VOTES[v] = Vote(*v)
+    return _VOTES[v]
+
+
 _OP_P = (0.62, 0.35, 0.02, 0.01)
 
 
@@ -171,9 +180,7 @@ def make_responses(
             votes = list(zip(a, ops, b, strict=True))
             ref_d.append({"author": author, "votes": votes})
             # as the parsers return them: the shared Vote object of each small (a, op, b)
-            ours_d.append(
-                ParsedResponse.make(author, votes=tuple(SMALL_VOTES.get(v) or Vote(*v) for v in votes))
-            )
+            ours_d.append(ParsedResponse.make(author, votes=tuple(_shared_vote(v) for v in votes)))
         ref.append(ref_d)
         ours.append(ours_d)
     return ref, ours

@@ -153,7 +153,13 @@ def check_group_ids(group_ids: npt.NDArray[np.int64], num_groups: int, name: str
 
 
 def check_type(value: object, kind: type | tuple[type, ...], name: str) -> None:
-    """Raises TypeError naming ``name`` unless ``value`` is an instance of ``kind``."""
+    """Raises TypeError naming ``name`` unless ``value`` is an instance of ``kind``.
+
+    Examples:
+        >>> check_type("4", (int, float), "steps")
+        Traceback (most recent call last):
+        TypeError: steps must be an int or float, got str
+    """
     if not isinstance(value, kind):
         kinds = kind if isinstance(kind, tuple) else (kind,)
         wanted = " or ".join(k.__name__ for k in kinds)
@@ -162,7 +168,13 @@ def check_type(value: object, kind: type | tuple[type, ...], name: str) -> None:
 
 
 def check_each(values: Iterable[object], kind: type, name: str) -> None:
-    """:func:`check_type` of every item of ``values``, named ``name[i]``."""
+    """:func:`check_type` of every item of ``values``, named ``name[i]``.
+
+    Examples:
+        >>> check_each([1, 2, "3"], int, "ids")
+        Traceback (most recent call last):
+        TypeError: ids[2] must be an int, got str
+    """
     for i, value in enumerate(values):
         check_type(value, kind, f"{name}[{i}]")
 
@@ -186,7 +198,15 @@ def check_choice(value: object, name: str, choices: tuple[str, ...]) -> None:
 
 
 def check_real(value: object, name: str, *, finite: bool = False, positive: bool = False) -> float:
-    """Checks that ``value`` is a real number (not a bool or a string); returns it as a float."""
+    """Checks that ``value`` is a real number (not a bool or a string); returns it as a float.
+
+    Examples:
+        >>> check_real(3, "lr", positive=True)
+        3.0
+        >>> check_real(float("nan"), "lr", finite=True)
+        Traceback (most recent call last):
+        ValueError: lr must be finite, got nan
+    """
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
     out = float(value)
@@ -214,7 +234,15 @@ def check_bool(value: object, name: str) -> bool:
 
 
 def check_int(value: object, name: str, *, low: int | None = None, high: int | None = None) -> int:
-    """Checks that ``value`` is an integer (not a bool) in ``[low, high]``; returns it as an int."""
+    """Checks that ``value`` is an integer (not a bool) in ``[low, high]``; returns it as an int.
+
+    Examples:
+        >>> check_int(4, "rank", low=0)
+        4
+        >>> check_int(9, "agents", low=2, high=8)
+        Traceback (most recent call last):
+        ValueError: agents must lie in [2, 8], got 9
+    """
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
     out = int(value)

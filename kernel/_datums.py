@@ -512,7 +512,7 @@ def pad_datums(batch: DatumBatch, *, length: int | None = None, pad_token: int =
     """
     if not isinstance(batch, DatumBatch):
         raise TypeError(f"batch must be a DatumBatch (build_datums(...).datums), got {type(batch).__name__}")
-    batch = _consistent(batch)
+    batch = checked_batch(batch)
     pad = check_int(pad_token, "pad_token", low=_INT64_MIN, high=_INT64_MAX)
     lengths_D = batch.lengths_D
     longest = int(lengths_D.max()) if lengths_D.size else 0
@@ -540,9 +540,18 @@ def pad_datums(batch: DatumBatch, *, length: int | None = None, pad_token: int =
 # Internals
 
 
-def _consistent(batch: DatumBatch) -> DatumBatch:
+def checked_batch(batch: DatumBatch) -> DatumBatch:
     """``batch`` with numpy arrays, checked to be one datum batch: five per-token arrays of one length and
-    offsets rising from 0 to it (a batch built by hand or edited may not be); raises naming the field."""
+    offsets rising from 0 to it (a batch built by hand or edited may not be); raises naming the field.
+
+    Examples:
+        >>> b = build_datums(trajectories_from_lists([[([1, 2], [3], [-0.5])]], [1.0])).datums
+        >>> checked_batch(b).offsets_D1.tolist()
+        [0, 2]
+        >>> checked_batch(b._replace(mask=b.mask[:1]))
+        Traceback (most recent call last):
+        ValueError: batch.mask must have one value per input token (2), got 1
+    """
     arrays = {name: np.asarray(getattr(batch, name)) for name in DatumBatch._fields}
     for name, a in arrays.items():
         if a.ndim != 1:

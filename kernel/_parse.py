@@ -105,7 +105,13 @@ from kernel._parse_reference import _parse_reference
 from kernel._parse_robust import _parse_robust
 from kernel._types import ParsedResponse
 
-__all__ = ["MALFORMED_VOTE_REASONS", "PARSE_FAILURE_REASONS", "PARSE_POLICIES", "parse_response"]
+__all__ = [
+    "MALFORMED_VOTE_REASONS",
+    "PARSE_FAILURE_REASONS",
+    "PARSE_POLICIES",
+    "ParsePolicy",
+    "parse_response",
+]
 
 
 def parse_response(text: str, author_id: int = -1, *, policy: ParsePolicy = "robust") -> ParsedResponse:

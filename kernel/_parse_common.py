@@ -11,6 +11,7 @@ from kernel._types import MalformedVote, ParsedResponse, Vote, pack_votes
 __all__ = ["MALFORMED_VOTE_REASONS", "PARSE_FAILURE_REASONS", "PARSE_POLICIES"]
 
 ParsePolicy: TypeAlias = Literal["robust", "reference"]
+"""How :func:`kernel.parse_response` reads an output: ``"robust"`` (the default) or ``"reference"``."""
 ParseFailureReason: TypeAlias = Literal[
     "missing_solution",
     "missing_evaluation",

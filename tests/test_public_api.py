@@ -10,6 +10,7 @@ import pytest
 
 PUBLIC_MODULES = [
     "kernel",
+    "kernel.checks",
     "kernel.jax",
     "kernel.testing",
     "adapters.bridges.scoring",
@@ -167,3 +168,60 @@ def test_no_public_function_crashes_deep_inside_on_junk(
             except Exception as e:  # the point: anything else is a crash
                 crashes.append(f"{name}({junk!r}): {type(e).__name__}: {e}")
     assert crashes == []
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _private(module: str) -> bool:
+    parts = module.split(".")
+    return parts[0] == "kernel" and any(p.startswith("_") and not p.startswith("__") for p in parts[1:])
+
+
+def _private_kernel_imports(source: str) -> list[str]:
+    """``kernel._…`` modules or names a source imports or reads (``import kernel._x``, ``from kernel._x import
+    y``, ``from kernel import _x``, ``kernel._x`` as an attribute)."""
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [a.name for a in node.names if _private(a.name)]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            if _private(node.module):
+                found.append(node.module)
+            else:
+                found += [n for a in node.names if _private(n := f"{node.module}.{a.name}")]
+        elif (
+            isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "kernel"
+        ):
+            found += [f"kernel.{node.attr}"] if _private(f"kernel.{node.attr}") else []
+    return found
+
+
+def test_code_outside_the_kernel_uses_only_its_public_names() -> None:
+    """The adapters, tools and benchmarks import ``kernel``'s public names only (its ``__all__``, and the
+    public modules ``kernel.checks``, ``kernel.jax`` and ``kernel.testing``); tests may test private ones."""
+    files = [p for d in ("adapters", "tools", "benchmarks") for p in sorted((ROOT / d).rglob("*.py"))]
+    assert len(files) > 50
+    hits = [
+        f"{p.relative_to(ROOT)}: {name}"
+        for p in files
+        for name in _private_kernel_imports(p.read_text("utf-8"))
+    ]
+    assert hits == []
+
+
+def test_the_private_import_check_sees_each_form() -> None:
+    code = (
+        "import kernel._groups\nfrom kernel._checks import check_int\nfrom kernel import _rewards\n"
+        "from kernel.jax._advantages import _core\nimport kernel\nkernel._datums.checked_batch\n"
+        "from kernel import checks, build_datums\nfrom kernel.checks import check_type\nkernel.__all__\n"
+    )
+    assert _private_kernel_imports(code) == [
+        "kernel._groups",
+        "kernel._checks",
+        "kernel._rewards",
+        "kernel.jax._advantages",
+        "kernel._datums",
+    ]

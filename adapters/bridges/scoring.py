@@ -27,10 +27,8 @@ import numpy as np
 import numpy.typing as npt
 
 import kernel
-from kernel import ParsedResponse
-from kernel._checks import check_real
-from kernel._parse_common import PARSE_POLICIES, ParsePolicy
-from kernel._rewards import PAIRWISE_MODES, PairwiseMode
+from kernel import PAIRWISE_MODES, PARSE_POLICIES, PairwiseMode, ParsedResponse, ParsePolicy
+from kernel.checks import check_real
 
 __all__ = ["RowScores", "check_score_options", "score_rows"]
 

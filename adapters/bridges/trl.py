@@ -50,9 +50,8 @@ import kernel
 from adapters.bridges._estimators import estimator_options
 from adapters.bridges.scoring import RowScores, check_score_options, score_rows, warn_shared_agents
 from adapters.tinker.dataset import is_correct
-from kernel._checks import check_int
-from kernel._parse_common import ParsePolicy
-from kernel._rewards import PairwiseMode
+from kernel import PairwiseMode, ParsePolicy
+from kernel.checks import check_int
 
 __all__ = [
     "DebateRollout",

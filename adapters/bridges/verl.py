@@ -42,9 +42,8 @@ import kernel
 from adapters.bridges._estimators import drmas_grouping, estimator_spec
 from adapters.bridges.scoring import score_rows, warn_shared_agents
 from adapters.tinker.dataset import is_correct
-from kernel._checks import check_bool, check_real
-from kernel._parse_common import ParsePolicy
-from kernel._rewards import PairwiseMode
+from kernel import PairwiseMode, ParsePolicy
+from kernel.checks import check_bool, check_real
 
 __all__ = [
     "ESTIMATOR_PREFIX",

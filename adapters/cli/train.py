@@ -33,7 +33,7 @@ from adapters.tinker.checkpoint import RUN_FILE, CheckpointError, read_run
 from adapters.tinker.config import TrainConfig, key_help, load_config
 from adapters.tinker.dataset import DatasetError
 from adapters.tinker.memory import one_malloc_arena
-from kernel._checks import did_you_mean
+from kernel.checks import did_you_mean
 
 __all__ = ["LOCAL_MODELS", "add_parser", "run"]
 

@@ -11,7 +11,7 @@ from typing import Any, Final, Literal
 import numpy as np
 
 import kernel
-from kernel._checks import check_type, did_you_mean
+from kernel.checks import check_type, did_you_mean
 
 __all__ = ["check_estimator", "resolve_estimator"]
 

@@ -12,7 +12,7 @@ import kernel
 from adapters._json import rounded_list
 from adapters.pipeline.stages import BatchResult, ReplayedDebate
 from adapters.transcripts import TranscriptError
-from kernel._checks import check_each, check_type
+from kernel.checks import check_each, check_type
 
 __all__ = ["datum_counts", "debate_records", "skipped_records"]
 

@@ -25,7 +25,7 @@ from adapters._json import round_or_none
 from adapters.pipeline.estimator_spec import resolve_estimator
 from adapters.transcripts import Debate, LineReader, TranscriptError, check_debates
 from kernel import DebateState, PairwiseRewards, ParsedResponse, ReplayResult, VoteArrays, VoteValidation
-from kernel._checks import check_each, check_type
+from kernel.checks import check_each, check_type
 
 __all__ = [
     "AFTER_END_POLICIES",

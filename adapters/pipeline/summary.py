@@ -24,7 +24,7 @@ from adapters.pipeline.stages import (
     logprob_sums,
 )
 from adapters.transcripts import TranscriptError
-from kernel._checks import check_type
+from kernel.checks import check_type
 
 __all__ = ["ChunkFigures", "ScoreAccumulator", "chunk_figures", "summary"]
 

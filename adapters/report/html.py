@@ -22,7 +22,7 @@ import numpy.typing as npt
 import kernel
 from adapters import _json, pipeline
 from adapters.transcripts import TranscriptError
-from kernel._checks import check_type
+from kernel.checks import check_type
 
 __all__ = ["DEFAULT_MAX_DEBATES", "Report", "render_html", "render_report", "svg_histogram"]
 

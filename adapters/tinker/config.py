@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal, get_args, get_origin, get_type_hints
 
 import kernel
-from kernel._checks import did_you_mean
+from kernel.checks import did_you_mean
 
 if TYPE_CHECKING:
     from adapters.tinker.rollouts import RolloutConfig

@@ -34,8 +34,7 @@ from tinker import types
 
 from adapters.tinker.tokens import TokenArray, _text_model_input, tokens_supported
 from kernel import DatumBatch, DatumResult, Trajectories, build_datums
-from kernel._checks import check_each, check_type
-from kernel._datums import _consistent
+from kernel.checks import check_each, check_type, checked_datum_batch
 
 __all__ = [
     "ChunkedTrajectories",
@@ -201,7 +200,7 @@ def datums_to_tinker(
         [0.0, 1.0]
     """
     check_type(batch, DatumBatch, "batch")
-    batch = _consistent(batch)
+    batch = checked_datum_batch(batch)
     for name in ("input_tokens", "target_tokens"):
         if getattr(batch, name).dtype.kind not in "iu":
             raise TypeError(f"batch.{name} must hold integer ids, got dtype {getattr(batch, name).dtype}")

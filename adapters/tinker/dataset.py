@@ -32,7 +32,7 @@ from typing import NamedTuple
 import numpy as np
 
 from adapters import data
-from kernel._checks import check_type, did_you_mean
+from kernel.checks import check_type, did_you_mean
 
 __all__ = [
     "FIELDS",

@@ -35,7 +35,7 @@ import numpy as np
 import numpy.typing as npt
 from tinker import types
 
-from kernel._checks import check_type
+from kernel.checks import check_type
 
 __all__ = ["TokenArray", "model_input_of", "prompt_ids", "tokens_supported"]
 
