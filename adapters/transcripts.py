@@ -21,9 +21,10 @@ import json
 import math
 import os
 import re
+import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, TextIO
+from typing import IO, Any, NamedTuple, TextIO
 
 import numpy as np
 import numpy.typing as npt
@@ -40,8 +41,10 @@ except ImportError:  # it comes with the tinker SDK; json.loads alone gives the 
 __all__ = [
     "FORMAT",
     "MAX_AGENTS",
+    "MAX_LINE_BYTES",
     "Debate",
     "LineReader",
+    "LineTooLarge",
     "ReadResult",
     "TranscriptError",
     "Turn",
@@ -60,6 +63,12 @@ FORMAT = "debate-transcript/1"
 
 MAX_AGENTS = 1024
 """Largest ``num_agents`` accepted (a guard against absurd allocations from a typo)."""
+
+MAX_LINE_BYTES = 64 * 2**20
+"""Largest transcript line read, in bytes (64 MiB; as characters for a line given as str). A debate of
+four agents, three rounds and 32 k-token turns with their token ids and logprobs takes a few MB. A longer
+line is refused with the reason ``line_too_large`` without being held in memory (:func:`bounded_lines`):
+scoring it would take several times its size."""
 
 _MAX_TOKEN_ID = 2**31 - 1
 _FLOAT32_MAX = 3.4028234663852886e38
@@ -538,6 +547,9 @@ def parse_line(text: str | bytes, line: int) -> Debate | TranscriptError:
         at = " " if e.msg.endswith(" at") else " at "  # "Unterminated string starting at" ends with "at"
         return TranscriptError(line, "bad_json", f"bad JSON: {e.msg}{at}column {e.colno}")
     except (ValueError, RecursionError) as e:
+        if "integer string conversion" in str(e):  # Python's guard against quadratic int parsing
+            limit = sys.get_int_max_str_digits()
+            return TranscriptError(line, "bad_json", f"bad JSON: an integer with more than {limit} digits")
         return TranscriptError(line, "bad_json", f"bad JSON: {e}")
     if ("\\u" in text and _SURROGATE_ESCAPE.search(text)) or (not from_utf8 and not _encodable(text)):
         where = _lone_surrogate(rec)
@@ -588,7 +600,9 @@ def _debate_or_error(rec: Any, line: int) -> Debate | TranscriptError:
         )
 
 
-def _split_lines(source: str | bytes | Iterable[str | bytes]) -> Iterator[str | bytes]:
+def _split_lines(
+    source: str | bytes | Iterable[str | bytes | LineTooLarge],
+) -> Iterator[str | bytes | LineTooLarge]:
     # Split only on "\n" (str.splitlines would also split on U+2028 and friends, which JSON strings
     # may legally contain unescaped).
     if isinstance(source, str | bytes):
@@ -606,7 +620,7 @@ def _strip_bom(raw: str | bytes) -> str | bytes:
     return raw.removeprefix("\ufeff")
 
 
-def read_transcripts(source: str | bytes | Iterable[str | bytes]) -> ReadResult:
+def read_transcripts(source: str | bytes | Iterable[str | bytes | LineTooLarge]) -> ReadResult:
     """Reads debates from JSON Lines text. Total: bad lines become errors, the rest are read.
 
     Blank lines are skipped and counted. A repeated id is an error on the later line. A UTF-8 byte order
@@ -637,6 +651,53 @@ def read_transcripts(source: str | bytes | Iterable[str | bytes]) -> ReadResult:
     return ReadResult(tuple(debates), tuple(errors), reader.num_lines, reader.num_blank)
 
 
+def _too_large(line: int, size: int) -> TranscriptError:
+    return TranscriptError(
+        line,
+        "line_too_large",
+        f"the line has {size:,} bytes, over the {MAX_LINE_BYTES:,} a transcript line may have "
+        "(MAX_LINE_BYTES); it was skipped unread",
+    )
+
+
+class LineTooLarge(NamedTuple):
+    """Stands for a line longer than :data:`MAX_LINE_BYTES`, which :func:`bounded_lines` skipped unread.
+
+    Attributes:
+      size: the line's length in bytes (its ending excluded).
+    """
+
+    size: int
+
+
+def bounded_lines(source: IO[bytes], limit: int | None = None) -> Iterator[bytes | LineTooLarge]:
+    """The lines of a binary stream, each as bytes, or a :class:`LineTooLarge` for one over ``limit`` bytes
+    (default :data:`MAX_LINE_BYTES`).
+
+    A long line is read in pieces of at most ``limit`` + 1 bytes and dropped piece by piece, so memory
+    stays within about ``limit`` whatever the stream holds; the line keeps its place (a
+    :class:`LineReader` fed it counts it and reports ``line_too_large``).
+
+    Examples:
+      >>> import io
+      >>> list(bounded_lines(io.BytesIO(b"ab\\n" + b"x" * 10 + b"\\ncd"), limit=4))
+      [b'ab\\n', LineTooLarge(size=10), b'cd']
+    """
+    limit = MAX_LINE_BYTES if limit is None else limit
+    while True:
+        piece = source.readline(limit + 1)
+        if not piece:
+            return
+        if len(piece) <= limit or piece.endswith(b"\n"):
+            yield piece
+            continue
+        size = len(piece)
+        while piece and not piece.endswith(b"\n"):
+            piece = source.readline(limit + 1)
+            size += len(piece)
+        yield LineTooLarge(size - piece.endswith(b"\n"))
+
+
 class LineReader:
     """Reads a transcript one line at a time, as :func:`read_transcripts` does for a whole source.
 
@@ -663,13 +724,17 @@ class LineReader:
         self.num_lines = first_line - 1
         self.num_blank = 0
 
-    def feed(self, raw: str | bytes) -> Debate | TranscriptError | None:
-        """Reads the next line: its debate, its error, or None for a blank line (counted).
+    def feed(self, raw: str | bytes | LineTooLarge) -> Debate | TranscriptError | None:
+        """Reads the next line: its debate, its error, or None for a blank line (counted). A line over
+        :data:`MAX_LINE_BYTES` (or the :class:`LineTooLarge` that stands for it) is the error
+        ``line_too_large``.
 
         Raises:
-          TypeError: ``raw`` is not a str or bytes (naming its line).
+          TypeError: ``raw`` is not a str, bytes or :class:`LineTooLarge` (naming its line).
         """
         self.num_lines += 1
+        if isinstance(raw, LineTooLarge):
+            return _too_large(self.num_lines, raw.size)
         check_type(raw, (str, bytes), f"line {self.num_lines} of source")
         if self.num_lines == 1:
             raw = _strip_bom(raw)
@@ -677,6 +742,8 @@ class LineReader:
         if not stripped:
             self.num_blank += 1
             return None
+        if len(stripped) > MAX_LINE_BYTES:
+            return _too_large(self.num_lines, len(stripped))
         got = parse_line(stripped, self.num_lines)
         if isinstance(got, TranscriptError):
             return got
@@ -710,11 +777,9 @@ def read_transcript_file(path: str | os.PathLike[str]) -> ReadResult:
       (['a'], ['bad_json'], 3, 1)
     """
     if os.fspath(path) == "-":
-        import sys
-
-        return read_transcripts(sys.stdin.buffer.read())
+        return read_transcripts(bounded_lines(sys.stdin.buffer))
     with open(path, "rb") as f:
-        return read_transcripts(f.read())
+        return read_transcripts(bounded_lines(f))
 
 
 # ------------------------------------------------------------------------------------------------

@@ -375,3 +375,18 @@ def test_training_page_keeps_a_whole_last_line_and_scales_huge_values(tmp_path: 
     )
     page = render_training_html(run)
     assert "nan" not in page.split("<h2>Last step</h2>")[0]
+
+
+def test_a_long_text_is_shown_in_part_and_the_rest_counted() -> None:
+    """Issue 36: a report's size follows the debates shown, not the length of their turns."""
+    from adapters.report.html import SHOWN_CHARS
+
+    body = "<solution>" + "y" * (3 * SHOWN_CHARS) + "</solution><evaluation>e</evaluation><comparison>N/A"
+    body += "</comparison><consensus>NO</consensus><consensus_reason>r</consensus_reason>"
+    line = json.dumps({"id": "long", "question": "q" * (2 * SHOWN_CHARS), "num_agents": 2,
+                       "turns": [{"agent": 0, "text": body}]})  # fmt: skip
+    page = render_html(pipeline.score(read_transcripts([line]).debates), source="long")
+    assert page.count(f"{2 * SHOWN_CHARS:,} more characters not shown") == 1  # the solution
+    assert f"{len(body) - SHOWN_CHARS:,} more characters not shown" in page  # the raw text
+    assert f"{SHOWN_CHARS:,} more characters not shown" in page  # the question
+    assert len(page) < 8 * SHOWN_CHARS + 60_000

@@ -728,3 +728,54 @@ def test_score_checks_in_memory_debates_as_the_reader_checks_lines() -> None:
     assert [r.debate.id for r in result.replayed] == ["good"]
     assert [e.debate_id for e in result.errors] == ["neg", "zero", "round"]
     assert (result.datums.arrays["input_tokens"] >= 0).all()
+
+
+# --- issue 36: memory bounded by the work, not by the file ---------------------------------------------
+
+
+@settings(max_examples=examples(100))
+@given(
+    lengths=st.lists(st.integers(0, 12), max_size=8),
+    last_newline=st.booleans(),
+    limit=st.integers(1, 8),
+)
+def test_bounded_lines_keep_short_lines_and_stand_in_for_long_ones(
+    lengths: list[int], last_newline: bool, limit: int
+) -> None:
+    """Every line keeps its place: short ones as their bytes (ending included), each longer than the limit
+    as LineTooLarge with its length, whatever the pieces it was read in."""
+    import io
+
+    lines = [bytes([97 + i % 26]) * n for i, n in enumerate(lengths)]
+    data = b"\n".join(lines) + (b"\n" if last_newline and lines else b"")
+    want: list[Any] = []
+    for i, line in enumerate(lines):
+        if i == len(lines) - 1 and not line and not last_newline:
+            break  # "a\n" then nothing: no line after the last newline
+        ending = b"\n" if i < len(lines) - 1 or last_newline else b""
+        want.append(line + ending if len(line) <= limit else transcripts.LineTooLarge(len(line)))
+    assert list(transcripts.bounded_lines(io.BytesIO(data), limit)) == want
+
+
+def test_a_line_over_the_limit_is_an_error_in_its_place(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    monkeypatch.setattr(transcripts, "MAX_LINE_BYTES", 400)
+    good = json.dumps(_rec(id="a"))
+    long = json.dumps(_rec(id="b", question="x" * 500))
+    assert len(good) < 400 < len(long)
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join([good, long, good.replace('"a"', '"c"')]) + "\n", "utf-8")
+    res = read_transcript_file(path)
+    assert [d.id for d in res.debates] == ["a", "c"] and res.num_lines == 3
+    (err,) = res.errors
+    assert (err.line, err.reason) == (2, "line_too_large")
+    assert f"has {len(long):,} bytes, over the 400" in err.message
+    # the same for lines handed over in memory (str: characters)
+    assert [e.reason for e in read_transcripts([good, long]).errors] == ["line_too_large"]
+
+
+def test_an_integer_of_thousands_of_digits_is_named_in_plain_words() -> None:
+    got = _err('{"id": 1' + "1" * 5000 + ', "question": "q", "num_agents": 2, "turns": []}', 3)
+    assert got.reason == "bad_json" and "set_int_max_str_digits" not in got.message
+    assert got.message == "bad JSON: an integer with more than 4300 digits"

@@ -19,6 +19,7 @@ import kernel
 from adapters import data, pipeline
 from adapters._atomic import same_file
 from adapters.tinker.checkpoint import transcript_files
+from adapters.transcripts import LineTooLarge, bounded_lines
 
 __all__: list[str] = []
 
@@ -287,7 +288,9 @@ def directory_hint(file: str | None) -> str:
     )
 
 
-def open_lines(file: str | None, stack: contextlib.ExitStack) -> tuple[str, Iterable[str | bytes]]:
+def open_lines(
+    file: str | None, stack: contextlib.ExitStack
+) -> tuple[str, Iterable[str | bytes | LineTooLarge]]:
     """The source name and its lines, read lazily: the samples when FILE is omitted, ``-`` stdin, the
     directory of a training run its transcript files one after the other in step order (line numbers
     then count across them, as for their concatenation on stdin)."""
@@ -297,18 +300,35 @@ def open_lines(file: str | None, stack: contextlib.ExitStack) -> tuple[str, Iter
             lines.pop()  # the text ends with a newline: no line after it
         return data.SAMPLE_DEBATES, lines
     if file == "-":
-        return "<stdin>", sys.stdin.buffer
+        return "<stdin>", bounded_lines(sys.stdin.buffer)
     name = file.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
     steps = run_transcripts(file)
     if steps:
         chained = _lines_of(steps)
         stack.callback(chained.close)  # closes the file being read if the run stops early
         return str(Path(name, "transcripts", "step-*.jsonl")), chained
-    return name, stack.enter_context(open(file, "rb"))  # closed by the stack
+    return name, _FileLines(stack.enter_context(open(file, "rb")))  # closed by the stack
 
 
-def _lines_of(paths: Sequence[Path]) -> Generator[bytes, None, None]:
+class _FileLines:
+    """The lines of an open file (:func:`bounded_lines`), with the file's ``tell`` and ``fileno`` for
+    :class:`Progress`."""
+
+    def __init__(self, file: IO[bytes]) -> None:
+        self.file, self.lines = file, bounded_lines(file)
+
+    def __iter__(self) -> Iterator[bytes | LineTooLarge]:
+        return self.lines
+
+    def tell(self) -> int:
+        return self.file.tell()
+
+    def fileno(self) -> int:
+        return self.file.fileno()
+
+
+def _lines_of(paths: Sequence[Path]) -> Generator[bytes | LineTooLarge, None, None]:
     """The lines of each file in turn (a last line without a newline stays a line of its own)."""
     for path in paths:
         with open(path, "rb") as f:
-            yield from f
+            yield from bounded_lines(f)

@@ -21,6 +21,7 @@ from adapters.cli import _score_text as score_text
 from adapters.transcripts import (
     Debate,
     LineReader,
+    LineTooLarge,
     TranscriptError,
 )
 
@@ -48,7 +49,7 @@ class ScoredLines:
 
 
 def score_lines(
-    lines: Sequence[str | bytes],
+    lines: Sequence[str | bytes | LineTooLarge],
     first_line: int,
     options: pipeline.ScoreOptions,
     *,
@@ -87,7 +88,7 @@ def score_lines(
 
 
 def scored_in_parallel(
-    lines: Iterable[str | bytes],
+    lines: Iterable[str | bytes | LineTooLarge],
     options: pipeline.ScoreOptions,
     *,
     jobs: int,
@@ -109,7 +110,9 @@ def scored_in_parallel(
         jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_init
     )
     seen: dict[str, int] = {}
-    pending: collections.deque[tuple[list[str | bytes], int, concurrent.futures.Future[ScoredLines]]]
+    pending: collections.deque[
+        tuple[list[str | bytes | LineTooLarge], int, concurrent.futures.Future[ScoredLines]]
+    ]
     pending = collections.deque()
     source = iter(lines)
     first = 1

@@ -44,6 +44,7 @@ from adapters.cli._common import (
 from adapters.cli._score_jobs import ScoredLines, record_line, score_lines, scored_in_parallel
 from adapters.cli._score_text import format_summary, format_table, render_table, table_rows
 from adapters.transcripts import (
+    LineTooLarge,
     TranscriptError,
 )
 
@@ -298,7 +299,7 @@ def _run(args: argparse.Namespace, outputs: _Outputs) -> int:
 
 def _score_into(
     args: argparse.Namespace,
-    lines: Iterable[str | bytes],
+    lines: Iterable[str | bytes | LineTooLarge],
     options: pipeline.ScoreOptions,
     acc: pipeline.ScoreAccumulator,
     progress: Progress,

@@ -23,7 +23,7 @@ import numpy.typing as npt
 import kernel
 from adapters._json import round_or_none
 from adapters.pipeline.estimator_spec import resolve_estimator
-from adapters.transcripts import Debate, LineReader, TranscriptError, check_debates
+from adapters.transcripts import Debate, LineReader, LineTooLarge, TranscriptError, check_debates
 from kernel import DebateState, PairwiseRewards, ParsedResponse, ReplayResult, VoteArrays, VoteValidation
 from kernel.checks import check_each, check_type
 
@@ -638,7 +638,7 @@ def batch_wide(options: ScoreOptions) -> bool:
 
 
 def score_chunks(
-    lines: Iterable[str | bytes],
+    lines: Iterable[str | bytes | LineTooLarge],
     *,
     options: ScoreOptions = ScoreOptions(),
     chunk_size: int = DEFAULT_CHUNK_SIZE,

@@ -24,9 +24,14 @@ from adapters import _json, pipeline
 from adapters.transcripts import TranscriptError
 from kernel.checks import check_type
 
-__all__ = ["DEFAULT_MAX_DEBATES", "Report", "render_html", "render_report", "svg_histogram"]
+__all__ = ["DEFAULT_MAX_DEBATES", "SHOWN_CHARS", "Report", "render_html", "render_report", "svg_histogram"]
 
 DEFAULT_MAX_DEBATES = 500
+
+SHOWN_CHARS = 10_000
+"""The most characters of one text (a parsed field, a turn's raw text) that a debate's section shows; the
+rest is counted, not shown. A page is for reading, and so its size, and the memory that builds it, grow
+with the debates shown, not with the length of their turns (a 20 M-token turn is one line of the page)."""
 
 
 # ------------------------------------------------------------------------------------------------
@@ -372,10 +377,18 @@ def _vote_matrices(num: pipeline.NumericResult, p: int, n: int) -> tuple[np.ndar
     return wins, ties
 
 
+def _clipped(text: str) -> str:
+    """``text`` escaped, its first :data:`SHOWN_CHARS` characters and a count of the rest."""
+    if len(text) <= SHOWN_CHARS:
+        return _e(text)
+    rest = len(text) - SHOWN_CHARS
+    return f'{_e(text[:SHOWN_CHARS])}<span class="meta"> … {rest:,} more characters not shown</span>'
+
+
 def _field(name: str, value: str) -> str:
     if not value:
         return f'<div class="field"><b>{_e(name)}</b><span class="meta">(empty)</span></div>'
-    return f'<div class="field"><b>{_e(name)}</b><pre>{_e(value)}</pre></div>'
+    return f'<div class="field"><b>{_e(name)}</b><pre>{_clipped(value)}</pre></div>'
 
 
 def _agent_card(r: pipeline.ReplayedDebate, k: int) -> str:
@@ -416,7 +429,7 @@ def _agent_card(r: pipeline.ReplayedDebate, k: int) -> str:
         )
     out.append(
         f'<details class="raw"><summary>raw text ({len(turn.text):,} characters{tokens})</summary>'
-        f"<pre>{_e(turn.text)}</pre></details></div>"
+        f"<pre>{_clipped(turn.text)}</pre></details></div>"
     )
     return "".join(out)
 
@@ -434,7 +447,7 @@ def _debate_section(result: pipeline.BatchResult, p: int, index: int) -> str:
     advs = [float(x) for x in num.advantages_PG[lo:hi]]
     total = int(num.pairwise.total_votes_P[p])
     bad = int(num.pairwise.malformed_P[p])
-    search = f"{d.id} {d.question}".lower()
+    search = f"{d.id} {d.question[:SHOWN_CHARS]}".lower()
     colour = _END_COLOURS.get(r.end, "#9498a0")
     out = [
         f'<details class="debate" id="debate-{index}" data-id="{_e(d.id)}" data-end="{_e(r.end)}" '
@@ -443,7 +456,7 @@ def _debate_section(result: pipeline.BatchResult, p: int, index: int) -> str:
         + (f", {bad} malformed" if bad else "")
         + f'<span class="badge" style="background:{colour}">{_e(r.end)}</span></summary>',
         '<div class="body">',
-        f'<div class="q"><b>Question.</b> {_e(d.question)}</div>',
+        f'<div class="q"><b>Question.</b> {_clipped(d.question)}</div>',
         f'<div class="meta">line {d.line} · max_rounds {_e("none" if d.max_rounds is None else d.max_rounds)}'
         f" · {len(r.replay.accepted)} turns scored"
         + (f" · {len(r.ignored_turns)} ignored after the end" if r.ignored_turns else "")
