@@ -12,9 +12,15 @@ training runs) and loads the ``deep`` profile unless ``HYPOTHESIS_PROFILE`` name
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+JAX_CACHE = Path(__file__).resolve().parents[1] / ".jax-cache"
+"""JAX's persistent compilation cache for the test run, in the checkout (a fresh clone starts cold): the
+suite's worker processes and the `debate-kernel train` processes its tests start compile each program
+once between them instead of once each."""
 
 try:  # before any JAX computation: the local service's training calls then run data-parallel, as in
     # `debate-kernel train`, whichever test runs first (tests/test_local_devices.py checks one device)
@@ -23,6 +29,14 @@ except ImportError:  # the local extra is not installed
     pass
 else:
     split_cpu(2)
+    import jax
+
+    # DEBATE_KERNEL_JAX_CACHE names another folder, or "" for none (as for `debate-kernel train`)
+    os.environ.setdefault("DEBATE_KERNEL_JAX_CACHE", str(JAX_CACHE))  # read by `debate-kernel train`
+    if os.environ["DEBATE_KERNEL_JAX_CACHE"]:
+        jax.config.update("jax_compilation_cache_dir", os.environ["DEBATE_KERNEL_JAX_CACHE"])
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
 _SUPPRESS = [HealthCheck.too_slow, HealthCheck.data_too_large]
 
