@@ -12,7 +12,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-SUBCOMMANDS = ("score", "report", "train")
+SUBCOMMANDS = ("score", "report", "train", "serve")
 
 
 def build_parser() -> argparse.ArgumentParser:

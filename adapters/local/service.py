@@ -329,6 +329,16 @@ class LocalTrainingClient:
         """Optimizer steps taken."""
         return self._state.step
 
+    @property
+    def base_model(self) -> str:
+        """The base model this run started from (a size name or a weights file path)."""
+        return self._state.base_model
+
+    @property
+    def lora_rank(self) -> int:
+        """The LoRA rank (0 for full fine-tuning)."""
+        return self._state.rank
+
     def get_tokenizer(self) -> ByteTokenizer:
         """The byte tokenizer every local model uses."""
         return ByteTokenizer()

@@ -1,0 +1,101 @@
+"""``debate-kernel serve``: the local JAX training service behind Tinker's HTTP API.
+
+Binds ``--host`` (loopback by default) and ``--port`` (0: a free port), prints exactly one line,
+``serving on http://HOST:PORT``, once the server accepts requests, and serves until SIGINT or SIGTERM
+(then exits 0). Point the unmodified ``tinker`` SDK at it with
+``tinker.ServiceClient(base_url=URL, api_key="tml-local")`` or ``TINKER_BASE_URL=URL`` and
+``TINKER_API_KEY=tml-local``. Checkpoints (``tinker://RUN/...``) live under ``--root`` (default: a
+fresh temporary folder).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import signal
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Registers ``serve``."""
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "serve",
+        help="serve the local JAX training service over Tinker's HTTP API",
+        description="Serve the local JAX training service behind Tinker's HTTP API, for the tinker SDK "
+        "(TINKER_BASE_URL=http://HOST:PORT TINKER_API_KEY=tml-local).",
+    )
+    p.add_argument(
+        "--model", required=True, metavar="NAME_OR_PATH", help="tiny, small, base or a .safetensors file"
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
+    p.add_argument("--port", type=int, default=0, help="port to bind (default: 0, a free port)")
+    p.add_argument(
+        "--root", type=Path, metavar="DIR", help="folder for runs and checkpoints (default: a temp dir)"
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the base model, LoRA init and sampling")
+    p.set_defaults(func=run)
+    return p
+
+
+def url(host: str, port: int) -> str:
+    """The base URL of a bound address (IPv6 hosts in brackets).
+
+    Examples:
+        >>> url("127.0.0.1", 8000), url("::1", 8000)
+        ('http://127.0.0.1:8000', 'http://[::1]:8000')
+    """
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+@contextlib.contextmanager
+def _quiet_stop_signals() -> Iterator[None]:
+    """While serving, SIGINT and SIGTERM only stop the server: uvicorn catches them, shuts down, and
+    raises them again once it has put back these handlers, which ignore them, so the command exits 0."""
+    stops = (signal.SIGINT, signal.SIGTERM)
+    previous = {s: signal.signal(s, lambda *_: None) for s in stops}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serves until SIGINT or SIGTERM; 0 then, 2 for an unknown model or an address that cannot be bound."""
+    import asyncio
+    import socket
+
+    import uvicorn
+
+    from adapters.serve.app import create_app
+    from adapters.serve.state import ServeCore
+    from adapters.serve.tokenizer import write_tokenizer
+
+    root: Path = args.root if args.root is not None else Path(tempfile.mkdtemp(prefix="debate-kernel-serve-"))
+    try:
+        core = ServeCore(model=args.model, root=root, seed=args.seed, tokenizer_id=str(write_tokenizer(root)))
+        family, kind, _, _, address = socket.getaddrinfo(args.host, args.port, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(family, kind)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except (ValueError, OSError) as exc:
+        print(f"debate-kernel serve: {exc}", file=sys.stderr)
+        return 2
+    host, port = sock.getsockname()[:2]
+
+    class Server(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets)
+            if self.started:
+                print(f"serving on {url(host, port)}", flush=True)
+
+    config = uvicorn.Config(create_app(core), log_level="warning", access_log=False, lifespan="on")
+    with _quiet_stop_signals():
+        asyncio.run(Server(config).serve(sockets=[sock]))
+    return 0

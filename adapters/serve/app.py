@@ -1,0 +1,249 @@
+"""The ASGI app of ``debate-kernel serve``: Tinker's HTTP API over :class:`adapters.serve.state.ServeCore`.
+
+Each route decodes its body with the SDK's own request type (pydantic ``model_validate``; the
+forward/backward protobuf with :func:`adapters.serve.wire.parse_forward_backward_request`), asks the
+core, and encodes the SDK response type (JSON, or protobuf for ``SampleResponse`` and
+``ForwardBackwardOutput``, the two types the SDK reads only as protobuf).
+
+Futures: the work of a request answered with a future runs on one worker thread, in submission order
+(so one training run's requests keep the order the SDK sends them in, and the event loop stays free
+for heartbeats and polls). ``retrieve_future`` waits up to :data:`POLL_SECONDS` for the result and
+otherwise answers ``try_again``; a failed job answers ``RequestFailedResponse``, which the SDK raises
+as ``tinker.RequestFailedError`` with the message. A request refused outright gets a 4xx whose JSON
+body is a ``RequestFailedResponse`` too (the SDK raises ``tinker.BadRequestError``,
+``NotFoundError`` … with the message in it); an unknown route gets a 404 of the same shape.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+import pydantic
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from tinker import types
+from tinker.types.try_again_response import TryAgainResponse
+
+from adapters.serve import wire
+from adapters.serve.state import Job, ServeCore, ServeError, failure
+
+__all__ = ["POLL_SECONDS", "create_app"]
+
+POLL_SECONDS = 20.0
+"""How long ``retrieve_future`` waits for a result before answering ``try_again`` (the SDK's own
+timeout for the poll is 45 s)."""
+
+M = TypeVar("M", bound=pydantic.BaseModel)
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def _json(model: pydantic.BaseModel, status: int = 200) -> JSONResponse:
+    return JSONResponse(model.model_dump(mode="json", exclude_none=True), status_code=status)
+
+
+def _error(message: str, status: int) -> JSONResponse:
+    body = types.RequestFailedResponse(error=message, category=types.RequestErrorCategory.User)
+    return _json(body, status)
+
+
+async def _body(request: Request, kind: type[M]) -> M:
+    """The JSON body as the SDK request type ``kind``; a body that is not one is a 400."""
+    try:
+        return kind.model_validate(await request.json())
+    except (ValueError, pydantic.ValidationError) as exc:
+        raise ServeError(f"invalid {kind.__name__} body: {exc}") from None
+
+
+def _guarded(handler: Handler) -> Handler:
+    """Checks the API key header and turns the core's refusals into the SDK's error shape."""
+
+    async def endpoint(request: Request) -> Response:
+        if not request.headers.get("x-api-key"):
+            return _error("missing X-API-Key header (any key starting with 'tml-' will do)", 401)
+        try:
+            return await handler(request)
+        except ServeError as exc:
+            return _error(exc.message, exc.status)
+
+    return endpoint
+
+
+def _result(value: Any) -> Response:
+    """A finished job's answer: protobuf for the two types the SDK reads that way, JSON otherwise."""
+    if isinstance(value, types.SampleResponse):
+        return Response(wire.encode_sample_response(value), media_type=wire.PROTO_CONTENT_TYPE)
+    if isinstance(value, types.ForwardBackwardOutput):
+        return Response(wire.encode_forward_backward_output(value), media_type=wire.PROTO_CONTENT_TYPE)
+    assert isinstance(value, pydantic.BaseModel), f"a job returned {type(value).__name__}"
+    return _json(value)
+
+
+class _Worker:
+    """Runs jobs on one thread in submission order and keeps their futures until retrieved."""
+
+    def __init__(self) -> None:
+        self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="serve-worker")
+        self.pending: dict[str, concurrent.futures.Future[Any]] = {}
+
+    def submit(self, job: Job) -> JSONResponse:
+        self.pending[job.future.request_id] = self.pool.submit(job.work)
+        return _json(job.future)
+
+    async def call(self, work: Callable[[], M]) -> M:
+        """Runs ``work`` after every job submitted before it and waits for it."""
+        return await asyncio.wrap_future(self.pool.submit(work))
+
+    async def retrieve(self, request_id: str) -> Response:
+        future = self.pending.get(request_id)
+        if future is None:
+            raise ServeError(f"unknown request_id {request_id!r}", status=404)
+        await asyncio.wait({asyncio.wrap_future(future)}, timeout=POLL_SECONDS)
+        if not future.done():
+            return _json(TryAgainResponse(request_id=request_id, queue_state="active"))
+        del self.pending[request_id]
+        exc = future.exception()
+        return _json(failure(exc)) if exc is not None else _result(future.result())
+
+
+def _routes(core: ServeCore, worker: _Worker) -> list[Route]:
+    """The API: one thin handler per SDK call."""
+
+    async def client_config(request: Request) -> Response:
+        return _json(core.client_config())
+
+    async def dynamic_config(request: Request) -> Response:
+        return _json(types.ClientDynamicConfigResponse())
+
+    async def healthz(request: Request) -> Response:
+        return _json(types.HealthResponse(status="ok"))
+
+    async def capabilities(request: Request) -> Response:
+        return _json(core.capabilities())
+
+    async def create_session(request: Request) -> Response:
+        return _json(core.create_session(await _body(request, types.CreateSessionRequest)))
+
+    async def heartbeat(request: Request) -> Response:
+        return _json(core.heartbeat(await _body(request, types.SessionHeartbeatRequest)))
+
+    async def finish_session(request: Request) -> Response:
+        core.finish_session(request.path_params["session_id"])
+        return Response(status_code=204)
+
+    async def telemetry(request: Request) -> Response:
+        return _json(types.TelemetryResponse(status="accepted"))
+
+    async def create_model(request: Request) -> Response:
+        return worker.submit(core.create_model(await _body(request, types.CreateModelRequest)))
+
+    async def get_info(request: Request) -> Response:
+        return _json(core.get_info(await _body(request, types.GetInfoRequest)))
+
+    async def forward_backward(request: Request) -> Response:
+        body = await request.body()
+        if request.headers.get("content-encoding") == "zstd":
+            import zstandard
+
+            body = zstandard.ZstdDecompressor().decompress(body)
+        try:
+            fb, forward_only = wire.parse_forward_backward_request(body)
+        except ValueError as exc:
+            raise ServeError(str(exc)) from None
+        return worker.submit(core.forward_backward(fb, forward_only=forward_only))
+
+    async def optim_step(request: Request) -> Response:
+        return worker.submit(core.optim_step(await _body(request, types.OptimStepRequest)))
+
+    async def save_weights(request: Request) -> Response:
+        return worker.submit(core.save_weights(await _body(request, types.SaveWeightsRequest)))
+
+    async def load_weights(request: Request) -> Response:
+        return worker.submit(core.load_weights(await _body(request, types.LoadWeightsRequest)))
+
+    async def save_for_sampler(request: Request) -> Response:
+        req = await _body(request, types.SaveWeightsForSamplerRequest)
+        return worker.submit(core.save_weights_for_sampler(req))
+
+    async def create_sampling_session(request: Request) -> Response:
+        req = await _body(request, types.CreateSamplingSessionRequest)
+        return _json(await worker.call(lambda: core.create_sampling_session(req)))
+
+    async def get_sampler(request: Request) -> Response:
+        return _json(core.get_sampler(request.path_params["sampler_id"]))
+
+    async def asample(request: Request) -> Response:
+        return worker.submit(core.asample(await _body(request, types.SampleRequest)))
+
+    async def retrieve_future(request: Request) -> Response:
+        req = await _body(request, types.FutureRetrieveRequest)
+        return await worker.retrieve(req.request_id)
+
+    async def list_checkpoints(request: Request) -> Response:
+        return _json(core.list_checkpoints(request.path_params["model_id"]))
+
+    async def list_user_checkpoints(request: Request) -> Response:
+        limit, offset = request.query_params.get("limit", "100"), request.query_params.get("offset", "0")
+        if not (limit.isdigit() and offset.isdigit()):
+            raise ServeError(f"limit and offset must be integers >= 0, got {limit!r} and {offset!r}")
+        return _json(core.list_user_checkpoints(int(limit), int(offset)))
+
+    table: list[tuple[str, Handler, str]] = [
+        ("/client/config", client_config, "POST"),
+        ("/client/dynamic_config", dynamic_config, "POST"),
+        ("/healthz", healthz, "GET"),
+        ("/get_server_capabilities", capabilities, "GET"),
+        ("/create_session", create_session, "POST"),
+        ("/session_heartbeat", heartbeat, "POST"),
+        ("/sessions/{session_id}/finish", finish_session, "POST"),
+        ("/telemetry", telemetry, "POST"),
+        ("/create_model", create_model, "POST"),
+        ("/get_info", get_info, "POST"),
+        ("/forward_backward", forward_backward, "POST"),
+        ("/optim_step", optim_step, "POST"),
+        ("/save_weights", save_weights, "POST"),
+        ("/load_weights", load_weights, "POST"),
+        ("/save_weights_for_sampler", save_for_sampler, "POST"),
+        ("/create_sampling_session", create_sampling_session, "POST"),
+        ("/samplers/{sampler_id}", get_sampler, "GET"),
+        ("/asample", asample, "POST"),
+        ("/retrieve_future", retrieve_future, "POST"),
+        ("/training_runs/{model_id}/checkpoints", list_checkpoints, "GET"),
+        ("/checkpoints", list_user_checkpoints, "GET"),
+    ]
+    return [Route(f"/api/v1{path}", _guarded(h), methods=[method]) for path, h, method in table]
+
+
+async def _not_found(request: Request, exc: Exception) -> Response:
+    """Unknown routes and methods, in the SDK's error shape."""
+    status = exc.status_code if isinstance(exc, HTTPException) else 404
+    return _error(f"debate-kernel serve does not support {request.method} {request.url.path}", status)
+
+
+def create_app(core: ServeCore) -> Starlette:
+    """The Starlette app serving ``core`` (its worker thread stops when the app shuts down).
+
+    Args:
+        core: the sessions, runs and samplers behind the API.
+
+    Returns:
+        An ASGI app for uvicorn (or any ASGI server).
+    """
+    worker = _Worker()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        worker.pool.shutdown(wait=False, cancel_futures=True)
+
+    return Starlette(
+        routes=_routes(core, worker),
+        exception_handlers={404: _not_found, 405: _not_found},
+        lifespan=lifespan,
+    )
