@@ -37,12 +37,13 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any, Final, TypeVar
 
 import numpy as np
 import tinker
 from tinker import types
+
+from adapters.tinker.config import CALL_KINDS, DEFAULT_DEADLINES
 
 __all__ = [
     "CALL_KINDS",
@@ -62,37 +63,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-
-CALL_KINDS: Final = (
-    "sample",
-    "compute_logprobs",
-    "forward_backward",
-    "optim_step",
-    "save_state",
-    "refresh",
-    "restore",
-    "create",
-)
-"""The kinds of service call, each with its own deadline: ``refresh`` is
-``save_weights_and_get_sampling_client``, ``restore`` is
-``create_training_client_from_state_with_optimizer`` (``--resume``), ``create`` a new training client."""
-
-DEFAULT_DEADLINES: Final[Mapping[str, float]] = MappingProxyType(
-    {
-        "sample": 600.0,
-        "compute_logprobs": 300.0,
-        "forward_backward": 1800.0,
-        "optim_step": 600.0,
-        "save_state": 900.0,
-        "refresh": 900.0,
-        "restore": 1800.0,
-        "create": 1800.0,
-    }
-)
-"""Seconds one attempt of each kind of call may take. Hosted Tinker queues requests behind other users'
-(a training call waits seconds to minutes at busy times, a sample of 512 tokens takes seconds); the local
-service on 2 CPU cores takes seconds for a step and up to a minute for its first, compiling, call. The
-defaults leave an order of magnitude over both: a hang ends in minutes, a slow service is not cut off."""
 
 NOT_REPLAYED: Final = frozenset({"forward_backward", "optim_step"})
 """Kinds of call never replayed after a failure (see the module docstring): the run ends instead."""

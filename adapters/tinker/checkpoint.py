@@ -69,7 +69,18 @@ RUN_DIR_MARK = "$RUN_DIR"
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 
 RESUMABLE_KEYS = frozenset(
-    {"steps", "out", "save_every", "eval_every", "max_concurrent_debates", "sample_timeout_s"}
+    {
+        "steps",
+        "out",
+        "save_every",
+        "eval_every",
+        "max_concurrent_debates",
+        "sample_timeout_s",
+        "deadlines",
+        "retry_attempts",
+        "retry_max_s",
+        "max_empty_steps",
+    }
 )
 """Config keys that may change when a run is resumed; every other key must match the run's."""
 

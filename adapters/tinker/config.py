@@ -23,6 +23,7 @@ import types as pytypes
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, Literal, get_args, get_origin, get_type_hints
 
 import kernel
@@ -31,7 +32,16 @@ from kernel.checks import did_you_mean
 if TYPE_CHECKING:
     from adapters.tinker.rollouts import RolloutConfig
 
-__all__ = ["KERNEL_LOSSES", "SEED_LIMIT", "SERVER_LOSSES", "TrainConfig", "key_help", "load_config"]
+__all__ = [
+    "CALL_KINDS",
+    "DEFAULT_DEADLINES",
+    "KERNEL_LOSSES",
+    "SEED_LIMIT",
+    "SERVER_LOSSES",
+    "TrainConfig",
+    "key_help",
+    "load_config",
+]
 
 SERVER_LOSSES: Final = ("importance_sampling", "ppo", "cispo", "dro")
 """Losses computed by the service, by name (``forward_backward(data, loss_fn, loss_fn_config)``)."""
@@ -39,6 +49,37 @@ KERNEL_LOSSES: Final = ("kernel:importance_sampling", "kernel:ppo", "kernel:cisp
 """Losses computed by the kernel's JAX twins on the client, sent through ``forward_backward_custom``."""
 SEED_LIMIT: Final = 2**32
 """Seeds lie in ``[0, SEED_LIMIT)``: every service and numpy's generators take them."""
+
+CALL_KINDS: Final = (
+    "sample",
+    "compute_logprobs",
+    "forward_backward",
+    "optim_step",
+    "save_state",
+    "refresh",
+    "restore",
+    "create",
+)
+"""The kinds of service call, each with its own deadline: ``refresh`` is
+``save_weights_and_get_sampling_client``, ``restore`` is
+``create_training_client_from_state_with_optimizer`` (``--resume``), ``create`` a new training client."""
+
+DEFAULT_DEADLINES: Final[Mapping[str, float]] = MappingProxyType(
+    {
+        "sample": 600.0,
+        "compute_logprobs": 300.0,
+        "forward_backward": 1800.0,
+        "optim_step": 600.0,
+        "save_state": 900.0,
+        "refresh": 900.0,
+        "restore": 1800.0,
+        "create": 1800.0,
+    }
+)
+"""Seconds one attempt of each kind of call may take. Hosted Tinker queues requests behind other users'
+(a training call waits seconds to minutes at busy times, a sample of 512 tokens takes seconds); the local
+service on 2 CPU cores takes seconds for a step and up to a minute for its first, compiling, call. The
+defaults leave an order of magnitude over both: a hang ends in minutes, a slow service is not cut off."""
 
 
 @dataclass(frozen=True)
@@ -120,7 +161,19 @@ class TrainConfig:
       max_tokens: the most tokens sampled for one turn.
       temperature: the sampling temperature.
       max_concurrent_debates: debates sampled at once.
-      sample_timeout_s: a sample slower than this ends its debate (reason ``sampler_timeout``); 0: no limit.
+      sample_timeout_s: the deadline of one sample (an attempt slower than this is retried, and a sample
+        that cannot be had ends its debate, reason ``sampler_timeout``); 0: ``deadlines``' ``sample``
+        (default 600 s). It overrides ``deadlines.sample``.
+      deadlines: seconds one attempt of a kind of service call may take, by kind (``sample``,
+        ``compute_logprobs``, ``forward_backward``, ``optim_step``, ``save_state``, ``refresh``,
+        ``restore``, ``create``); a kind left out takes its default
+        (``adapters.tinker.boundary.DEFAULT_DEADLINES``: minutes), 0 waits forever. A call past its
+        deadline is a transient failure.
+      retry_attempts: attempts at most per service call whose failure is transient (1: no retry);
+        ``forward_backward`` and ``optim_step`` are never retried (the run stops; ``--resume``).
+      retry_max_s: no retry of a call starts once it has taken this long, backoff waits included.
+      max_empty_steps: this many consecutive RL steps without a datum stop the run, naming the dominant
+        reason (0: never).
       seed: seeds the dataset order and sampling.
     """
 
@@ -167,6 +220,10 @@ class TrainConfig:
     temperature: float = 1.0
     max_concurrent_debates: int = 64
     sample_timeout_s: float = 0.0
+    deadlines: dict[str, float] = field(default_factory=dict)
+    retry_attempts: int = 5
+    retry_max_s: float = 1800.0
+    max_empty_steps: int = 3
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -204,10 +261,13 @@ class TrainConfig:
             "max_steps_off_policy",
             "max_concurrent_debates",
             "stream_minibatches",
+            "max_empty_steps",
         )
         for name in non_negative:
             if getattr(self, name) < 0:
                 raise ValueError(f"config key {name} must be >= 0, got {getattr(self, name)}")
+        if self.retry_attempts < 1:
+            raise ValueError(f"config key retry_attempts must be >= 1, got {self.retry_attempts}")
         if self.max_concurrent_debates == 0:
             raise ValueError("config key max_concurrent_debates must be >= 1, got 0")
         if self.history_rounds < -1:
@@ -217,9 +277,17 @@ class TrainConfig:
 
     def _check_numbers(self) -> None:
         """The number keys' ranges (each is a finite float by now)."""
-        for name in ("sample_timeout_s", "kl_penalty_coef", "temperature"):
+        for name in ("sample_timeout_s", "kl_penalty_coef", "temperature", "retry_max_s"):
             if getattr(self, name) < 0:
                 raise ValueError(f"config key {name} must be >= 0, got {getattr(self, name)}")
+        for kind, seconds in self.deadlines.items():
+            if kind not in CALL_KINDS:
+                raise ValueError(
+                    f"config key deadlines: unknown kind of call {kind!r}{did_you_mean(kind, CALL_KINDS)}; "
+                    f"kinds: {', '.join(CALL_KINDS)}"
+                )
+            if not (math.isfinite(seconds) and seconds >= 0):
+                raise ValueError(f"config key deadlines: {kind} must be a finite number >= 0, got {seconds}")
         if not 0 < self.warm_start_lr_decay <= 1:
             raise ValueError(
                 f"config key warm_start_lr_decay must lie in (0, 1], got {self.warm_start_lr_decay}"
@@ -312,8 +380,17 @@ class TrainConfig:
             max_tokens=self.max_tokens,
             temperature=self.temperature,
             max_concurrent=self.max_concurrent_debates,
-            sample_timeout=self.sample_timeout_s or None,
+            sample_timeout=self.call_deadlines["sample"],
         )
+
+    @property
+    def call_deadlines(self) -> dict[str, float | None]:
+        """Seconds per attempt of every kind of service call (None: no deadline): the defaults under
+        ``deadlines`` under a nonzero ``sample_timeout_s``."""
+        merged: dict[str, float] = {**DEFAULT_DEADLINES, **self.deadlines}
+        if self.sample_timeout_s:
+            merged["sample"] = self.sample_timeout_s
+        return {kind: seconds or None for kind, seconds in merged.items()}
 
     @property
     def observation_config(self) -> kernel.ObservationConfig:

@@ -6,12 +6,14 @@ One debate is a loop of the kernel's steps (REFERENCE.md §7)::
     while not state.done:
         agent  = current_agent(state)                          # one agent at a time
         prompt = renderer.build_prompt(build_observation(state, agent).messages)
-        tokens = await sampler[agent].sample(prompt, 1, params)  # under asyncio.timeout
+        tokens = await boundary.call("sample", ...)  # deadline, retries, reply check
         state  = submit(state, agent, parse_response(renderer.text(tokens), agent)).state
 
 Debates run concurrently in one ``asyncio.TaskGroup`` under an ``asyncio.Semaphore`` (at most
-``max_concurrent`` debates in flight). A failure of the service — an exception from the sampler, a
-timeout, a future cancelled by the service, an empty response — ends that debate only, through
+``max_concurrent`` debates in flight). Every sample goes through the service boundary
+(:mod:`adapters.tinker.boundary`: its deadline, retries and reply check). A sample that cannot be had —
+retries ran out on an exception from the sampler, a timeout or a future cancelled by the service, or the
+reply failed its check — ends that debate only, through
 :func:`kernel.abort` with a reason code; a response that fails to parse ends it through
 :func:`kernel.submit` (step reward −1, the reference's rule). Other debates go on. Programmer errors
 (and :class:`~adapters.tinker.faults.SimulatedCrash`) propagate: the group cancels every debate and the
@@ -38,6 +40,7 @@ import numpy.typing as npt
 import tinker
 from tinker import types
 
+from adapters.tinker.boundary import Boundary, RetryPolicy, ServiceError
 from adapters.tinker.convert import Transition, _concat, _offsets
 from adapters.tinker.protocol import SamplingClient
 from adapters.tinker.renderers import Renderer
@@ -69,6 +72,7 @@ __all__ = [
     "RolloutTurn",
     "RolloutsCancelled",
     "TurnArrays",
+    "default_boundary",
     "fixed_opponents",
     "last_solution",
     "run_debate",
@@ -126,12 +130,15 @@ EndReason = Literal[
     "sampler_error",
     "sampler_timeout",
     "sampler_cancelled",
+    "sampler_bad_reply",
     "cancelled",
 ]
 END_REASONS: Final[tuple[EndReason, ...]] = get_args(EndReason)
 """How a rollout ended: every agent said YES in a round; the round limit; a response failed to parse
 (the failing agent's step reward is −1); the sampler raised or returned nothing; the sample took longer
-than ``sample_timeout``; the service cancelled the request; the whole batch was cancelled."""
+than ``sample_timeout``; the service cancelled the request; the sampler's reply failed its check (an empty
+sequence, ids outside the vocabulary, not one finite logprob per token:
+:func:`adapters.tinker.boundary.check_sample`); the whole batch was cancelled."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -589,24 +596,33 @@ def _result(
 
 
 async def _sample(
-    sampler: SamplingClient, prompt: tinker.ModelInput, params: types.SamplingParams, timeout: float | None
+    sampler: SamplingClient, prompt: tinker.ModelInput, params: types.SamplingParams, boundary: Boundary
 ) -> tuple[types.SampledSequence | None, EndReason | None, str]:
-    """One sample; a service failure comes back as ``(None, reason, detail)``: the one translation point."""
-    task = asyncio.current_task()
+    """One sample through ``boundary`` (its deadline, retries and reply check); a sample that cannot be had
+    comes back as ``(None, reason, detail)``: the one translation point."""
     try:
-        async with asyncio.timeout(timeout):
-            response = await sampler.sample(prompt, 1, params)
-    except TimeoutError:
-        return None, "sampler_timeout", f"no sample within {timeout} s"
-    except asyncio.CancelledError:
-        if task is not None and task.cancelling():
-            raise  # we are being cancelled: not a service failure
-        return None, "sampler_cancelled", "the service cancelled the request"
-    except Exception as e:  # any SDK or transport error ends this debate only
-        return None, "sampler_error", f"{type(e).__name__}: {e}"
-    if not response.sequences:
-        return None, "sampler_error", "the sampler returned no sequence"
+        response = await boundary.call(
+            "sample", lambda: sampler.sample(prompt, 1, params), boundary.check_sample(1)
+        )
+    except ServiceError as e:
+        return None, _END_OF_CAUSE.get(e.cause, "sampler_error"), f"{e.cause}: {e.detail}"
     return response.sequences[0], None, ""
+
+
+_END_OF_CAUSE: Final[dict[str, EndReason]] = {
+    "deadline": "sampler_timeout",
+    "cancelled": "sampler_cancelled",
+    "bad_reply": "sampler_bad_reply",
+}
+"""The end reason of a debate whose sample failed with a :class:`ServiceError` of this cause (any other
+cause: ``sampler_error``)."""
+
+
+def default_boundary(config: RolloutConfig) -> Boundary:
+    """The boundary of rollouts run without one: one attempt, ``config.sample_timeout`` as the sample
+    deadline, only the sequence count checked (the training loop passes its own, with retries and every
+    check)."""
+    return Boundary({"sample": config.sample_timeout}, RetryPolicy(max_attempts=1), strict=False)
 
 
 def last_solution(state: DebateState, agent: int) -> str:
@@ -634,6 +650,7 @@ async def run_debate(
     config: RolloutConfig = RolloutConfig(),
     policy_version: int = 0,
     index: int = 0,
+    boundary: Boundary | None = None,
 ) -> DebateResult:
     """Rolls out one debate to its end (see the module docstring for how each failure ends it).
 
@@ -643,6 +660,7 @@ async def run_debate(
         config: a :class:`RolloutConfig` (keyword).
         policy_version: stamped on the result (keyword).
         index: stored as the result's ``index`` (keyword).
+        boundary: where the samples go through (keyword; default :func:`default_boundary`).
 
     Returns:
         A :class:`DebateResult` whose ``state`` is done.
@@ -668,7 +686,9 @@ async def run_debate(
     """
     _check_spec(spec, config, "spec")
     live = _Live(initial_state(spec.question, num_agents=config.num_agents, max_rounds=config.max_rounds))
-    return await _drive(spec, renderer, live, config, policy_version, index)
+    return await _drive(
+        spec, renderer, live, config, policy_version, index, boundary or default_boundary(config)
+    )
 
 
 def _check_spec(spec: DebateSpec, config: RolloutConfig, name: str) -> None:
@@ -680,7 +700,13 @@ def _check_spec(spec: DebateSpec, config: RolloutConfig, name: str) -> None:
 
 
 async def _drive(
-    spec: DebateSpec, renderer: Renderer, live: _Live, config: RolloutConfig, version: int, index: int
+    spec: DebateSpec,
+    renderer: Renderer,
+    live: _Live,
+    config: RolloutConfig,
+    version: int,
+    index: int,
+    boundary: Boundary,
 ) -> DebateResult:
     """The debate loop; ``live`` always holds the latest state and turns (read if we are cancelled)."""
     params = config.sampling_params(renderer.stop_sequences())
@@ -694,7 +720,7 @@ async def _drive(
             return _result(index, spec, live, reason, detail, version)
         observation = build_observation(live.state, agent, config=config.observation)
         prompt = renderer.build_prompt(observation.messages)
-        sequence, failure, detail = await _sample(spec.samplers[agent], prompt, params, config.sample_timeout)
+        sequence, failure, detail = await _sample(spec.samplers[agent], prompt, params, boundary)
         if sequence is None or failure is not None:
             failure = failure or "sampler_error"
             live.state = abort(live.state, failure)
@@ -725,6 +751,7 @@ async def run_debates(
     config: RolloutConfig = RolloutConfig(),
     policy_version: int = 0,
     on_result: Callable[[DebateResult], None] | None = None,
+    boundary: Boundary | None = None,
 ) -> RolloutBatch:
     """Rolls out every debate concurrently (at most ``config.max_concurrent`` at once).
 
@@ -735,6 +762,8 @@ async def run_debates(
         policy_version: the policy's version, stamped on every result (keyword).
         on_result: called with each result as its debate ends, in completion order (keyword); e.g. to
             append its transcript line. An exception it raises propagates like a programmer error.
+        boundary: where every sample goes through: its deadline, retries and reply check (keyword;
+            default :func:`default_boundary`, one attempt under ``config.sample_timeout``).
 
     Returns:
         A :class:`RolloutBatch` with one result per spec, in spec order.
@@ -770,6 +799,7 @@ async def run_debates(
             )
         seen[spec.id] = k
     gate = asyncio.Semaphore(config.max_concurrent)
+    through = boundary or default_boundary(config)
     finished: dict[int, DebateResult] = {}
     lives: dict[int, _Live] = {}
 
@@ -779,7 +809,7 @@ async def run_debates(
     async def one(index: int, spec: DebateSpec) -> None:
         live = lives[index] = start(spec)
         async with gate:
-            result = await _drive(spec, renderer, live, config, policy_version, index)
+            result = await _drive(spec, renderer, live, config, policy_version, index, through)
             finished[index] = result
             if on_result is not None:
                 on_result(result)
