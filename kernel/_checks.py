@@ -91,7 +91,7 @@ def as_mask(
     Converts ``x`` with ``xp.asarray`` (``xp`` is ``numpy`` or ``jax.numpy``; a traced JAX array passes
     through: only its dtype and shape are read) and refuses anything but a boolean array of the given
     ``shape`` or rank ``ndim``. No implicit ``mask > 0``: an integer or float mask is a TypeError, so a
-    0/1 float mask cannot be mistaken for weights.
+    0/1 float mask cannot be mistaken for weights. An empty list or tuple is an empty mask.
 
     Args:
       x: the mask.
@@ -108,6 +108,8 @@ def as_mask(
       ValueError: ``x`` has the wrong shape or rank.
     """
     arr = xp.asarray(x)
+    if arr.dtype != np.bool_ and isinstance(x, list | tuple) and len(x) == 0:
+        arr = xp.zeros(arr.shape, bool)  # an empty list is float64 to numpy: no entries, whatever their type
     if arr.dtype != np.bool_:
         raise TypeError(f"{name} must be a boolean array (e.g. mask > 0), got dtype {arr.dtype}")
     if shape is not None and tuple(arr.shape) != tuple(shape):

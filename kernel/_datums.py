@@ -37,6 +37,7 @@ from kernel._checks import (
     check_int,
     check_same_length,
 )
+from kernel._provenance import DatumSpans, SpanTable, datum_spans
 
 __all__ = [
     "DATUM_MODES",
@@ -45,7 +46,9 @@ __all__ = [
     "DatumMode",
     "DatumReport",
     "DatumResult",
+    "DatumSpans",
     "PaddedDatums",
+    "SpanTable",
     "Trajectories",
     "build_datums",
     "pad_datums",
@@ -225,11 +228,13 @@ class DatumResult(NamedTuple):
         status_B: [B] int8, per trajectory the code (index into ``DATUM_STATUS``) of its first problem in
             the reference's processing order, 0 when it has none.
         report: counts per reason.
+        spans: the datums' provenance spans, when ``build_datums`` was given ``sequence_ids_N``.
     """
 
     datums: DatumBatch
     status_B: npt.NDArray[np.int8]
     report: DatumReport
+    spans: DatumSpans | None = None
 
 
 def trajectories_from_lists(
@@ -306,6 +311,7 @@ def build_datums(
     parse_failed_N: npt.ArrayLike | None = None,
     ac_weights: npt.ArrayLike | None = None,
     drop_zero_advantage: bool = False,
+    sequence_ids_N: npt.ArrayLike | None = None,
 ) -> DatumResult:
     """Builds the token-level training datums of a whole batch of trajectories.
 
@@ -334,9 +340,12 @@ def build_datums(
         parse_failed_N: [N] bool, transitions whose response failed to parse: their action tokens stay in
             the sequence but get mask False and advantage 0 (their logprobs are kept). Default: none.
         drop_zero_advantage: drop datums with no nonzero advantage (advantage 0, or no trained token).
+        sequence_ids_N: [N] int, the sampled sequence of each transition's action (an index into the
+            caller's sequence ids, e.g. the SDK's ``SampledSequence.sequence_id``), −1 for none: then the
+            result carries the datums' provenance spans (:mod:`kernel._provenance`, REFERENCE §11).
 
     Returns:
-        ``DatumResult(datums, status_B, report)``.
+        ``DatumResult(datums, status_B, report, spans)``.
 
     Raises:
         ValueError: on malformed offsets, trajectory ids out of order or range, mismatched lengths or an
@@ -363,6 +372,12 @@ def build_datums(
 
         >>> build_datums(t, ac_weights=[0.0, 0.0, 1.0]).datums.advantages.tolist()
         [0.0, 0.0, 0.0, 0.0, 0.5]
+
+        Provenance, both turns sampled as sequences 0 and 1: the target side starts one position in.
+
+        >>> q = build_datums(t, sequence_ids_N=[0, 1]).spans.loss_fn_inputs
+        >>> q.sequence_Q.tolist(), q.sampled_Q.tolist(), q.offset_Q.tolist(), q.length_Q.tolist()
+        ([0, 0, 1, 1], [False, True, False, True], [1, 0, 3, 0], [1, 1, 1, 2])
     """
     check_choice(mode, "mode", DATUM_MODES)
     drop_zero_advantage = check_bool(drop_zero_advantage, "drop_zero_advantage")
@@ -377,6 +392,12 @@ def build_datums(
     )
     check_same_length(where=trainable_B, advantages_B=t.advantages_B)
     check_same_length(parse_failed_N=failed_N, traj_ids_N=t.traj_ids_N)
+    sequence_N = None
+    if sequence_ids_N is not None:
+        sequence_N = as_int_array(sequence_ids_N, "sequence_ids_N")
+        check_same_length(sequence_ids_N=sequence_N, traj_ids_N=t.traj_ids_N)
+        if sequence_N.size and int(sequence_N.min()) < -1:
+            raise ValueError(f"sequence_ids_N must be >= -1 (-1: no sequence), got {int(sequence_N.min())}")
     weights_A: Float32Array | None = None
     if ac_weights is not None:
         given = _unit_interval(as_float_array(ac_weights, "ac_weights"), "ac_weights")
@@ -467,6 +488,18 @@ def build_datums(
         weights_A=weights_A,
     )
 
+    spans = None
+    if sequence_N is not None:
+        datum_of_S = np.cumsum(keep_S) - 1
+        spans = datum_spans(
+            datum_of_S[seg_of_N[kept_N]],
+            sequence_N[kept_N],
+            before_N[kept_N],
+            delta_N[kept_N],
+            ac_len[kept_N],
+            datums.num_datums,
+        )
+
     counts = np.bincount(status_B, minlength=len(DATUM_STATUS))
     report = DatumReport(
         trajectories=num_b,
@@ -484,7 +517,7 @@ def build_datums(
         parse_failed=int(np.sum(np.where(failed_N[kept_N], ac_lab_N[kept_N], 0))),
         zero_advantage=dropped_zero,
     )
-    return DatumResult(datums=datums, status_B=status_B, report=report)
+    return DatumResult(datums=datums, status_B=status_B, report=report, spans=spans)
 
 
 def pad_datums(batch: DatumBatch, *, length: int | None = None, pad_token: int = 0) -> PaddedDatums:

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from tinker import types
 from tinker.proto.request_conv import forward_backward_request_to_proto
 
+from adapters.tinker import convert as tc
 from adapters.tinker.convert import (
     build_tinker_datums,
     datums_to_tinker,
@@ -579,3 +580,42 @@ def test_lowest_id_shortcut_agrees_with_min_and_max(columns: list[list[int]], un
             _lowest_id(*arrays)
     else:
         assert _lowest_id(*arrays) == min([0, *values])
+
+
+@pytest.mark.parametrize("direct", [True, False])
+def test_provenance_spans_become_the_sdks_on_either_path(
+    direct: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each datum with provenance gets the SDK's span objects, which the SDK's own tiling check accepts
+    and its request encoder writes; one without gets neither list."""
+    turns = [([1, 2], [3], [-0.5]), ([1, 2, 3, 4], [5, 6], [-1.0, -2.0]), ([9], [8], [-0.1])]
+    result = build_datums(trajectories_from_lists([turns], [0.5]), sequence_ids_N=[0, 1, -1])
+    if not direct:
+        monkeypatch.setattr(tc, "_direct_matches_sdk", lambda: False)
+    first, second = datums_to_tinker(result.datums, spans=result.spans, sequence_ids=["s-a", "s-b"])
+    assert first.loss_fn_input_spans == [
+        types.PromptProvenanceSpan(sequence_id="s-a", offset=1, length=1),
+        types.SampledProvenanceSpan(sequence_id="s-a", offset=0, length=1),
+        types.PromptProvenanceSpan(sequence_id="s-b", offset=3, length=1),
+        types.SampledProvenanceSpan(sequence_id="s-b", offset=0, length=2),
+    ]
+    assert first.model_input_spans is not None and len(first.model_input_spans) == 4
+    checked = first.with_provenance(
+        model_input=first.model_input_spans, loss_fn_inputs=first.loss_fn_input_spans
+    )
+    assert checked == first
+    assert second.model_input_spans is None and second.loss_fn_input_spans is None  # an id-less turn
+    request = types.ForwardBackwardRequest(
+        forward_backward_input=types.ForwardBackwardInput(data=[first], loss_fn="importance_sampling"),
+        model_id="m",
+        seq_id=1,
+    )
+    assert len(forward_backward_request_to_proto(request).data[0].loss_fn_input_spans) == 4
+
+
+def test_provenance_needs_every_named_sequence_id() -> None:
+    result = build_datums(trajectories_from_lists([[([1, 2], [3], [-0.5])]], [0.5]), sequence_ids_N=[1])
+    with pytest.raises(ValueError, match=r"spans name sequences in \[1, 1\]; 1 ids were given"):
+        datums_to_tinker(result.datums, spans=result.spans, sequence_ids=["only"])
+    with pytest.raises(ValueError, match=r"PromptProvenanceSpan\.sequence_id must be non-empty"):
+        datums_to_tinker(result.datums, spans=result.spans, sequence_ids=["x", ""])

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kernel import (
@@ -20,6 +20,7 @@ from kernel import (
 )
 from kernel import _datums as datums_module
 from kernel.testing.strategies import token_trajectories
+from tests._profile import examples
 from tests.golden import VECTORS_DIR, read_records
 from tests.golden._datums import ERRORS
 
@@ -616,3 +617,103 @@ def test_bad_flags_and_hand_built_batches_get_clear_errors() -> None:
         pad_datums(d._replace(mask=d.mask[:1]))
     with pytest.raises(ValueError, match=r"batch\.traj_ids_D must have one id per datum \(1\), got 0"):
         pad_datums(d._replace(traj_ids_D=d.traj_ids_D[:0]))
+
+
+# --- provenance spans (REFERENCE §11) -----------------------------------------------------------------
+
+
+def _slow_spans(transitions: list[Any], sequences: list[int]) -> list[tuple[list[Any], list[Any]] | None]:
+    """Per would-be datum of one trajectory, (input spans, target spans) or None: REFERENCE §11 step by
+    step, a Python list per datum (problems ignored: the caller compares kept datums only)."""
+    out: list[tuple[list[Any], list[Any]] | None] = []
+    x: list[int] = []
+    spans: list[Any] | None = []
+
+    def flush() -> None:
+        if len(x) < 2:
+            return
+        if not spans:
+            out.append(None)
+            return
+        loss = list(spans)
+        s, p, off, n = loss[0]
+        loss = loss[1:] if n == 1 else [(s, p, off + 1, n - 1), *loss[1:]]
+        if not any(p for _, p, _, _ in loss):
+            out.append(None)
+            return
+        inputs = list(spans)
+        s, p, off, n = inputs[-1]
+        inputs = inputs[:-1] if n == 1 else [*inputs[:-1], (s, p, off, n - 1)]
+        out.append((inputs, loss))
+
+    for (ob, ac, _), seq in zip(transitions, sequences, strict=True):
+        if x and ob[: len(x)] == x and len(ob) >= len(x):
+            delta = ob[len(x) :]
+        else:
+            if x:
+                flush()
+            x, spans, delta = [], [], ob
+        if seq < 0 and delta + ac:
+            spans = None
+        if spans is not None and seq >= 0:
+            if delta:
+                spans.append((seq, False, len(x), len(delta)))
+            if ac:
+                spans.append((seq, True, 0, len(ac)))
+        x = x + delta + ac
+    flush()
+    return out
+
+
+def _table_spans(table: Any, d: int) -> list[Any]:
+    lo, hi = int(table.offsets_D1[d]), int(table.offsets_D1[d + 1])
+    columns = (table.sequence_Q, table.sampled_Q, table.offset_Q, table.length_Q)
+    return [tuple(c[q].item() for c in columns) for q in range(lo, hi)]
+
+
+@settings(max_examples=examples(200))
+@given(case=token_trajectories(), data=st.data())
+def test_provenance_spans_equal_the_step_by_step_reference_and_tile_every_datum(
+    case: Any, data: st.DataObject
+) -> None:
+    n = sum(len(t) for t in case.transitions_B)
+    sequences = data.draw(st.lists(st.integers(-1, 3), min_size=n, max_size=n))
+    # good logprobs everywhere, so that every segment of two tokens or more is a datum
+    transitions_B = [[(ob, ac, [-0.5] * len(ac)) for ob, ac, _ in t] for t in case.transitions_B]
+    t = trajectories_from_lists(transitions_B, case.advantages_B)
+    result = build_datums(t, mode="robust", sequence_ids_N=sequences)
+    spans = result.spans
+    assert spans is not None
+    want: list[Any] = []
+    k = 0
+    for traj in transitions_B:
+        want += _slow_spans(traj, sequences[k : k + len(traj)])
+        k += len(traj)
+    assert len(want) == result.datums.num_datums
+    lengths = result.datums.lengths_D
+    for d, expected in enumerate(want):
+        got_in, got_loss = _table_spans(spans.model_input, d), _table_spans(spans.loss_fn_inputs, d)
+        assert bool(spans.has_provenance_D[d]) == (expected is not None)
+        assert (got_in, got_loss) == (expected or ([], []))
+        if expected is not None:  # both sides tile the datum's positions
+            assert sum(s[3] for s in got_in) == sum(s[3] for s in got_loss) == lengths[d]
+            assert all(s[3] >= 1 for s in got_in + got_loss)
+
+
+def test_provenance_hand_example_and_what_strips_it() -> None:
+    # turn 2 extends turn 1; the empty first observation makes the target side start at offset 1
+    turns = [([], [7, 8], [-0.1, -0.2]), ([7, 8, 9], [10], [-0.3])]
+    t = trajectories_from_lists([turns], [1.0])
+    spans = build_datums(t, sequence_ids_N=[0, 1]).spans
+    assert spans is not None
+    assert _table_spans(spans.loss_fn_inputs, 0) == [(0, True, 1, 1), (1, False, 2, 1), (1, True, 0, 1)]
+    assert _table_spans(spans.model_input, 0) == [(0, True, 0, 2), (1, False, 2, 1)]
+    # an id-less turn that adds tokens strips its datum; one that adds none does not
+    assert not build_datums(t, sequence_ids_N=[0, -1]).spans.has_provenance_D.any()  # type: ignore[union-attr]
+    empty = trajectories_from_lists([[([], [], []), *turns]], [1.0])
+    assert build_datums(empty, sequence_ids_N=[-1, 0, 1]).spans.has_provenance_D.all()  # type: ignore[union-attr]
+    assert build_datums(t).spans is None
+    with pytest.raises(ValueError, match="sequence_ids_N must be >= -1"):
+        build_datums(t, sequence_ids_N=[0, -2])
+    with pytest.raises(ValueError, match="sequence_ids_N"):
+        build_datums(t, sequence_ids_N=[0])

@@ -33,7 +33,7 @@ import tinker
 from tinker import types
 
 from adapters.tinker.tokens import TokenArray, _text_model_input, tokens_supported
-from kernel import DatumBatch, DatumResult, Trajectories, build_datums
+from kernel import DatumBatch, DatumResult, DatumSpans, SpanTable, Trajectories, build_datums
 from kernel.checks import check_each, check_type, checked_datum_batch
 
 __all__ = [
@@ -158,7 +158,13 @@ def pack_trajectories(
 
 
 def datums_to_tinker(
-    batch: DatumBatch, *, chunks: Sequence[Any] = (), include_mask: bool = False, copy: bool = True
+    batch: DatumBatch,
+    *,
+    chunks: Sequence[Any] = (),
+    include_mask: bool = False,
+    copy: bool = True,
+    spans: DatumSpans | None = None,
+    sequence_ids: Sequence[str] = (),
 ) -> list[tinker.Datum]:
     """``tinker.Datum`` per kernel datum: model input, and target_tokens / logprobs / advantages.
 
@@ -180,6 +186,10 @@ def datums_to_tinker(
             writeable and already in the wire dtype, saving a copy of the batch: only for a batch that
             nothing writes to afterwards, such as one ``build_datums`` just returned
             (:func:`build_tinker_datums` does this).
+        spans: the batch's provenance (``build_datums(..., sequence_ids_N=...).spans``): each datum that
+            has it gets ``model_input_spans`` and ``loss_fn_input_spans`` (the SDK's span types), as
+            ``Datum.with_provenance`` would set them; the others get neither.
+        sequence_ids: the SDK's sequence ids that the spans' ``sequence_Q`` index.
 
     Returns:
         One ``tinker.Datum`` per datum, in order.
@@ -208,10 +218,11 @@ def datums_to_tinker(
     if low < -len(chunks):
         raise ValueError(f"negative token ids are chunk placeholders; only {len(chunks)} chunks were given")
     bounds = batch.offsets_D1.tolist()
+    provenance = _provenance(spans, sequence_ids, len(bounds) - 1)
     inputs = _loss_inputs(batch, include_mask=include_mask, placeholders=low < 0, copy=copy)
     if low >= 0 and _direct_matches_sdk():
         ids = np.array(batch.input_tokens, dtype=np.int64) if copy else np.asarray(batch.input_tokens)
-        return _direct_text_datums(ids, inputs, bounds, lazy=tokens_supported())
+        return _direct_text_datums(ids, inputs, bounds, lazy=tokens_supported(), provenance=provenance)
     out: list[tinker.Datum] = []
     for d in range(len(bounds) - 1):
         s, e = bounds[d], bounds[d + 1]
@@ -222,8 +233,52 @@ def datums_to_tinker(
             model_input = _chunked_input(tokens, chunks)
         else:
             model_input = tinker.ModelInput.from_ints(_token_list(tokens, _shared_table(tokens)))
-        out.append(_public_datum(model_input, {k: v[s:e] for k, v in inputs.items()}))
+        out.append(_public_datum(model_input, {k: v[s:e] for k, v in inputs.items()}, provenance[d]))
     return out
+
+
+Spans = list[types.PromptProvenanceSpan | types.SampledProvenanceSpan]
+
+
+def _provenance(
+    spans: DatumSpans | None, sequence_ids: Sequence[str], num_datums: int
+) -> list[tuple[Spans, Spans] | None]:
+    """Per datum, its (model input, loss input) spans as SDK objects, or None: one pass over the spans.
+
+    The SDK's span types check their values (an empty sequence id is a ValueError there)."""
+    if spans is None:
+        return [None] * num_datums
+    check_type(spans, DatumSpans, "spans")
+    if spans.has_provenance_D.shape[0] != num_datums:
+        raise ValueError(
+            f"spans must describe the batch's {num_datums} datums, got {spans.has_provenance_D.shape[0]}"
+        )
+    ids = list(sequence_ids)
+    for table in (spans.model_input, spans.loss_fn_inputs):
+        named = table.sequence_Q
+        if named.size and not 0 <= int(named.min()) <= int(named.max()) < len(ids):
+            raise ValueError(
+                f"spans name sequences in [{named.min()}, {named.max()}]; {len(ids)} ids were given"
+            )
+    sides = [_sdk_spans(table, ids) for table in (spans.model_input, spans.loss_fn_inputs)]
+    has = spans.has_provenance_D.tolist()
+    return [(sides[0][d], sides[1][d]) if has[d] else None for d in range(num_datums)]
+
+
+def _sdk_spans(table: SpanTable, ids: list[str]) -> list[Spans]:
+    kinds = (types.PromptProvenanceSpan, types.SampledProvenanceSpan)
+    made = [
+        kinds[sampled](sequence_id=ids[q], offset=offset, length=length)
+        for q, sampled, offset, length in zip(
+            table.sequence_Q.tolist(),
+            table.sampled_Q.tolist(),
+            table.offset_Q.tolist(),
+            table.length_Q.tolist(),
+            strict=True,
+        )
+    ]
+    bounds = table.offsets_D1.tolist()
+    return [made[a:b] for a, b in itertools.pairwise(bounds)]
 
 
 def without_mask(data: Sequence[tinker.Datum]) -> list[tinker.Datum]:
@@ -369,9 +424,19 @@ def _loss_inputs(
     return inputs
 
 
-def _public_datum(model_input: tinker.ModelInput, inputs: dict[str, npt.NDArray[Any]]) -> tinker.Datum:
+def _public_datum(
+    model_input: tinker.ModelInput,
+    inputs: dict[str, npt.NDArray[Any]],
+    provenance: tuple[Spans, Spans] | None = None,
+) -> tinker.Datum:
     """The SDK's own constructor (it wraps each array with ``TensorData.from_numpy``)."""
-    return tinker.Datum(model_input=model_input, loss_fn_inputs=inputs)  # type: ignore[arg-type]
+    model_spans, loss_spans = provenance or (None, None)
+    return tinker.Datum(
+        model_input=model_input,
+        loss_fn_inputs=inputs,  # type: ignore[arg-type]
+        model_input_spans=model_spans,
+        loss_fn_input_spans=loss_spans,
+    )
 
 
 _WIRE_DTYPES = {np.dtype(np.int64): "int64", np.dtype(np.float32): "float32"}
@@ -404,7 +469,12 @@ def _token_list(tokens: npt.NDArray[Any], table: npt.NDArray[np.object_] | None)
 
 
 def _direct_text_datums(
-    tokens: npt.NDArray[Any], inputs: dict[str, npt.NDArray[Any]], bounds: list[int], *, lazy: bool
+    tokens: npt.NDArray[Any],
+    inputs: dict[str, npt.NDArray[Any]],
+    bounds: list[int],
+    *,
+    lazy: bool,
+    provenance: Sequence[tuple[Spans, Spans] | None] | None = None,
 ) -> list[tinker.Datum]:
     """Text-only datums whose objects are set up directly, attribute by attribute.
 
@@ -413,7 +483,8 @@ def _direct_text_datums(
     plus three slots; the model inputs come from ``tokens._text_model_input``); :func:`_direct_matches_sdk`
     checks that this still holds for the installed SDK before this path is used. Skipped: pydantic's
     per-token validation of lists that are ints already.
-    ``lazy``: tokens as ``TokenArray`` views of ``tokens`` instead of int lists.
+    ``lazy``: tokens as ``TokenArray`` views of ``tokens`` instead of int lists; ``provenance``: per datum
+    its two span lists or None (default: none).
     """
     set_slot = object.__setattr__
     new = object.__new__
@@ -424,7 +495,9 @@ def _direct_text_datums(
     read_only.flags.writeable = False
     wrap = TokenArray._of_read_only
     out: list[tinker.Datum] = []
+    spans = itertools.repeat(None) if provenance is None else iter(provenance)
     for s, e in itertools.pairwise(bounds):
+        model_spans, loss_spans = next(spans) or (None, None)
         model_input = _text_model_input(wrap(read_only[s:e]) if lazy else _token_list(tokens[s:e], table))
         loss_inputs = {}
         for key, dtype, values in columns:
@@ -440,8 +513,8 @@ def _direct_text_datums(
         set_slot(
             datum,
             "__dict__",
-            {"model_input": model_input, "loss_fn_inputs": loss_inputs, "model_input_spans": None,
-             "loss_fn_input_spans": None},
+            {"model_input": model_input, "loss_fn_inputs": loss_inputs, "model_input_spans": model_spans,
+             "loss_fn_input_spans": loss_spans},
         )  # fmt: skip
         out.append(datum)
     return out

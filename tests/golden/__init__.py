@@ -22,6 +22,7 @@ KNOWN_FILES: dict[str, str] = {
     "rae.jsonl": "_rae",
     "datums.jsonl": "_datums",
     "kl_metrics.jsonl": "_kl_metrics",
+    "datums_provenance.jsonl": "_datums_provenance",
 }
 
 Record = dict[str, Any]
