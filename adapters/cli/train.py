@@ -26,7 +26,7 @@ import importlib
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from adapters._gc import fewer_gc_passes
 from adapters.tinker.checkpoint import RUN_FILE, CheckpointError, read_run
@@ -35,7 +35,7 @@ from adapters.tinker.dataset import DatasetError
 from adapters.tinker.memory import one_malloc_arena
 from kernel.checks import did_you_mean
 
-__all__ = ["LOCAL_MODELS", "add_parser", "run"]
+__all__ = ["EXIT_NOTHING_TO_TRAIN", "EXIT_SERVICE", "LOCAL_MODELS", "add_parser", "run"]
 
 LOCAL_MODELS = ("tiny", "small", "base")
 """Model names served by the local service (anything else with TINKER_API_KEY goes to Tinker)."""
@@ -78,7 +78,24 @@ of about 0.04 on ``eval/correct``, where one pass of 24 debates has 0.1 and cann
 ``max_tokens``: a well-formed short turn is 166 to 221 bytes (agents 0 to 3; the later ones list
 comparisons), and a turn cut before its closing tags fails to parse."""
 
-_FLAGS = {
+EXIT_SERVICE: Final = 3
+"""``train``'s exit status when a service call failed for good (retries ran out, a permanent error, a
+reply that failed its check, a save that failed its read-back): the run directory stays resumable."""
+EXIT_NOTHING_TO_TRAIN: Final = 4
+"""``train``'s exit status when ``max_empty_steps`` consecutive RL steps had no datum."""
+
+
+def _deadlines(text: str) -> dict[str, float]:
+    """``--deadlines KIND=SECONDS,...`` (:func:`adapters.tinker.boundary.parse_deadlines`)."""
+    from adapters.tinker.boundary import parse_deadlines
+
+    try:
+        return parse_deadlines(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+_FLAGS: dict[str, Any] = {
     "steps": int,
     "save_every": int,
     "eval_every": int,
@@ -106,6 +123,11 @@ _FLAGS = {
     "eval_repeats": int,
     "credit": str,
     "negative_advantages": str,
+    "sample_timeout_s": float,
+    "deadlines": _deadlines,
+    "retry_attempts": int,
+    "retry_max_s": float,
+    "max_empty_steps": int,
 }
 
 
@@ -128,7 +150,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
             type=kind,
             dest=key,
             default=None,
-            metavar=key.upper(),
+            metavar="KIND=S,..." if key == "deadlines" else key.upper(),
             help=_flag_help(docs[key], getattr(defaults, key), LOCAL_PRESET.get(key)),
         )
     p.add_argument(
@@ -253,6 +275,14 @@ def _progress(stream: Any) -> Any:
             parts.append(f"reward {reward:.3f}")
         if isinstance(record.get("eval/correct"), float):
             parts.append(f"eval/correct {record['eval/correct']:.3f}")
+        ended = record.get("env/all/ended_early")
+        if ended:
+            worst = max(
+                (k for k in record if k.startswith("env/all/end/sampler_")), key=lambda k: record.get(k) or 0
+            )
+            parts.append(f"ended early {ended} ({worst.rsplit('/', 1)[1]})")
+        if record.get("service/retries"):
+            parts.append(f"retries {record['service/retries']:.0f}")
         parts.append(f"{record.get('time/total') or 0.0:.2f}s")
         line = "  ".join(p for p in parts if p)
         if tty:
@@ -269,9 +299,13 @@ def _progress(stream: Any) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Runs ``train``; returns the exit status (0 done, 2 bad config / data / run directory, 1 service)."""
+    """Runs ``train``; returns the exit status: 0 done, 2 bad config / data / run directory, 1 a service
+    that cannot start, :data:`EXIT_SERVICE` (3) a service call that failed for good (the message names the
+    call, the step and the cause, and ``--resume RUN_DIR`` continues the run), :data:`EXIT_NOTHING_TO_TRAIN`
+    (4) ``max_empty_steps`` RL steps in a row without a datum, 130 interrupted."""
     try:
-        from adapters.tinker.train import check_service, run_training
+        from adapters.tinker.boundary import ServiceError
+        from adapters.tinker.train import NothingToTrain, check_service, run_training
     except ImportError as e:
         print(
             f"debate-kernel train: needs the training extras ({e.name or e} is not installed); "
@@ -303,6 +337,12 @@ def run(args: argparse.Namespace) -> int:
     except (CheckpointError, DatasetError) as e:
         print(f"debate-kernel train: {e}", file=sys.stderr)
         return 2
+    except ServiceError as e:
+        print(f"debate-kernel train: {e}; --resume {config.out} continues the run", file=sys.stderr)
+        return EXIT_SERVICE
+    except NothingToTrain as e:
+        print(f"debate-kernel train: {e}", file=sys.stderr)
+        return EXIT_NOTHING_TO_TRAIN
     except KeyboardInterrupt:
         print("debate-kernel train: interrupted; resume with --resume " + config.out, file=sys.stderr)
         return 130

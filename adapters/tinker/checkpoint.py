@@ -22,6 +22,7 @@ working directory and after a move (:func:`stored_path`, :func:`saved_path`).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -44,8 +45,11 @@ __all__ = [
     "CheckpointError",
     "RunInfo",
     "append_metrics",
+    "check_saved_state",
+    "ended_path",
     "init_run",
     "latest_checkpoint",
+    "local_file",
     "read_metrics",
     "read_run",
     "save_checkpoint",
@@ -54,6 +58,7 @@ __all__ = [
     "transcript_files",
     "transcript_path",
     "truncate_metrics",
+    "verify_saved_state",
     "write_json_atomic",
     "write_text_atomic",
 ]
@@ -280,6 +285,104 @@ def transcript_path(run_dir: str | Path, step: int) -> Path:
         'runs/a/transcripts/step-000012.jsonl'
     """
     return Path(run_dir, TRANSCRIPTS, _step_name(step, ".jsonl"))
+
+
+def ended_path(run_dir: str | Path, step: int) -> Path:
+    """Where a run records the debates of step ``step`` that ended before their first turn (a transcript
+    needs one): ``transcripts/step-NNNNNN.ended.jsonl``, one JSON object a debate (``id``, ``question``,
+    ``end_reason``, ``detail``, ``policy_version``, ``policy_roles``, ``group``, ``answer``). Not a
+    transcript file (:func:`transcript_files` leaves it out).
+
+    Examples:
+        >>> ended_path("runs/a", 12).as_posix()
+        'runs/a/transcripts/step-000012.ended.jsonl'
+    """
+    return Path(run_dir, TRANSCRIPTS, _step_name(step, ".ended.jsonl"))
+
+
+def local_file(path: str) -> Path | None:
+    """The local file of a saved-state path (``fake:///abs``, ``file:///abs``, a plain path), or None for a
+    remote URI (``tinker://…``).
+
+    Examples:
+        >>> local_file("fake:///runs/a/x.json").as_posix(), local_file("tinker://r/w")
+        ('/runs/a/x.json', None)
+    """
+    scheme, rest = _split_scheme(path)
+    if scheme and not os.path.isabs(rest):
+        return None
+    return Path(rest)
+
+
+def verify_saved_state(path: str) -> dict[str, Any] | None:
+    """Reads back a state the service says it saved, as resume will need it: the file exists and is not
+    empty, and its index loads (a ``.json`` file parses; a ``.safetensors`` file's header parses and its
+    tensors end at the file's end). Returns ``{"size", "sha256"}`` to record with the checkpoint, or None
+    for a remote path (``tinker://``: the service keeps it, the client cannot read it).
+
+    Raises:
+        CheckpointError: the file is missing, empty, truncated or its index does not load (naming it).
+    """
+    file = local_file(path)
+    if file is None:
+        return None
+    try:
+        data = file.read_bytes()
+    except OSError as e:
+        raise CheckpointError(f"saved state {path}: cannot read it back: {e.strerror or e}") from None
+    problem = _index_problem(file, data)
+    if problem:
+        raise CheckpointError(f"saved state {path} is unusable: {problem}")
+    return {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def _index_problem(file: Path, data: bytes) -> str:
+    """What keeps a saved state's index from loading ("" when nothing does)."""
+    if not data:
+        return "the file is empty"
+    if file.suffix == ".json":
+        try:
+            json.loads(data)
+        except (ValueError, UnicodeDecodeError) as e:
+            return f"it is not complete JSON ({e})"
+        return ""
+    if file.suffix == ".safetensors":
+        if len(data) < 8:
+            return f"{len(data)} bytes, shorter than a safetensors header"
+        n = int.from_bytes(data[:8], "little")
+        try:
+            header = json.loads(data[8 : 8 + n])
+            end = max(
+                (int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"), default=0
+            )
+        except (ValueError, UnicodeDecodeError, TypeError, KeyError, IndexError) as e:
+            return f"its safetensors header does not load ({e})"
+        if 8 + n + end != len(data):
+            return f"{len(data)} bytes where its header says {8 + n + end}: a partial write"
+    return ""
+
+
+def check_saved_state(path: str, recorded: Any, *, checkpoint: Path) -> None:
+    """Checks a saved state against the size and checksum its checkpoint recorded (nothing when none was
+    recorded or the path is remote).
+
+    Raises:
+        CheckpointError: the file changed, shrank or went missing since it was saved (naming both files).
+    """
+    file = local_file(path)
+    if file is None or not isinstance(recorded, dict):
+        return
+    try:
+        data = file.read_bytes()
+    except OSError as e:
+        raise CheckpointError(
+            f"checkpoint {checkpoint}: cannot load its saved state {path}: {e.strerror or e}"
+        ) from None
+    if len(data) != recorded.get("size") or hashlib.sha256(data).hexdigest() != recorded.get("sha256"):
+        raise CheckpointError(
+            f"checkpoint {checkpoint}: cannot load its saved state {path}: it is not the file the run saved "
+            f"({len(data)} bytes now, {recorded.get('size')} then, or another checksum)"
+        )
 
 
 def transcript_files(run_dir: str | Path) -> list[Path]:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from adapters import pipeline
+from adapters.tinker.boundary import Boundary
 from adapters.tinker.config import TrainConfig
 from adapters.tinker.dataset import Question, is_correct
 from adapters.tinker.protocol import SamplingClient
@@ -24,11 +25,13 @@ async def evaluate(
     renderer: Renderer,
     policy: SamplingClient,
     fixed: SamplingClient | None,
+    *,
+    boundary: Boundary | None = None,
 ) -> dict[str, float]:
     """Fixed-opponent evaluation: for each of the first ``eval_questions`` questions, N debates with the
     policy in role i of debate i and the fixed sampler elsewhere, each played ``eval_repeats`` times
     (repeat k's debates are ``eval{k}-q{p}-r{i}``; ``eval-q{p}-r{i}`` with one repeat); role-averaged
-    metrics.
+    metrics. Samples go through ``boundary`` (keyword; default: the rollouts' own, one attempt).
 
     Returns:
       ``eval/correct`` (the policy's final solution is right), ``eval/parse_ok`` (share of the policy's
@@ -49,7 +52,7 @@ async def evaluate(
             id_prefix="eval-q" if config.eval_repeats == 1 else f"eval{k}-q",
         )
     ]
-    results = (await run_debates(specs, renderer, config=config.rollout_config)).results
+    results = (await run_debates(specs, renderer, config=config.rollout_config, boundary=boundary)).results
     correct: list[float] = []
     parse_ok: list[float] = []
     for r in results:

@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import math
+import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -35,9 +37,17 @@ from adapters._json import finite_or_none
 from adapters.tinker import checkpoint as ck
 from adapters.tinker import planner as pl
 from adapters.tinker import transcript_writer
+from adapters.tinker.boundary import (
+    Boundary,
+    RetryPolicy,
+    ServiceError,
+    check_forward_backward,
+    check_logprobs,
+)
 from adapters.tinker.config import TrainConfig
 from adapters.tinker.dataset import DatasetError, Question, batch_at, cursor_at, load_questions
 from adapters.tinker.evaluation import evaluate
+from adapters.tinker.futures import CompletedFuture
 from adapters.tinker.kernel_loss import kernel_loss
 from adapters.tinker.memory import CollectorPause, freed_memory_kept, long_lived_objects_frozen
 from adapters.tinker.prepare import (
@@ -51,6 +61,7 @@ from adapters.tinker.prepare import (
 from adapters.tinker.protocol import SamplingClient, ServiceClient, TrainingClient
 from adapters.tinker.renderers import ByteRenderer, Renderer
 from adapters.tinker.rollouts import (
+    END_REASONS,
     DebateResult,
     RolloutConfig,
     run_debates,
@@ -61,7 +72,34 @@ from adapters.tinker.streaming import PartTracker, part_bounds
 from adapters.tinker.tokenizers import ByteTokenizer
 from adapters.tinker.transcript_writer import TranscriptWriter
 
-__all__ = ["METRIC_NAMES", "TrainResult", "check_answers", "check_service", "run_training"]
+__all__ = [
+    "METRIC_NAMES",
+    "NothingToTrain",
+    "TrainResult",
+    "check_answers",
+    "check_service",
+    "run_training",
+]
+
+_SERVICE_ENDS: Final = frozenset(
+    {"sampler_error", "sampler_timeout", "sampler_cancelled", "sampler_bad_reply"}
+)
+"""End reasons of debates the service ended (``env/all/ended_early``)."""
+
+
+class NothingToTrain(RuntimeError):
+    """``max_empty_steps`` consecutive RL steps had no datum; the message names the dominant reason.
+
+    Attributes:
+      step: the last of those steps.
+      reason: the dominant reason (an end reason of their debates, or ``constant_groups_removed``).
+    """
+
+    def __init__(self, message: str, *, step: int, reason: str) -> None:
+        super().__init__(message)
+        self.step = step
+        self.reason = reason
+
 
 METRIC_NAMES = (
     "step",
@@ -100,10 +138,19 @@ METRIC_NAMES = (
     "time/train",
     "time/step",
     "time/total",
+    "env/all/ended_early",
+    *(f"env/all/end/{reason}" for reason in END_REASONS),
+    "service/retries",
+    "service/retry_time",
+    "service/failures",
 )
 """Keys of every metrics line (``eval/correct``, ``eval/parse_ok``, ``eval/pairwise_reward`` and
 ``time/eval`` are added on evaluation steps). NaN marks a value that does not exist for the step
-(e.g. no action tokens). ``time/step`` runs from the step's Prepare to its metrics line, ``time/total`` from
+(e.g. no action tokens). ``env/all/end/REASON`` counts the step's debates by how they ended and
+``env/all/ended_early`` those the service ended (a sample that could not be had or failed its check);
+``service/retries`` counts the calls retried since the previous line (``service/retries/KIND/CAUSE`` per
+cause), ``service/retry_time`` the seconds they cost.
+``time/step`` runs from the step's Prepare to its metrics line, ``time/total`` from
 the previous step's metrics line (or the loop's start) to this one's: the run's wall time per step. In
 on-policy mode the next batch's sampling starts as soon as its sampler is ready, while the step still
 evaluates and writes its metrics, so ``time/sample + time/step`` may exceed ``time/total``."""
@@ -124,7 +171,7 @@ class _Streamed:
     batch: int
     version: int
     whole: Prepared  # the step as its parts are submitted: datums, KL inputs, then its record
-    fbs: list[list[Any]]
+    fbs: list[list[tuple[Any, int]]]
     chunks: list[list[tinker.Datum]]
     part: Prepared | None = None
     prepare_time: float = 0.0
@@ -145,10 +192,12 @@ class _Shell:
     rae: npt.NDArray[np.float64]
     progress: Callable[[int, int, dict[str, Any]], None] | None
     clock: Callable[[], float]
+    boundary: Boundary
     queue: asyncio.Queue[pl.Event] = field(default_factory=asyncio.Queue)
     batches: dict[int, tuple[list[DebateResult], float]] = field(default_factory=dict)
     prepared: Prepared | None = None
-    futures: dict[int, tuple[list[Any], Any]] = field(default_factory=dict)  # per substep: fbs, optim
+    futures: dict[int, tuple[list[tuple[Any, int]], Any]] = field(default_factory=dict)  # per substep:
+    # (forward_backward future, its datums) of each request, the optim_step future
     outputs: list[types.ForwardBackwardOutput] = field(default_factory=list)
     substeps: int = 0  # substeps of the step in training
     streams: dict[int, tuple[PartTracker[DebateResult], list[float]]] = field(default_factory=dict)
@@ -165,6 +214,7 @@ class _Shell:
     writer: TranscriptWriter = field(default_factory=lambda: _transcript_writer())
     writing: set[asyncio.Task[None]] = field(default_factory=set)  # transcript writes not finished
     collector: CollectorPause = field(default_factory=lambda: CollectorPause())
+    empty: list[dict[str, int]] = field(default_factory=list)  # why each consecutive empty RL step was
 
     @property
     def rollout_config(self) -> RolloutConfig:
@@ -201,8 +251,9 @@ class _Shell:
                 if index == 0:
                     self.train_start = self.clock()
                     self.substeps = len(self.prepared.chunks)
-                fb, opt = self.submit(self.prepared.chunks[index])
-                self.futures[index] = ([fb], opt)
+                chunk = self.prepared.chunks[index]
+                fb, opt = self.submit(chunk)
+                self.futures[index] = ([(fb, len(chunk))], opt)
                 if index == 0:
                     self.start_transcript_write()
                     self.prepared.finish()  # while the service computes
@@ -233,7 +284,12 @@ class _Shell:
         )
         on_result = self.stream(batch, version, len(specs), t0) if self.config.stream_minibatches else None
         result = await run_debates(
-            specs, self.renderer, config=self.rollout_config, policy_version=version, on_result=on_result
+            specs,
+            self.renderer,
+            config=self.rollout_config,
+            policy_version=version,
+            on_result=on_result,
+            boundary=self.boundary,
         )
         if on_result is None:
             self.batches[batch] = (list(result.results), self.clock() - t0)
@@ -263,13 +319,14 @@ class _Shell:
         else:
             results, sample_time = self.batches.pop(request.batch)
             played = [r for r in results if r.turns]
-            self.unwritten = (request.step, played)
+            self.unwritten = (request.step, results)
             prepared, self.rae = prepare_rl(self.config, self.renderer, results, played, self.rae)
+            prepared.record.update(_end_counts(results))
             prepared.record["time/sample"] = sample_time
             if self.config.kl_penalty_coef > 0 and prepared.data:
                 prepared.finish()
                 self.collector.resume()  # the reference sampler's wait is the collector's time
-                total, count = await self.kl_penalty(prepared)
+                total, count = await self.kl_penalty(prepared, request.step)
                 prepared.record["optim/kl_penalty"] = total / max(count, 1)
         prepared.record.update(_step_fields(request.step, request.warm, request.version, self.clock() - t0))
         self.prepared = prepared
@@ -287,7 +344,7 @@ class _Shell:
         c = self.config
         if request.part == 0:
             step = Prepared([], [], {}, [], [])
-            empty: list[list[Any]] = [[] for _ in range(c.num_substeps)]
+            empty: list[list[tuple[Any, int]]] = [[] for _ in range(c.num_substeps)]
             self.streamed = _Streamed(request.batch, request.version, step, empty, [[] for _ in empty])
             self.prepared, self.outputs, self.futures, self.substeps = step, [], {}, c.num_substeps
         assert self.streamed is not None
@@ -297,7 +354,7 @@ class _Shell:
         if c.kl_penalty_coef > 0 and part.data:
             part.finish()
             self.collector.resume()  # the reference sampler's wait is the collector's time
-            total, count = await self.kl_penalty(part)
+            total, count = await self.kl_penalty(part, request.step)
             kl_total, kl_count = self.streamed.kl
             self.streamed.kl = (kl_total + total, kl_count + count)
         self.streamed.part = part
@@ -316,7 +373,7 @@ class _Shell:
         if index == 0:
             self.train_start = self.clock()
         if part.data:
-            streamed.fbs[k].append(self.forward_backward(part.data))
+            streamed.fbs[k].append((self.forward_backward(part.data), len(part.data)))
             streamed.chunks[k].extend(part.data)
         if index % per == per - 1:
             self.futures[k] = (streamed.fbs[k], self.optim_step() if streamed.chunks[k] else None)
@@ -336,12 +393,13 @@ class _Shell:
         tracker, sample_time = self.streams.pop(streamed.batch)
         results = tracker.results()
         played = [r for r in results if r.turns]
-        self.unwritten = (step, played)
+        self.unwritten = (step, results)
         self.start_transcript_write()
         whole = streamed.whole
         whole.chunks = [chunk for chunk in streamed.chunks if chunk]
         # the record over the whole batch (streaming excludes RAE, so no baselines move here)
         whole.record.update(rl_record(results, rl_stages(self.config, played, self.rae)))
+        whole.record.update(_end_counts(results))
         whole.record["time/sample"] = sample_time[0]
         if self.config.kl_penalty_coef > 0 and whole.data:
             total, count = streamed.kl
@@ -361,17 +419,22 @@ class _Shell:
             task.add_done_callback(self.writing.discard)
             self.unwritten = None
 
-    async def write_transcripts(self, step: int, played: Sequence[DebateResult]) -> None:
+    async def write_transcripts(self, step: int, results: Sequence[DebateResult]) -> None:
+        """The step's transcripts; its debates that ended before their first turn (no transcript holds
+        them) go to :func:`checkpoint.ended_path`, so that every debate the metrics count has a record."""
         path = ck.transcript_path(self.run.run_dir, step)
+        played = [r for r in results if r.turns]
+        _write_ended(self.run.run_dir, step, [r for r in results if not r.turns])
         # columns cost a few ms on the loop; the debates are built where they are encoded
         columns = transcript_columns(played)
+        del results
         # The step's rollouts die with this reference (the step's other holders let go at the submission):
         # freeing their objects takes ~3 ms, here while the service computes, not at the worker's reply,
         # which comes in the middle of the next batch's sampling and would delay its turns.
         del played
         await self.writer.write(path, columns)
 
-    async def kl_penalty(self, prepared: Prepared) -> tuple[float, int]:
+    async def kl_penalty(self, prepared: Prepared, step: int) -> tuple[float, int]:
         """``A_t += β·(mean KL − KL_t)`` over action tokens, KL_t = lp_sampler − lp_reference, the mean over
         ``prepared``'s datums (a streamed step's part: over the part, as tinker-cookbook's streaming
         minibatches do); returns ``(Σ KL_t, action tokens)``."""
@@ -383,7 +446,7 @@ class _Shell:
         for datum, lp, mask in zip(prepared.data, prepared.sampler_logprobs, prepared.masks, strict=True):
             target = np.asarray(datum.loss_fn_inputs["target_tokens"].to_numpy())
             tokens = [*datum.model_input.to_ints(), int(target[-1])]
-            ref = await compute(tinker.ModelInput.from_ints(tokens))
+            ref = await self.reference_logprobs(compute, tokens, step)
             ref_lp = np.asarray([0.0 if x is None else x for x in ref[1:]], dtype=np.float64)
             diffs.append(np.where(mask, lp - ref_lp, 0.0))
         total = sum(float(d.sum()) for d in diffs)
@@ -396,11 +459,30 @@ class _Shell:
             datum.loss_fn_inputs["advantages"] = types.TensorData.from_numpy(adv)
         return total, count
 
+    async def reference_logprobs(
+        self, compute: Callable[[tinker.ModelInput], Any], tokens: list[int], step: int
+    ) -> list[float | None]:
+        """The reference sampler's ``compute_logprobs`` of ``tokens``, through the boundary (checked: one
+        entry per token, None first, finite)."""
+        prompt = tinker.ModelInput.from_ints(tokens)
+
+        def check(reply: list[float | None]) -> str | None:
+            return check_logprobs(reply, prompt_length=len(tokens))
+
+        reply: list[float | None] = await self.boundary.call(
+            "compute_logprobs", lambda: compute(prompt), check, step=step
+        )
+        return reply
+
     def submit(self, chunk: list[tinker.Datum]) -> tuple[Any, Any]:
         """forward_backward and optim_step of one substep, back to back."""
         return self.forward_backward(chunk), self.optim_step()
 
     def forward_backward(self, chunk: list[tinker.Datum]) -> Any:
+        """Submits ``chunk``'s forward_backward; an error at the submission comes back as its future's."""
+        return _submitted(lambda: self._forward_backward(chunk))
+
+    def _forward_backward(self, chunk: list[tinker.Datum]) -> Any:
         c = self.config
         assert self.prepared is not None
         if self.prepared.record.get("phase") == "warm_start":
@@ -412,6 +494,10 @@ class _Shell:
         return self.training.forward_backward(chunk, c.loss_fn, dict(c.loss_fn_config) or None)  # type: ignore[arg-type]
 
     def optim_step(self) -> Any:
+        """Submits the optim_step; an error at the submission comes back as its future's."""
+        return _submitted(self._optim_step)
+
+    def _optim_step(self) -> Any:
         c = self.config
         assert self.prepared is not None
         lr = c.learning_rate
@@ -425,26 +511,30 @@ class _Shell:
 
     async def await_substep(self, step: int, index: int) -> None:
         fbs, opt = self.futures.pop(index, ([], None))
-        for fb in fbs:
-            self.outputs.append(await fb)
+        call = self.boundary.call
+        for fb, n in fbs:
+            self.outputs.append(await call("forward_backward", _returning(fb), _fb_check(n), step=step))
         if opt is not None:
-            await opt
+            await call("optim_step", lambda: opt, step=step)
         if index == self.substeps - 1:
             self.record["time/train"] = self.clock() - self.train_start
         self.queue.put_nowait(pl.SubstepDone(step, index))
 
     async def refresh(self, step: int) -> None:
-        self.sampler = await self.training.save_weights_and_get_sampling_client()
+        training, call = self.training, self.boundary.call
+        self.sampler = await call("refresh", training.save_weights_and_get_sampling_client, step=step)
         if step + 1 == self.config.warm_start_steps or self.fixed is None:
             # the fixed policy (evaluation opponents, KL reference): the initial or warm-started weights
             self.fixed = self.sampler
-            self.fixed_state_path = (await self.training.save_state("fixed")).path
+            self.fixed_state_path = (await self.saved_state("fixed", step))[0].path
         self.queue.put_nowait(pl.SamplerReady(step + 1))
 
     async def evaluate(self, step: int) -> None:
         t0 = self.clock()
         self.record.update(
-            await evaluate(self.config, self.questions, self.renderer, self.sampler, self.fixed)
+            await evaluate(
+                self.config, self.questions, self.renderer, self.sampler, self.fixed, boundary=self.boundary
+            )
         )
         self.record["time/eval"] = self.clock() - t0
         self.queue.put_nowait(pl.Evaluated(step))
@@ -464,6 +554,7 @@ class _Shell:
         record.update(p.record)
         record.update(self.record)
         record.update(self.train_metrics())
+        record.update(self.boundary.stats.take())
         record["async/dropped_stale"] = state.dropped
         record["optim/num_datums"] = len(p.data)
         record["optim/num_substeps"] = len(p.chunks)
@@ -475,11 +566,43 @@ class _Shell:
         ck.append_metrics(self.run.run_dir, record)
         self.metrics.append(record)
         self.record = {}
+        self.count_empty(step, record)
         # the step's datums and outputs are done with: freed now, the next step's arrays reuse their memory
         self.prepared, self.outputs = None, []
         if self.progress is not None:
             self.progress(step, self.config.total_steps, record)
         self.queue.put_nowait(pl.MetricsWritten(step))
+
+    def count_empty(self, step: int, record: dict[str, Any]) -> None:
+        """Counts consecutive RL steps without a datum; ``max_empty_steps`` of them end the run.
+
+        Raises:
+          NothingToTrain: naming the dominant reason of those steps.
+        """
+        limit = self.config.max_empty_steps
+        if record.get("phase") != "rl" or record.get("optim/num_datums"):
+            self.empty = []
+            return
+        why: dict[str, int] = {
+            r: int(record.get(f"env/all/end/{r}") or 0) for r in END_REASONS if r in _SERVICE_ENDS
+        }
+        why["parse_failure"] = int(record.get("env/all/end/parse_failure") or 0)
+        why["constant_groups_removed"] = int(record.get("data/constant_groups_removed") or 0)
+        self.empty.append(why)
+        if not limit or len(self.empty) < limit:
+            return
+        totals: dict[str, int] = {}
+        for counts in self.empty:
+            for reason, n in counts.items():
+                totals[reason] = totals.get(reason, 0) + n
+        reason, n = max(totals.items(), key=lambda kv: kv[1])
+        reason = reason if n else "no_action_tokens"
+        raise NothingToTrain(
+            f"{limit} consecutive RL steps (to step {step}) had nothing to train on; the dominant reason: "
+            f"{reason} ({n} debates or groups); the run's metrics.jsonl and transcripts show each step's",
+            step=step,
+            reason=reason,
+        )
 
     def train_metrics(self) -> dict[str, Any]:
         p = self.prepared
@@ -511,13 +634,33 @@ class _Shell:
             "optim/entropy": float(kl.entropy),
         }
 
+    async def saved_state(
+        self, name: str, step: int
+    ) -> tuple[types.SaveWeightsResponse, dict[str, Any] | None]:
+        """``save_state(name)``, read back (:func:`checkpoint.verify_saved_state`) before any checkpoint
+        records it; a save that fails the read-back is made once more, then the run stops.
+
+        Raises:
+          ServiceError: the save failed, or its file failed the read-back twice (cause ``unverified``).
+        """
+        problem = ""
+        for _ in range(2):
+            response = await self.boundary.call(
+                "save_state", lambda: self.training.save_state(name), step=step
+            )
+            try:
+                return response, await asyncio.to_thread(ck.verify_saved_state, response.path)
+            except ck.CheckpointError as e:
+                problem = str(e)
+        raise ServiceError("save_state", "unverified", problem, step=step, attempts=2, transient=False)
+
     async def save(self, step: int, saved: pl.LoopState) -> None:
         if self.writing:  # a checkpoint implies the transcripts of every step it covers are on disk
             pending = set(self.writing)
             await asyncio.wait(pending)
             if any(t.cancelled() or t.exception() is not None for t in pending):
                 return  # the failed write ends the group: no checkpoint after a lost file
-        response = await self.training.save_state(f"step-{step + 1:06d}")
+        response, check = await self.saved_state(f"step-{step + 1:06d}", step)
         n = len(self.questions)
         cursor = cursor_at(
             saved.to_sample[0] if saved.to_sample else saved.next_batch, self.config.batch_size, n
@@ -527,6 +670,7 @@ class _Shell:
         payload = {
             "loop": pl.state_to_dict(saved),
             "state_path": ck.stored_path(run_dir, response.path),
+            "state_check": check,
             "fixed_state_path": None if fixed is None else ck.stored_path(run_dir, fixed),
             "policy_version": saved.version,
             "dataset_cursor": {"epoch": cursor.epoch, "position": cursor.position},
@@ -545,6 +689,7 @@ async def run_training(
     renderer: Renderer | None = None,
     progress: Callable[[int, int, dict[str, Any]], None] | None = None,
     clock: Callable[[], float] = time.perf_counter,
+    boundary: Boundary | None = None,
 ) -> TrainResult:
     """Trains debating agents; returns the run directory and the metrics of every step.
 
@@ -556,6 +701,8 @@ async def run_training(
         :class:`ByteTokenizer` (else pass one).
       progress: called after each step's metrics line with ``(step, total_steps, record)``.
       clock: the clock of the ``time/*`` metrics.
+      boundary: where every service call goes through (:mod:`adapters.tinker.boundary`); default one with
+        the config's ``deadlines``, ``retry_attempts`` and ``retry_max_s``, its backoff seeded by ``seed``.
 
     Returns:
       :class:`TrainResult`; ``metrics`` holds every step's line (those before a resume re-read from disk).
@@ -567,6 +714,10 @@ async def run_training(
         needs them (:func:`check_answers`).
       ValueError: a service that cannot start the run (:func:`check_service`); both before the run
         directory is made.
+      ServiceError: a service call failed for good (retries ran out, a permanent error, a bad reply or a
+        save that fails its read-back), naming the call, the step and the cause; the run directory stays
+        resumable from its last checkpoint.
+      NothingToTrain: ``max_empty_steps`` consecutive RL steps had no datum (naming the dominant reason).
 
     Examples:
       Two steps of two debates of two agents on the in-repo fake service:
@@ -583,6 +734,43 @@ async def run_training(
       >>> [(m["step"], m["env/all/total_episodes"]) for m in result.metrics]
       [(0, 2), (1, 2)]
     """
+    if boundary is None:
+        policy = RetryPolicy(max_attempts=config.retry_attempts, max_total_s=config.retry_max_s)
+        boundary = Boundary(config.call_deadlines, policy, rng=random.Random(config.seed))
+    try:
+        return await _run_training(config, service_client, resume, renderer, progress, clock, boundary)
+    except BaseExceptionGroup as group:  # a task's failure, unwrapped: one named error, not a group
+        raise _named(group) from None
+
+
+def _named(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The error a task group's failure stands for: its first project error (ServiceError,
+    NothingToTrain, CheckpointError), else the group itself (a programmer error or a simulated crash
+    propagates as the group raised it)."""
+    leaves: list[BaseException] = []
+    pending: list[BaseException] = [group]
+    while pending:
+        e = pending.pop(0)
+        if isinstance(e, BaseExceptionGroup):
+            pending[:0] = list(e.exceptions)
+        elif not isinstance(e, asyncio.CancelledError):
+            leaves.append(e)
+    for e in leaves:
+        if isinstance(e, ServiceError | NothingToTrain | ck.CheckpointError):
+            return e
+    return group
+
+
+async def _run_training(
+    config: TrainConfig,
+    service_client: ServiceClient,
+    resume: bool,
+    renderer: Renderer | None,
+    progress: Callable[[int, int, dict[str, Any]], None] | None,
+    clock: Callable[[], float],
+    boundary: Boundary,
+) -> TrainResult:
+    """:func:`run_training`'s body."""
     questions = load_questions(config.dataset)
     check_answers(config, questions)
     if not resume:
@@ -595,13 +783,13 @@ async def run_training(
     fixed_client: TrainingClient | None = None
     if latest is not None:
         saved = _saved_loop(run, latest, config.num_agents)
-        training = await _restore(service_client, saved.state_path, latest)
+        training = await _restore(service_client, saved.state_path, latest, boundary)
         if saved.fixed_state_path is not None:
-            fixed_client = await _restore(service_client, saved.fixed_state_path, latest)
+            fixed_client = await _restore(service_client, saved.fixed_state_path, latest, boundary)
         resumed, rae, fixed_state_path = saved.loop, saved.rae, saved.fixed_state_path
         kept = ck.truncate_metrics(run.run_dir, latest.steps_done)
     else:
-        training = await _new_training_client(service_client, config)
+        training = await _new_training_client(service_client, config, boundary)
         kept = ck.truncate_metrics(run.run_dir, 0) if resume else []
     if renderer is None:
         tokenizer = training.get_tokenizer()
@@ -610,15 +798,17 @@ async def run_training(
                 "pass a renderer (e.g. ChatTemplateRenderer) for a tokenizer other than ByteTokenizer"
             )
         renderer = ByteRenderer(tokenizer)
+    if boundary.vocab_size is None:
+        boundary.vocab_size = _vocab_size(training.get_tokenizer())
     if config.warm_start_steps > 0:
         check_warm_turns_fit(config, renderer, questions)
-    sampler = await training.save_weights_and_get_sampling_client()
+    sampler = await boundary.call("refresh", training.save_weights_and_get_sampling_client)
     fixed: SamplingClient | None = None
     if fixed_client is not None:
-        fixed = await fixed_client.save_weights_and_get_sampling_client()
+        fixed = await boundary.call("refresh", fixed_client.save_weights_and_get_sampling_client)
     elif config.warm_start_steps == 0:
         fixed = sampler
-        fixed_state_path = (await training.save_state("fixed")).path
+        fixed_state_path = (await boundary.call("save_state", lambda: training.save_state("fixed"))).path
     shell = _Shell(
         config,
         service_client,
@@ -632,6 +822,7 @@ async def run_training(
         rae,
         progress,
         clock,
+        boundary,
     )
     shell.metrics = list(kept)
     shell.last_end = clock()
@@ -723,6 +914,7 @@ def _saved_loop(run: ck.RunInfo, latest: ck.Checkpoint, num_agents: int) -> _Sav
     except ValueError as e:
         raise ck.CheckpointError(f"checkpoint {where} is unusable: {e}") from None
     state_path = _saved_state_path(run, state.get("state_path"), "state_path", where)
+    ck.check_saved_state(state_path, state.get("state_check"), checkpoint=where)
     fixed = state.get("fixed_state_path")
     fixed_path = None if fixed is None else _saved_state_path(run, fixed, "fixed_state_path", where)
     rae = np.zeros(num_agents, dtype=np.float64)
@@ -751,28 +943,101 @@ def _saved_baselines(value: Any, num_agents: int, where: Path) -> npt.NDArray[np
     return rae
 
 
-async def _restore(service_client: ServiceClient, path: str, latest: ck.Checkpoint) -> TrainingClient:
-    """A training client on the state ``latest`` saved at ``path``.
+async def _restore(
+    service_client: ServiceClient, path: str, latest: ck.Checkpoint, boundary: Boundary
+) -> TrainingClient:
+    """A training client on the state ``latest`` saved at ``path`` (through the boundary: ``restore``).
 
     Raises:
       CheckpointError: the service cannot read it (missing or corrupt), naming the checkpoint.
+      ServiceError: the service failed otherwise (retries ran out, or a permanent SDK error).
     """
     try:
-        return await service_client.create_training_client_from_state_with_optimizer(path)
-    except (ValueError, OSError) as e:
+        return await boundary.call(
+            "restore", lambda: service_client.create_training_client_from_state_with_optimizer(path)
+        )
+    except ServiceError as e:
+        if e.cause != "error":  # the service's own errors (transport, SDK): the service's fault
+            raise
         raise ck.CheckpointError(
-            f"checkpoint {latest.path / ck.LOOP_STATE}: cannot load its saved state {path}: {e}"
+            f"checkpoint {latest.path / ck.LOOP_STATE}: cannot load its saved state {path}: {e.detail}"
         ) from None
 
 
-async def _new_training_client(service_client: ServiceClient, config: TrainConfig) -> TrainingClient:
+async def _new_training_client(
+    service_client: ServiceClient, config: TrainConfig, boundary: Boundary
+) -> TrainingClient:
     """A LoRA client of rank ``lora_rank``, or with ``lora_rank = 0`` a full fine-tuning client (a method
     only the local service has: its models start from random weights, which LoRA alone learns slowly)."""
     if config.lora_rank > 0:
-        return await service_client.create_lora_training_client(config.model, config.lora_rank)
+        return await boundary.call(
+            "create", lambda: service_client.create_lora_training_client(config.model, config.lora_rank)
+        )
     check_service(config, service_client)
-    client: TrainingClient = await service_client.create_full_training_client(config.model)  # type: ignore[attr-defined]
+    full = service_client.create_full_training_client  # type: ignore[attr-defined]
+    client: TrainingClient = await boundary.call("create", lambda: full(config.model))
     return client
+
+
+def _vocab_size(tokenizer: Any) -> int | None:
+    """How many ids the tokenizer decodes (``len``, which counts added tokens, else ``vocab_size``)."""
+    try:
+        return len(tokenizer)
+    except TypeError:
+        size = getattr(tokenizer, "vocab_size", None)
+        return int(size) if isinstance(size, int) else None
+
+
+def _returning(future: Any) -> Callable[[], Any]:
+    """A request maker that hands back an already submitted ``future`` (a call that is never replayed)."""
+    return lambda: future
+
+
+def _fb_check(num_datums: int) -> Callable[[types.ForwardBackwardOutput], str | None]:
+    """The check of a forward_backward reply to ``num_datums`` datums."""
+    return lambda out: check_forward_backward(out, num_datums=num_datums)
+
+
+def _submitted(submit: Callable[[], Any]) -> Any:
+    """``submit()``'s future; an exception it raises comes back as a failed future's, so that the
+    boundary meets it where the reply is awaited."""
+    try:
+        return submit()
+    except Exception as e:
+        return CompletedFuture(error=e)
+
+
+def _end_counts(results: Sequence[DebateResult]) -> dict[str, int]:
+    """``env/all/end/REASON`` for every end reason and ``env/all/ended_early`` (see :data:`METRIC_NAMES`)."""
+    counts = {f"env/all/end/{reason}": 0 for reason in END_REASONS}
+    for r in results:
+        counts[f"env/all/end/{r.end_reason}"] += 1
+    counts["env/all/ended_early"] = sum(1 for r in results if r.end_reason in _SERVICE_ENDS)
+    return counts
+
+
+def _write_ended(run_dir: Path, step: int, ended: Sequence[DebateResult]) -> None:
+    """The step's debates that ended before their first turn, one JSON line each
+    (:func:`checkpoint.ended_path`); no file when there are none (a stale one from before a resume goes)."""
+    path = ck.ended_path(run_dir, step)
+    if not ended:
+        path.unlink(missing_ok=True)
+        return
+    lines = []
+    for r in ended:
+        record: dict[str, Any] = {
+            "id": r.transcript_id,
+            "question": r.spec.question,
+            "end_reason": r.end_reason,
+            "detail": r.detail,
+            "policy_version": r.policy_version,
+            "policy_roles": list(r.spec.policy_roles),
+            "group": r.spec.group,
+        }
+        if r.spec.answer is not None:
+            record["answer"] = r.spec.answer
+        lines.append(json.dumps(record, ensure_ascii=False) + "\n")
+    ck.write_text_atomic(path, "".join(lines))
 
 
 def _mean_loss(outputs: Sequence[types.ForwardBackwardOutput], data: Sequence[tinker.Datum]) -> float:
