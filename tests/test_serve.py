@@ -326,17 +326,18 @@ def test_sampling_matches_the_local_service(trainer: tinker.TrainingClient, tmp_
     remote = trainer.save_weights_and_get_sampling_client().result()
     local = _local(tmp_path).save_weights_and_get_sampling_client().result()
     prompt = list(b"Hi")
-    cases = [
-        types.SamplingParams(max_tokens=6, seed=3),
-        types.SamplingParams(max_tokens=8, seed=5, temperature=0.7, stop=["e", "a"]),
-        types.SamplingParams(max_tokens=8, seed=7, stop=[101, 97, 32]),
-        types.SamplingParams(max_tokens=5, seed=9, top_k=5, top_p=0.9),
+    cases = [  # stop strings, stop token ids, temperature and the top-k / top-p filters
+        types.SamplingParams(
+            max_tokens=8, seed=5, temperature=0.9, top_k=200, top_p=0.99, stop=[*"abcdefghijklm"]
+        ),
+        types.SamplingParams(max_tokens=8, seed=7, stop=list(range(0, 262, 4))),
     ]
     for params in cases:
         got = remote.sample(types.ModelInput.from_ints(prompt), 3, params).result()
         want = _local_sample(local, prompt, 3, params)
         assert [s.tokens for s in got.sequences] == [s.tokens for s in want.sequences]
         assert [s.stop_reason for s in got.sequences] == [s.stop_reason for s in want.sequences]
+        assert "stop" in {s.stop_reason for s in got.sequences}  # the stops were met, not just sent
         for a, b in zip(got.sequences, want.sequences, strict=True):
             np.testing.assert_allclose(a.logprobs or [], b.logprobs or [], rtol=1e-5, atol=1e-6)
         assert len({s.sequence_id for s in got.sequences}) == 3

@@ -5,13 +5,14 @@ Binds ``--host`` (loopback by default) and ``--port`` (0: a free port), prints e
 (then exits 0). Point the unmodified ``tinker`` SDK at it with
 ``tinker.ServiceClient(base_url=URL, api_key="tml-local")`` or ``TINKER_BASE_URL=URL`` and
 ``TINKER_API_KEY=tml-local``. Checkpoints (``tinker://RUN/...``) live under ``--root`` (default: a
-fresh temporary folder).
+fresh temporary folder). JAX's persistent compilation cache is on as in ``debate-kernel train``.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import signal
 import sys
 import tempfile
@@ -20,6 +21,10 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["add_parser", "run"]
+
+_GRACE_SECONDS = 3
+"""On SIGINT / SIGTERM, requests still open after this many seconds (a ``retrieve_future`` long poll)
+are cancelled."""
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -66,6 +71,26 @@ def _quiet_stop_signals() -> Iterator[None]:
             signal.signal(s, handler)
 
 
+def _compilation_cache() -> None:
+    """JAX's persistent compilation cache, as ``debate-kernel train`` has it: ``DEBATE_KERNEL_JAX_CACHE``
+    (an empty value turns it off), else ``$XDG_CACHE_HOME/debate-kernel/jax``; never fails the server."""
+    folder = os.environ.get("DEBATE_KERNEL_JAX_CACHE")
+    if folder is None:
+        cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        folder = os.path.join(cache, "debate-kernel", "jax")
+    if not folder:
+        return
+    try:
+        import jax
+
+        os.makedirs(folder, exist_ok=True)
+        jax.config.update("jax_compilation_cache_dir", folder)  # type: ignore[no-untyped-call]
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)  # type: ignore[no-untyped-call]
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)  # type: ignore[no-untyped-call]
+    except (ImportError, OSError, AttributeError, ValueError):
+        return
+
+
 def run(args: argparse.Namespace) -> int:
     """Serves until SIGINT or SIGTERM; 0 then, 2 for an unknown model or an address that cannot be bound."""
     import asyncio
@@ -77,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
     from adapters.serve.state import ServeCore
     from adapters.serve.tokenizer import write_tokenizer
 
+    _compilation_cache()
     root: Path = args.root if args.root is not None else Path(tempfile.mkdtemp(prefix="debate-kernel-serve-"))
     try:
         core = ServeCore(model=args.model, root=root, seed=args.seed, tokenizer_id=str(write_tokenizer(root)))
@@ -95,7 +121,13 @@ def run(args: argparse.Namespace) -> int:
             if self.started:
                 print(f"serving on {url(host, port)}", flush=True)
 
-    config = uvicorn.Config(create_app(core), log_level="warning", access_log=False, lifespan="on")
+    config = uvicorn.Config(
+        create_app(core),
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=_GRACE_SECONDS,
+    )
     with _quiet_stop_signals():
         asyncio.run(Server(config).serve(sockets=[sock]))
     return 0

@@ -62,7 +62,9 @@ async def _body(request: Request, kind: type[M]) -> M:
 
 
 def _guarded(handler: Handler) -> Handler:
-    """Checks the API key header and turns the core's refusals into the SDK's error shape."""
+    """Checks the API key header and turns the core's refusals and any other exception into the SDK's
+    error shape: the core's :class:`ServeError` with its status, bad input 400, anything else 500 (with
+    ``x-should-retry: false``: a fault here does not go away by asking again)."""
 
     async def endpoint(request: Request) -> Response:
         if not request.headers.get("x-api-key"):
@@ -71,6 +73,12 @@ def _guarded(handler: Handler) -> Handler:
             return await handler(request)
         except ServeError as exc:
             return _error(exc.message, exc.status)
+        except Exception as exc:  # bad input found by the local service (400), or a fault (500); no traceback
+            answer = failure(exc)
+            user = answer.category == types.RequestErrorCategory.User
+            response = _json(answer, 400 if user else 500)
+            response.headers["x-should-retry"] = "false"
+            return response
 
     return endpoint
 
