@@ -150,7 +150,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
             type=kind,
             dest=key,
             default=None,
-            metavar="KIND=S,..." if key == "deadlines" else key.upper(),
+            metavar=key.upper(),
             help=_flag_help(docs[key], getattr(defaults, key), LOCAL_PRESET.get(key)),
         )
     p.add_argument(
