@@ -187,6 +187,15 @@ def test_capabilities_list_the_served_model(base_url: str) -> None:
     ]
 
 
+def test_the_sdk_finds_the_server_from_the_environment(
+    base_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TINKER_BASE_URL", base_url)
+    monkeypatch.setenv("TINKER_API_KEY", API_KEY)
+    with tinker.ServiceClient() as client:
+        assert client.holder.get_session_id().startswith("session-")
+
+
 def test_sessions_and_heartbeats(service: tinker.ServiceClient, base_url: str) -> None:
     holder = service.holder  # creating the holder creates the session
     session_id = holder.get_session_id()
@@ -305,6 +314,8 @@ def test_save_state_load_state_and_resume_with_optimizer(
     with pytest.warns(FutureWarning, match="load_state"):  # deprecated in the SDK, still served
         fresh.load_state_with_optimizer(path).result()
     weights_only = service.create_training_client_from_state(path).result()
+    with pytest.warns(FutureWarning, match="load_state"):
+        fresh.load_state(path).result()  # the same weights again, with a fresh optimizer
     _assert_same_output(
         fresh.forward(data, "cross_entropy").result(), weights_only.forward(data, "cross_entropy").result()
     )
