@@ -10,12 +10,17 @@ package, an optional dependency, is imported only by the caller that builds the 
 
 Stop sequences follow the reference rule through :func:`kernel.stop_sequences`: token ids alone, or
 strings plus ``</consensus_reason>``, de-duplicated.
+
+:func:`choose_renderer` picks one for a tokenizer (``--renderer {auto,byte,chat}``), and
+:func:`load_tokenizer` reads a Hugging Face tokenizer from a local directory, offline.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
-from typing import Any, Literal, Protocol
+from pathlib import Path
+from typing import Any, Final, Literal, Protocol
 
 import numpy as np
 import tinker
@@ -24,7 +29,15 @@ from adapters.tinker.tokenizers import ByteTokenizer
 from adapters.tinker.tokens import model_input_of
 from kernel import Message, stop_sequences
 
-__all__ = ["ByteRenderer", "ChatTemplateRenderer", "Renderer"]
+__all__ = [
+    "RENDERER_KINDS",
+    "ByteRenderer",
+    "ChatTemplateRenderer",
+    "Renderer",
+    "choose_renderer",
+    "load_tokenizer",
+    "vocab_size_of",
+]
 
 _ROLES = ("system", "user", "assistant")
 
@@ -202,3 +215,125 @@ class ChatTemplateRenderer:
     def answer_tokens(self, text: str) -> list[int]:
         """The tokens of ``text`` followed by the end-of-turn token."""
         return [*_ints(self.tokenizer.encode(text, add_special_tokens=False)), self.end_token_id]
+
+
+RENDERER_KINDS: Final[tuple[str, ...]] = ("auto", "byte", "chat")
+"""The values of ``--renderer``: ``auto`` (by the tokenizer), ``byte`` (:class:`ByteRenderer`) and ``chat``
+(:class:`ChatTemplateRenderer`)."""
+
+
+def _found(tokenizer: Any) -> str:
+    """What the tokenizer is, for an error message: its class and whether it has a chat template."""
+    name = type(tokenizer).__name__
+    if isinstance(tokenizer, ByteTokenizer):
+        return f"the byte tokenizer ({name}), which has no chat template"
+    template = getattr(tokenizer, "chat_template", None)
+    return f"a {name} " + ("with a chat template" if template else "without a chat template")
+
+
+def choose_renderer(
+    kind: str,
+    tokenizer: Any,
+    *,
+    model: str,
+    stops: Literal["token_ids", "strings"] = "token_ids",
+) -> Renderer:
+    """The renderer ``--renderer kind`` asks for, for the model's tokenizer; raises before anything runs.
+
+    ``auto`` takes :class:`ByteRenderer` for a :class:`ByteTokenizer` and :class:`ChatTemplateRenderer` for
+    a tokenizer with a ``chat_template`` (a Hugging Face tokenizer: the SDK's ``get_tokenizer()``, or
+    :func:`load_tokenizer` of a local directory); ``byte`` requires the byte tokenizer, ``chat`` a template.
+
+    Args:
+        kind: one of :data:`RENDERER_KINDS`.
+        tokenizer: the model's tokenizer (``training_client.get_tokenizer()``).
+        model: the model's name, for the error message (keyword).
+        stops: the chat renderer's stop sequences, ``"token_ids"`` or ``"strings"`` (keyword).
+
+    Returns:
+        The renderer.
+
+    Raises:
+        ValueError: an unknown ``kind``, or a tokenizer that does not fit it (naming the model, the kind
+            and the tokenizer found), or a chat template without an end-of-turn token.
+
+    Examples:
+        >>> type(choose_renderer("auto", ByteTokenizer(), model="tiny")).__name__
+        'ByteRenderer'
+        >>> choose_renderer("chat", ByteTokenizer(), model="tiny")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: model 'tiny': --renderer chat needs a tokenizer with a chat template; found the byte ...
+    """
+    if kind not in RENDERER_KINDS:
+        raise ValueError(f"renderer must be one of {list(RENDERER_KINDS)}, got {kind!r}")
+    is_byte = isinstance(tokenizer, ByteTokenizer)
+    has_template = not is_byte and bool(getattr(tokenizer, "chat_template", None))
+    if kind == "byte" and not is_byte:
+        raise ValueError(
+            f"model {model!r}: --renderer byte needs the byte tokenizer (ByteTokenizer); found "
+            f"{_found(tokenizer)}" + (" (use --renderer chat or auto)" if has_template else "")
+        )
+    if kind == "chat" and not has_template:
+        hint = " (use --renderer byte or auto)" if is_byte else ""
+        raise ValueError(
+            f"model {model!r}: --renderer chat needs a tokenizer with a chat template; found "
+            f"{_found(tokenizer)}{hint}"
+        )
+    if is_byte:
+        return ByteRenderer(tokenizer)
+    if not has_template:
+        raise ValueError(
+            f"model {model!r}: --renderer auto found no chat format: its tokenizer is {_found(tokenizer)} "
+            "and is not the byte tokenizer; use a model whose tokenizer has a chat_template (or give its "
+            "tokenizer directory one)"
+        )
+    try:
+        return ChatTemplateRenderer(tokenizer, stops=stops)
+    except ValueError as e:
+        raise ValueError(f"model {model!r}: its tokenizer's chat template cannot be used: {e}") from None
+
+
+def load_tokenizer(path: str | os.PathLike[str]) -> Any:
+    """A Hugging Face tokenizer from a local directory (``transformers.AutoTokenizer``), offline.
+
+    Nothing is downloaded: the files must be in ``path`` (``tokenizer.json`` or the model's own files,
+    ``tokenizer_config.json`` with the ``chat_template``).
+
+    Args:
+        path: the tokenizer's directory.
+
+    Returns:
+        The tokenizer (``transformers`` is imported here, on first use).
+
+    Raises:
+        ValueError: ``path`` is not a directory, or holds no tokenizer that loads (naming it and why).
+
+    Examples:
+        >>> load_tokenizer("/no/such/dir")
+        Traceback (most recent call last):
+        ...
+        ValueError: tokenizer directory '/no/such/dir' does not exist or is not a directory
+    """
+    folder = Path(path)
+    if not folder.is_dir():
+        raise ValueError(f"tokenizer directory {str(path)!r} does not exist or is not a directory")
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+    except (OSError, ValueError, KeyError) as e:
+        raise ValueError(f"tokenizer directory {str(path)!r} holds no tokenizer that loads: {e}") from None
+
+
+def vocab_size_of(tokenizer: Any) -> int:
+    """The number of ids of a tokenizer: ``vocab_size`` of :class:`ByteTokenizer`, else ``len(tokenizer)``
+    (a Hugging Face tokenizer's length counts its added tokens). The contract check's ``vocab_size``.
+
+    Examples:
+        >>> vocab_size_of(ByteTokenizer())
+        262
+    """
+    if isinstance(tokenizer, ByteTokenizer):
+        return tokenizer.vocab_size
+    return len(tokenizer)
