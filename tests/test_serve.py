@@ -409,6 +409,9 @@ def test_unsupported_requests_get_the_sdk_error_classes(
         sampler.sample(prompt, 1, types.SamplingParams(max_tokens=1), topk_sample_logprobs=2).result()
     with pytest.raises(tinker.NotFoundError, match="does not support GET /api/v1/training_runs/x"):
         tinker.RestClient(base_url=base_url, api_key=API_KEY).get_training_run("x").result()
+    state = trainer.save_state("not-for-sampling").result().path
+    with pytest.raises(tinker.BadRequestError, match="is not sampler weights"):
+        service.create_sampling_client(model_path=state).result()
     with pytest.raises(tinker.NotFoundError, match="no checkpoint at"):
         service.create_sampling_client(
             model_path=f"tinker://{trainer.model_id}/sampler_weights/none"
@@ -421,11 +424,12 @@ def test_a_failed_request_raises_request_failed_with_the_message(service: tinker
         trainer.forward_backward([rl_datum(TOKENS)], "dro").result()  # dro needs loss_fn_config beta
 
 
-def test_sigterm_stops_the_server_with_exit_0(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_signal_stops_the_server_with_exit_0(tmp_path: Path, stop: signal.Signals) -> None:
     proc, url = _start(tmp_path)
     caps = tinker.RestClient(base_url=url, api_key=API_KEY).get_server_capabilities().result()
     assert caps.supported_models[0].model_name == "tiny"
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(stop)
     assert proc.wait(timeout=60) == 0
     assert proc.stdout is not None and proc.stdout.read() == ""  # the ready line was the only one
     assert os.path.isdir(tmp_path / "tokenizer")

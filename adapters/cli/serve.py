@@ -105,7 +105,8 @@ def run(args: argparse.Namespace) -> int:
     _compilation_cache()
     root: Path = args.root if args.root is not None else Path(tempfile.mkdtemp(prefix="debate-kernel-serve-"))
     try:
-        core = ServeCore(model=args.model, root=root, seed=args.seed, tokenizer_id=str(write_tokenizer(root)))
+        core = ServeCore(model=args.model, root=root, seed=args.seed)
+        core.tokenizer_id = str(write_tokenizer(root))
         family, kind, _, _, address = socket.getaddrinfo(args.host, args.port, type=socket.SOCK_STREAM)[0]
         sock = socket.socket(family, kind)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

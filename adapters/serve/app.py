@@ -115,7 +115,7 @@ class _Worker:
         await asyncio.wait({asyncio.wrap_future(future)}, timeout=POLL_SECONDS)
         if not future.done():
             return _json(TryAgainResponse(request_id=request_id, queue_state="active"))
-        del self.pending[request_id]
+        self.pending.pop(request_id, None)
         exc = future.exception()
         return _json(failure(exc)) if exc is not None else _result(future.result())
 
