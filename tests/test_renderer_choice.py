@@ -147,3 +147,40 @@ def test_a_template_without_an_end_token_names_the_model() -> None:
         ValueError, match=r"model 'm': its tokenizer's chat template cannot be used: .*eos_token"
     ):
         choose_renderer("auto", NoEos(), model="m")
+
+
+@pytest.fixture(scope="module")
+def served_byte_tokenizer(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """What the SDK's ``get_tokenizer()`` loads from ``debate-kernel serve``: the byte tokenizer in
+    Hugging Face's format."""
+    from adapters.serve.tokenizer import write_tokenizer
+
+    return load_tokenizer(write_tokenizer(tmp_path_factory.mktemp("served")))
+
+
+def test_the_served_copy_of_the_byte_tokenizer_gets_the_byte_renderer(served_byte_tokenizer: Any) -> None:
+    for kind in ("auto", "byte"):
+        renderer = choose_renderer(kind, served_byte_tokenizer, model="tiny")
+        assert isinstance(renderer, ByteRenderer)
+    ids = renderer.build_prompt(MESSAGES).to_ints()
+    assert ids == ByteRenderer().build_prompt(MESSAGES).to_ints()
+    assert served_byte_tokenizer.decode(ids).startswith("<|bos|><|system|>You are Agent 0.<|end|><|user|>")
+    assert vocab_size_of(served_byte_tokenizer) == 262
+    name = type(served_byte_tokenizer).__name__
+    found = rf"found the byte tokenizer \({name}\), without a chat template \(use --renderer byte or auto\)"
+    with pytest.raises(ValueError, match=found):
+        choose_renderer("chat", served_byte_tokenizer, model="tiny")
+
+
+def test_a_byte_tokenizer_with_a_template_prefers_the_template_under_auto(served_byte_tokenizer: Any) -> None:
+    served_byte_tokenizer.chat_template = TEMPLATE
+    try:
+        assert isinstance(choose_renderer("auto", served_byte_tokenizer, model="tiny"), ChatTemplateRenderer)
+        assert isinstance(choose_renderer("byte", served_byte_tokenizer, model="tiny"), ByteRenderer)
+    finally:
+        served_byte_tokenizer.chat_template = None
+
+
+def test_a_bpe_of_another_size_is_not_the_byte_tokenizer(folders: dict[str, Path]) -> None:
+    with pytest.raises(ValueError, match=r"--renderer byte needs the byte tokenizer .* found a \w+ with a"):
+        choose_renderer("byte", load_tokenizer(folders["chat"]), model="local-bpe")

@@ -25,7 +25,7 @@ from typing import Any, Final, Literal, Protocol
 import numpy as np
 import tinker
 
-from adapters.tinker.tokenizers import ByteTokenizer
+from adapters.tinker.tokenizers import SPECIAL_TOKENS, ByteTokenizer
 from adapters.tinker.tokens import model_input_of
 from kernel import Message, stop_sequences
 
@@ -222,13 +222,39 @@ RENDERER_KINDS: Final[tuple[str, ...]] = ("auto", "byte", "chat")
 (:class:`ChatTemplateRenderer`)."""
 
 
+_BYTE_PROBE: Final = "Hi é\n"
+"""Text whose ids show a tokenizer maps bytes as :class:`ByteTokenizer` does (ASCII, a two-byte character,
+a space and a newline)."""
+
+
+def _is_byte_tokenizer(tokenizer: Any) -> bool:
+    """Whether ``tokenizer`` gives :class:`ByteTokenizer`'s ids: it is one, or a copy in another format
+    (``debate-kernel serve`` hands the SDK's ``get_tokenizer()`` a Hugging Face copy) with its number of ids,
+    its special tokens at their ids and a probe text's bytes as ids."""
+    if isinstance(tokenizer, ByteTokenizer):
+        return True
+    byte = ByteTokenizer()
+    try:
+        if len(tokenizer) != byte.vocab_size:
+            return False
+        specials = [tokenizer.convert_tokens_to_ids(name) for name in SPECIAL_TOKENS]
+        probe = list(tokenizer.encode(_BYTE_PROBE, add_special_tokens=False))
+    except Exception:  # any tokenizer-like object: one that cannot answer is not the byte tokenizer
+        return False
+    return specials == [byte.special_id(name) for name in SPECIAL_TOKENS] and probe == byte.encode(
+        _BYTE_PROBE
+    )
+
+
 def _found(tokenizer: Any) -> str:
     """What the tokenizer is, for an error message: its class and whether it has a chat template."""
     name = type(tokenizer).__name__
-    if isinstance(tokenizer, ByteTokenizer):
-        return f"the byte tokenizer ({name}), which has no chat template"
-    template = getattr(tokenizer, "chat_template", None)
-    return f"a {name} " + ("with a chat template" if template else "without a chat template")
+    template = (
+        "with a chat template" if getattr(tokenizer, "chat_template", None) else "without a chat template"
+    )
+    if _is_byte_tokenizer(tokenizer):
+        return f"the byte tokenizer ({name}), {template}"
+    return f"a {name} {template}"
 
 
 def choose_renderer(
@@ -240,9 +266,12 @@ def choose_renderer(
 ) -> Renderer:
     """The renderer ``--renderer kind`` asks for, for the model's tokenizer; raises before anything runs.
 
-    ``auto`` takes :class:`ByteRenderer` for a :class:`ByteTokenizer` and :class:`ChatTemplateRenderer` for
-    a tokenizer with a ``chat_template`` (a Hugging Face tokenizer: the SDK's ``get_tokenizer()``, or
-    :func:`load_tokenizer` of a local directory); ``byte`` requires the byte tokenizer, ``chat`` a template.
+    ``auto`` takes :class:`ChatTemplateRenderer` for a tokenizer with a ``chat_template`` (a Hugging Face
+    tokenizer: the SDK's ``get_tokenizer()``, or :func:`load_tokenizer` of a local directory) and
+    :class:`ByteRenderer` for the byte tokenizer; ``byte`` requires the byte tokenizer, ``chat`` a template.
+    The byte tokenizer is a :class:`ByteTokenizer` or a copy giving the same ids, such as the Hugging Face
+    one the SDK's ``get_tokenizer()`` loads from ``debate-kernel serve``; the renderer then holds a
+    :class:`ByteTokenizer` of its own.
 
     Args:
         kind: one of :data:`RENDERER_KINDS`.
@@ -267,8 +296,8 @@ def choose_renderer(
     """
     if kind not in RENDERER_KINDS:
         raise ValueError(f"renderer must be one of {list(RENDERER_KINDS)}, got {kind!r}")
-    is_byte = isinstance(tokenizer, ByteTokenizer)
-    has_template = not is_byte and bool(getattr(tokenizer, "chat_template", None))
+    is_byte = _is_byte_tokenizer(tokenizer)
+    has_template = bool(getattr(tokenizer, "chat_template", None))  # ByteTokenizer has none
     if kind == "byte" and not is_byte:
         raise ValueError(
             f"model {model!r}: --renderer byte needs the byte tokenizer (ByteTokenizer); found "
@@ -280,8 +309,8 @@ def choose_renderer(
             f"model {model!r}: --renderer chat needs a tokenizer with a chat template; found "
             f"{_found(tokenizer)}{hint}"
         )
-    if is_byte:
-        return ByteRenderer(tokenizer)
+    if kind == "byte" or (kind == "auto" and is_byte and not has_template):
+        return ByteRenderer(tokenizer if isinstance(tokenizer, ByteTokenizer) else ByteTokenizer())
     if not has_template:
         raise ValueError(
             f"model {model!r}: --renderer auto found no chat format: its tokenizer is {_found(tokenizer)} "
