@@ -18,6 +18,16 @@ Faults (:data:`FAULT_KINDS`):
   after the service did the work but before the caller learns of it (``after=True``: a checkpoint
   written but never reported, an optimizer step applied but never acknowledged).
 
+- ``"sdk_error"``: the request fails with a real SDK exception, named by ``variant``
+  (:data:`SDK_ERRORS`: ``rate_limit``, ``server_error``, ``connection``, ``timeout``,
+  ``request_failed_server``, ``request_failed_unknown``, ``request_failed_user``, ``billing``,
+  ``bad_request``), and never reaches the service.
+- ``"bad_reply"``: the request runs, and its reply is malformed as ``variant`` says
+  (:data:`BAD_REPLIES`): a sample with NaN / −inf / missing / too few logprobs, ids outside the vocabulary,
+  an empty sequence or none; a ``compute_logprobs`` with a NaN, one entry short, or a number first; a
+  forward_backward without outputs, with a NaN loss or without metrics; a ``save_state`` whose file is
+  half-written after the service reported success.
+
 A crash "between forward_backward and optim_step" is ``{("optim_step", k): Fault("crash")}``; a crash
 "in the middle of a checkpoint" is ``{("save_state", k): Fault("crash", after=True)}``.
 """
@@ -26,22 +36,30 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import hashlib
+import math
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+import httpx
 import numpy as np
+import tinker
 from tinker import types
 
+from adapters.tinker.boundary import TransientError
+from adapters.tinker.checkpoint import local_file
 from adapters.tinker.futures import AwaitableFuture, CompletedFuture, DeferredFuture
 from adapters.tinker.protocol import CustomLossFn, Future, SamplingClient, ServiceClient, TrainingClient
 
 __all__ = [
+    "BAD_REPLIES",
     "FAULT_KINDS",
     "METHODS",
+    "SDK_ERRORS",
     "Fault",
     "FaultPlan",
     "FaultyService",
@@ -51,9 +69,47 @@ __all__ = [
     "wrap_sampler",
 ]
 
-FaultKind = Literal["error", "hang", "cancel", "delay", "crash"]
-FAULT_KINDS: Final[tuple[FaultKind, ...]] = ("error", "hang", "cancel", "delay", "crash")
-"""The kinds of fault a plan can inject."""
+FaultKind = Literal["error", "hang", "cancel", "delay", "crash", "sdk_error", "bad_reply"]
+FAULT_KINDS: Final[tuple[FaultKind, ...]] = (
+    "error",
+    "hang",
+    "cancel",
+    "delay",
+    "crash",
+    "sdk_error",
+    "bad_reply",
+)
+"""The kinds of fault a plan can inject (``sdk_error`` and ``bad_reply`` only explicitly, with a variant)."""
+
+SDK_ERRORS: Final = (
+    "rate_limit",
+    "server_error",
+    "connection",
+    "timeout",
+    "request_failed_server",
+    "request_failed_unknown",
+    "request_failed_user",
+    "billing",
+    "bad_request",
+)
+"""The variants of an ``"sdk_error"`` fault: which SDK exception the request raises."""
+
+BAD_REPLIES: Final[Mapping[str, tuple[str, ...]]] = {
+    "sample": (
+        "nan_logprobs",
+        "neginf_logprobs",
+        "no_logprobs",
+        "short_logprobs",
+        "ids_outside",
+        "empty",
+        "no_sequences",
+    ),
+    "compute_logprobs": ("nan", "short", "first_not_none"),
+    "forward_backward": ("no_outputs", "nan_loss", "no_metrics"),
+    "forward_backward_custom": ("no_outputs", "nan_loss", "no_metrics"),
+    "save_state": ("half_written",),
+}
+"""The variants of a ``"bad_reply"`` fault, by method."""
 
 METHODS: Final = (
     "sample",
@@ -70,8 +126,8 @@ METHODS: Final = (
 """The protocol methods a plan can target."""
 
 
-class InjectedError(RuntimeError):
-    """A transient service error raised by an ``"error"`` fault."""
+class InjectedError(TransientError):
+    """A transient service error raised by an ``"error"`` fault (the boundary retries it)."""
 
 
 class SimulatedCrash(BaseException):
@@ -85,10 +141,18 @@ class Fault:
     kind: FaultKind
     delay: float = 0.0
     after: bool = False
+    variant: str = ""
 
     def __post_init__(self) -> None:
         if self.kind not in FAULT_KINDS:
             raise ValueError(f"kind must be one of {list(FAULT_KINDS)}, got {self.kind!r}")
+        if self.kind == "sdk_error" and self.variant not in SDK_ERRORS:
+            raise ValueError(
+                f"an sdk_error's variant must be one of {list(SDK_ERRORS)}, got {self.variant!r}"
+            )
+        every = sorted({v for vs in BAD_REPLIES.values() for v in vs})
+        if self.kind == "bad_reply" and self.variant not in every:
+            raise ValueError(f"a bad_reply's variant must be one of {every}, got {self.variant!r}")
         if not self.delay >= 0.0:
             raise ValueError(f"delay must be >= 0, got {self.delay!r}")
 
@@ -140,10 +204,16 @@ class FaultPlan:
         for method, k in self.at:
             if method not in METHODS:
                 raise ValueError(f"at: method must be one of {list(METHODS)}, got {method!r}")
+            fault = self.at[(method, k)]
+            if fault.kind == "bad_reply" and fault.variant not in BAD_REPLIES.get(method, ()):
+                raise ValueError(
+                    f"at: a bad_reply of {method} must be one of {list(BAD_REPLIES.get(method, ()))}, "
+                    f"got {fault.variant!r}"
+                )
             if k < 0:
                 raise ValueError(f"at: call index must be >= 0, got {k}")
         for kind, rate in self.rates.items():
-            if kind not in FAULT_KINDS or kind == "crash":
+            if kind not in FAULT_KINDS or kind in ("crash", "sdk_error", "bad_reply"):
                 raise ValueError(f"rates: kind must be one of error, hang, cancel, delay, got {kind!r}")
             if not 0.0 <= rate <= 1.0:
                 raise ValueError(f"rates[{kind!r}] must lie in [0, 1], got {rate!r}")
@@ -289,6 +359,12 @@ class FaultyService:
             return _delayed(submitted, submitted + delay, inner, self.delivered[method].append)
         if fault.kind == "error":
             return CompletedFuture(error=InjectedError(f"injected error in {method} call {index}"))
+        if fault.kind == "sdk_error":
+            return CompletedFuture(
+                error=sdk_error(fault.variant, f"injected {fault.variant} in {method} call {index}")
+            )
+        if fault.kind == "bad_reply":
+            return _Mapped(run(), lambda reply: _malformed(method, fault.variant, reply))
         if fault.kind == "hang":
             return AwaitableFuture(_never())
         if fault.kind == "cancel":
@@ -305,6 +381,86 @@ class FaultyService:
         size = tokens() if tokens is not None else 0
         self.busy_until[method] = max(now, self.busy_until[method]) + per_token * size
         return self.busy_until[method] - now
+
+
+def sdk_error(variant: str, message: str) -> Exception:
+    """The SDK exception of an ``"sdk_error"`` fault (a real ``tinker`` class, with an httpx request and
+    response where the class needs them).
+
+    Examples:
+        >>> type(sdk_error("rate_limit", "slow down")).__name__, sdk_error("rate_limit", "x").status_code
+        ('RateLimitError', 429)
+    """
+    request = httpx.Request("POST", "http://127.0.0.1/api/v1/fault")
+
+    def status(code: int) -> httpx.Response:
+        return httpx.Response(code, request=request)
+
+    category = types.RequestErrorCategory
+    errors: dict[str, Callable[[], Exception]] = {
+        "rate_limit": lambda: tinker.RateLimitError(message, response=status(429), body=None),
+        "server_error": lambda: tinker.InternalServerError(message, response=status(503), body=None),
+        "connection": lambda: tinker.APIConnectionError(request=request, message=message),
+        "timeout": lambda: tinker.APITimeoutError(request=request),
+        "request_failed_server": lambda: tinker.RequestFailedError(message, "req-fault", category.Server),
+        "request_failed_unknown": lambda: tinker.RequestFailedError(message, "req-fault", category.Unknown),
+        "request_failed_user": lambda: tinker.RequestFailedError(message, "req-fault", category.User),
+        "billing": lambda: tinker.BillingError(message, response=status(402), body=None),
+        "bad_request": lambda: tinker.BadRequestError(message, response=status(400), body=None),
+    }
+    return errors[variant]()
+
+
+def _malformed(method: str, variant: str, reply: Any) -> Any:
+    """``reply`` malformed as a ``"bad_reply"`` fault's ``variant`` says (see the module docstring)."""
+    if method == "sample":
+        return _bad_sample(variant, reply)
+    if method == "compute_logprobs":
+        values = list(reply)
+        if variant == "nan":
+            values[-1] = math.nan
+        elif variant == "short":
+            values = values[:-1]
+        else:
+            values[0] = -1.0
+        return values
+    if method == "save_state":
+        file = local_file(reply.path)
+        if file is not None:
+            data = file.read_bytes()
+            file.write_bytes(data[: len(data) // 2])
+        return reply
+    if variant == "no_outputs":
+        return dataclasses.replace(reply, loss_fn_outputs=[])
+    if variant == "nan_loss":
+        return dataclasses.replace(reply, metrics={**reply.metrics, "loss:sum": math.nan})
+    return dataclasses.replace(reply, metrics={})
+
+
+def _bad_sample(variant: str, response: types.SampleResponse) -> types.SampleResponse:
+    if variant == "no_sequences":
+        return types.SampleResponse(sequences=[])
+    seqs = []
+    for seq in response.sequences:
+        ids = np.asarray(seq.tokens_np if seq.tokens_np is not None else seq.tokens, dtype=np.int32)
+        raw = seq.logprobs_np if seq.logprobs_np is not None else seq.logprobs
+        lps: np.ndarray[Any, Any] | None = np.array(raw, dtype=np.float32)
+        assert lps is not None
+        if variant == "nan_logprobs":
+            lps[0] = np.nan
+        elif variant == "neginf_logprobs":
+            lps[-1] = -np.inf
+        elif variant == "short_logprobs":
+            lps = lps[:-1]
+        elif variant == "no_logprobs":
+            lps = None
+        elif variant == "ids_outside":
+            ids = ids.copy()
+            ids[0] = 1_000_000
+        else:  # empty
+            ids, lps = ids[:0], lps[:0]
+        seqs.append(types.SampledSequence(seq.stop_reason, "fault", tokens_np=ids, logprobs_np=lps))
+    return types.SampleResponse(sequences=seqs)
 
 
 class _Mapped:

@@ -643,16 +643,7 @@ class _Shell:
         Raises:
           ServiceError: the save failed, or its file failed the read-back twice (cause ``unverified``).
         """
-        problem = ""
-        for _ in range(2):
-            response = await self.boundary.call(
-                "save_state", lambda: self.training.save_state(name), step=step
-            )
-            try:
-                return response, await asyncio.to_thread(ck.verify_saved_state, response.path)
-            except ck.CheckpointError as e:
-                problem = str(e)
-        raise ServiceError("save_state", "unverified", problem, step=step, attempts=2, transient=False)
+        return await _save_verified(self.boundary, self.training, name, step)
 
     async def save(self, step: int, saved: pl.LoopState) -> None:
         if self.writing:  # a checkpoint implies the transcripts of every step it covers are on disk
@@ -808,7 +799,7 @@ async def _run_training(
         fixed = await boundary.call("refresh", fixed_client.save_weights_and_get_sampling_client)
     elif config.warm_start_steps == 0:
         fixed = sampler
-        fixed_state_path = (await boundary.call("save_state", lambda: training.save_state("fixed"))).path
+        fixed_state_path = (await _save_verified(boundary, training, "fixed", None))[0].path
     shell = _Shell(
         config,
         service_client,
@@ -986,6 +977,26 @@ def _vocab_size(tokenizer: Any) -> int | None:
     except TypeError:
         size = getattr(tokenizer, "vocab_size", None)
         return int(size) if isinstance(size, int) else None
+
+
+async def _save_verified(
+    boundary: Boundary, training: TrainingClient, name: str, step: int | None
+) -> tuple[types.SaveWeightsResponse, dict[str, Any] | None]:
+    """``save_state(name)`` through the boundary, read back (:func:`checkpoint.verify_saved_state`); a
+    save that fails the read-back is made once more. Returns the reply and the file's size and checksum
+    (None for a remote path).
+
+    Raises:
+      ServiceError: the save failed, or its file failed the read-back twice (cause ``unverified``).
+    """
+    problem = ""
+    for _ in range(2):
+        response = await boundary.call("save_state", lambda: training.save_state(name), step=step)
+        try:
+            return response, await asyncio.to_thread(ck.verify_saved_state, response.path)
+        except ck.CheckpointError as e:
+            problem = str(e)
+    raise ServiceError("save_state", "unverified", problem, step=step, attempts=2, transient=False)
 
 
 def _returning(future: Any) -> Callable[[], Any]:

@@ -1,0 +1,467 @@
+"""The client's service boundary (:mod:`adapters.tinker.boundary`) alone and under the training loop, on
+the in-repo fake behind the fault injector: hung calls end at their deadlines, transient SDK errors are
+retried and counted, permanent ones named, malformed replies named, half-written saves caught, and a run
+that stops resumes with every step and every debate exactly once. No network, no wall-clock assertions:
+backoff waits are zero, and only calls that never complete meet a (small) deadline."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import random
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tinker import types
+
+from adapters.cli import main
+from adapters.tinker import checkpoint as ck
+from adapters.tinker.boundary import (
+    Boundary,
+    Failure,
+    RetryPolicy,
+    ServiceError,
+    check_forward_backward,
+    check_logprobs,
+    check_sample,
+    classify,
+    parse_deadlines,
+)
+from adapters.tinker.config import CALL_KINDS, TrainConfig
+from adapters.tinker.fake import FakeServiceClient
+from adapters.tinker.faults import BAD_REPLIES, SDK_ERRORS, Fault, FaultPlan, sdk_error, with_faults
+from adapters.tinker.futures import AwaitableFuture, CompletedFuture
+from adapters.tinker.train import NothingToTrain, run_training
+from adapters.transcripts import read_transcripts
+from tests._profile import examples
+
+TRANSIENT = {
+    "rate_limit",
+    "server_error",
+    "connection",
+    "timeout",
+    "request_failed_server",
+    "request_failed_unknown",
+}
+SMALL = {"batch_size": 2, "num_agents": 2, "max_rounds": 2, "max_tokens": 128, "eval_questions": 1}
+HANG_S = 0.05  # the deadline of a call that never completes (no other call meets a deadline this small)
+
+
+async def _no_wait(seconds: float) -> None:
+    await asyncio.sleep(0)
+
+
+def _boundary(attempts: int = 3, **deadlines: float | None) -> Boundary:
+    return Boundary(deadlines, RetryPolicy(max_attempts=attempts), rng=random.Random(0), sleep=_no_wait)
+
+
+def _config(tmp: Path, **kw: Any) -> TrainConfig:
+    return TrainConfig.from_mapping({**SMALL, "out": str(tmp / "run"), "eval_every": 0, **kw})
+
+
+def _service(tmp: Path, plan: FaultPlan | None = None) -> Any:
+    fake = FakeServiceClient(seed=0, root=tmp / "run" / "service")
+    return fake if plan is None else with_faults(fake, plan)[0]
+
+
+def _train(
+    config: TrainConfig, service: Any, *, resume: bool = False, hung: dict[str, float] | None = None
+) -> Any:
+    """A run with zero backoff waits; ``hung``: the deadlines of the kinds a test hangs."""
+    boundary = Boundary(
+        {**config.call_deadlines, **(hung or {})},
+        RetryPolicy(max_attempts=config.retry_attempts),
+        rng=random.Random(0),
+        sleep=_no_wait,
+    )
+    return asyncio.run(run_training(config, service, resume=resume, boundary=boundary))
+
+
+def _never() -> AwaitableFuture[Any]:
+    return AwaitableFuture(asyncio.Event().wait())
+
+
+def _steps(run: Path) -> list[int]:
+    return [m["step"] for m in ck.read_metrics(run)]
+
+
+def _debate_ids(run: Path) -> Counter[str]:
+    """Every debate of every step's records: transcripts and ended-early files."""
+    ids: Counter[str] = Counter()
+    for path in sorted((run / ck.TRANSCRIPTS).glob("step-*.jsonl")):
+        step = path.name.split(".")[0]
+        if path.name.endswith(".ended.jsonl"):
+            names = [json.loads(line)["id"] for line in path.read_text().splitlines()]
+        else:
+            names = [d.id for d in read_transcripts(path.read_bytes()).debates]
+        ids.update(f"{step}/{name}" for name in names)
+    return ids
+
+
+def _assert_exactly_once(run: Path, total_steps: int, debates_per_step: int) -> None:
+    assert _steps(run) == list(range(total_steps))
+    ids = _debate_ids(run)
+    assert set(ids.values()) <= {1}, ids
+    per_step = Counter(key.split("/")[0] for key in ids)
+    assert sorted(per_step.values()) == [debates_per_step] * total_steps, per_step
+
+
+# ---- the policy, alone ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("variant", SDK_ERRORS)
+def test_each_sdk_error_class_is_transient_or_not(variant: str) -> None:
+    failure = classify(sdk_error(variant, "boom"))
+    assert failure.transient == (variant in TRANSIENT), failure
+    assert failure.cause == variant or variant.startswith(failure.cause) or failure.cause in variant
+
+
+@given(failed=st.integers(1, 80), u=st.floats(0, 1, exclude_max=True))
+@settings(max_examples=examples(50))
+def test_backoff_is_jittered_within_its_bound(failed: int, u: float) -> None:
+    p = RetryPolicy(base_s=0.5, cap_s=8.0)
+    wait = p.backoff(failed, u)
+    assert 0.0 <= wait <= min(8.0, 0.5 * 2 ** (failed - 1))
+    ok = Failure("rate_limit", True, "")
+    assert p.decide("sample", ok, attempts=p.max_attempts, elapsed=0.0, wait=wait) is None
+    assert p.decide("sample", ok, attempts=1, elapsed=p.max_total_s, wait=wait + 1.0) is None
+    assert p.decide("sample", Failure("billing", False, ""), attempts=1, elapsed=0.0, wait=wait) is None
+
+
+def test_deadlines_flag_parses_and_names_what_is_wrong() -> None:
+    assert parse_deadlines("sample=1.5,optim-step=0") == {"sample": 1.5, "optim_step": 0.0}
+    with pytest.raises(ValueError, match="KIND=SECONDS"):
+        parse_deadlines("sampel=3")
+    with pytest.raises(ValueError, match="finite number"):
+        parse_deadlines("sample=-1")
+    with pytest.raises(ValueError, match="unknown kind of call 'sampel'"):
+        TrainConfig.from_mapping({"deadlines": {"sampel": 3.0}})
+    config = TrainConfig.from_mapping({"deadlines": {"forward_backward": 0.0}, "sample_timeout_s": 7})
+    assert config.call_deadlines["forward_backward"] is None and config.call_deadlines["sample"] == 7
+    assert all(0 < (config.call_deadlines[k] or math.inf) for k in CALL_KINDS)
+    assert TrainConfig().call_deadlines["sample"] == 600.0  # no infinite hang by default
+
+
+# ---- the async part, alone ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("variant", SDK_ERRORS)
+def test_a_transient_error_is_retried_then_succeeds_and_a_permanent_one_is_not(variant: str) -> None:
+    calls: list[int] = []
+
+    def request() -> CompletedFuture[str]:
+        calls.append(1)
+        if len(calls) == 1:
+            return CompletedFuture(error=sdk_error(variant, "boom"))
+        return CompletedFuture("ok")
+
+    boundary = _boundary()
+    if variant in TRANSIENT:
+        assert asyncio.run(boundary.call("save_state", request)) == "ok"
+        stats = boundary.stats.take()
+        assert stats["service/retries"] == 1 and stats[f"service/retries/save_state/{variant}"] == 1
+    else:
+        with pytest.raises(ServiceError) as caught:
+            asyncio.run(boundary.call("save_state", request, step=4))
+        assert caught.value.attempts == 1 and not caught.value.transient
+        assert "save_state call at step 4" in str(caught.value)
+    assert len(calls) == (2 if variant in TRANSIENT else 1)
+
+
+def test_retries_run_out_with_one_named_error() -> None:
+    boundary = _boundary(attempts=3)
+
+    def error() -> CompletedFuture[None]:
+        return CompletedFuture(error=sdk_error("server_error", "503"))
+
+    with pytest.raises(
+        ServiceError, match=r"refresh call at step 2 failed after 3 attempts \(server_error\)"
+    ):
+        asyncio.run(boundary.call("refresh", error, step=2))
+
+
+@pytest.mark.parametrize("kind", CALL_KINDS)
+def test_a_hung_call_of_each_kind_ends_at_its_deadline(kind: str) -> None:
+    boundary = _boundary(attempts=2, **{kind: HANG_S})
+    with pytest.raises(ServiceError) as caught:
+        asyncio.run(boundary.call(kind, _never, step=1))
+    assert caught.value.cause == "deadline" and caught.value.kind == kind
+    replayed = kind not in ("forward_backward", "optim_step")
+    assert caught.value.attempts == (2 if replayed else 1)
+
+
+def test_optim_step_is_never_replayed() -> None:
+    calls: list[int] = []
+
+    def request() -> CompletedFuture[None]:
+        calls.append(1)
+        return CompletedFuture(error=sdk_error("connection", "reply lost"))
+
+    with pytest.raises(ServiceError, match="optim_step call at step 0 failed \\(connection\\)"):
+        asyncio.run(_boundary().call("optim_step", request, step=0))
+    assert calls == [1]
+
+
+def test_the_callers_own_cancellation_is_not_a_service_failure() -> None:
+    async def main() -> None:
+        task = asyncio.create_task(_boundary().call("sample", _never))
+        await asyncio.sleep(0)
+        task.cancel()
+        await task
+
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(main())
+
+
+# ---- the reply checks ---------------------------------------------------------------------------------
+
+
+def _seq(ids: list[int], lps: list[float] | None) -> types.SampledSequence:
+    logprobs = None if lps is None else np.asarray(lps, np.float32)
+    return types.SampledSequence("stop", "s", tokens_np=np.asarray(ids, np.int32), logprobs_np=logprobs)
+
+
+@pytest.mark.parametrize(
+    ("sequences", "problem"),
+    [
+        ([], "0 sequences for 1 asked"),
+        ([_seq([], [])], "is empty"),
+        ([_seq([1, 2], [-1.0, math.nan])], "logprob 1 is nan"),
+        ([_seq([1, 2], [-math.inf, -1.0])], "logprob 0 is -inf"),
+        ([_seq([1, 2], [-1.0])], "1 logprobs for 2 tokens"),
+        ([_seq([1, 2], None)], "has no logprobs"),
+        ([_seq([1, 300], [-1.0, -1.0])], "token id 300 at 1 is outside the vocabulary"),
+        ([_seq([-1, 3], [-1.0, -1.0])], "token id -1 at 0"),
+    ],
+)
+def test_each_malformed_sample_is_named(sequences: list[types.SampledSequence], problem: str) -> None:
+    reason = check_sample(types.SampleResponse(sequences=sequences), num_samples=1, vocab_size=262)
+    assert reason is not None and problem in reason
+    assert check_sample(types.SampleResponse(sequences=[_seq([1], [-0.1])]), num_samples=1) is None
+
+
+def test_malformed_logprobs_and_training_outputs_are_named() -> None:
+    assert check_logprobs([None, -1.0, math.nan], prompt_length=3) == "logprob 2 is nan"
+    assert check_logprobs([None, -1.0], prompt_length=3) == "2 logprobs for a prompt of 3 tokens"
+    assert check_logprobs([-0.5, -1.0], prompt_length=2) == "the first logprob is -0.5, not None"
+    out = types.ForwardBackwardOutput("x", [{}], {"loss:sum": math.nan})  # type: ignore[list-item]
+    assert check_forward_backward(out, num_datums=1) == "metric 'loss:sum' is nan"
+    assert check_forward_backward(types.ForwardBackwardOutput("x", [], {}), num_datums=1) == (
+        "0 outputs for 1 datums"
+    )
+    empty = types.ForwardBackwardOutput("x", [{}], {})  # type: ignore[list-item]
+    assert check_forward_backward(empty, num_datums=1) == "no metrics (no loss)"
+
+
+# ---- under the training loop --------------------------------------------------------------------------
+
+# the faulted method's calls, by call kind: (method, index of a call the 2-step run makes)
+HUNG = {
+    "sample": ("sample", 3),
+    "compute_logprobs": ("compute_logprobs", 2),
+    "forward_backward": ("forward_backward", 1),
+    "optim_step": ("optim_step", 1),
+    "save_state": ("save_state", 1),
+    "refresh": ("save_weights_and_get_sampling_client", 1),
+    "create": ("create_lora_training_client", 0),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(HUNG))
+def test_a_hung_call_under_training_is_retried_or_named_and_the_run_resumes(
+    tmp_path: Path, kind: str
+) -> None:
+    method, index = HUNG[kind]
+    config = _config(tmp_path, steps=2, save_every=1, kl_penalty_coef=0.1, retry_attempts=2)
+    plan = FaultPlan(at={(method, index): Fault("hang")})
+    if kind in ("forward_backward", "optim_step"):  # never replayed: the run stops, --resume continues
+        with pytest.raises(ServiceError) as caught:
+            _train(config, _service(tmp_path, plan), hung={kind: HANG_S})
+        assert (caught.value.kind, caught.value.cause, caught.value.step) == (kind, "deadline", 1)
+        assert _steps(Path(config.out)) == [0]
+        _train(config, _service(tmp_path), resume=True)
+    else:
+        result = _train(config, _service(tmp_path, plan), hung={kind: HANG_S})
+        assert sum(m["service/retries"] for m in result.metrics) >= (0 if kind == "create" else 1)
+    _assert_exactly_once(Path(config.out), 2, 2)
+
+
+def test_a_hung_restore_ends_at_its_deadline_and_a_clean_resume_continues(tmp_path: Path) -> None:
+    config = _config(tmp_path, steps=1, save_every=1)
+    _train(config, _service(tmp_path))
+    more = TrainConfig.from_mapping({"steps": 2, "retry_attempts": 1}, base=config)
+    plan = FaultPlan(at={("create_training_client_from_state_with_optimizer", 0): Fault("hang")})
+    with pytest.raises(ServiceError, match=r"restore call failed \(deadline\)"):
+        _train(more, _service(tmp_path, plan), resume=True, hung={"restore": HANG_S})
+    _train(more, _service(tmp_path), resume=True)
+    _assert_exactly_once(Path(config.out), 2, 2)
+
+
+@pytest.mark.parametrize("variant", SDK_ERRORS)
+def test_each_sdk_error_under_training_transient_then_persistent(tmp_path: Path, variant: str) -> None:
+    config = _config(tmp_path, steps=2, save_every=1, retry_attempts=2)
+    once = FaultPlan(at={("save_weights_and_get_sampling_client", 1): Fault("sdk_error", variant=variant)})
+    if variant in TRANSIENT:
+        result = _train(config, _service(tmp_path, once))
+        assert [m["step"] for m in result.metrics] == [0, 1]
+        assert sum(m.get(f"service/retries/refresh/{variant}", 0) for m in result.metrics) == 1
+        return
+    with pytest.raises(ServiceError) as caught:
+        _train(config, _service(tmp_path, once))
+    assert (caught.value.kind, caught.value.step, caught.value.attempts) == ("refresh", 0, 1)
+    _train(config, _service(tmp_path), resume=True)
+    _assert_exactly_once(Path(config.out), 2, 2)
+
+
+def test_a_persistent_error_exits_3_naming_the_call_and_resume_continues(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import adapters.cli.train as cli
+
+    run = tmp_path / "run"
+    always = {("save_state", k): Fault("sdk_error", variant="server_error") for k in range(2, 6)}
+
+    def faulty(kind: str, config: TrainConfig) -> Any:
+        return with_faults(FakeServiceClient(seed=0, root=run / "service"), FaultPlan(at=always))[0]
+
+    monkeypatch.setattr(cli, "_service", faulty)
+    args = ["train", "--service", "fake", "--batch-size", "2", "--num-agents", "2", "--max-rounds", "1"]
+    args += ["--max-tokens", "64", "--eval-every", "0", "--steps", "3", "--save-every", "1"]
+    args += ["--retry-attempts", "2", "--retry-max-s", "0"]  # no backoff wait: retries end at once
+    assert main([*args, "--out", str(run)]) == 3
+    err = capsys.readouterr().err
+    assert "save_state call at step 1 failed" in err and "(server_error)" in err
+    assert f"--resume {run} continues the run" in err and "Traceback" not in err
+    monkeypatch.undo()
+    assert main([*args, "--resume", str(run)]) == 0
+    assert _steps(run) == [0, 1, 2]
+
+
+def test_a_user_category_failure_is_not_retried(tmp_path: Path) -> None:
+    plan = FaultPlan(at={("save_state", 1): Fault("sdk_error", variant="request_failed_user")})
+    service, faults = with_faults(FakeServiceClient(seed=0, root=tmp_path / "run" / "service"), plan)
+    with pytest.raises(ServiceError, match="request_failed_user"):
+        _train(_config(tmp_path, steps=2, save_every=1), service)
+    assert faults.calls["save_state"] == 2  # the fixed policy's, then the failed one: no retry
+
+
+@pytest.mark.parametrize("variant", BAD_REPLIES["sample"])
+def test_each_malformed_sample_ends_its_debate_with_a_named_reason(tmp_path: Path, variant: str) -> None:
+    config = _config(tmp_path, steps=1)
+    result = _train(
+        config, _service(tmp_path, FaultPlan(at={("sample", 0): Fault("bad_reply", variant=variant)}))
+    )
+    record = result.metrics[0]
+    assert record["env/all/end/sampler_bad_reply"] == 1 and record["env/all/ended_early"] == 1
+    ended = ck.ended_path(config.out, 0)
+    assert ended.exists()  # the first sample of a debate: no turn, so its record is here
+    line = json.loads(ended.read_text())
+    assert line["end_reason"] == "sampler_bad_reply" and line["detail"].startswith("bad_reply: ")
+    _assert_exactly_once(Path(config.out), 1, 2)
+
+
+@pytest.mark.parametrize(
+    ("method", "variant", "problem"),
+    [
+        ("compute_logprobs", "nan", "logprob .* is nan"),
+        ("compute_logprobs", "short", "logprobs for a prompt of"),
+        ("compute_logprobs", "first_not_none", "the first logprob is"),
+        ("forward_backward", "no_outputs", "0 outputs for"),
+        ("forward_backward", "nan_loss", "metric 'loss:sum' is nan"),
+        ("forward_backward", "no_metrics", "no metrics"),
+    ],
+)
+def test_each_malformed_training_reply_is_named(
+    tmp_path: Path, method: str, variant: str, problem: str
+) -> None:
+    config = _config(tmp_path, steps=2, save_every=1, kl_penalty_coef=0.1)
+    plan = FaultPlan(at={(method, 1): Fault("bad_reply", variant=variant)})
+    with pytest.raises(ServiceError, match=f"bad_reply.*{problem}"):
+        _train(config, _service(tmp_path, plan))
+    _train(config, _service(tmp_path), resume=True)
+    _assert_exactly_once(Path(config.out), 2, 2)
+
+
+def test_a_half_written_save_is_caught_and_saved_again_or_the_run_stops(tmp_path: Path) -> None:
+    config = _config(tmp_path, steps=2, save_every=1)
+    once = FaultPlan(at={("save_state", 1): Fault("bad_reply", variant="half_written")})
+    result = _train(config, _service(tmp_path, once))
+    saved = json.loads((result.run_dir / "checkpoints" / "step-000001" / ck.LOOP_STATE).read_text())
+    assert saved["state_check"]["size"] > 0 and len(saved["state_check"]["sha256"]) == 64
+    twice = FaultPlan(at={("save_state", k): Fault("bad_reply", variant="half_written") for k in (1, 2)})
+    again = tmp_path / "again"
+    with pytest.raises(
+        ServiceError, match="save_state call at step 0 failed after 2 attempts \\(unverified\\)"
+    ):
+        _train(_config(again, steps=2, save_every=1), _service(again, twice))
+    assert not (again / "run" / "checkpoints" / "step-000001" / ck.COMPLETE).exists()
+
+
+def test_a_saved_state_changed_after_its_checkpoint_stops_the_resume(tmp_path: Path) -> None:
+    config = _config(tmp_path, steps=1, save_every=1)
+    _train(config, _service(tmp_path))
+    state = tmp_path / "run" / "service" / "states" / "step-000001.json"
+    state.write_text(state.read_text() + " ")
+    with pytest.raises(ck.CheckpointError, match="not the file the run saved"):
+        _train(TrainConfig.from_mapping({"steps": 2}, base=config), _service(tmp_path), resume=True)
+
+
+def test_steps_with_nothing_to_train_stop_the_run_naming_the_reason(tmp_path: Path) -> None:
+    config = _config(tmp_path, steps=4, max_empty_steps=2, max_rounds=1)
+    bad = {("sample", k): Fault("bad_reply", variant="nan_logprobs") for k in range(40)}
+    with pytest.raises(NothingToTrain, match=r"2 consecutive RL steps .* sampler_bad_reply"):
+        _train(config, _service(tmp_path, FaultPlan(at=bad)))
+    assert _steps(Path(config.out)) == [0, 1]
+
+
+# ---- random fault schedules ---------------------------------------------------------------------------
+
+_KINDS = ["sdk_error", "hang", "bad_reply", "error", "cancel"]
+_KIND_OF = {
+    "sample": "sample",
+    "optim_step": "optim_step",
+    "forward_backward": "forward_backward",
+    "save_state": "save_state",
+    "save_weights_and_get_sampling_client": "refresh",
+}
+_METHODS = list(_KIND_OF)
+
+
+@st.composite
+def schedules(draw: st.DrawFn) -> dict[tuple[str, int], Fault]:
+    at: dict[tuple[str, int], Fault] = {}
+    for _ in range(draw(st.integers(0, 4))):
+        method = draw(st.sampled_from(_METHODS))
+        kind = draw(st.sampled_from(_KINDS))
+        variant = ""
+        if kind == "sdk_error":
+            variant = draw(st.sampled_from(SDK_ERRORS))
+        elif kind == "bad_reply":
+            if method not in BAD_REPLIES:
+                kind = "error"
+            else:
+                variant = draw(st.sampled_from(BAD_REPLIES[method]))
+        at[(method, draw(st.integers(0, 6)))] = Fault(kind, variant=variant)  # type: ignore[arg-type]
+    return at
+
+
+@given(at=schedules())
+@settings(max_examples=examples(8), deadline=None, suppress_health_check=list(HealthCheck))
+def test_random_fault_schedules_finish_or_name_the_error_and_resume_exactly_once(
+    tmp_path_factory: pytest.TempPathFactory, at: dict[tuple[str, int], Fault]
+) -> None:
+    tmp = tmp_path_factory.mktemp("schedule")
+    config = _config(tmp, steps=3, save_every=1, retry_attempts=2, max_rounds=1)
+    hang = {_KIND_OF[method]: HANG_S for (method, _), fault in at.items() if fault.kind == "hang"}
+    try:
+        _train(config, _service(tmp, FaultPlan(at=at)), hung=hang)
+    except (ServiceError, NothingToTrain) as e:
+        assert str(e)
+    _train(config, _service(tmp), resume=True)
+    _assert_exactly_once(Path(config.out), 3, 2)
