@@ -15,6 +15,7 @@ from kernel import (
     _observe,
     _parse,
     _parse_batch,
+    _parse_spans,
     _rae,
     _render,
     _rewards,
@@ -32,6 +33,7 @@ from kernel._metrics import *  # noqa: F403
 from kernel._observe import *  # noqa: F403
 from kernel._parse import *  # noqa: F403
 from kernel._parse_batch import *  # noqa: F403
+from kernel._parse_spans import *  # noqa: F403
 from kernel._rae import *  # noqa: F403
 from kernel._render import *  # noqa: F403
 from kernel._rewards import *  # noqa: F403
@@ -53,6 +55,7 @@ __all__ = sorted(
         *_observe.__all__,
         *_parse.__all__,
         *_parse_batch.__all__,
+        *_parse_spans.__all__,
         *_rae.__all__,
         *_render.__all__,
         *_rewards.__all__,

@@ -3,6 +3,7 @@ in linear time (see :mod:`kernel._parse` for every difference from the robust po
 
 from __future__ import annotations
 
+import bisect
 import re
 from typing import Final
 
@@ -203,3 +204,64 @@ def _parse_reference(text: str, author_id: int) -> ParsedResponse:
     votes, dropped, malformed = _v1_votes(comparison, author_id)
     consensus = found["consensus"].strip().upper() == "YES"
     return _success("reference", author_id, found, comparison, consensus, votes, dropped, malformed, norm)
+
+
+def _reference_entries(text: str) -> dict[str, tuple[int, int, int, int]]:
+    """Per field that ``_parse_reference`` reads, its (start, body, end, stop) in the original ``text``.
+
+    The v1 normalisation keeps a substring of the text (strip, fence lines, preamble cut) and then deletes
+    the think markers: positions in the normalised text map back past every marker deleted before them
+    (a field whose content held a marker spans it in the original).
+    """
+    out = text.strip()
+    base = len(text) - len(text.lstrip())
+    if out.startswith("```"):
+        m = _V1_FENCE_OPEN.match(out)
+        if m is not None:
+            out, base = out[m.end() :], base + m.end()
+        if out.endswith("\n```"):
+            out = out[:-4]
+        base += len(out) - len(out.lstrip())
+        out = out.strip()
+    cut = _v1_cut(out)
+    if cut > 0:
+        out, base = out[cut:], base + cut
+    markers = [(m.start(), m.end()) for m in _V1_THINK.finditer(out)]
+    kept, at, removed_before = [], [], []  # per marker: where it sat in the text without markers
+    last = total = 0
+    for a, b in markers:
+        kept.append(out[last:a])
+        at.append(a - total)
+        total += b - a
+        removed_before.append(total)
+        last = b
+    norm = "".join(kept) + out[last:]
+    lead = 0
+    if markers:
+        lead = len(norm) - len(norm.lstrip())
+        norm = norm.strip()
+    folded = _fold(norm)
+
+    def back(p: int, *, end: bool) -> int:
+        q = p + lead
+        k = bisect.bisect_left(at, q) if end else bisect.bisect_right(at, q)
+        return base + q + (removed_before[k - 1] if k else 0)
+
+    found = {}
+    for name in ("solution", "evaluation", "comparison", "consensus", "consensus_reason"):
+        src = folded if name in ("comparison", "consensus") else norm
+        start = src.find(f"<{name}>")
+        if start < 0:
+            continue
+        body = start + len(name) + 2
+        close = src.find(f"</{name}>", body)
+        if close < 0:
+            continue
+        stop = close + len(name) + 3
+        found[name] = (
+            back(start, end=False),
+            back(body, end=False),
+            back(close, end=True),
+            back(stop, end=True),
+        )
+    return found

@@ -7,7 +7,7 @@ from __future__ import annotations
 import operator
 import re
 import unicodedata
-from typing import Final
+from typing import Final, TypeVar
 
 from kernel._parse_common import (
     _MISSING,
@@ -26,6 +26,7 @@ __all__: list[str] = []
 # ------------------------------------------------------------------------------------------------
 # policy="robust".
 
+_T = TypeVar("_T")
 _TAGS: Final = ("solution", "evaluation", "comparison", "consensus", "consensus_reason")
 _MAX_TAG_STEPS: Final = 512  # tags examined from the end of the text
 _MAX_ATTR_CHARS: Final = 200  # longest ``<tag attributes>`` accepted
@@ -103,8 +104,10 @@ def _last_open(
     return (exact, exact + len(name) + 2) if exact >= 0 else (-1, -1)
 
 
-def _read_fields(text: str, folded: str) -> list[tuple[str, str, bool]]:
-    """Top-level (tag, content, closed) triples, read from the end of the text backwards.
+def _read_entries(text: str, folded: str) -> list[tuple[str, tuple[int, int, int, int], bool]]:
+    """Top-level (tag, (start, body, end, stop), closed) entries, read from the end of the text backwards:
+    the opening tag starts at ``start``, the content is ``text[body:end]``, the field (closing tag
+    included) ends at ``stop``.
 
     A field is an opening tag and the first closing tag of the same name after it with no tag of that
     name in between; its content is opaque (tags inside it are not read). A last tag that is an opening
@@ -113,7 +116,7 @@ def _read_fields(text: str, folded: str) -> list[tuple[str, str, bool]]:
     the opening-tag cursor only move towards the start, and each search scans only the span between
     the cursor and the tag it finds.
     """
-    out: list[tuple[str, str, bool]] = []
+    out: list[tuple[str, tuple[int, int, int, int], bool]] = []
     rfind = folded.rfind
     end = len(folded)
     closes = {t: rfind(_CLOSE[t]) for t in _TAGS}
@@ -121,7 +124,8 @@ def _read_fields(text: str, folded: str) -> list[tuple[str, str, bool]]:
     if folded.find("<", after) >= 0:
         last = max(((*_last_open(folded, t, after, end), t) for t in _TAGS), key=operator.itemgetter(0))
         if last[0] >= 0:
-            out.append((last[2], _rstrip_fence(text[last[1] :]), False))
+            fenced = last[1] + len(_rstrip_fence(text[last[1] :]))
+            out.append((last[2], (last[0], last[1], fenced, fenced), False))
             end = last[0]
     opens: dict[str, tuple[int, int]] = {}  # per name: the last opening tag before its closing cursor
     exacts: dict[str, int] = {}  # per name: the last "<name>" found before its closing cursor (or -1)
@@ -149,12 +153,18 @@ def _read_fields(text: str, folded: str) -> list[tuple[str, str, bool]]:
         if inner >= 0:  # the opening tag is already closed by an earlier closing tag: this one is stray
             closes[name] = inner
             continue
-        out.append((name, text[body:close], True))
+        out.append((name, (start, body, close, close + len(_CLOSE[name])), True))
         end = start
         for t, pos in closes.items():
             if pos >= end:
                 closes[t] = rfind(_CLOSE[t], 0, end)
     return out
+
+
+def _read_fields(text: str, folded: str) -> list[tuple[str, str, bool]]:
+    """Top-level (tag, content, closed) triples, read from the end of the text backwards
+    (:func:`_read_entries` with each content cut out)."""
+    return [(name, text[body:end], closed) for name, (_, body, end, _), closed in _read_entries(text, folded)]
 
 
 # Every ``<tag>``, ``</tag>`` and ``<tag `` of the five names and of ``think``, in any case: each
@@ -219,7 +229,7 @@ def _simple_fields(text: str) -> dict[str, str] | None:
     return fields
 
 
-def _pick_block(fields: list[tuple[str, str, bool]]) -> tuple[dict[str, str], bool]:
+def _pick_block(fields: list[tuple[str, _T, bool]]) -> tuple[dict[str, _T], bool]:
     """The last complete answer block among ``fields`` (given from the end of the text backwards).
 
     Each ``<solution>`` starts a block that runs to the next one; fields before the first solution
@@ -229,9 +239,9 @@ def _pick_block(fields: list[tuple[str, str, bool]]) -> tuple[dict[str, str], bo
     """
     starts = [i + 1 for i, (name, _, _) in enumerate(fields) if name == "solution"]
     bounds = list(zip([0, *starts[:-1]], [*starts[:-1], len(fields)], strict=True)) or [(0, len(fields))]
-    best: dict[str, str] = {}
+    best: dict[str, _T] = {}
     for lo, hi in bounds:
-        block: dict[str, str] = {}
+        block: dict[str, _T] = {}
         weak: set[str] = set()  # filled by the unclosed last tag
         for name, content, closed in fields[lo:hi]:
             if name not in block or (closed and name in weak):
@@ -413,3 +423,21 @@ def _parse_robust(text: str, author_id: int) -> ParsedResponse:
     votes, dropped, malformed = _robust_votes(comparison, author_id)
     consensus = _robust_consensus(fields["consensus"])
     return _success("robust", author_id, fields, comparison, consensus, votes, dropped, malformed, norm)
+
+
+def _robust_entries(text: str) -> dict[str, tuple[int, int, int, int]]:
+    """Per field that ``_parse_robust`` reads from ``text``, its (start, body, end, stop) in ``text``.
+
+    The general reading (the one-pass layout reader gives the same fields wherever it applies): the
+    answer after the last ``</think>`` of any spelling, the last complete block of its fields (or the
+    fullest one); nothing for an output that opens a think block and never closes it.
+    """
+    folded = _fold(text)
+    offset = folded.rfind("</think>") + len("</think>")
+    if offset < len("</think>"):
+        offset = 0
+        think = folded.find("<think>")
+        if think == 0 or (think > 0 and text[:think].isspace()):
+            return {}
+    block, _ = _pick_block(_read_entries(text[offset:], folded[offset:]))
+    return {name: (a + offset, b + offset, c + offset, d + offset) for name, (a, b, c, d) in block.items()}

@@ -7,11 +7,15 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 import tinker
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adapters.tinker.credit import credit_weights
 from adapters.tinker.renderers import ByteRenderer
+from kernel import field_spans, parse_response
+from kernel._parse_robust import _strip
+from kernel.testing.strategies import agent_outputs
+from tests._profile import examples
 
 
 class _Pieces:
@@ -31,17 +35,17 @@ class _Pieces:
 
 
 def _oracle(vocab: Sequence[str], ids: Sequence[int]) -> list[float]:
-    """Token k is credited when its characters overlap ``<solution>…</solution>`` (no block: all)."""
-    text = "".join(vocab[t] for t in ids).lower()
-    start = text.find("<solution>")
-    if start < 0:
+    """Token k is credited when its characters overlap the block the parser read (no block: all).
+
+    The block itself is checked against ``parse_response`` in tests/test_parse_spans.py; this oracle
+    checks the mapping from characters to tokens, one token at a time."""
+    block = field_spans("".join(vocab[t] for t in ids)).solution
+    if block is None:
         return [1.0] * len(ids)
-    close = text.find("</solution>", start + len("<solution>"))
-    end = len(text) if close < 0 else close + len("</solution>")
     out, at = [], 0
     for t in ids:
         n = len(vocab[t])
-        out.append(1.0 if at < end and at + n > start else 0.0)
+        out.append(1.0 if at < block.stop and at + n > block.start else 0.0)
         at += n
     return out
 
@@ -99,3 +103,36 @@ def test_equals_the_per_token_overlap_oracle(vocab: list[str], data: st.DataObje
     ids = data.draw(st.lists(st.integers(0, len(vocab) - 1), max_size=30))
     got = credit_weights(_Pieces(vocab), np.asarray(ids, dtype=np.int64), "solution")
     assert got.tolist() == _oracle(vocab, ids)
+
+
+@settings(max_examples=examples(200))
+@given(text=agent_outputs())
+def test_credited_byte_tokens_are_the_block_the_parser_read(text: str) -> None:
+    """On realistic outputs (reasoning that mentions tags, preambles, drafts, fences, unclosed endings):
+    the credited tokens decode to the solution block the parser read, tags included, and its content is
+    the parsed solution."""
+    r = ByteRenderer()
+    ids = r.tokenizer.encode(text)
+    weights = credit_weights(r, ids, "solution")
+    parsed = parse_response(text)
+    block = field_spans(text).solution
+    if block is None:
+        assert weights.tolist() == [1.0] * len(ids)
+        return
+    at = np.flatnonzero(weights)
+    assert at.size and (np.diff(at) == 1).all()  # one run of tokens
+    assert r.text([ids[k] for k in at]) == text[block.start : block.stop]
+    if parsed.ok:
+        assert _strip(text[block.body : block.end]) == parsed.solution
+
+
+def test_the_solution_in_the_reasoning_and_a_draft_block_are_not_credited() -> None:
+    r = ByteRenderer()
+    tail = "<evaluation>e</evaluation><consensus>NO</consensus><consensus_reason>r</consensus_reason>"
+    for text in (
+        "<think>maybe <solution>1</solution></think><solution>2</solution>" + tail,
+        "<solution>1</solution>" + tail + "\nactually:\n<solution>2</solution>" + tail,
+    ):
+        ids = r.tokenizer.encode(text)
+        weights = credit_weights(r, ids, "solution")
+        assert r.text([t for t, w in zip(ids, weights, strict=True) if w]) == "<solution>2</solution>"

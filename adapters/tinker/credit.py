@@ -8,10 +8,12 @@ tokens that cannot change the agent's own return add only noise to its policy gr
 ``credit = "solution"`` the tokens of the solution block carry it alone; a turn with no solution block
 (one that does not parse) keeps the whole-turn credit, so a malformed turn is still pushed down.
 
-The block is found in the decoded text (its first ``<solution>`` tag, case-insensitive, to the end of the
-next ``</solution>``, or of the turn when that is missing) and mapped to tokens through the lengths of
-decoded prefixes, so it works for any renderer: a byte-level one, or a tokenizer whose tokens span several
-characters (a token that straddles the block's edge is credited).
+The block is the one the parser read (:func:`kernel.field_spans` under the run's parse policy: the robust
+parser's last complete answer block after the reasoning, never a ``<solution>`` mentioned inside
+``<think>`` or a draft before the answer; an unclosed last block runs to the end of the text), found in the
+decoded text and mapped to tokens through the lengths of decoded prefixes, so it works for any renderer: a
+byte-level one, or a tokenizer whose tokens span several characters (a token that straddles the block's
+edge is credited).
 """
 
 from __future__ import annotations
@@ -23,25 +25,27 @@ import numpy as np
 import numpy.typing as npt
 
 from adapters.tinker.renderers import Renderer
+from kernel import ParsePolicy, field_spans
 
 __all__ = ["CREDIT_MODES", "Credit", "credit_weights"]
 
 Credit: TypeAlias = Literal["turn", "solution"]
 CREDIT_MODES: Final[tuple[str, ...]] = ("turn", "solution")
 
-_OPEN: Final = "<solution>"
-_CLOSE: Final = "</solution>"
-
 
 def credit_weights(
-    renderer: Renderer, action: Sequence[int] | npt.NDArray[np.integer], mode: Credit
+    renderer: Renderer,
+    action: Sequence[int] | npt.NDArray[np.integer],
+    mode: Credit,
+    *,
+    policy: ParsePolicy = "robust",
 ) -> npt.NDArray[np.float64]:
     """float64 [A]: each action token's share (0 or 1) of its turn's advantage under ``mode``.
 
-    Token k is credited under ``"solution"`` when its characters overlap the solution block
-    ``[start of <solution>, end of </solution>)`` of ``text = renderer.text(action)``; token k spans the
-    characters ``[len(text(action[:k])), len(text(action[:k+1])))``, found by bisection (O(log A)
-    decodes per edge).
+    Token k is credited under ``"solution"`` when its characters overlap the solution block the parser
+    read under ``policy`` (``field_spans(text, policy=policy).solution``, tags included) in
+    ``text = renderer.text(action)``; token k spans the characters
+    ``[len(text(action[:k])), len(text(action[:k+1])))``, found by bisection (O(log A) decodes per edge).
 
     Examples:
         >>> from adapters.tinker.renderers import ByteRenderer
@@ -52,6 +56,12 @@ def credit_weights(
         ('<solution>\\n7\\n</solution>', 24, 57)
         >>> credit_weights(r, r.tokenizer.encode("no tags"), "solution").tolist() == [1.0] * 7
         True
+
+        A ``<solution>`` mentioned in the reasoning is not the block the parser reads:
+
+        >>> ids = r.tokenizer.encode("<think>a <solution> tag</think><solution>7</solution>")
+        >>> r.text([t for t, s in zip(ids, credit_weights(r, ids, "solution")) if s])
+        '<solution>7</solution>'
     """
     if mode not in CREDIT_MODES:
         raise ValueError(f"credit must be one of {CREDIT_MODES}, got {mode!r}")
@@ -60,12 +70,10 @@ def credit_weights(
     if mode == "turn" or not ids:
         return weights
     text = renderer.text(ids)
-    lowered = text.lower()
-    start = lowered.find(_OPEN)
-    if start < 0:
+    block = field_spans(text, policy=policy).solution
+    if block is None:
         return weights
-    close = lowered.find(_CLOSE, start + len(_OPEN))
-    end = len(text) if close < 0 else close + len(_CLOSE)
+    start, end = block.start, block.stop
     first = _tokens_before(renderer, ids, start + 1) - 1  # the token holding character `start`
     last = _tokens_before(renderer, ids, end)  # tokens needed to cover the block's last character
     weights[:] = 0.0

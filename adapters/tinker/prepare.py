@@ -174,7 +174,11 @@ def prepare_rl(
     stages = rl_stages(c, played, baselines_K)
     if stages is None:
         return Prepared([], [], rl_record(results, None) if record else {}, [], []), baselines_K
-    credit = None if c.credit == "turn" else functools.partial(credit_weights, renderer, mode=c.credit)
+    credit = (
+        None
+        if c.credit == "turn"
+        else functools.partial(credit_weights, renderer, mode=c.credit, policy=c.parse_policy)
+    )
     arrays = rollout_datums(stages.replayed, stages.tokens, stages.numeric, credit)
     data: list[tinker.Datum] = []
     kept: list[int] = []
