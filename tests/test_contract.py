@@ -250,6 +250,8 @@ def test_choose_stop_token_and_judge_stop() -> None:
         choose_stop_token(types.SampleResponse(sequences=[_seq([400]), _seq([4, 5])]), vocab_size=VOCAB) == 4
     )
     assert choose_stop_token(types.SampleResponse(sequences=[_seq([400])]), vocab_size=VOCAB) is None
+    common = types.SampleResponse(sequences=[_seq([1, 2, 5, 6]), _seq([3, 5, 7]), _seq([8, 5, 9])])
+    assert choose_stop_token(common, vocab_size=VOCAB) == 5  # in every sequence, with a token after it
     assert judge_stop(None, stop_token=None).name == "stop_sequences"
     assert not judge_stop(None, stop_token=None).passed
     none_ended = judge_stop(types.SampleResponse(sequences=[_seq([1, 2])]), stop_token=9)

@@ -281,26 +281,31 @@ def judge_vocabulary(responses: Sequence[types.SampleResponse], *, vocab_size: i
 
 
 def choose_stop_token(response: types.SampleResponse, *, vocab_size: int) -> int | None:
-    """A stop token for the stop check: one that the same seeded request has just sampled.
+    """A stop token for the stop check: one that the same seeded request has just sampled, in as many
+    sequences as can be (so that a service that does not reproduce its seeds still meets it).
 
-    The first sequence with a token in the vocabulary gives it: its first token whose first occurrence
-    is at a position in ``[1, len − 2]`` (so the stopped sample must be cut short, with a token before
-    the stop), else its first token. None when no sequence has a token in the vocabulary.
+    Each id in the vocabulary is ranked by: the sequences whose first occurrence of it lies in
+    ``[1, len − 2]`` (a stop there must cut the sequence short, after a token), then the sequences that
+    hold it, then the earliest first occurrence; the first id wins. None when no sequence holds an id in
+    the vocabulary.
 
     Examples:
         >>> seq = types.SampledSequence("length", "s", np.array([7, 7, 9, 4]), np.array([-1.0] * 4))
         >>> choose_stop_token(types.SampleResponse(sequences=[seq]), vocab_size=262)
         9
     """
+    rank: dict[int, tuple[int, int, int]] = {}
     for seq in response.sequences:
-        tokens = [t for t in _tokens(seq) if 0 <= t < vocab_size]
-        if not tokens:
-            continue
-        for i in range(1, len(tokens) - 1):
-            if tokens[i] not in tokens[:i]:
-                return tokens[i]
-        return tokens[0]
-    return None
+        tokens = _tokens(seq)
+        first: dict[int, int] = {}
+        for i, t in enumerate(tokens):
+            if 0 <= t < vocab_size:
+                first.setdefault(t, i)
+        for t, i in first.items():
+            inside, held, earliest = rank.get(t, (0, 0, 0))
+            earliest = min(-earliest, i) if held else i
+            rank[t] = (inside + (1 <= i <= len(tokens) - 2), held + 1, -earliest)
+    return max(rank, key=lambda t: rank[t]) if rank else None
 
 
 def judge_stop(response: types.SampleResponse | None, *, stop_token: int | None) -> CheckResult:
@@ -502,7 +507,7 @@ async def check_contract(
 
     The calls, in order (see the module docstring for their cost): a LoRA client of ``base_model``; a
     sampler ``old``; ``old.compute_logprobs(prompt)``; ``old.sample`` of ``num_samples`` sequences
-    (temperature 1, ``seed``), then the same request with a token it produced as the stop
+    (temperature 1, ``seed``), then the same request with a token they hold as the stop
     (:func:`choose_stop_token`); ``forward_backward`` of :func:`probe_datum` (cross-entropy) and an
     ``optim_step`` at ``learning_rate``; a new sampler's logprobs, ``old``'s again, a third sampler's. The
     throwaway client is closed at the end when it has a ``close()`` (the SDK 0.38 clients have none).
