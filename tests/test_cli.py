@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -14,10 +15,12 @@ import numpy as np
 import pytest
 
 import kernel
-from adapters import pipeline
+from adapters import cli, pipeline
 from adapters.cli import main
 from adapters.transcripts import read_transcripts
 from tools.samples import sample_text
+
+ROOT = Path(__file__).resolve().parents[1]
 
 SAMPLE_IDS = [json.loads(line)["id"] for line in sample_text().splitlines()]
 
@@ -439,3 +442,24 @@ def test_a_terminal_sees_progress_per_chunk_and_a_clean_line_after(
     monkeypatch.setattr(sys, "stderr", sys.__stderr__)
     assert main(["score", str(path), "--quiet", "--chunk-size", "2"]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_help_imports_no_command_and_each_command_registers_its_own_line() -> None:
+    """``debate-kernel --help`` is printed from the table in ``adapters.cli`` alone (issue 35: start-up
+    time is the interpreter's): no command module, no numpy; every command's own parser registers the
+    table's help line."""
+    code = (
+        "import sys\n"
+        "from adapters.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "heavy = [m for m in ('numpy', 'kernel', 'adapters.cli.score', 'adapters.cli.train', 'jax', 'tinker')"
+        " if m in sys.modules]\n"
+        "print('IMPORTED', heavy)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=False)
+    assert "IMPORTED []" in done.stdout, done.stdout + done.stderr
+    assert all(name in done.stdout for name in cli.SUBCOMMANDS)
+    full = cli.build_parser()
+    actions = [a for a in full._actions if isinstance(a, argparse._SubParsersAction)]
+    helps = {c.dest: c.help for c in actions[0]._choices_actions}
+    assert helps == cli.SUBCOMMANDS
