@@ -8,6 +8,7 @@ run and per sampling session.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import queue
 import signal
@@ -53,19 +54,14 @@ def _ready_line(proc: subprocess.Popen[str]) -> str:
         raise AssertionError(f"no ready line within {READY_TIMEOUT} s") from None
 
 
-def _start(root: Path) -> tuple[subprocess.Popen[str], str]:
-    cmd = [
-        sys.executable,
-        "-m",
-        "adapters.cli",
-        "serve",
-        "--model",
-        "tiny",
-        "--port",
-        "0",
-        "--root",
-        str(root),
-    ]
+TRY_AGAIN_FIRST = 2
+"""The session's server answers every future ``try_again`` this many times before its result (a fault
+injected behind the routes: the SDK must keep polling, as with a busy Tinker)."""
+
+
+def _start(root: Path, *extra: str) -> tuple[subprocess.Popen[str], str]:
+    serve = ["serve", "--model", "tiny", "--port", "0", "--root", str(root), *extra]
+    cmd = [sys.executable, "-m", "adapters.cli", *serve]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[1])
     line = _ready_line(proc)
     assert line.startswith("serving on http://127.0.0.1:"), line
@@ -74,7 +70,7 @@ def _start(root: Path) -> tuple[subprocess.Popen[str], str]:
 
 @pytest.fixture(scope="session")
 def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    proc, url = _start(tmp_path_factory.mktemp("serve"))
+    proc, url = _start(tmp_path_factory.mktemp("serve"), "--try-again-first", str(TRY_AGAIN_FIRST))
     yield url
     proc.send_signal(signal.SIGTERM)
     proc.wait(timeout=60)
@@ -214,6 +210,15 @@ def test_sessions_and_heartbeats(service: tinker.ServiceClient, base_url: str) -
     with pytest.raises(tinker.APIStatusError, match="has finished") as info:
         holder.run_coroutine_threadsafe(beat(other_id)).result()
     assert info.value.status_code == 410  # the SDK's heartbeat loop stops on 410
+
+
+def test_futures_that_answer_try_again_are_polled_until_done(
+    trainer: tinker.TrainingClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="tinker"):
+        out = trainer.forward([ce_datum(TOKENS)], "cross_entropy").result()
+    assert len(out.loss_fn_outputs) == 1
+    assert caplog.text.count("because of try_again") == TRY_AGAIN_FIRST
 
 
 def test_training_client_info_and_tokenizer(trainer: tinker.TrainingClient) -> None:

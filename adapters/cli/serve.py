@@ -44,6 +44,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--root", type=Path, metavar="DIR", help="folder for runs and checkpoints (default: a temp dir)"
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the base model, LoRA init and sampling")
+    # fault injection for tests: every future answers try_again this many times before its result
+    p.add_argument("--try-again-first", type=int, default=0, help=argparse.SUPPRESS)
     p.set_defaults(func=run)
     return p
 
@@ -123,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
                 print(f"serving on {url(host, port)}", flush=True)
 
     config = uvicorn.Config(
-        create_app(core),
+        create_app(core, try_again_first=args.try_again_first),
         log_level="warning",
         access_log=False,
         lifespan="on",

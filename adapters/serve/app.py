@@ -94,14 +94,20 @@ def _result(value: Any) -> Response:
 
 
 class _Worker:
-    """Runs jobs on one thread in submission order and keeps their futures until retrieved."""
+    """Runs jobs on one thread in submission order and keeps their futures until retrieved.
 
-    def __init__(self) -> None:
+    ``try_again_first`` injects a fault for tests: every future answers ``try_again`` that many times
+    before its result, as a busy server would."""
+
+    def __init__(self, *, poll_seconds: float, try_again_first: int) -> None:
         self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="serve-worker")
         self.pending: dict[str, concurrent.futures.Future[Any]] = {}
+        self.delays: dict[str, int] = {}
+        self.poll_seconds, self.try_again_first = poll_seconds, try_again_first
 
     def submit(self, job: Job) -> JSONResponse:
         self.pending[job.future.request_id] = self.pool.submit(job.work)
+        self.delays[job.future.request_id] = self.try_again_first
         return _json(job.future)
 
     async def call(self, work: Callable[[], M]) -> M:
@@ -112,10 +118,12 @@ class _Worker:
         future = self.pending.get(request_id)
         if future is None:
             raise ServeError(f"unknown request_id {request_id!r}", status=404)
-        await asyncio.wait({asyncio.wrap_future(future)}, timeout=POLL_SECONDS)
-        if not future.done():
+        await asyncio.wait({asyncio.wrap_future(future)}, timeout=self.poll_seconds)
+        if not future.done() or self.delays.get(request_id, 0) > 0:
+            self.delays[request_id] = self.delays.get(request_id, 0) - 1
             return _json(TryAgainResponse(request_id=request_id, queue_state="active"))
         self.pending.pop(request_id, None)
+        self.delays.pop(request_id, None)
         exc = future.exception()
         return _json(failure(exc)) if exc is not None else _result(future.result())
 
@@ -234,16 +242,18 @@ async def _not_found(request: Request, exc: Exception) -> Response:
     return _error(f"debate-kernel serve does not support {request.method} {request.url.path}", status)
 
 
-def create_app(core: ServeCore) -> Starlette:
+def create_app(core: ServeCore, *, poll_seconds: float = POLL_SECONDS, try_again_first: int = 0) -> Starlette:
     """The Starlette app serving ``core`` (its worker thread stops when the app shuts down).
 
     Args:
         core: the sessions, runs and samplers behind the API.
+        poll_seconds: how long ``retrieve_future`` waits for a result before answering ``try_again``.
+        try_again_first: a fault for tests: answer ``try_again`` this many times to every future first.
 
     Returns:
         An ASGI app for uvicorn (or any ASGI server).
     """
-    worker = _Worker()
+    worker = _Worker(poll_seconds=poll_seconds, try_again_first=try_again_first)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
