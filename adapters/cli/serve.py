@@ -44,6 +44,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--root", type=Path, metavar="DIR", help="folder for runs and checkpoints (default: a temp dir)"
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the base model, LoRA init and sampling")
+    p.add_argument(
+        "--served-name",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="another base-model name for the served model (repeatable), e.g. the hub name a "
+        "tinker-cookbook recipe sends as its model_name",
+    )
     # fault injection for tests: every future answers try_again this many times before its result
     p.add_argument("--try-again-first", type=int, default=0, help=argparse.SUPPRESS)
     p.set_defaults(func=run)
@@ -107,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     _compilation_cache()
     root: Path = args.root if args.root is not None else Path(tempfile.mkdtemp(prefix="debate-kernel-serve-"))
     try:
-        core = ServeCore(model=args.model, root=root, seed=args.seed)
+        core = ServeCore(model=args.model, root=root, seed=args.seed, served_names=args.served_name)
         core.tokenizer_id = str(write_tokenizer(root))
         family, kind, _, _, address = socket.getaddrinfo(args.host, args.port, type=socket.SOCK_STREAM)[0]
         sock = socket.socket(family, kind)

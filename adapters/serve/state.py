@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -142,18 +142,32 @@ class ServeCore:
         root: the folder runs, checkpoints and sampler weights are written under.
         seed: the seed of every run's and sampler's local service.
         tokenizer_id: what ``get_info`` reports as the tokenizer (see :mod:`adapters.serve.tokenizer`).
+        served_names: other base-model names that mean ``model`` (keyword; default none), e.g. the hub
+            name a third-party recipe sends: accepted wherever a base model is named, and listed by
+            ``get_server_capabilities``.
 
     Raises:
-        ValueError: if ``model`` is neither a size nor an existing weights file.
+        ValueError: if ``model`` is neither a size nor an existing weights file, or a served name is empty.
     """
 
-    def __init__(self, *, model: str, root: Path, seed: int = 0, tokenizer_id: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        model: str,
+        root: Path,
+        seed: int = 0,
+        tokenizer_id: str | None = None,
+        served_names: Sequence[str] = (),
+    ) -> None:
         if not serves(model):
             raise ValueError(
                 f"unknown model {model!r}: expected one of {sorted(m.SIZES)} "
                 "or the path of an existing .safetensors weights file"
             )
+        if not all(isinstance(name, str) and name for name in served_names):
+            raise ValueError(f"served_names must be non-empty strings, got {list(served_names)!r}")
         self.model, self.root, self.seed, self.tokenizer_id = model, root, seed, tokenizer_id
+        self.served_names = tuple(dict.fromkeys(name for name in served_names if name != model))
         self._cfg = m.SIZES[model] if model in m.SIZES else m.load_weights(model)[0]
         self._sessions: dict[str, bool] = {}  # session id -> still live
         self._runs: dict[str, _Run] = {}
@@ -175,11 +189,14 @@ class ServeCore:
         )
 
     def capabilities(self) -> types.GetServerCapabilitiesResponse:
-        """The one model served, trainable and sampleable."""
-        model = SupportedModel(
-            model_name=self.model, max_context_length=self._cfg.max_seq_len, trainable=True, sampleable=True
-        )
-        return types.GetServerCapabilitiesResponse(supported_models=[model])
+        """The one model served, trainable and sampleable, under its name and each served name."""
+        models = [
+            SupportedModel(
+                model_name=name, max_context_length=self._cfg.max_seq_len, trainable=True, sampleable=True
+            )
+            for name in (self.model, *self.served_names)
+        ]
+        return types.GetServerCapabilitiesResponse(supported_models=models)
 
     def create_session(self, req: types.CreateSessionRequest) -> types.CreateSessionResponse:
         """A new session id (unique across restarts over the same root)."""
@@ -290,9 +307,11 @@ class ServeCore:
         return Job(types.UntypedAPIFuture(request_id=request_id, model_id=model_id, **extra), work)
 
     def _check_model(self, base_model: str | None) -> str:
-        if base_model != self.model:
-            raise ServeError(f"unknown base model {base_model!r}: this server serves {self.model!r}")
-        return base_model
+        """The served model for ``base_model``: its own name or one of its served names."""
+        if base_model != self.model and base_model not in self.served_names:
+            names = ", ".join(repr(n) for n in (self.model, *self.served_names))
+            raise ServeError(f"unknown base model {base_model!r}: this server serves {names}")
+        return self.model
 
     def _run_dir(self, model_id: str) -> Path:
         if not model_id or "/" in model_id or "\\" in model_id or model_id.startswith("."):
