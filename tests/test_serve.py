@@ -29,6 +29,7 @@ from tinker.proto.response_conv import deserialize_forward_backward_output, dese
 
 from adapters.local.service import LocalSamplingClient, LocalServiceClient, LocalTrainingClient
 from adapters.serve import wire
+from adapters.serve.process import ServerError, served
 from adapters.serve.state import ServeCore, ServeError
 from adapters.tinker.tokenizers import ByteTokenizer
 
@@ -70,10 +71,10 @@ def _start(root: Path, *extra: str) -> tuple[subprocess.Popen[str], str]:
 
 @pytest.fixture(scope="session")
 def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    proc, url = _start(tmp_path_factory.mktemp("serve"), "--try-again-first", str(TRY_AGAIN_FIRST))
-    yield url
-    proc.send_signal(signal.SIGTERM)
-    proc.wait(timeout=60)
+    root = tmp_path_factory.mktemp("serve")
+    extra = ("--try-again-first", str(TRY_AGAIN_FIRST))
+    with served("tiny", root=root, log=root / "serve.log", extra=extra) as url:  # SIGTERM at the end
+        yield url
 
 
 @pytest.fixture(scope="session")
@@ -438,3 +439,11 @@ def test_a_stop_signal_stops_the_server_with_exit_0(tmp_path: Path, stop: signal
     assert proc.wait(timeout=60) == 0
     assert proc.stdout is not None and proc.stdout.read() == ""  # the ready line was the only one
     assert os.path.isdir(tmp_path / "tokenizer")
+
+
+def test_a_server_that_cannot_start_is_named_with_its_log(tmp_path: Path) -> None:
+    with pytest.raises(
+        ServerError, match=r"did not start \(it exited with status 2\); its log ends:\n.*no-such"
+    ):
+        with served("no-such-model", root=tmp_path, log=tmp_path / "serve.log"):
+            raise AssertionError("a server of an unknown model got ready")
