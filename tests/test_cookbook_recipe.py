@@ -26,12 +26,9 @@ import importlib.metadata
 import json
 import math
 import os
-import selectors
-import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -39,10 +36,9 @@ from typing import Any
 import pytest
 import tinker
 
+from adapters.serve.process import API_KEY, served
 from adapters.serve.tokenizer import byte_chars
 from adapters.tinker.tokenizers import SPECIAL_TOKENS, ByteTokenizer
-
-ROOT = Path(__file__).resolve().parents[1]
 
 COOKBOOK_VERSION = "0.6.1"
 """The release this test runs (the README's test command installs it, the ``test`` extra its requirements)."""
@@ -52,14 +48,6 @@ MODEL_NAME = "Qwen/Qwen3-8B-Base"
 
 STEPS = 3
 """Training steps the recipe runs (``max_steps``)."""
-
-READY_TIMEOUT_S = 180.0
-"""How long ``serve`` may take to print its ready line (imports and JAX start-up on a busy machine)."""
-
-READY_PREFIX = "serving on "
-
-API_KEY = "tml-local-test"
-"""Any key the SDK accepts (it must start with ``tml-``); ``serve`` takes any."""
 
 
 def write_byte_tokenizer_dir(path: Path) -> None:
@@ -108,80 +96,30 @@ def write_conversations(path: Path, count: int) -> None:
     path.write_text("".join(json.dumps({"messages": messages}) + "\n" for _ in range(count)))
 
 
-def _read_ready_line(proc: subprocess.Popen[str], timeout: float, log: Path) -> str:
-    """The base URL from ``serve``'s ``serving on http://HOST:PORT`` line, read within ``timeout`` s."""
-    assert proc.stdout is not None
-    deadline = time.monotonic() + timeout
-    seen: list[str] = []
-    with selectors.DefaultSelector() as sel:
-        sel.register(proc.stdout, selectors.EVENT_READ)
-        while (left := deadline - time.monotonic()) > 0:
-            if not sel.select(left):
-                break
-            line = proc.stdout.readline()
-            if not line:
-                break
-            seen.append(line)
-            if line.startswith(READY_PREFIX):
-                return line.removeprefix(READY_PREFIX).strip()
-    proc.kill()
-    proc.wait()
-    raise AssertionError(
-        f"serve printed no ready line in {timeout:.0f} s: stdout {seen!r}, stderr:\n{log.read_text()[-4000:]}"
-    )
-
-
-def _serve_env() -> dict[str, str]:
-    """The test run's environment, plus JAX's persistent compilation cache in the folder the suite shares
-    (``DEBATE_KERNEL_JAX_CACHE``, see tests/conftest.py) for every program: the server's start-up compiles
-    (random initialisers, LoRA, the training step) then cost seconds once per checkout, not per run."""
-    env = {**os.environ}
-    if cache := env.get("DEBATE_KERNEL_JAX_CACHE"):
-        env.update(
-            JAX_COMPILATION_CACHE_DIR=cache,
-            JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
-            JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0",
-        )
-    return env
+def _jax_cache_env() -> dict[str, str]:
+    """JAX's persistent compilation cache in the folder the suite shares (``DEBATE_KERNEL_JAX_CACHE``, see
+    tests/conftest.py), for every program: the server's start-up compiles (random initialisers, LoRA, the
+    training step) then cost seconds once per checkout, not per run."""
+    cache = os.environ.get("DEBATE_KERNEL_JAX_CACHE")
+    if not cache:
+        return {}
+    return {
+        "JAX_COMPILATION_CACHE_DIR": cache,
+        "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+        "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
+    }
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """``debate-kernel serve --model tiny`` answering to :data:`MODEL_NAME` on a free loopback port; its
-    base URL. Stopped with SIGTERM and waited for at the end."""
+def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``debate-kernel serve --model tiny`` answering to :data:`MODEL_NAME` too, on a free loopback port
+    (:func:`adapters.serve.process.served`: ready line first, SIGTERM and a wait at the end)."""
     root = tmp_path_factory.mktemp("serve-root")
-    log = root / "serve.log"
-    cmd = [
-        sys.executable,
-        "-m",
-        "adapters.cli",
-        "serve",
-        "--model",
-        "tiny",
-        "--served-name",
-        MODEL_NAME,
-        "--port",
-        "0",
-        "--root",
-        str(root),
-    ]
-    with log.open("w") as err:
-        proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=_serve_env(), cwd=ROOT
-        )
-    try:
-        yield _read_ready_line(proc, READY_TIMEOUT_S, log)
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        assert proc.stdout is not None
-        proc.stdout.close()
-    assert proc.returncode == 0, f"serve exited with {proc.returncode}:\n{log.read_text()[-4000:]}"
+    with pytest.MonkeyPatch.context() as env:
+        for key, value in _jax_cache_env().items():
+            env.setenv(key, value)
+        with served("tiny", root=root, log=root / "serve.log", extra=["--served-name", MODEL_NAME]) as url:
+            yield url
 
 
 def _refusing_port() -> socket.socket:
@@ -227,9 +165,9 @@ def _check_served_names(base_url: str) -> None:
         service.close("success").result()
 
 
-def test_cookbook_sl_basic_recipe_trains_against_serve(served: str, tmp_path: Path) -> None:
+def test_cookbook_sl_basic_recipe_trains_against_serve(base_url: str, tmp_path: Path) -> None:
     assert importlib.metadata.version("tinker-cookbook") == COOKBOOK_VERSION
-    _check_served_names(served)
+    _check_served_names(base_url)
     write_byte_tokenizer_dir(tmp_path / MODEL_NAME)
     write_conversations(tmp_path / "conversations.jsonl", count=2 * STEPS)
     log_path = tmp_path / "run"
@@ -238,7 +176,7 @@ def test_cookbook_sl_basic_recipe_trains_against_serve(served: str, tmp_path: Pa
         "-m",
         "tinker_cookbook.recipes.sl_basic",
         f"model_name={MODEL_NAME}",
-        f"base_url={served}",
+        f"base_url={base_url}",
         f"log_path={log_path}",
         "dataset_builder=tinker_cookbook.supervised.data:FromConversationFileBuilder",
         f"dataset_builder.file_path={tmp_path / 'conversations.jsonl'}",
@@ -251,7 +189,7 @@ def test_cookbook_sl_basic_recipe_trains_against_serve(served: str, tmp_path: Pa
         "learning_rate=0.01",
     ]
     with _refusing_port() as proxy:
-        env = _recipe_env(served, proxy.getsockname()[1], tmp_path)
+        env = _recipe_env(base_url, proxy.getsockname()[1], tmp_path)
         done = subprocess.run(
             cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False
         )
@@ -271,5 +209,7 @@ def test_cookbook_sl_basic_recipe_trains_against_serve(served: str, tmp_path: Pa
     assert final["name"] == "final", checkpoints
     assert final["state_path"].startswith("tinker://"), final
     assert final["sampler_path"].startswith("tinker://"), final
-    listed = tinker.RestClient(base_url=served, api_key=API_KEY).list_user_checkpoints().result().checkpoints
+    listed = (
+        tinker.RestClient(base_url=base_url, api_key=API_KEY).list_user_checkpoints().result().checkpoints
+    )
     assert {final["state_path"], final["sampler_path"]} <= {c.tinker_path for c in listed}, listed
