@@ -116,7 +116,42 @@ def test_plan_validation() -> None:
         FaultPlan(rates={"crash": 0.1})
     with pytest.raises(ValueError, match="rates must sum to at most 1"):
         FaultPlan(rates={"error": 0.6, "hang": 0.6})
-    assert set(FAULT_KINDS) == {"error", "hang", "cancel", "delay", "crash"}
+    assert set(FAULT_KINDS) == {"error", "hang", "cancel", "delay", "crash", "sdk_error", "bad_reply"}
+    with pytest.raises(ValueError, match="an sdk_error's variant must be one of"):
+        Fault("sdk_error", variant="teapot")
+    with pytest.raises(ValueError, match="a bad_reply's variant must be one of"):
+        Fault("bad_reply")
+    with pytest.raises(ValueError, match="a bad_reply of optim_step must be one of"):
+        FaultPlan(at={("optim_step", 0): Fault("bad_reply", variant="nan")})
+    with pytest.raises(ValueError, match="rates: kind must be one of"):
+        FaultPlan(rates={"sdk_error": 0.1})
+
+
+def test_sdk_error_and_bad_reply_faults_reach_the_caller_as_a_service_would_send_them() -> None:
+    plan = FaultPlan(
+        at={
+            ("optim_step", 0): Fault("sdk_error", variant="request_failed_user"),
+            ("sample", 0): Fault("bad_reply", variant="ids_outside"),
+            ("compute_logprobs", 0): Fault("bad_reply", variant="short"),
+        }
+    )
+
+    async def main() -> tuple[str, int, int]:
+        service, _ = with_faults(FakeServiceClient(), plan)
+        tc = await service.create_lora_training_client("fake", rank=1)
+        try:
+            await tc.optim_step(types.AdamParams())
+            category = ""
+        except tinker.RequestFailedError as e:
+            category = str(e.category)
+        sampler = await tc.save_weights_and_get_sampling_client()
+        prompt = tinker.ModelInput.from_ints([1, 2, 3])
+        seq = (await sampler.sample(prompt, 1, types.SamplingParams(max_tokens=4))).sequences[0]
+        logprobs = await sampler.compute_logprobs(prompt)
+        return category, int(max(seq.tokens)), len(logprobs)
+
+    category, top, n = asyncio.run(main())
+    assert category.lower() == "user" and top == 1_000_000 and n == 2
 
 
 def test_each_fault_kind_on_sample() -> None:

@@ -322,6 +322,19 @@ def verify_saved_state(path: str) -> dict[str, Any] | None:
 
     Raises:
         CheckpointError: the file is missing, empty, truncated or its index does not load (naming it).
+
+    Examples:
+        >>> import tempfile
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> state = Path(tmp.name, "step-000001.json")
+        >>> _ = state.write_text('{"state": 1}')
+        >>> verify_saved_state(f"fake://{state}")["size"], verify_saved_state("tinker://run/w") is None
+        (12, True)
+        >>> _ = state.write_text('{"sta')  # half-written
+        >>> verify_saved_state(str(state))  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        adapters.tinker.checkpoint.CheckpointError: saved state ... is unusable: it is not complete JSON ...
+        >>> tmp.cleanup()
     """
     file = local_file(path)
     if file is None:
@@ -368,6 +381,19 @@ def check_saved_state(path: str, recorded: Any, *, checkpoint: Path) -> None:
 
     Raises:
         CheckpointError: the file changed, shrank or went missing since it was saved (naming both files).
+
+    Examples:
+        >>> import tempfile
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> state = Path(tmp.name, "s.json")
+        >>> _ = state.write_text("{}")
+        >>> recorded = verify_saved_state(str(state))
+        >>> check_saved_state(str(state), recorded, checkpoint=Path("loop_state.json"))  # unchanged
+        >>> _ = state.write_text("{} ")
+        >>> check_saved_state(str(state), recorded, checkpoint=Path("loop_state.json"))  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        adapters.tinker.checkpoint.CheckpointError: checkpoint ...: ... not the file the run saved ...
+        >>> tmp.cleanup()
     """
     file = local_file(path)
     if file is None or not isinstance(recorded, dict):

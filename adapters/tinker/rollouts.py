@@ -621,7 +621,13 @@ cause: ``sampler_error``)."""
 def default_boundary(config: RolloutConfig) -> Boundary:
     """The boundary of rollouts run without one: one attempt, ``config.sample_timeout`` as the sample
     deadline, only the sequence count checked (the training loop passes its own, with retries and every
-    check)."""
+    check).
+
+    Examples:
+        >>> b = default_boundary(RolloutConfig(sample_timeout=5.0))
+        >>> b.deadlines["sample"], b.policy.max_attempts, b.strict
+        (5.0, 1, False)
+    """
     return Boundary({"sample": config.sample_timeout}, RetryPolicy(max_attempts=1), strict=False)
 
 

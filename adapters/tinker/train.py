@@ -192,7 +192,7 @@ class _Shell:
     rae: npt.NDArray[np.float64]
     progress: Callable[[int, int, dict[str, Any]], None] | None
     clock: Callable[[], float]
-    boundary: Boundary
+    boundary: Boundary = field(default_factory=lambda: Boundary())
     queue: asyncio.Queue[pl.Event] = field(default_factory=asyncio.Queue)
     batches: dict[int, tuple[list[DebateResult], float]] = field(default_factory=dict)
     prepared: Prepared | None = None
