@@ -465,3 +465,15 @@ def test_random_fault_schedules_finish_or_name_the_error_and_resume_exactly_once
         assert str(e)
     _train(config, _service(tmp), resume=True)
     _assert_exactly_once(Path(config.out), 3, 2)
+
+
+def test_the_progress_line_shows_debates_ended_early_and_retries() -> None:
+    import io
+
+    from adapters.cli.train import _progress
+
+    stream = io.StringIO()
+    record = {"phase": "rl", "env/all/ended_early": 2, "env/all/end/sampler_timeout": 0}
+    record |= {"env/all/end/sampler_bad_reply": 2, "service/retries": 3.0, "time/total": 0.5}
+    _progress(stream)(0, 2, record)
+    assert stream.getvalue() == "step 1/2  rl  ended early 2 (sampler_bad_reply)  retries 3  0.50s\n"

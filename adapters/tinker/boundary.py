@@ -246,11 +246,11 @@ class CallStats:
     retry_time: float = 0.0
 
     def take(self) -> dict[str, float]:
-        """The metrics since the last call: ``service/retries``, ``service/retry_time``,
+        """The metrics since the last call: ``service/retries``, ``time/retries``,
         ``service/failures`` and one ``service/retries/KIND/CAUSE`` per cause seen."""
         record: dict[str, float] = {
             "service/retries": float(sum(self.retries.values())),
-            "service/retry_time": self.retry_time,
+            "time/retries": self.retry_time,
             "service/failures": float(sum(self.failures.values())),
         }
         for key, n in sorted(self.retries.items()):

@@ -6,8 +6,8 @@ out obeys the plan. The k-th call of a method is counted across all clients of t
 
 Faults (:data:`FAULT_KINDS`):
 
-- ``"error"``: the request fails with :class:`InjectedError` (a transient service error) and never
-  reaches the service.
+- ``"error"``: the request fails with :class:`InjectedError` (an error the boundary does not retry) and
+  never reaches the service.
 - ``"hang"``: the future never completes (the request never reaches the service); only a timeout or a
   cancellation ends the wait.
 - ``"cancel"``: the future reports ``asyncio.CancelledError`` although nobody cancelled the caller.
@@ -50,7 +50,6 @@ import numpy as np
 import tinker
 from tinker import types
 
-from adapters.tinker.boundary import TransientError
 from adapters.tinker.checkpoint import local_file
 from adapters.tinker.futures import AwaitableFuture, CompletedFuture, DeferredFuture
 from adapters.tinker.protocol import CustomLossFn, Future, SamplingClient, ServiceClient, TrainingClient
@@ -126,8 +125,10 @@ METHODS: Final = (
 """The protocol methods a plan can target."""
 
 
-class InjectedError(TransientError):
-    """A transient service error raised by an ``"error"`` fault (the boundary retries it)."""
+class InjectedError(RuntimeError):
+    """A service error raised by an ``"error"`` fault: an exception the boundary does not know, so not
+    retried (a sample's ends its debate, a training call's ends the run); ``"sdk_error"`` faults raise the
+    SDK's own classes, transient ones included."""
 
 
 class SimulatedCrash(BaseException):

@@ -141,7 +141,7 @@ METRIC_NAMES = (
     "env/all/ended_early",
     *(f"env/all/end/{reason}" for reason in END_REASONS),
     "service/retries",
-    "service/retry_time",
+    "time/retries",
     "service/failures",
 )
 """Keys of every metrics line (``eval/correct``, ``eval/parse_ok``, ``eval/pairwise_reward`` and
@@ -149,7 +149,7 @@ METRIC_NAMES = (
 (e.g. no action tokens). ``env/all/end/REASON`` counts the step's debates by how they ended and
 ``env/all/ended_early`` those the service ended (a sample that could not be had or failed its check);
 ``service/retries`` counts the calls retried since the previous line (``service/retries/KIND/CAUSE`` per
-cause), ``service/retry_time`` the seconds they cost.
+cause), ``time/retries`` the seconds they cost.
 ``time/step`` runs from the step's Prepare to its metrics line, ``time/total`` from
 the previous step's metrics line (or the loop's start) to this one's: the run's wall time per step. In
 on-policy mode the next batch's sampling starts as soon as its sampler is ready, while the step still
