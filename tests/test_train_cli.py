@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from adapters.cli import main
-from tests._marks import SHORT_SAMPLES
+from tests._marks import EXHAUSTIVE, SHORT_SAMPLES
 
 ARGS = [
     "--service",
@@ -129,8 +129,7 @@ def test_local_tiny_run_through_the_cli_evaluates_and_reports(
     """The default local run, shrunk (its time is nearly all compilation): warm start, evaluation where RL
     starts, RL, final evaluation, and the report's eval curves."""
     pytest.importorskip("jax")
-    monkeypatch.setenv("DEBATE_KERNEL_JAX_CACHE", "")  # no cache outside tmp_path
-    monkeypatch.delenv("TINKER_API_KEY", raising=False)
+    monkeypatch.delenv("TINKER_API_KEY", raising=False)  # the suite's compilation cache (tests/conftest.py)
     run = tmp_path / "run"
     quick = ["--model", "tiny", "--warm-start-steps", "1", "--steps", "1", "--batch-size", "1"]
     quick += ["--num-agents", "2", "--eval-questions", "1", "--max-tokens", "8", "--out", str(run)]
@@ -388,3 +387,72 @@ def test_run_files_and_config_files_are_named_in_their_errors(
     assert f"{toml}: not UTF-8 text" in capsys.readouterr().err
     toml.write_bytes(b"\xef\xbb\xbfsteps = 1\n")  # a byte order mark
     assert main([*FAKE, "--config", str(toml), "--out", str(tmp_path / "r2")]) == 0
+
+
+SDK_ARGS = ["--model", "tiny", "--warm-start-steps", "1", "--batch-size", "1", "--num-agents", "2"]
+SDK_ARGS += ["--max-rounds", "1", "--eval-questions", "0", "--eval-every", "0", "--max-tokens", "16"]
+
+
+def _transcript_ids(run: Path) -> list[str]:
+    return [
+        json.loads(line)["id"]
+        for path in sorted((run / "transcripts").glob("step-*.jsonl"))
+        for line in path.read_text().splitlines()
+        if line.strip()
+    ]
+
+
+@SHORT_SAMPLES
+def test_train_goes_through_the_sdk_to_serve(tmp_path: Path) -> None:
+    """No key: `train` starts `debate-kernel serve` (its log and folder in the run directory), checks its
+    contract and trains through the real tinker SDK over HTTP; the server stops with the run."""
+    pytest.importorskip("jax")
+    run = tmp_path / "run"
+    env = {k: v for k, v in os.environ.items() if k not in ("TINKER_API_KEY", "TINKER_BASE_URL")}
+    cmd = [sys.executable, "-m", "adapters.cli", "train", *SDK_ARGS, "--steps", "2", "--out", str(run)]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert _steps(run) == [0, 1, 2]
+    assert (run / "service").is_dir() and "Traceback" not in (run / "serve.log").read_text()
+    ids = _transcript_ids(run)
+    assert ids and len(ids) == len(set(ids))
+
+
+@EXHAUSTIVE
+@SHORT_SAMPLES
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL")
+def test_a_run_through_serve_killed_mid_run_resumes(tmp_path: Path) -> None:
+    """A SIGKILL mid-run stops the server too (its stdin ends); `--resume` starts another on the same
+    folder and finishes: every step once in metrics.jsonl, every debate's transcript record once. (The
+    fast tier kills and resumes a run on the fake: test_sigkill_then_resume_writes_every_step_once.)"""
+    pytest.importorskip("jax")
+    run = tmp_path / "run"
+    env = {k: v for k, v in os.environ.items() if k not in ("TINKER_API_KEY", "TINKER_BASE_URL")}
+    cmd = [sys.executable, "-m", "adapters.cli", "train", *SDK_ARGS, "--steps", "3", "--save-every", "1"]
+    proc = subprocess.Popen(
+        [*cmd, "--out", str(run)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env
+    )
+    deadline = time.monotonic() + 600  # a bound for a broken run only: the loop waits on the first step
+    while len(_steps(run)) < 1 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert len(_steps(run)) >= 1
+    resume = [sys.executable, "-m", "adapters.cli", "train", "--resume", str(run)]
+    resumed = subprocess.run(resume, capture_output=True, text=True, check=False, env=env, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert _steps(run) == list(range(4))
+    ids = _transcript_ids(run)
+    assert ids and len(ids) == len(set(ids))
+    assert "Traceback" not in (run / "serve.log").read_text()
+
+
+def test_a_renderer_that_cannot_fit_is_refused_before_the_run_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("TINKER_API_KEY", raising=False)
+    run = tmp_path / "run"
+    assert main(["train", "--service", "fake", "--renderer", "chat", "--out", str(run)]) == 2
+    assert "model 'tiny'" in capsys.readouterr().err
+    assert not run.exists()

@@ -54,6 +54,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     # fault injection for tests: every future answers try_again this many times before its result
     p.add_argument("--try-again-first", type=int, default=0, help=argparse.SUPPRESS)
+    # for a parent that started the server (adapters.serve.process): stop when its stdin closes, which
+    # the system does when the parent exits, even one killed with SIGKILL
+    p.add_argument("--stop-with-parent", action="store_true", help=argparse.SUPPRESS)
     p.set_defaults(func=run)
     return p
 
@@ -140,5 +143,20 @@ def run(args: argparse.Namespace) -> int:
         timeout_graceful_shutdown=_GRACE_SECONDS,
     )
     with _quiet_stop_signals():
+        if args.stop_with_parent:
+            _stop_at_end_of_stdin()
         asyncio.run(Server(config).serve(sockets=[sock]))
     return 0
+
+
+def _stop_at_end_of_stdin() -> None:
+    """A thread that waits for the end of stdin, then stops the server as SIGTERM does."""
+    import threading
+
+    def wait() -> None:
+        with contextlib.suppress(OSError):  # the raw descriptor: no buffer lock held at shutdown
+            while os.read(0, 4096):
+                pass
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=wait, name="stop-with-parent", daemon=True).start()

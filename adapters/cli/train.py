@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib
 import os
 import sys
@@ -29,13 +30,16 @@ from pathlib import Path
 from typing import Any, Final
 
 from adapters._gc import fewer_gc_passes
-from adapters.tinker.checkpoint import RUN_FILE, CheckpointError, read_run
+from adapters.tinker.checkpoint import RUN_FILE, CheckpointError, check_new_run_dir, read_run
 from adapters.tinker.config import TrainConfig, key_help, load_config
 from adapters.tinker.dataset import DatasetError
 from adapters.tinker.memory import one_malloc_arena
 from kernel.checks import did_you_mean
 
 __all__ = ["EXIT_NOTHING_TO_TRAIN", "EXIT_SERVICE", "LOCAL_MODELS", "add_parser", "run"]
+
+RENDERERS = ("auto", "byte", "chat")
+"""``--renderer`` choices (:func:`adapters.tinker.renderers.choose_renderer`)."""
 
 LOCAL_MODELS = ("tiny", "small", "base")
 """Model names served by the local service (anything else with TINKER_API_KEY goes to Tinker)."""
@@ -154,7 +158,25 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
             help=_flag_help(docs[key], getattr(defaults, key), LOCAL_PRESET.get(key)),
         )
     p.add_argument(
-        "--service", choices=("auto", "tinker", "local", "fake"), default="auto", help=argparse.SUPPRESS
+        "--renderer",
+        choices=RENDERERS,
+        default="auto",
+        help="the chat format: auto (the tokenizer's chat template when it has one, the byte renderer for "
+        "the byte tokenizer), byte or chat (default auto)",
+    )
+    p.add_argument(
+        "--skip-checks",
+        action="store_true",
+        help="skip the service's contract check before step 0 (frozen sampler snapshots, logprob lengths, "
+        "sample counts, stop sequences, vocabulary)",
+    )
+    # auto: Tinker with TINKER_API_KEY, else `debate-kernel serve` through the SDK; inprocess: the local
+    # service in this process (no HTTP); fake: the in-repo fake (tests)
+    p.add_argument(
+        "--service",
+        choices=("auto", "tinker", "local", "inprocess", "fake"),
+        default="auto",
+        help=argparse.SUPPRESS,
     )
     p.set_defaults(func=run)
     return p
@@ -211,7 +233,7 @@ def _run_config(run_dir: Path) -> TrainConfig:
         raise CheckpointError(f"{run_dir / RUN_FILE}: {e}") from None
 
 
-def _compilation_cache() -> None:
+def compilation_cache() -> None:
     """Turns on JAX's persistent compilation cache (see the module docstring); never fails a run."""
     folder = os.environ.get("DEBATE_KERNEL_JAX_CACHE")
     if folder is None:
@@ -230,7 +252,12 @@ def _compilation_cache() -> None:
         return
 
 
-def _service(kind: str, config: TrainConfig) -> Any:
+def _service(kind: str, config: TrainConfig, stack: contextlib.ExitStack) -> Any:
+    """The service client of the run: the in-repo fake; Tinker (``TINKER_API_KEY``, and
+    ``TINKER_BASE_URL`` for a self-hosted Tinker-API server, read by the SDK); a ``debate-kernel serve``
+    started for the run (stopped at the end of ``stack``; its runs and checkpoints in ``RUN_DIR/service``,
+    its log in ``RUN_DIR/serve.log``) through the same SDK; or, with ``--service inprocess``, the local
+    service in this process. The SDK's clients are closed at the end of ``stack``."""
     if kind == "fake":
         from adapters.tinker.fake import FakeServiceClient
 
@@ -240,7 +267,7 @@ def _service(kind: str, config: TrainConfig) -> Any:
     ):
         import tinker
 
-        return tinker.ServiceClient()
+        return _closed_at_exit(tinker.ServiceClient(), stack)
     try:
         local = importlib.import_module("adapters.local")
     except ImportError:
@@ -257,12 +284,87 @@ def _service(kind: str, config: TrainConfig) -> Any:
             f"model {model!r}{did_you_mean(model, LOCAL_MODELS)} is not served by the local service, which "
             f"runs {', '.join(LOCAL_MODELS)} or the path of an existing .safetensors file{tinker_hint}"
         )
-    _compilation_cache()
-    one_malloc_arena()  # XLA's threads allocate from glibc's main arena (adapters.tinker.memory)
-    local.split_cpu()  # training calls run data-parallel over the cores (before JAX's first computation)
     if model not in LOCAL_MODELS:
         local.model.load_weights(model)  # a file it cannot use is a clear error now, not deep in the run
+    if kind != "inprocess":
+        import tinker
+
+        from adapters.serve.process import API_KEY, ServedClient, ServerError, served
+
+        out = Path(config.out)
+        try:
+            url = stack.enter_context(
+                served(model, root=out / "service", log=out / SERVE_LOG, seed=config.seed)
+            )
+        except ServerError as e:
+            raise RuntimeError(str(e)) from None
+        return ServedClient(_closed_at_exit(tinker.ServiceClient(base_url=url, api_key=API_KEY), stack))
+    compilation_cache()
+    one_malloc_arena()  # XLA's threads allocate from glibc's main arena (adapters.tinker.memory)
+    local.split_cpu()  # training calls run data-parallel over the cores (before JAX's first computation)
     return local.LocalServiceClient(seed=config.seed, root=Path(config.out) / "service")
+
+
+SERVE_LOG = "serve.log"
+"""The log of the ``debate-kernel serve`` that a run on the local models trains through, in its directory."""
+
+
+def _closed_at_exit(client: Any, stack: contextlib.ExitStack) -> Any:
+    """``client`` (an SDK ``ServiceClient``), closed at the end of ``stack``: its session ends, whatever
+    ended the run (the server frees the run's adapter slots with it)."""
+
+    def close() -> None:
+        with contextlib.suppress(Exception):  # a server already gone: nothing is left to free
+            client.close("success").result(timeout=30)
+
+    stack.callback(close)
+    return client
+
+
+def _renderer(kind: str, service: Any, config: TrainConfig) -> Any:
+    """The run's renderer, chosen before the run directory is made: the local models use the byte
+    tokenizer; a Tinker model's tokenizer is the Hugging Face one of its name (what the SDK loads)."""
+    import tinker
+
+    from adapters.tinker.renderers import choose_renderer, load_tokenizer
+    from adapters.tinker.tokenizers import ByteTokenizer
+
+    if not isinstance(service, tinker.ServiceClient):  # the local models, the fake: the byte tokenizer
+        tokenizer: Any = ByteTokenizer()
+    else:
+        local = Path(config.model).is_dir()
+        try:
+            tokenizer = load_tokenizer(config.model) if local else _hub_tokenizer(config.model)
+        except (OSError, ValueError) as e:
+            raise ValueError(f"model {config.model!r}: cannot load its tokenizer ({e})") from None
+    return choose_renderer(kind, tokenizer, model=config.model)
+
+
+def _hub_tokenizer(name: str) -> Any:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(name)
+
+
+async def _checked_training(
+    config: TrainConfig, service: Any, renderer: Any, *, resume: bool, check: bool
+) -> Any:
+    """The service's contract check (unless ``check`` is False; also on resume, so that the run's client
+    is the service's second either way), then :func:`~adapters.tinker.train.run_training`."""
+    from adapters.tinker.contract import check_contract, enforce_contract
+    from adapters.tinker.renderers import vocab_size_of
+    from adapters.tinker.train import run_training
+    from kernel import Message
+
+    if check:
+        prompt = renderer.build_prompt([Message("user", "What is 2 + 2?")]).to_ints()
+        report = await check_contract(
+            service, base_model=config.model, vocab_size=vocab_size_of(renderer.tokenizer), prompt=prompt
+        )
+        enforce_contract(report, config.to_dict())
+    return await run_training(
+        config, service, resume=resume, renderer=renderer, progress=_progress(sys.stderr)
+    )
 
 
 def _progress(stream: Any) -> Any:
@@ -305,7 +407,9 @@ def run(args: argparse.Namespace) -> int:
     (4) ``max_empty_steps`` RL steps in a row without a datum, 130 interrupted."""
     try:
         from adapters.tinker.boundary import ServiceError
-        from adapters.tinker.train import NothingToTrain, check_service, run_training
+        from adapters.tinker.contract import ContractError
+        from adapters.tinker.dataset import load_questions
+        from adapters.tinker.train import NothingToTrain, check_answers, check_service
     except ImportError as e:
         print(
             f"debate-kernel train: needs the training extras ({e.name or e} is not installed); "
@@ -319,32 +423,42 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, TypeError, OSError) as e:
         print(f"debate-kernel train: {e}", file=sys.stderr)
         return 2
-    try:
-        service = _service(args.service, config)
-        if not args.resume:
-            check_service(config, service)
-    except ValueError as e:
-        print(f"debate-kernel train: {e}", file=sys.stderr)
-        return 2
-    except RuntimeError as e:
-        print(f"debate-kernel train: {e}", file=sys.stderr)
-        return 1
-    try:
-        with fewer_gc_passes():  # the loop's objects are freed by reference counting (adapters._gc)
-            result = asyncio.run(
-                run_training(config, service, resume=bool(args.resume), progress=_progress(sys.stderr))
-            )
-    except (CheckpointError, DatasetError) as e:
-        print(f"debate-kernel train: {e}", file=sys.stderr)
-        return 2
-    except ServiceError as e:
-        print(f"debate-kernel train: {e}; --resume {config.out} continues the run", file=sys.stderr)
-        return EXIT_SERVICE
-    except NothingToTrain as e:
-        print(f"debate-kernel train: {e}", file=sys.stderr)
-        return EXIT_NOTHING_TO_TRAIN
-    except KeyboardInterrupt:
-        print("debate-kernel train: interrupted; resume with --resume " + config.out, file=sys.stderr)
-        return 130
-    print(f"wrote {result.run_dir} ({len(result.metrics)} steps in metrics.jsonl)")
-    return 0
+    with contextlib.ExitStack() as stack:
+        try:  # what can be checked before a service starts (and writes its folder in the run directory)
+            if not args.resume:
+                check_new_run_dir(config.out)
+            check_answers(config, load_questions(config.dataset))
+        except (CheckpointError, DatasetError) as e:
+            print(f"debate-kernel train: {e}", file=sys.stderr)
+            return 2
+        try:
+            service = _service(args.service, config, stack)
+            if not args.resume:
+                check_service(config, service)
+            renderer = _renderer(args.renderer, service, config)
+        except ValueError as e:
+            print(f"debate-kernel train: {e}", file=sys.stderr)
+            return 2
+        except RuntimeError as e:
+            print(f"debate-kernel train: {e}", file=sys.stderr)
+            return 1
+        main = _checked_training(
+            config, service, renderer, resume=bool(args.resume), check=not args.skip_checks
+        )
+        try:
+            with fewer_gc_passes():  # the loop's objects are freed by reference counting (adapters._gc)
+                result = asyncio.run(main)
+        except (CheckpointError, DatasetError, ContractError) as e:
+            print(f"debate-kernel train: {e}", file=sys.stderr)
+            return 2
+        except ServiceError as e:
+            print(f"debate-kernel train: {e}; --resume {config.out} continues the run", file=sys.stderr)
+            return EXIT_SERVICE
+        except NothingToTrain as e:
+            print(f"debate-kernel train: {e}", file=sys.stderr)
+            return EXIT_NOTHING_TO_TRAIN
+        except KeyboardInterrupt:
+            print("debate-kernel train: interrupted; resume with --resume " + config.out, file=sys.stderr)
+            return 130
+        print(f"wrote {result.run_dir} ({len(result.metrics)} steps in metrics.jsonl)")
+        return 0

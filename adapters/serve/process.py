@@ -4,7 +4,8 @@ stopped whatever happens.
 ``debate-kernel train`` without a Tinker key trains through the real SDK against such a child, and the
 tests start theirs the same way. The child prints one line, ``serving on URL``, once it accepts requests;
 its log (stderr) goes to a file. It is stopped with SIGTERM (it exits 0 after closing its connections),
-and killed if it has not exited after a grace period.
+and killed if it has not exited after a grace period; it also stops by itself when this process ends in
+any way (SIGKILL included): its stdin is a pipe from this process, and it stops at the pipe's end.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ import sys
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
-__all__ = ["API_KEY", "ServerError", "served"]
+__all__ = ["API_KEY", "ServedClient", "ServerError", "served"]
 
 API_KEY = "tml-local"
 """The key the SDK sends to a local server (the SDK refuses keys that do not start with ``tml-``; the
@@ -65,23 +67,12 @@ def served(
         did not get ready in time.
     """
     log.parent.mkdir(parents=True, exist_ok=True)
-    cmd = [
-        sys.executable,
-        "-m",
-        "adapters.cli",
-        "serve",
-        "--model",
-        model,
-        "--port",
-        "0",
-        "--root",
-        str(root),
-    ]
-    cmd += ["--seed", str(seed), *extra]
+    cmd = [sys.executable, "-m", "adapters.cli", "serve", "--model", model, "--port", "0"]
+    cmd += ["--root", str(root), "--seed", str(seed), "--stop-with-parent", *extra]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    with open(log, "ab") as err:
+    with open(log, "ab") as err:  # stdin: a pipe whose end (this process's exit) stops the child
         child = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL, text=True, env=env
+            cmd, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.PIPE, text=True, env=env
         )
     try:
         line = _first_line(child, ready_seconds)
@@ -122,8 +113,10 @@ def _stop(child: subprocess.Popen[str]) -> None:
         except subprocess.TimeoutExpired:
             child.kill()
             child.wait()
-    if child.stdout is not None:
-        child.stdout.close()
+    for pipe in (child.stdout, child.stdin):
+        if pipe is not None:
+            with contextlib.suppress(OSError):
+                pipe.close()
 
 
 def _tail(log: Path, lines: int = 20) -> str:
@@ -131,3 +124,22 @@ def _tail(log: Path, lines: int = 20) -> str:
         return "\n".join(log.read_text("utf-8", "replace").splitlines()[-lines:])
     except OSError:
         return "(no log)"
+
+
+class ServedClient:
+    """The SDK's ``ServiceClient`` of a ``debate-kernel serve``, plus what that server alone has.
+
+    ``create_full_training_client(base_model)`` asks for a LoRA client of rank 0, which ``serve`` reads as
+    full fine-tuning (the local models start from random weights, and LoRA alone learns slowly); every
+    other attribute is the SDK client's own.
+    """
+
+    def __init__(self, sdk: Any) -> None:
+        self._sdk = sdk
+
+    def create_full_training_client(self, base_model: str) -> Any:
+        """A training client of every weight of ``base_model`` (a LoRA client of rank 0 to the server)."""
+        return self._sdk.create_lora_training_client(base_model, rank=0)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sdk, name)

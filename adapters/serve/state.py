@@ -375,7 +375,10 @@ class ServeCore:
         model_id, service = self._new_run(req.session_id, req.model_seq_id)
 
         def work() -> types.CreateModelResponse:
-            client = service.create_lora_training_client(base, rank=lora.rank).result()
+            if lora.rank == 0:  # full fine-tuning: the local models start from random weights
+                client = service.create_full_training_client(base).result()
+            else:
+                client = service.create_lora_training_client(base, rank=lora.rank).result()
             self._runs[model_id] = _Run(req.session_id, service, client)
             return types.CreateModelResponse(model_id=model_id)
 

@@ -29,7 +29,7 @@ import re
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from adapters._atomic import atomic_write
 
@@ -205,8 +205,36 @@ def init_run(
     return RunInfo(root, run_id, dict(config))
 
 
+SERVICE_FILES: Final = frozenset({"service", "serve.log"})
+"""What a run's service may have put in its directory before the run starts: the folder of its runs and
+checkpoints and the log of the ``debate-kernel serve`` that ``train`` started for it."""
+
+
 def _new_run(root: Path, config: Mapping[str, Any]) -> RunInfo:
-    """Writes ``run.json`` of a fresh run in ``root``, a new or empty directory."""
+    """Writes ``run.json`` of a fresh run in ``root``, a new or empty directory (the service's own files,
+    :data:`SERVICE_FILES`, aside)."""
+    check_new_run_dir(root)
+    info = RunInfo(root, uuid.uuid4().hex, dict(config))
+    run_file = root / RUN_FILE
+    try:
+        write_json_atomic(run_file, {"run_id": info.run_id, "config": info.config})
+    except OSError as e:
+        raise CheckpointError(f"{run_file}: cannot write: {e.strerror or e}") from None
+    return info
+
+
+def check_new_run_dir(root: str | Path) -> None:
+    """Checks that a fresh run can start in ``root``: a new directory, or one that holds nothing but the
+    service's own files (:data:`SERVICE_FILES`), so that nothing of the user's is overwritten.
+
+    Raises:
+      CheckpointError: ``root`` holds a run (naming ``--resume``), is a file, or holds other files.
+
+    Examples:
+      >>> check_new_run_dir("no/such/dir") is None
+      True
+    """
+    root = Path(root)
     run_file = root / RUN_FILE
     if run_file.exists():
         raise CheckpointError(
@@ -215,17 +243,11 @@ def _new_run(root: Path, config: Mapping[str, Any]) -> RunInfo:
         )
     if root.exists() and not root.is_dir():
         raise CheckpointError(f"{root} is not a directory; name a new or empty directory for the run")
-    if root.is_dir() and any(root.iterdir()):
+    if root.is_dir() and any(p.name not in SERVICE_FILES for p in root.iterdir()):
         raise CheckpointError(
             f"{root} is not empty and holds no run ({RUN_FILE}); name a new or empty directory for the "
             "run, so that nothing in it is overwritten"
         )
-    info = RunInfo(root, uuid.uuid4().hex, dict(config))
-    try:
-        write_json_atomic(run_file, {"run_id": info.run_id, "config": info.config})
-    except OSError as e:
-        raise CheckpointError(f"{run_file}: cannot write: {e.strerror or e}") from None
-    return info
 
 
 def read_run(run_dir: str | Path) -> tuple[str, dict[str, Any]]:
