@@ -29,14 +29,12 @@ except ImportError:  # the local extra is not installed
     pass
 else:
     split_cpu(2)
-    import jax
+    from adapters.local.devices import compilation_cache
 
-    # DEBATE_KERNEL_JAX_CACHE names another folder, or "" for none (as for `debate-kernel train`)
-    os.environ.setdefault("DEBATE_KERNEL_JAX_CACHE", str(JAX_CACHE))  # read by `debate-kernel train`
-    if os.environ["DEBATE_KERNEL_JAX_CACHE"]:
-        jax.config.update("jax_compilation_cache_dir", os.environ["DEBATE_KERNEL_JAX_CACHE"])
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
-        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    # DEBATE_KERNEL_JAX_CACHE names another folder, or "" for none (as for `debate-kernel train`); the
+    # train and serve processes the tests start read it too
+    os.environ.setdefault("DEBATE_KERNEL_JAX_CACHE", str(JAX_CACHE))
+    compilation_cache(0.2)
 
 _SUPPRESS = [HealthCheck.too_slow, HealthCheck.data_too_large]
 

@@ -84,26 +84,6 @@ def _quiet_stop_signals() -> Iterator[None]:
             signal.signal(s, handler)
 
 
-def _compilation_cache() -> None:
-    """JAX's persistent compilation cache, as ``debate-kernel train`` has it: ``DEBATE_KERNEL_JAX_CACHE``
-    (an empty value turns it off), else ``$XDG_CACHE_HOME/debate-kernel/jax``; never fails the server."""
-    folder = os.environ.get("DEBATE_KERNEL_JAX_CACHE")
-    if folder is None:
-        cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        folder = os.path.join(cache, "debate-kernel", "jax")
-    if not folder:
-        return
-    try:
-        import jax
-
-        os.makedirs(folder, exist_ok=True)
-        jax.config.update("jax_compilation_cache_dir", folder)  # type: ignore[no-untyped-call]
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)  # type: ignore[no-untyped-call]
-        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)  # type: ignore[no-untyped-call]
-    except (ImportError, OSError, AttributeError, ValueError):
-        return
-
-
 def run(args: argparse.Namespace) -> int:
     """Serves until SIGINT or SIGTERM; 0 then, 2 for an unknown model or an address that cannot be bound."""
     import asyncio
@@ -111,11 +91,12 @@ def run(args: argparse.Namespace) -> int:
 
     import uvicorn
 
+    from adapters.local.devices import compilation_cache
     from adapters.serve.app import create_app
     from adapters.serve.state import ServeCore
     from adapters.serve.tokenizer import write_tokenizer
 
-    _compilation_cache()
+    compilation_cache(0.2)
     root: Path = args.root if args.root is not None else Path(tempfile.mkdtemp(prefix="debate-kernel-serve-"))
     try:
         core = ServeCore(model=args.model, root=root, seed=args.seed, served_names=args.served_name)

@@ -233,25 +233,6 @@ def _run_config(run_dir: Path) -> TrainConfig:
         raise CheckpointError(f"{run_dir / RUN_FILE}: {e}") from None
 
 
-def compilation_cache() -> None:
-    """Turns on JAX's persistent compilation cache (see the module docstring); never fails a run."""
-    folder = os.environ.get("DEBATE_KERNEL_JAX_CACHE")
-    if folder is None:
-        root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        folder = os.path.join(root, "debate-kernel", "jax")
-    if not folder:
-        return
-    try:
-        import jax
-
-        os.makedirs(folder, exist_ok=True)
-        jax.config.update("jax_compilation_cache_dir", folder)  # type: ignore[no-untyped-call]
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)  # type: ignore[no-untyped-call]
-        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)  # type: ignore[no-untyped-call]
-    except (ImportError, OSError, AttributeError, ValueError):
-        return
-
-
 def _service(kind: str, config: TrainConfig, stack: contextlib.ExitStack) -> Any:
     """The service client of the run: the in-repo fake; Tinker (``TINKER_API_KEY``, and
     ``TINKER_BASE_URL`` for a self-hosted Tinker-API server, read by the SDK); a ``debate-kernel serve``
@@ -299,7 +280,7 @@ def _service(kind: str, config: TrainConfig, stack: contextlib.ExitStack) -> Any
         except ServerError as e:
             raise RuntimeError(str(e)) from None
         return ServedClient(_closed_at_exit(tinker.ServiceClient(base_url=url, api_key=API_KEY), stack))
-    compilation_cache()
+    local.devices.compilation_cache(0.5)
     one_malloc_arena()  # XLA's threads allocate from glibc's main arena (adapters.tinker.memory)
     local.split_cpu()  # training calls run data-parallel over the cores (before JAX's first computation)
     return local.LocalServiceClient(seed=config.seed, root=Path(config.out) / "service")
