@@ -41,6 +41,7 @@ ADAPTER_MODULES = [
     "adapters.tinker",
     "adapters.tinker.checkpoint",
     "adapters.tinker.config",
+    "adapters.tinker.contract",
     "adapters.tinker.convert",
     "adapters.tinker.credit",
     "adapters.tinker.dataset",
