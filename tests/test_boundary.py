@@ -327,7 +327,7 @@ def test_a_persistent_error_exits_3_naming_the_call_and_resume_continues(
     run = tmp_path / "run"
     always = {("save_state", k): Fault("sdk_error", variant="server_error") for k in range(2, 6)}
 
-    def faulty(kind: str, config: TrainConfig) -> Any:
+    def faulty(kind: str, config: TrainConfig, stack: Any) -> Any:
         return with_faults(FakeServiceClient(seed=0, root=run / "service"), FaultPlan(at=always))[0]
 
     monkeypatch.setattr(cli, "_service", faulty)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import resource
 from collections.abc import Callable
 from typing import Any
@@ -116,5 +117,6 @@ def test_train_sets_one_arena_before_jax_starts(monkeypatch: pytest.MonkeyPatch,
     order: list[str] = []
     monkeypatch.setattr(cli_train, "one_malloc_arena", lambda: order.append("arena") or True)
     monkeypatch.setattr(local, "split_cpu", lambda: order.append("split") or True)
-    service = cli_train._service("auto", TrainConfig(model="tiny", out=str(tmp_path / "run")))
+    with contextlib.ExitStack() as stack:  # the in-process service (through serve, the server sets them)
+        service = cli_train._service("inprocess", TrainConfig(model="tiny", out=str(tmp_path / "run")), stack)
     assert order == ["arena", "split"] and isinstance(service, local.LocalServiceClient)

@@ -91,12 +91,15 @@ def run(args: argparse.Namespace) -> int:
 
     import uvicorn
 
-    from adapters.local.devices import compilation_cache
+    from adapters.local.devices import compilation_cache, split_cpu
     from adapters.serve.app import create_app
     from adapters.serve.state import ServeCore
     from adapters.serve.tokenizer import write_tokenizer
+    from adapters.tinker.memory import one_malloc_arena
 
     compilation_cache(0.2)
+    one_malloc_arena()  # XLA's threads allocate from glibc's main arena (adapters.tinker.memory)
+    split_cpu()  # training calls run data-parallel over the cores (before JAX's first computation)
     root: Path = args.root if args.root is not None else Path(tempfile.mkdtemp(prefix="debate-kernel-serve-"))
     try:
         core = ServeCore(model=args.model, root=root, seed=args.seed, served_names=args.served_name)
