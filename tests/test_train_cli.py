@@ -127,7 +127,9 @@ def test_local_tiny_run_through_the_cli_evaluates_and_reports(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The default local run, shrunk (its time is nearly all compilation): warm start, evaluation where RL
-    starts, RL, final evaluation, and the report's eval curves."""
+    starts, RL, final evaluation, and the report's eval curves. With no key it goes through the real
+    tinker SDK over HTTP to a `debate-kernel serve` that `train` started (its log and folder in the run
+    directory) after checking its contract; the server stops with the run."""
     pytest.importorskip("jax")
     monkeypatch.delenv("TINKER_API_KEY", raising=False)  # the suite's compilation cache (tests/conftest.py)
     run = tmp_path / "run"
@@ -145,6 +147,9 @@ def test_local_tiny_run_through_the_cli_evaluates_and_reports(
         for name in ("eval/correct", "eval/parse_ok", "eval/pairwise_reward"):
             assert isinstance(line[name], float), (line["step"], name)
     assert abs(lines[1]["optim/kl_sample_train_v1"]) < 1e-3  # same weights, same logprobs
+    assert (run / "service").is_dir() and "Traceback" not in (run / "serve.log").read_text()
+    ids = _transcript_ids(run)
+    assert ids and len(ids) == len(set(ids))
     out = tmp_path / "curves.html"
     assert main(["report", str(run), "-o", str(out)]) == 0
     page = out.read_text()
@@ -400,22 +405,6 @@ def _transcript_ids(run: Path) -> list[str]:
         for line in path.read_text().splitlines()
         if line.strip()
     ]
-
-
-@SHORT_SAMPLES
-def test_train_goes_through_the_sdk_to_serve(tmp_path: Path) -> None:
-    """No key: `train` starts `debate-kernel serve` (its log and folder in the run directory), checks its
-    contract and trains through the real tinker SDK over HTTP; the server stops with the run."""
-    pytest.importorskip("jax")
-    run = tmp_path / "run"
-    env = {k: v for k, v in os.environ.items() if k not in ("TINKER_API_KEY", "TINKER_BASE_URL")}
-    cmd = [sys.executable, "-m", "adapters.cli", "train", *SDK_ARGS, "--steps", "2", "--out", str(run)]
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert _steps(run) == [0, 1, 2]
-    assert (run / "service").is_dir() and "Traceback" not in (run / "serve.log").read_text()
-    ids = _transcript_ids(run)
-    assert ids and len(ids) == len(set(ids))
 
 
 @EXHAUSTIVE
