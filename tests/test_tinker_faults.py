@@ -83,24 +83,38 @@ def test_latency_runs_from_submission_not_from_the_first_await() -> None:
     assert alone >= 0.2
 
 
-def test_forward_backward_compute_is_per_token_and_queued_behind_earlier_requests() -> None:
+def test_forward_backward_compute_is_per_token_and_queued_behind_earlier_requests(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """With ``compute_per_token`` a request takes its tokens' compute after those submitted before it:
-    two 3-token requests at 20 ms a token, submitted together, end at 60 and 120 ms (plus latency)."""
+    two 3-token requests at 20 ms a token, submitted together, are due at 60 and 120 ms (plus latency).
 
-    async def main() -> list[float]:
+    The due times are read on a clock the test holds (what the injector plans), not measured: a loaded
+    machine delivers late, and epoll rounds a timer to whole milliseconds either way."""
+    from adapters.tinker import faults as faults_module
+
+    now = [100.0]
+    planned: list[float] = []
+    monkeypatch.setattr(faults_module, "_clock", lambda: now[0])
+
+    def due(submitted: float, deadline: float, inner: Any, record: Any) -> Any:
+        planned.append(deadline - submitted)
+        return inner  # delivered at once: only the plan is under test here
+
+    monkeypatch.setattr(faults_module, "_delayed", due)
+
+    async def main() -> None:
         plan = FaultPlan(compute_per_token={"forward_backward": 0.02}, latency={"forward_backward": 0.03})
-        service, faults = with_faults(FakeServiceClient(seed=0), plan)
+        service, _ = with_faults(FakeServiceClient(seed=0), plan)
         tc = await service.create_lora_training_client("fake", 4)
         futures = [tc.forward_backward([DATUM], "cross_entropy") for _ in range(2)]
         for fut in futures:
             await fut
-        later = tc.forward_backward([DATUM, DATUM], "cross_entropy")  # the queue is empty again
-        await later
-        return faults.delivered["forward_backward"]
+        now[0] = 200.0  # the service's queue is empty again
+        await tc.forward_backward([DATUM, DATUM], "cross_entropy")
 
-    first, second, third = asyncio.run(main())
-    assert 0.09 <= first < 0.13 and 0.15 <= second < 0.2  # 3 x 20 ms + 30 ms; then 60 ms more
-    assert 0.15 <= third < 0.2  # 6 tokens x 20 ms + 30 ms, from its own submission
+    asyncio.run(main())
+    assert planned == pytest.approx([0.09, 0.15, 0.15])  # 3 x 20 ms + 30 ms; 60 ms more; 6 x 20 + 30
     with pytest.raises(ValueError, match="compute_per_token: method must be forward_backward"):
         FaultPlan(compute_per_token={"sample": 0.1})
     with pytest.raises(ValueError, match=r"compute_per_token\['forward_backward'\] must be >= 0"):
