@@ -133,7 +133,19 @@ def test_local_tiny_run_through_the_cli_evaluates_and_reports(
     pytest.importorskip("jax")
     monkeypatch.delenv("TINKER_API_KEY", raising=False)  # the suite's compilation cache (tests/conftest.py)
     run = tmp_path / "run"
-    quick = ["--model", "tiny", "--warm-start-steps", "1", "--steps", "1", "--batch-size", "1"]
+    # the contract check is left out here (its compilation doubles a cold run; test_contract.py runs it on
+    # the local service, and the CLI runs on the fake below run it before step 0)
+    quick = [
+        "--model",
+        "tiny",
+        "--skip-checks",
+        "--warm-start-steps",
+        "1",
+        "--steps",
+        "1",
+        "--batch-size",
+        "1",
+    ]
     quick += ["--num-agents", "2", "--eval-questions", "1", "--max-tokens", "8", "--out", str(run)]
     assert main(["train", *quick]) == 0
     lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
@@ -445,3 +457,39 @@ def test_a_renderer_that_cannot_fit_is_refused_before_the_run_directory(
     assert main(["train", "--service", "fake", "--renderer", "chat", "--out", str(run)]) == 2
     assert "model 'tiny'" in capsys.readouterr().err
     assert not run.exists()
+
+
+def test_a_broken_service_contract_ends_the_run_before_step_0(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CLI checks the service's contract before step 0: a failed check ends the run with exit 2 and a
+    message naming it, before any step is written; --skip-checks trains."""
+    from adapters.tinker import contract
+
+    async def broken(*args: Any, **kwargs: Any) -> contract.ContractReport:
+        bad = contract.CheckResult("compute_logprobs", False, "one entry per prompt token", "one fewer")
+        return contract.ContractReport((bad,))
+
+    monkeypatch.setattr(contract, "check_contract", broken)
+    run = tmp_path / "run"
+    args = ["train", *ARGS, "--steps", "1", "--eval-every", "0", "--out", str(run)]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "compute_logprobs: expected one entry per prompt token; got one fewer" in err
+    assert not (run / "metrics.jsonl").exists()
+    assert (
+        main(
+            [
+                "train",
+                *ARGS,
+                "--steps",
+                "1",
+                "--eval-every",
+                "0",
+                "--skip-checks",
+                "--out",
+                str(tmp_path / "ok"),
+            ]
+        )
+        == 0
+    )
