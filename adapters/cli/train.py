@@ -3,9 +3,11 @@
 Config: ``--config FILE`` (TOML, keys of :class:`adapters.tinker.config.TrainConfig`), then flags. With
 ``--resume RUN_DIR`` the run's own config (``run.json``; a key it lacks, added after the run started, takes
 its default) is the base, under the file's keys and the flags, which must still agree with the run's
-outside the keys a resume may change. Service: ``TINKER_API_KEY`` set and
-``--model`` not a local model name → ``tinker.ServiceClient()``; otherwise the local JAX service
-(:mod:`adapters.local`). ``--service fake`` (hidden, for tests) uses the in-repo fake, persisted under
+outside the keys a resume may change. Service, always through the ``tinker`` SDK: ``TINKER_API_KEY`` set
+and ``--model`` not a local model name → ``tinker.ServiceClient()`` (``TINKER_BASE_URL`` for a
+self-hosted server); otherwise a ``debate-kernel serve`` of the local JAX service (:mod:`adapters.local`)
+that the run starts on a loopback port and stops at its end. ``--service inprocess`` (hidden) runs the
+local service in this process, ``--service fake`` (hidden, for tests) the in-repo fake, persisted under
 ``RUN_DIR/service``. One progress line per step on stderr (a bar on a terminal).
 
 On the local service the keys of :data:`LOCAL_PRESET` replace the config defaults (a config file and
@@ -15,7 +17,8 @@ JAX's persistent compilation cache (``$XDG_CACHE_HOME/debate-kernel/jax``, or ``
 ``DEBATE_KERNEL_JAX_CACHE`` to another folder, or to an empty string to turn it off) lets later runs
 skip compilation. JAX's CPU backend is split into two devices (:func:`adapters.local.split_cpu`), over
 which training calls split their rows, and every thread allocates from glibc's main arena
-(:func:`adapters.tinker.memory.one_malloc_arena`).
+(:func:`adapters.tinker.memory.one_malloc_arena`): in the server's process, or in this one with
+``--service inprocess``.
 """
 
 from __future__ import annotations
@@ -265,9 +268,9 @@ def _service(kind: str, config: TrainConfig, stack: contextlib.ExitStack) -> Any
             f"model {model!r}{did_you_mean(model, LOCAL_MODELS)} is not served by the local service, which "
             f"runs {', '.join(LOCAL_MODELS)} or the path of an existing .safetensors file{tinker_hint}"
         )
-    if model not in LOCAL_MODELS:
-        local.model.load_weights(model)  # a file it cannot use is a clear error now, not deep in the run
     if kind != "inprocess":
+        if model not in LOCAL_MODELS:  # a file the server cannot use is a clear error here, exit 2
+            local.model.load_weights(model)
         import tinker
 
         from adapters.serve.process import API_KEY, ServedClient, ServerError, served
@@ -283,6 +286,8 @@ def _service(kind: str, config: TrainConfig, stack: contextlib.ExitStack) -> Any
     local.devices.compilation_cache(0.5)
     one_malloc_arena()  # XLA's threads allocate from glibc's main arena (adapters.tinker.memory)
     local.split_cpu()  # training calls run data-parallel over the cores (before JAX's first computation)
+    if model not in LOCAL_MODELS:
+        local.model.load_weights(model)  # a file it cannot use is a clear error now, not deep in the run
     return local.LocalServiceClient(seed=config.seed, root=Path(config.out) / "service")
 
 
