@@ -10,11 +10,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import queue
 import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,7 +27,7 @@ from tinker.proto.response_conv import deserialize_forward_backward_output, dese
 
 from adapters.local.service import LocalSamplingClient, LocalServiceClient, LocalTrainingClient
 from adapters.serve import wire
-from adapters.serve.process import ServerError, served
+from adapters.serve.process import ServerError, first_line, served
 from adapters.serve.state import ServeCore, ServeError
 from adapters.tinker.tokenizers import ByteTokenizer
 
@@ -42,19 +40,6 @@ RANK = 4
 TOKENS = list(b"2+3=5. 7*6=42.")
 
 
-def _ready_line(proc: subprocess.Popen[str]) -> str:
-    """The server's first stdout line, read on a thread so that a silent server fails the test."""
-    lines: queue.Queue[str] = queue.Queue()
-    assert proc.stdout is not None
-    stdout = proc.stdout
-    threading.Thread(target=lambda: lines.put(stdout.readline()), daemon=True).start()
-    try:
-        return lines.get(timeout=READY_TIMEOUT)
-    except queue.Empty:
-        proc.kill()
-        raise AssertionError(f"no ready line within {READY_TIMEOUT} s") from None
-
-
 TRY_AGAIN_FIRST = 2
 """The session's server answers every future ``try_again`` this many times before its result (a fault
 injected behind the routes: the SDK must keep polling, as with a busy Tinker)."""
@@ -64,8 +49,10 @@ def _start(root: Path, *extra: str) -> tuple[subprocess.Popen[str], str]:
     serve = ["serve", "--model", "tiny", "--port", "0", "--root", str(root), *extra]
     cmd = [sys.executable, "-m", "adapters.cli", *serve]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[1])
-    line = _ready_line(proc)
-    assert line.startswith("serving on http://127.0.0.1:"), line
+    line = first_line(proc, READY_TIMEOUT)
+    if not line.startswith("serving on http://127.0.0.1:"):
+        proc.kill()
+        raise AssertionError(f"no ready line: {line!r}")
     return proc, line.removeprefix("serving on ").strip()
 
 

@@ -21,7 +21,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["API_KEY", "ServedClient", "ServerError", "served"]
+__all__ = ["API_KEY", "ServedClient", "ServerError", "first_line", "served"]
 
 API_KEY = "tml-local"
 """The key the SDK sends to a local server (the SDK refuses keys that do not start with ``tml-``; the
@@ -75,7 +75,7 @@ def served(
             cmd, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.PIPE, text=True, env=env
         )
     try:
-        line = _first_line(child, ready_seconds)
+        line = first_line(child, ready_seconds)
         if not line.startswith("serving on "):
             tail = _tail(log)
             raise ServerError(
@@ -86,8 +86,9 @@ def served(
         _stop(child)
 
 
-def _first_line(child: subprocess.Popen[str], seconds: float) -> str:
-    """The child's first stdout line ("" at its exit), read on a thread so that a silent child fails."""
+def first_line(child: subprocess.Popen[str], seconds: float) -> str:
+    """The child's first stdout line ("" at its exit), read on a thread so that a silent child fails:
+    ``<nothing within N s>`` when none came in ``seconds``."""
     assert child.stdout is not None
     stdout = child.stdout
     lines: queue.Queue[str] = queue.Queue()
