@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from tinker import types
 
@@ -34,6 +34,7 @@ from adapters.tinker.boundary import (
     parse_deadlines,
 )
 from adapters.tinker.config import CALL_KINDS, TrainConfig
+from adapters.tinker.contract import ContractError, check_contract, enforce_contract
 from adapters.tinker.fake import FakeServiceClient
 from adapters.tinker.faults import BAD_REPLIES, SDK_ERRORS, Fault, FaultPlan, sdk_error, with_faults
 from adapters.tinker.futures import AwaitableFuture, CompletedFuture
@@ -422,6 +423,43 @@ def test_steps_with_nothing_to_train_stop_the_run_naming_the_reason(tmp_path: Pa
 
 # ---- random fault schedules ---------------------------------------------------------------------------
 
+
+def test_an_unfrozen_sampler_follows_training_and_the_contract_check_names_it(tmp_path: Path) -> None:
+    """The injector's ``unfrozen`` service: a sampler made before an optimizer step answers from the
+    weights after it; the start-of-run check names ``frozen_snapshot`` and refuses the options that need
+    it, and the same check passes on the plain fake."""
+
+    async def logprobs_before_and_after(service: Any) -> tuple[list[Any], list[Any]]:
+        tc = await service.create_lora_training_client("fake", rank=1)
+        old = await tc.save_weights_and_get_sampling_client("old")
+        prompt = types.ModelInput.from_ints(list(b"2 + 2 = 4"))
+        before = await old.compute_logprobs(prompt)
+        datum = types.Datum(
+            model_input=types.ModelInput.from_ints(list(b"2 + 2 = ")),
+            loss_fn_inputs={"target_tokens": list(b" + 2 = 4"), "weights": [1.0] * 8},
+        )
+        await tc.forward_backward([datum], "cross_entropy")
+        await tc.optim_step(types.AdamParams(learning_rate=0.1))
+        return before, await old.compute_logprobs(prompt)
+
+    frozen = asyncio.run(logprobs_before_and_after(FakeServiceClient(seed=0)))
+    unfrozen, faults = with_faults(FakeServiceClient(seed=0), FaultPlan(unfrozen=True))
+    followed = asyncio.run(logprobs_before_and_after(unfrozen))
+    assert frozen[0] == frozen[1] == followed[0] != followed[1]
+    assert faults.calls["compute_logprobs"] == 2 and not faults.injected
+
+    def report(service: Any) -> Any:
+        return asyncio.run(check_contract(service, base_model="fake", vocab_size=262))
+
+    assert report(FakeServiceClient(seed=0)).passed
+    broken = report(with_faults(FakeServiceClient(seed=0), FaultPlan(unfrozen=True))[0])
+    assert [r.name for r in broken.failures] == ["frozen_snapshot"]
+    enforce_contract(broken, {"kl_penalty_coef": 0.0, "max_steps_off_policy": 0, "eval_questions": 0})
+    with pytest.raises(ContractError, match="frozen_snapshot") as refused:
+        enforce_contract(broken, _config(tmp_path, kl_penalty_coef=0.05).to_dict())
+    assert [r.key for r in refused.value.refused] == ["kl_penalty_coef", "eval_questions"]
+
+
 _KINDS = ["sdk_error", "hang", "bad_reply", "error", "cancel"]
 _KIND_OF = {
     "sample": "sample",
@@ -451,19 +489,40 @@ def schedules(draw: st.DrawFn) -> dict[tuple[str, int], Fault]:
     return at
 
 
-@given(at=schedules())
+@given(at=schedules(), unfrozen=st.booleans(), kl=st.sampled_from([0.0, 0.05]))
 @settings(max_examples=examples(8), deadline=None, suppress_health_check=list(HealthCheck))
 def test_random_fault_schedules_finish_or_name_the_error_and_resume_exactly_once(
-    tmp_path_factory: pytest.TempPathFactory, at: dict[tuple[str, int], Fault]
+    tmp_path_factory: pytest.TempPathFactory, at: dict[tuple[str, int], Fault], unfrozen: bool, kl: float
 ) -> None:
+    """A run starts as ``debate-kernel train`` starts one: the contract check on the service (samplers that
+    follow training, when drawn), then the loop under the drawn faults; it finishes, or stops naming the
+    error (the check's, before step 0 and before the run directory exists); then, on a clean service, a
+    resume (or the fresh run the check had refused) has every step and every debate exactly once."""
     tmp = tmp_path_factory.mktemp("schedule")
-    config = _config(tmp, steps=3, save_every=1, retry_attempts=2, max_rounds=1)
+    config = _config(tmp, steps=3, save_every=1, retry_attempts=2, max_rounds=1, kl_penalty_coef=kl)
     hang = {_KIND_OF[method]: HANG_S for (method, _), fault in at.items() if fault.kind == "hang"}
+    plan = FaultPlan(at=at, unfrozen=unfrozen)
+    report = asyncio.run(
+        check_contract(
+            with_faults(FakeServiceClient(seed=0), FaultPlan(unfrozen=unfrozen))[0],
+            base_model=config.model,
+            vocab_size=262,
+        )
+    )
     try:
-        _train(config, _service(tmp, FaultPlan(at=at)), hung=hang)
-    except (ServiceError, NothingToTrain) as e:
-        assert str(e)
-    _train(config, _service(tmp), resume=True)
+        enforce_contract(report, config.to_dict())
+    except ContractError as e:
+        assert unfrozen and "frozen_snapshot" in str(e) and not Path(config.out).exists()
+        event("refused before step 0")
+        _train(config, _service(tmp))
+    else:
+        try:
+            _train(config, _service(tmp, plan), hung=hang)
+            event("finished")
+        except (ServiceError, NothingToTrain) as e:
+            assert str(e)
+            event(f"stopped: {type(e).__name__}")
+        _train(config, _service(tmp), resume=True)
     _assert_exactly_once(Path(config.out), 3, 2)
 
 

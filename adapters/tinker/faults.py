@@ -28,6 +28,11 @@ Faults (:data:`FAULT_KINDS`):
   forward_backward without outputs, with a NaN loss or without metrics; a ``save_state`` whose file is
   half-written after the service reported success.
 
+A plan with ``unfrozen=True`` breaks a contract instead of single calls: its samplers are not frozen
+snapshots but follow their training client's current weights (each sample or ``compute_logprobs`` is
+answered from a new snapshot), the service that the start-of-run contract check
+(:mod:`adapters.tinker.contract`) must catch before a KL penalty or off-policy sampling relies on it.
+
 A crash "between forward_backward and optim_step" is ``{("optim_step", k): Fault("crash")}``; a crash
 "in the middle of a checkpoint" is ``{("save_state", k): Fault("crash", after=True)}``.
 """
@@ -177,6 +182,9 @@ class FaultPlan:
         methods: the methods random faults apply to (default: ``sample`` only).
         latency: a fixed delay in seconds per method for every call that draws no other fault (a
             service with constant latency, e.g. ``{"sample": 0.05, "forward_backward": 0.2}``).
+        unfrozen: the samplers made by ``save_weights_and_get_sampling_client`` follow the training
+            client's current weights instead of keeping the snapshot (the snapshots they read are taken
+            through the wrapped client and are not counted as calls).
         compute_per_token: seconds of compute per token of a ``forward_backward`` /
             ``forward_backward_custom`` request (its datums' model inputs), the requests of a method
             computed one after another as a training client's queue is: a request's delay is the wait
@@ -200,6 +208,7 @@ class FaultPlan:
     methods: Sequence[str] = ("sample",)
     latency: Mapping[str, float] = field(default_factory=dict)
     compute_per_token: Mapping[str, float] = field(default_factory=dict)
+    unfrozen: bool = False
 
     def __post_init__(self) -> None:
         for method, k in self.at:
@@ -548,7 +557,9 @@ class _FaultyTrainingClient:
         return self.faults.call(  # type: ignore[no-any-return]
             "save_weights_and_get_sampling_client",
             lambda: self.inner.save_weights_and_get_sampling_client(name),
-            lambda sc: _FaultySamplingClient(sc, self.faults),
+            lambda sc: _FaultySamplingClient(
+                sc, self.faults, self.inner if self.faults.plan.unfrozen else None
+            ),
         )
 
     def get_tokenizer(self) -> Any:
@@ -560,22 +571,43 @@ def _tokens(data: Sequence[types.Datum]) -> int:
 
 
 class _FaultySamplingClient:
-    def __init__(self, inner: SamplingClient, faults: FaultyService) -> None:
+    """A sampler under the plan; with ``follow`` (a plan's ``unfrozen``), each call is answered from a new
+    snapshot of that training client's current weights instead of from ``inner``."""
+
+    def __init__(
+        self, inner: SamplingClient, faults: FaultyService, follow: TrainingClient | None = None
+    ) -> None:
         self.inner = inner
         self.faults = faults
+        self.follow = follow
 
     def __getattr__(self, name: str) -> Any:  # state, policy, ... of the wrapped sampler
         return getattr(self.inner, name)
+
+    def _on_weights(self, ask: Callable[[SamplingClient], Future[Any]]) -> Future[Any]:
+        """``ask(sampler)`` on this sampler's weights: its snapshot, or (following) the trainer's now."""
+        if self.follow is None:
+            return ask(self.inner)
+        snapshot = self.follow.save_weights_and_get_sampling_client(None)
+        if isinstance(snapshot, CompletedFuture):
+            return ask(snapshot.result())
+
+        async def later() -> Any:
+            return await ask(await snapshot)
+
+        return AwaitableFuture(later())
 
     def sample(
         self, prompt: types.ModelInput, num_samples: int, sampling_params: types.SamplingParams
     ) -> Future[types.SampleResponse]:
         return self.faults.call(  # type: ignore[no-any-return]
-            "sample", lambda: self.inner.sample(prompt, num_samples, sampling_params)
+            "sample", lambda: self._on_weights(lambda s: s.sample(prompt, num_samples, sampling_params))
         )
 
     def compute_logprobs(self, prompt: types.ModelInput) -> Future[list[float | None]]:
-        return self.faults.call("compute_logprobs", lambda: self.inner.compute_logprobs(prompt))  # type: ignore[no-any-return]
+        return self.faults.call(  # type: ignore[no-any-return]
+            "compute_logprobs", lambda: self._on_weights(lambda s: s.compute_logprobs(prompt))
+        )
 
 
 def with_faults(service: ServiceClient, plan: FaultPlan) -> tuple[ServiceClient, FaultyService]:
