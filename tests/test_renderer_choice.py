@@ -184,3 +184,36 @@ def test_a_byte_tokenizer_with_a_template_prefers_the_template_under_auto(served
 def test_a_bpe_of_another_size_is_not_the_byte_tokenizer(folders: dict[str, Path]) -> None:
     with pytest.raises(ValueError, match=r"--renderer byte needs the byte tokenizer .* found a \w+ with a"):
         choose_renderer("byte", load_tokenizer(folders["chat"]), model="local-bpe")
+
+
+def test_the_config_key_names_the_same_choices_as_the_flag() -> None:
+    from typing import get_args, get_type_hints
+
+    from adapters.cli.train import RENDERERS
+    from adapters.tinker.config import TrainConfig
+    from adapters.tinker.renderers import RENDERER_KINDS
+
+    assert get_args(get_type_hints(TrainConfig)["renderer"]) == RENDERERS == RENDERER_KINDS
+    assert TrainConfig().renderer == "auto"
+    with pytest.raises(ValueError, match=r"config key renderer must be one of 'auto', 'byte', 'chat'"):
+        TrainConfig.from_mapping({"renderer": "bytes"})
+
+
+def test_run_training_without_a_renderer_takes_the_config_keys(tmp_path: Path) -> None:
+    """The library path honours the key too: ``chat`` on the fake's byte tokenizer is refused naming the
+    model; ``byte`` trains with the byte renderer."""
+    import asyncio
+
+    from adapters.tinker.config import TrainConfig
+    from adapters.tinker.fake import FakeServiceClient
+    from adapters.tinker.train import run_training
+
+    def config(renderer: str, name: str) -> TrainConfig:
+        keys = {"steps": 1, "batch_size": 1, "num_agents": 2, "max_rounds": 1, "max_tokens": 64}
+        keys.update(eval_every=0, eval_questions=0, renderer=renderer, out=str(tmp_path / name))
+        return TrainConfig.from_mapping(keys)
+
+    with pytest.raises(ValueError, match=r"model 'tiny': --renderer chat needs .* the byte tokenizer"):
+        asyncio.run(run_training(config("chat", "chat"), FakeServiceClient(seed=0)))
+    result = asyncio.run(run_training(config("byte", "byte"), FakeServiceClient(seed=0)))
+    assert [m["step"] for m in result.metrics] == [0]

@@ -160,6 +160,11 @@ def test_local_tiny_run_through_the_cli_evaluates_and_reports(
             assert isinstance(line[name], float), (line["step"], name)
     assert abs(lines[1]["optim/kl_sample_train_v1"]) < 1e-3  # same weights, same logprobs
     assert (run / "service").is_dir() and "Traceback" not in (run / "serve.log").read_text()
+    # the saved state is remote (tinker://): read back from its run's checkpoint list before it counted
+    last = sorted((run / "checkpoints").glob("step-*"))[-1]
+    loop_state = json.loads((last / "loop_state.json").read_text())
+    assert loop_state["state_path"].startswith("tinker://")
+    assert loop_state["state_check"]["listed"] is True and loop_state["state_check"]["size"] > 0
     ids = _transcript_ids(run)
     assert ids and len(ids) == len(set(ids))
     out = tmp_path / "curves.html"
@@ -457,6 +462,32 @@ def test_a_renderer_that_cannot_fit_is_refused_before_the_run_directory(
     assert main(["train", "--service", "fake", "--renderer", "chat", "--out", str(run)]) == 2
     assert "model 'tiny'" in capsys.readouterr().err
     assert not run.exists()
+
+
+def test_the_renderer_config_key_is_refused_before_the_run_directory_and_the_flag_overrides_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``renderer`` in a config file chooses as ``--renderer`` does (a tokenizer that does not fit it is
+    refused before the run directory exists); the flag, when given, wins; a resume keeps the run's value,
+    as every key outside the resumable ones."""
+    config = tmp_path / "train.toml"
+    config.write_text('renderer = "chat"\n')
+    run = tmp_path / "run"
+    base = [*FAKE, "--steps", "1", "--config", str(config)]
+    assert main([*base, "--out", str(run)]) == 2
+    assert "model 'tiny': --renderer chat needs a tokenizer with a chat template" in capsys.readouterr().err
+    assert not run.exists()
+    config.write_text('renderer = "bytes"\n')
+    assert main([*base, "--out", str(run)]) == 2
+    assert "config key renderer must be one of 'auto', 'byte', 'chat', got 'bytes'" in capsys.readouterr().err
+    config.write_text('renderer = "chat"\n')
+    assert main([*base, "--renderer", "byte", "--out", str(run)]) == 0
+    assert json.loads((run / "run.json").read_text())["config"]["renderer"] == "byte"
+    resume = ["train", "--service", "fake", "--resume", str(run), "--steps", "2"]
+    assert main([*resume, "--renderer", "auto"]) == 2
+    assert "renderer: run has 'byte', given 'auto'" in capsys.readouterr().err
+    assert main(resume) == 0
+    assert _steps(run) == [0, 1]
 
 
 def test_a_broken_service_contract_ends_the_run_before_step_0(

@@ -42,7 +42,8 @@ from kernel.checks import did_you_mean
 __all__ = ["EXIT_NOTHING_TO_TRAIN", "EXIT_SERVICE", "LOCAL_MODELS", "add_parser", "run"]
 
 RENDERERS = ("auto", "byte", "chat")
-"""``--renderer`` choices (:func:`adapters.tinker.renderers.choose_renderer`)."""
+"""``--renderer`` choices, the values of the config key ``renderer``
+(:func:`adapters.tinker.renderers.choose_renderer`)."""
 
 LOCAL_MODELS = ("tiny", "small", "base")
 """Model names served by the local service (anything else with TINKER_API_KEY goes to Tinker)."""
@@ -163,9 +164,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--renderer",
         choices=RENDERERS,
-        default="auto",
+        default=None,
         help="the chat format: auto (the tokenizer's chat template when it has one, the byte renderer for "
-        "the byte tokenizer), byte or chat (default auto)",
+        "the byte tokenizer), byte or chat; overrides the config key renderer (default 'auto')",
     )
     p.add_argument(
         "--skip-checks",
@@ -210,6 +211,8 @@ def _is_local(kind: str, config: TrainConfig) -> bool:
 def _plain_config(args: argparse.Namespace, *, base: TrainConfig | None = None) -> TrainConfig:
     """The config of the flags over the ``--config`` file over ``base`` (with ``--resume``: the run's)."""
     overrides: dict[str, Any] = {k: getattr(args, k) for k in _FLAGS if getattr(args, k) is not None}
+    if args.renderer is not None:
+        overrides["renderer"] = args.renderer
     if args.resume:
         if args.out and Path(args.out) != Path(args.resume):
             raise ValueError("--out and --resume name different directories")
@@ -421,7 +424,7 @@ def run(args: argparse.Namespace) -> int:
             service = _service(args.service, config, stack)
             if not args.resume:
                 check_service(config, service)
-            renderer = _renderer(args.renderer, service, config)
+            renderer = _renderer(config.renderer, service, config)
         except ValueError as e:
             print(f"debate-kernel train: {e}", file=sys.stderr)
             return 2

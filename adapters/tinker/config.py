@@ -115,6 +115,11 @@ class TrainConfig:
       history_rounds: earlier rounds shown in an observation (−1 all, 0 none, K the last K).
       observation: ``"default"``, ``"reference"`` or ``"compact"`` (``kernel.OBSERVATION_PRESETS``).
       parse_policy: ``"robust"`` or ``"reference"``.
+      renderer: the chat format of the model's prompts (:func:`adapters.tinker.renderers.choose_renderer`):
+        ``"auto"`` the tokenizer's chat template when it has one, else the byte renderer for the byte
+        tokenizer; ``"byte"`` the byte renderer; ``"chat"`` the chat template. ``debate-kernel train``
+        refuses a tokenizer that does not fit before it makes the run directory; ``--renderer`` overrides
+        the key.
       reward_mode: ``"win_rate"`` or ``"win_minus_loss"``.
       correctness_weight: reward = pairwise + correctness_weight × (solution correct); needs answers.
       estimator: an advantage spec of ``debate-kernel score --estimator`` (a preset of
@@ -193,6 +198,7 @@ class TrainConfig:
     history_rounds: int = 2
     observation: Literal["default", "reference", "compact"] = "default"
     parse_policy: Literal["robust", "reference"] = "robust"
+    renderer: Literal["auto", "byte", "chat"] = "auto"
     reward_mode: Literal["win_rate", "win_minus_loss"] = "win_rate"
     correctness_weight: float = 0.0
     estimator: str = "tinker"

@@ -59,7 +59,7 @@ from adapters.tinker.prepare import (
     rl_stages,
 )
 from adapters.tinker.protocol import SamplingClient, ServiceClient, TrainingClient
-from adapters.tinker.renderers import ByteRenderer, Renderer
+from adapters.tinker.renderers import Renderer, choose_renderer
 from adapters.tinker.rollouts import (
     END_REASONS,
     DebateResult,
@@ -69,7 +69,6 @@ from adapters.tinker.rollouts import (
     transcript_columns,
 )
 from adapters.tinker.streaming import PartTracker, part_bounds
-from adapters.tinker.tokenizers import ByteTokenizer
 from adapters.tinker.transcript_writer import TranscriptWriter
 
 __all__ = [
@@ -688,8 +687,8 @@ async def run_training(
       config: the :class:`~adapters.tinker.config.TrainConfig`; ``config.out`` is the run directory.
       service_client: anything with the :class:`~adapters.tinker.protocol.ServiceClient` surface.
       resume: continue the run in ``config.out`` from its last complete checkpoint (keyword).
-      renderer: the chat format; default a :class:`ByteRenderer` when the tokenizer is a
-        :class:`ByteTokenizer` (else pass one).
+      renderer: the chat format; default the one the config key ``renderer`` chooses for the training
+        client's tokenizer (:func:`~adapters.tinker.renderers.choose_renderer`).
       progress: called after each step's metrics line with ``(step, total_steps, record)``.
       clock: the clock of the ``time/*`` metrics.
       boundary: where every service call goes through (:mod:`adapters.tinker.boundary`); default one with
@@ -703,8 +702,9 @@ async def run_training(
         run needs a new or empty one), or a checkpoint that cannot be resumed (naming its file).
       adapters.tinker.dataset.DatasetError: a bad dataset, or one without answers where the config
         needs them (:func:`check_answers`).
-      ValueError: a service that cannot start the run (:func:`check_service`); both before the run
-        directory is made.
+      ValueError: a service that cannot start the run (:func:`check_service`), before the run directory
+        is made; with no ``renderer``, a tokenizer that does not fit the config's ``renderer`` (found
+        once the training client exists: ``debate-kernel train`` chooses before the run directory).
       ServiceError: a service call failed for good (retries ran out, a permanent error, a bad reply or a
         save that fails its read-back), naming the call, the step and the cause; the run directory stays
         resumable from its last checkpoint.
@@ -783,12 +783,7 @@ async def _run_training(
         training = await _new_training_client(service_client, config, boundary)
         kept = ck.truncate_metrics(run.run_dir, 0) if resume else []
     if renderer is None:
-        tokenizer = training.get_tokenizer()
-        if not isinstance(tokenizer, ByteTokenizer):
-            raise TypeError(
-                "pass a renderer (e.g. ChatTemplateRenderer) for a tokenizer other than ByteTokenizer"
-            )
-        renderer = ByteRenderer(tokenizer)
+        renderer = choose_renderer(config.renderer, training.get_tokenizer(), model=config.model)
     if boundary.vocab_size is None:
         boundary.vocab_size = _vocab_size(training.get_tokenizer())
     if config.warm_start_steps > 0:
