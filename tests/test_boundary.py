@@ -536,3 +536,50 @@ def test_the_progress_line_shows_debates_ended_early_and_retries() -> None:
     record |= {"env/all/end/sampler_bad_reply": 2, "service/retries": 3.0, "time/total": 0.5}
     _progress(stream)(0, 2, record)
     assert stream.getvalue() == "step 1/2  rl  ended early 2 (sampler_bad_reply)  retries 3  0.50s\n"
+
+
+def test_a_remote_save_is_read_back_from_its_runs_checkpoint_list(tmp_path: Path) -> None:
+    """A ``tinker://`` state counts as saved only once its run's checkpoint list (the SDK's REST client)
+    holds it: missing once, it is saved again; missing twice, the run stops naming it; a resume checks
+    it is still listed at the recorded size."""
+    from datetime import UTC, datetime
+
+    from adapters.tinker.train import _save_verified
+
+    path = "tinker://run-1/weights/step-000002"
+
+    def entry(size: int) -> types.Checkpoint:
+        return types.Checkpoint(
+            checkpoint_id="weights/step-000002",
+            checkpoint_type="training",
+            time=datetime.now(UTC),
+            tinker_path=path,
+            size_bytes=size,
+        )
+
+    class Training:
+        saves = 0
+
+        def save_state(self, name: str) -> CompletedFuture[types.SaveWeightsResponse]:
+            self.saves += 1
+            return CompletedFuture(types.SaveWeightsResponse(path=path))
+
+    class Rest:
+        def __init__(self, *listings: list[types.Checkpoint]) -> None:
+            self.listings, self.asked = list(listings), []
+
+        def list_checkpoints(self, run_id: str) -> CompletedFuture[types.CheckpointsListResponse]:
+            self.asked.append(run_id)
+            return CompletedFuture(types.CheckpointsListResponse(checkpoints=self.listings.pop(0)))
+
+    training, rest = Training(), Rest([], [entry(4096)])
+    _, record = asyncio.run(_save_verified(_boundary(), training, "step-000002", 2, rest))  # type: ignore[arg-type]
+    assert record == {"listed": True, "size": 4096} and training.saves == 2 and rest.asked == ["run-1"] * 2
+    with pytest.raises(ServiceError, match="unverified") as stopped:
+        asyncio.run(_save_verified(_boundary(), Training(), "step-000002", 2, Rest([], [entry(0)])))  # type: ignore[arg-type]
+    assert "0 bytes" in str(stopped.value) and "step 2" in str(stopped.value)
+    where = tmp_path / "loop_state.json"
+    ck.check_listed_state(path, record, [entry(4096)], checkpoint=where)
+    for listing, problem in (([], "not in the service's checkpoint list"), ([entry(10)], "10 bytes")):
+        with pytest.raises(ck.CheckpointError, match=problem):
+            ck.check_listed_state(path, record, listing, checkpoint=where)

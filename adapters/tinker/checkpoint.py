@@ -45,13 +45,16 @@ __all__ = [
     "CheckpointError",
     "RunInfo",
     "append_metrics",
+    "check_listed_state",
     "check_saved_state",
     "ended_path",
     "init_run",
     "latest_checkpoint",
+    "listed_state",
     "local_file",
     "read_metrics",
     "read_run",
+    "remote_run_id",
     "save_checkpoint",
     "saved_path",
     "stored_path",
@@ -430,6 +433,84 @@ def check_saved_state(path: str, recorded: Any, *, checkpoint: Path) -> None:
         raise CheckpointError(
             f"checkpoint {checkpoint}: cannot load its saved state {path}: it is not the file the run saved "
             f"({len(data)} bytes now, {recorded.get('size')} then, or another checksum)"
+        )
+
+
+def remote_run_id(path: str) -> str | None:
+    """The training run of a ``tinker://RUN/KIND/NAME`` path (the id its checkpoint list is asked by);
+    None for any other path.
+
+    Examples:
+        >>> remote_run_id("tinker://run-7/weights/step-000004"), remote_run_id("fake:///a/b.json")
+        ('run-7', None)
+    """
+    if not path.startswith("tinker://"):
+        return None
+    run, _, rest = path.removeprefix("tinker://").partition("/")
+    return run if run and rest else None
+
+
+def listed_state(path: str, listing: Any) -> dict[str, Any]:
+    """Reads back a remote state (``tinker://``) the service says it saved: it must be in its training
+    run's checkpoint list (``RestClient.list_checkpoints``, given as ``listing``: the SDK's
+    ``CheckpointsListResponse`` or a list of its ``Checkpoint``), and not empty when the list gives its
+    size. Returns ``{"listed": True, "size": bytes or None}`` to record with the checkpoint.
+
+    Raises:
+        CheckpointError: the state is not listed, or is listed with 0 bytes (naming it).
+
+    Examples:
+        >>> from datetime import datetime, UTC
+        >>> from tinker import types
+        >>> saved = types.Checkpoint(checkpoint_id="weights/s1", checkpoint_type="training",
+        ...     time=datetime.now(UTC), tinker_path="tinker://r/weights/s1", size_bytes=4096)
+        >>> listed_state("tinker://r/weights/s1", [saved])
+        {'listed': True, 'size': 4096}
+        >>> listed_state("tinker://r/weights/s2", [saved])  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        adapters.tinker.checkpoint.CheckpointError: saved state tinker://r/weights/s2 is not in ...
+    """
+    entries = getattr(listing, "checkpoints", listing)
+    found = [c for c in entries if getattr(c, "tinker_path", None) == path]
+    if not found:
+        raise CheckpointError(
+            f"saved state {path} is not in the service's checkpoint list of run {remote_run_id(path)!r} "
+            f"({len(entries)} listed): the save was reported but cannot be found"
+        )
+    size = found[-1].size_bytes
+    if size == 0:
+        raise CheckpointError(f"saved state {path} is unusable: the service lists it with 0 bytes")
+    return {"listed": True, "size": size}
+
+
+def check_listed_state(path: str, recorded: Any, listing: Any, *, checkpoint: Path) -> None:
+    """Checks a remote saved state against what its checkpoint recorded (:func:`listed_state`): still
+    listed, and of the recorded size when both sizes are known. Nothing when the checkpoint recorded no
+    listing (a local state, or a run from before this check).
+
+    Raises:
+        CheckpointError: the state is gone from the list or changed size (naming the checkpoint).
+
+    Examples:
+        >>> from pathlib import Path
+        >>> path, where = "tinker://r/weights/s1", Path("c")
+        >>> check_listed_state(path, {"size": 8}, [], checkpoint=where)  # recorded no listing
+        >>> try:
+        ...     check_listed_state(path, {"listed": True, "size": 8}, [], checkpoint=where)
+        ... except CheckpointError as e:
+        ...     print(str(e)[:60])
+        checkpoint c: cannot load its saved state tinker://r/weights
+    """
+    if not (isinstance(recorded, dict) and recorded.get("listed")):
+        return
+    try:
+        now = listed_state(path, listing)
+    except CheckpointError as e:
+        raise CheckpointError(f"checkpoint {checkpoint}: cannot load its saved state {path}: {e}") from None
+    if None not in (now["size"], recorded.get("size")) and now["size"] != recorded.get("size"):
+        raise CheckpointError(
+            f"checkpoint {checkpoint}: cannot load its saved state {path}: the service lists "
+            f"{now['size']} bytes, {recorded.get('size')} when it was saved"
         )
 
 

@@ -22,6 +22,7 @@ import json
 import math
 import random
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -214,6 +215,7 @@ class _Shell:
     writing: set[asyncio.Task[None]] = field(default_factory=set)  # transcript writes not finished
     collector: CollectorPause = field(default_factory=lambda: CollectorPause())
     empty: list[dict[str, int]] = field(default_factory=list)  # why each consecutive empty RL step was
+    rest: Any = None  # the SDK's REST client, which lists remote saved states (_rest_client)
 
     @property
     def rollout_config(self) -> RolloutConfig:
@@ -642,7 +644,7 @@ class _Shell:
         Raises:
           ServiceError: the save failed, or its file failed the read-back twice (cause ``unverified``).
         """
-        return await _save_verified(self.boundary, self.training, name, step)
+        return await _save_verified(self.boundary, self.training, name, step, self.rest)
 
     async def save(self, step: int, saved: pl.LoopState) -> None:
         if self.writing:  # a checkpoint implies the transcripts of every step it covers are on disk
@@ -772,8 +774,13 @@ async def _run_training(
     rae = np.zeros(config.num_agents, dtype=np.float64)
     fixed_state_path: str | None = None
     fixed_client: TrainingClient | None = None
+    rest = _rest_client(service_client)
     if latest is not None:
         saved = _saved_loop(run, latest, config.num_agents)
+        recorded = latest.state.get("state_check")
+        if rest is not None and isinstance(recorded, dict) and recorded.get("listed"):
+            listing = await _listing(boundary, rest, saved.state_path, "restore", None)
+            ck.check_listed_state(saved.state_path, recorded, listing, checkpoint=latest.path / ck.LOOP_STATE)
         training = await _restore(service_client, saved.state_path, latest, boundary)
         if saved.fixed_state_path is not None:
             fixed_client = await _restore(service_client, saved.fixed_state_path, latest, boundary)
@@ -794,7 +801,7 @@ async def _run_training(
         fixed = await boundary.call("refresh", fixed_client.save_weights_and_get_sampling_client)
     elif config.warm_start_steps == 0:
         fixed = sampler
-        fixed_state_path = (await _save_verified(boundary, training, "fixed", None))[0].path
+        fixed_state_path = (await _save_verified(boundary, training, "fixed", None, rest))[0].path
     shell = _Shell(
         config,
         service_client,
@@ -811,6 +818,7 @@ async def _run_training(
         boundary,
     )
     shell.metrics = list(kept)
+    shell.rest = rest
     shell.last_end = clock()
     plan = pl.PlanConfig(
         total_steps=config.total_steps,
@@ -974,20 +982,47 @@ def _vocab_size(tokenizer: Any) -> int | None:
         return int(size) if isinstance(size, int) else None
 
 
+def _rest_client(service_client: ServiceClient) -> Any:
+    """The SDK's REST client of ``service_client``'s server (it lists a training run's saved states), or
+    None for a service without one (the in-repo fake and the in-process service save local files, read
+    back directly). SDK 0.38 deprecates ``ServiceClient.create_rest_client`` in favour of
+    ``tinker.RestClient(base_url=, api_key=)``, which would need the URL and key the caller gave the
+    service client; the deprecated method reaches the same server with the same key, so it is used,
+    quietly, while it exists (without it, remote states are not read back)."""
+    make = getattr(service_client, "create_rest_client", None)
+    if not callable(make):
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        return make()
+
+
+async def _listing(boundary: Boundary, rest: Any, path: str, kind: str, step: int | None) -> Any:
+    """The checkpoint list of the training run that saved the remote state ``path``, through the boundary
+    under ``kind``'s deadline and retries."""
+    run_id = ck.remote_run_id(path)
+    return await boundary.call(kind, lambda: rest.list_checkpoints(run_id), step=step)
+
+
 async def _save_verified(
-    boundary: Boundary, training: TrainingClient, name: str, step: int | None
+    boundary: Boundary, training: TrainingClient, name: str, step: int | None, rest: Any = None
 ) -> tuple[types.SaveWeightsResponse, dict[str, Any] | None]:
-    """``save_state(name)`` through the boundary, read back (:func:`checkpoint.verify_saved_state`); a
-    save that fails the read-back is made once more. Returns the reply and the file's size and checksum
-    (None for a remote path).
+    """``save_state(name)`` through the boundary, read back: a local file as resume will load it
+    (:func:`checkpoint.verify_saved_state`), a remote state (``tinker://``) in its run's checkpoint list
+    when ``rest`` is the SDK's REST client (:func:`checkpoint.listed_state`). A save that fails the
+    read-back is made once more. Returns the reply and what the checkpoint records of the state (size
+    and checksum of a file, the listed size of a remote state; None when nothing could be read back).
 
     Raises:
-      ServiceError: the save failed, or its file failed the read-back twice (cause ``unverified``).
+      ServiceError: the save failed, or its state failed the read-back twice (cause ``unverified``).
     """
     problem = ""
     for _ in range(2):
         response = await boundary.call("save_state", lambda: training.save_state(name), step=step)
         try:
+            if rest is not None and ck.remote_run_id(response.path) is not None:
+                listing = await _listing(boundary, rest, response.path, "save_state", step)
+                return response, ck.listed_state(response.path, listing)
             return response, await asyncio.to_thread(ck.verify_saved_state, response.path)
         except ck.CheckpointError as e:
             problem = str(e)
