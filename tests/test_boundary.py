@@ -93,14 +93,14 @@ def _steps(run: Path) -> list[int]:
 
 
 def _debate_ids(run: Path) -> Counter[str]:
-    """Every debate of every step's records: transcripts and ended-early files."""
+    """Every debate record of every step's transcript file: the debates read, and the records without
+    turns (debates that ended before their first turn), which the reader names ``no_turns``."""
     ids: Counter[str] = Counter()
     for path in sorted((run / ck.TRANSCRIPTS).glob("step-*.jsonl")):
         step = path.name.split(".")[0]
-        if path.name.endswith(".ended.jsonl"):
-            names = [json.loads(line)["id"] for line in path.read_text().splitlines()]
-        else:
-            names = [d.id for d in read_transcripts(path.read_bytes()).debates]
+        read = read_transcripts(path.read_bytes())
+        assert {e.reason for e in read.errors} <= {"no_turns"}, read.errors
+        names = [d.id for d in read.debates] + [str(e.debate_id) for e in read.errors]
         ids.update(f"{step}/{name}" for name in names)
     return ids
 
@@ -360,10 +360,14 @@ def test_each_malformed_sample_ends_its_debate_with_a_named_reason(tmp_path: Pat
     )
     record = result.metrics[0]
     assert record["env/all/end/sampler_bad_reply"] == 1 and record["env/all/ended_early"] == 1
-    ended = ck.ended_path(config.out, 0)
-    assert ended.exists()  # the first sample of a debate: no turn, so its record is here
-    line = json.loads(ended.read_text())
-    assert line["end_reason"] == "sampler_bad_reply" and line["detail"].startswith("bad_reply: ")
+    # the first sample of a debate: its record has no turn, and says why
+    lines = [json.loads(x) for x in ck.transcript_path(config.out, 0).read_text().splitlines()]
+    ended = [x for x in lines if not x["turns"]]
+    assert len(lines) == 2 and len(ended) == 1
+    assert ended[0]["meta"]["end_reason"] == "sampler_bad_reply"
+    assert ended[0]["meta"]["detail"].startswith("bad_reply: ")
+    errors = read_transcripts(ck.transcript_path(config.out, 0).read_bytes()).errors
+    assert [(e.reason, e.debate_id) for e in errors] == [("no_turns", ended[0]["id"])]
     _assert_exactly_once(Path(config.out), 1, 2)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
@@ -175,12 +176,12 @@ def test_service_failures_end_only_their_debate() -> None:
         assert "InjectedError" in batch.results[0].detail
         for r in batch.results:
             _check_ended(r)
-        # the first three ended before any turn: no transcript line, nothing else lost
+        # the first three ended before any turn: lines without turns that say why, nothing else lost
         assert [len(r.turns) for r in batch.results[:3]] == [0, 0, 0]
-        with pytest.raises(ValueError, match="before its first turn"):
-            batch.results[0].to_transcript()
+        assert batch.results[0].to_transcript().meta["end_reason"] == "sampler_error"
         read = read_transcripts("\n".join(transcript_lines(batch.results)))
-        assert read.errors == () and [d.id for d in read.debates] == [s.id for s in specs[3:]]
+        assert [(e.reason, e.debate_id) for e in read.errors] == [("no_turns", s.id) for s in specs[:3]]
+        assert [d.id for d in read.debates] == [s.id for s in specs[3:]]
         assert score(read.debates).errors == ()
         assert len(faults.injected) == 4
 
@@ -522,8 +523,10 @@ def test_odd_sampler_output_ends_its_own_debate_and_nothing_else() -> None:
     assert by_id["ok"].state.done and by_id["ok"].end_reason != "sampler_error"
     lines = transcript_lines(batch.results)
     read = read_transcripts(lines)
-    assert not by_id["bad"].turns  # ended before its first turn: a transcript has no line for it
-    assert not read.errors and [d.id for d in read.debates] == ["ok", "nan"]
+    assert not by_id["bad"].turns  # ended before its first turn: its line has no turn, and says why
+    assert [(e.reason, e.debate_id) for e in read.errors] == [("no_turns", "bad")]
+    assert json.loads(lines[0])["meta"]["end_reason"] == "sampler_error"
+    assert [d.id for d in read.debates] == ["ok", "nan"]
     assert by_id["nan"].turns[0].arrays is None
     assert read.debates[1].turns[0].action_tokens is None  # its text kept, its tokens not
 

@@ -47,7 +47,6 @@ __all__ = [
     "append_metrics",
     "check_listed_state",
     "check_saved_state",
-    "ended_path",
     "init_run",
     "latest_checkpoint",
     "listed_state",
@@ -310,19 +309,6 @@ def transcript_path(run_dir: str | Path, step: int) -> Path:
         'runs/a/transcripts/step-000012.jsonl'
     """
     return Path(run_dir, TRANSCRIPTS, _step_name(step, ".jsonl"))
-
-
-def ended_path(run_dir: str | Path, step: int) -> Path:
-    """Where a run records the debates of step ``step`` that ended before their first turn (a transcript
-    needs one): ``transcripts/step-NNNNNN.ended.jsonl``, one JSON object a debate (``id``, ``question``,
-    ``end_reason``, ``detail``, ``policy_version``, ``policy_roles``, ``group``, ``answer``). Not a
-    transcript file (:func:`transcript_files` leaves it out).
-
-    Examples:
-        >>> ended_path("runs/a", 12).as_posix()
-        'runs/a/transcripts/step-000012.ended.jsonl'
-    """
-    return Path(run_dir, TRANSCRIPTS, _step_name(step, ".ended.jsonl"))
 
 
 def local_file(path: str) -> Path | None:

@@ -299,11 +299,9 @@ class DebateResult:
         """The debate in the ``debate-transcript/1`` format, tokens and logprobs included.
 
         ``meta`` holds ``policy_version``, ``policy_roles``, ``end_reason``, ``detail``, ``group`` and the
-        reference ``answer`` (when known); ``dumps_debate(result.to_transcript())`` gives the line.
-
-        Raises:
-            ValueError: if the debate ended before its first turn (the format needs at least one turn);
-                :func:`transcript_lines` skips those.
+        reference ``answer`` (when known); ``dumps_debate(result.to_transcript())`` gives the line. A
+        debate that ended before its first turn (its first sample failed) has no turns: its record still
+        says why in ``meta``, and readers report it as ``no_turns`` (nothing to score) with its id.
         """
         turns = tuple(_transcript_turn(t) for t in self.turns)
         return Debate(
@@ -321,15 +319,7 @@ class DebateResult:
         return self.spec.id or f"debate-{self.index}"
 
     def transcript_meta(self) -> dict[str, Any]:
-        """The transcript's ``meta`` (see :meth:`to_transcript`).
-
-        Raises:
-            ValueError: if the debate ended before its first turn.
-        """
-        if not self.turns:
-            raise ValueError(
-                f"debate {self.index} ended ({self.end_reason}) before its first turn: no transcript"
-            )
+        """The transcript's ``meta`` (see :meth:`to_transcript`)."""
         meta: dict[str, Any] = {
             "policy_version": self.policy_version,
             "policy_roles": list(self.spec.policy_roles),
@@ -364,10 +354,8 @@ def _transcript_turn(turn: RolloutTurn) -> TranscriptTurn:
 def transcript_columns(results: Sequence[DebateResult]) -> TranscriptColumns:
     """The transcripts of ``results`` as :class:`TranscriptColumns`: ``columns.debates()`` equals
     ``[r.to_transcript() for r in results]``, built from the turns' token arrays (:attr:`RolloutTurn.arrays`)
-    by concatenation, without a Python object per token.
-
-    Raises:
-        ValueError: if a debate ended before its first turn (as :meth:`DebateResult.to_transcript`).
+    by concatenation, without a Python object per token. A debate that ended before its first turn has
+    no turns (its ``meta`` says why).
 
     Examples:
         >>> import asyncio
@@ -460,10 +448,10 @@ class RolloutsCancelled(asyncio.CancelledError):
 
 
 def transcript_lines(results: Iterable[DebateResult]) -> list[str]:
-    """One ``debate-transcript/1`` JSON line per debate that has a turn, in the given order.
+    """One ``debate-transcript/1`` JSON line per debate, in the given order.
 
-    A debate whose first sample failed has no turn and no line; it is still counted in
-    :attr:`RolloutBatch.end_counts` under its end reason.
+    A debate whose first sample failed has no turn: its line has ``"turns": []`` and its end reason and
+    detail in ``meta`` (readers report it as ``no_turns``, with its id: nothing to score, nothing lost).
 
     Examples:
         >>> import asyncio
@@ -479,7 +467,7 @@ def transcript_lines(results: Iterable[DebateResult]) -> list[str]:
         >>> debate.id, debate.meta["policy_version"], debate.meta["policy_roles"]
         ('q0', 3, [0, 1])
     """
-    return [dumps_debate(r.to_transcript()) for r in results if r.turns]
+    return [dumps_debate(r.to_transcript()) for r in results]
 
 
 def self_play(

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import math
 import random
 import time
@@ -421,18 +420,15 @@ class _Shell:
             self.unwritten = None
 
     async def write_transcripts(self, step: int, results: Sequence[DebateResult]) -> None:
-        """The step's transcripts; its debates that ended before their first turn (no transcript holds
-        them) go to :func:`checkpoint.ended_path`, so that every debate the metrics count has a record."""
+        """The step's transcripts, one record per debate the metrics count: a debate that ended before its
+        first turn is a record without turns whose ``meta`` says why (readers call it ``no_turns``)."""
         path = ck.transcript_path(self.run.run_dir, step)
-        played = [r for r in results if r.turns]
-        _write_ended(self.run.run_dir, step, [r for r in results if not r.turns])
         # columns cost a few ms on the loop; the debates are built where they are encoded
-        columns = transcript_columns(played)
-        del results
+        columns = transcript_columns(results)
         # The step's rollouts die with this reference (the step's other holders let go at the submission):
         # freeing their objects takes ~3 ms, here while the service computes, not at the worker's reply,
         # which comes in the middle of the next batch's sampling and would delay its turns.
-        del played
+        del results
         await self.writer.write(path, columns)
 
     async def kl_penalty(self, prepared: Prepared, step: int) -> tuple[float, int]:
@@ -1055,30 +1051,6 @@ def _end_counts(results: Sequence[DebateResult]) -> dict[str, int]:
         counts[f"env/all/end/{r.end_reason}"] += 1
     counts["env/all/ended_early"] = sum(1 for r in results if r.end_reason in _SERVICE_ENDS)
     return counts
-
-
-def _write_ended(run_dir: Path, step: int, ended: Sequence[DebateResult]) -> None:
-    """The step's debates that ended before their first turn, one JSON line each
-    (:func:`checkpoint.ended_path`); no file when there are none (a stale one from before a resume goes)."""
-    path = ck.ended_path(run_dir, step)
-    if not ended:
-        path.unlink(missing_ok=True)
-        return
-    lines = []
-    for r in ended:
-        record: dict[str, Any] = {
-            "id": r.transcript_id,
-            "question": r.spec.question,
-            "end_reason": r.end_reason,
-            "detail": r.detail,
-            "policy_version": r.policy_version,
-            "policy_roles": list(r.spec.policy_roles),
-            "group": r.spec.group,
-        }
-        if r.spec.answer is not None:
-            record["answer"] = r.spec.answer
-        lines.append(json.dumps(record, ensure_ascii=False) + "\n")
-    ck.write_text_atomic(path, "".join(lines))
 
 
 def _mean_loss(outputs: Sequence[types.ForwardBackwardOutput], data: Sequence[tinker.Datum]) -> float:
