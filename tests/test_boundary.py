@@ -281,12 +281,20 @@ def test_a_hung_call_under_training_is_retried_or_named_and_the_run_resumes(
     method, index = HUNG[kind]
     config = _config(tmp_path, steps=2, save_every=1, kl_penalty_coef=0.1, retry_attempts=2)
     plan = FaultPlan(at={(method, index): Fault("hang")})
-    if kind in ("forward_backward", "optim_step"):  # never replayed: the run stops, --resume continues
+    if kind in ("forward_backward", "optim_step"):  # never replayed in place: restarted from step 0's
+        # checkpoint in the same run (as --resume would), once; hung at every later call, the run stops
+        result = _train(config, _service(tmp_path, plan), hung={kind: HANG_S})
+        assert [m["step"] for m in result.metrics] == [0, 1]
+        assert result.metrics[1][f"service/retries/{kind}/deadline"] == 1
+        _assert_exactly_once(Path(config.out), 2, 2)
+        again = tmp_path / "again"
+        config = _config(again, steps=2, save_every=1, kl_penalty_coef=0.1, retry_attempts=2)
+        always = FaultPlan(at={(method, k): Fault("hang") for k in range(index, index + 8)})
         with pytest.raises(ServiceError) as caught:
-            _train(config, _service(tmp_path, plan), hung={kind: HANG_S})
+            _train(config, _service(again, always), hung={kind: HANG_S})
         assert (caught.value.kind, caught.value.cause, caught.value.step) == (kind, "deadline", 1)
         assert _steps(Path(config.out)) == [0]
-        _train(config, _service(tmp_path), resume=True)
+        _train(config, _service(again), resume=True)
     else:
         result = _train(config, _service(tmp_path, plan), hung={kind: HANG_S})
         assert sum(m["service/retries"] for m in result.metrics) >= (0 if kind == "create" else 1)

@@ -23,9 +23,10 @@ authentication, permission and other 4xx errors, a reply that fails its check, a
 ``forward_backward`` and ``optim_step`` are never replayed in place (:data:`NOT_REPLAYED`): the loop
 submits a substep's two requests back to back, so a replayed ``forward_backward`` would land after the
 ``optim_step`` it belongs before, and an ``optim_step`` whose reply was lost may have been applied (its
-replay would apply it twice). Their failure ends the run with a :class:`ServiceError`; ``--resume``
-restarts from the last checkpoint, whose saved state holds exactly the updates it recorded, so no update
-is lost or applied twice.
+replay would apply it twice). Their failure raises a :class:`ServiceError` here; the training loop
+(:func:`adapters.tinker.train.run_training`) reconciles a transient one by restarting from the last
+checkpoint in the same run, as ``--resume`` would (at most ``retry_attempts − 1`` times in a row),
+whose saved state holds exactly the updates it recorded, so no update is lost or applied twice.
 """
 
 from __future__ import annotations
@@ -65,7 +66,8 @@ __all__ = [
 T = TypeVar("T")
 
 NOT_REPLAYED: Final = frozenset({"forward_backward", "optim_step"})
-"""Kinds of call never replayed after a failure (see the module docstring): the run ends instead."""
+"""Kinds of call never replayed in place after a failure (see the module docstring): the run restarts
+from its last checkpoint instead, or ends."""
 
 
 class TransientError(Exception):

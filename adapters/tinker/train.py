@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import math
 import random
 import time
@@ -38,6 +39,7 @@ from adapters.tinker import checkpoint as ck
 from adapters.tinker import planner as pl
 from adapters.tinker import transcript_writer
 from adapters.tinker.boundary import (
+    NOT_REPLAYED,
     Boundary,
     RetryPolicy,
     ServiceError,
@@ -79,6 +81,8 @@ __all__ = [
     "check_service",
     "run_training",
 ]
+
+_log = logging.getLogger(__name__)
 
 _SERVICE_ENDS: Final = frozenset(
     {"sampler_error", "sampler_timeout", "sampler_cancelled", "sampler_bad_reply"}
@@ -726,10 +730,34 @@ async def run_training(
     if boundary is None:
         policy = RetryPolicy(max_attempts=config.retry_attempts, max_total_s=config.retry_max_s)
         boundary = Boundary(config.call_deadlines, policy, rng=random.Random(config.seed))
-    try:
-        return await _run_training(config, service_client, resume, renderer, progress, clock, boundary)
-    except BaseExceptionGroup as group:  # a task's failure, unwrapped: one named error, not a group
-        raise _named(group) from None
+    failed: list[ServiceError] = []  # the restarts' causes since the run last got past a failed step
+    while True:
+        try:
+            return await _run_training(config, service_client, resume, renderer, progress, clock, boundary)
+        except BaseExceptionGroup as group:  # a task's failure, unwrapped: one named error, not a group
+            error = _named(group)
+        except ServiceError as e:
+            error = e
+        if not (isinstance(error, ServiceError) and _restartable(error, failed, config.retry_attempts)):
+            raise error from None
+        failed.append(error)
+        boundary.stats.retries[f"{error.kind}/{error.cause}"] += 1
+        _log.warning("%s; restarting from the last checkpoint (restart %d)", error, len(failed))
+        resume = True
+
+
+def _restartable(error: ServiceError, failed: list[ServiceError], attempts: int) -> bool:
+    """Whether a failed ``forward_backward`` / ``optim_step`` (never replayed in place:
+    :data:`~adapters.tinker.boundary.NOT_REPLAYED`) is retried by restarting the run from its last
+    checkpoint, in this process, as ``--resume`` would: when its failure is transient and fewer than
+    ``attempts − 1`` restarts were made since the run last got past the step of a failure (``failed`` is
+    cleared then). The checkpoint's saved state holds exactly the updates it recorded, so an update
+    whose reply was lost is neither lost nor applied twice."""
+    if error.kind not in NOT_REPLAYED or not error.transient:
+        return False
+    if failed and error.step is not None and all(f.step is not None and f.step < error.step for f in failed):
+        failed.clear()  # the run got past every step that failed before
+    return len(failed) < attempts - 1
 
 
 def _named(group: BaseExceptionGroup[BaseException]) -> BaseException:
