@@ -7,13 +7,14 @@ when the SDK polls ``retrieve_future``. A request the core cannot take raises :c
 which the shell sends as a 4xx; an exception raised by ``work`` becomes the future's
 ``RequestFailedResponse``.
 
-Every training run and every sampling session gets its own :class:`LocalServiceClient` with the
-server's seed, so a run on the server computes exactly what a fresh in-process service computes for
-the same calls (LoRA initialisation, sampling streams), whatever else the server is doing.
+Every training run and every sampling session gets its own service of the served model's engine
+(:mod:`adapters.serve.engine`: the local JAX service, or the in-repo fake) with the server's seed, so a
+run on the server computes exactly what a fresh in-process service computes for the same calls (LoRA
+initialisation, sampling streams), whatever else the server is doing.
 
 Paths: ``tinker://RUN/weights/NAME`` (``save_state``) is ``ROOT/runs/RUN/states/NAME.safetensors`` and
 ``tinker://RUN/sampler_weights/NAME`` (``save_weights_for_sampler``) is
-``ROOT/runs/RUN/weights/NAME.safetensors``, RUN being the model id.
+``ROOT/runs/RUN/weights/NAME.safetensors``, RUN being the model id (``.json`` for the fake engine).
 """
 
 from __future__ import annotations
@@ -30,8 +31,7 @@ import numpy as np
 from tinker import types
 from tinker.types.get_server_capabilities_response import SupportedModel
 
-from adapters.local import model as m
-from adapters.local.service import LocalSamplingClient, LocalServiceClient, LocalTrainingClient, serves
+from adapters.serve.engine import EngineSampler, EngineService, EngineTrainer, engine
 from adapters.tinker.futures import CompletedFuture
 
 __all__ = ["LOSSES", "Job", "ServeCore", "ServeError", "failure"]
@@ -84,13 +84,13 @@ def failure(exc: BaseException) -> types.RequestFailedResponse:
 @dataclass
 class _Run:
     session_id: str
-    service: LocalServiceClient
-    client: LocalTrainingClient
+    service: EngineService
+    client: EngineTrainer
 
 
 @dataclass
 class _Sampler:
-    client: LocalSamplingClient
+    client: EngineSampler
     base_model: str
     model_path: str | None
 
@@ -137,17 +137,17 @@ class ServeCore:
     """Sessions, training runs, samplers and checkpoints of one ``debate-kernel serve``.
 
     Args:
-        model: the model served: a size of :data:`adapters.local.model.SIZES` or a ``.safetensors``
-            weights file.
+        model: the model served: a size of :data:`adapters.local.model.SIZES`, a ``.safetensors``
+            weights file, or ``fake`` (:func:`adapters.serve.engine.engine`).
         root: the folder runs, checkpoints and sampler weights are written under.
-        seed: the seed of every run's and sampler's local service.
+        seed: the seed of every run's and sampler's service.
         tokenizer_id: what ``get_info`` reports as the tokenizer (see :mod:`adapters.serve.tokenizer`).
         served_names: other base-model names that mean ``model`` (keyword; default none), e.g. the hub
             name a third-party recipe sends: accepted wherever a base model is named, and listed by
             ``get_server_capabilities``.
 
     Raises:
-        ValueError: if ``model`` is neither a size nor an existing weights file, or a served name is empty.
+        ValueError: if ``model`` names no engine's model, or a served name is empty.
     """
 
     def __init__(
@@ -159,16 +159,11 @@ class ServeCore:
         tokenizer_id: str | None = None,
         served_names: Sequence[str] = (),
     ) -> None:
-        if not serves(model):
-            raise ValueError(
-                f"unknown model {model!r}: expected one of {sorted(m.SIZES)} "
-                "or the path of an existing .safetensors weights file"
-            )
+        self.engine = engine(model)
         if not all(isinstance(name, str) and name for name in served_names):
             raise ValueError(f"served_names must be non-empty strings, got {list(served_names)!r}")
         self.model, self.root, self.seed, self.tokenizer_id = model, root, seed, tokenizer_id
         self.served_names = tuple(dict.fromkeys(name for name in served_names if name != model))
-        self._cfg = m.SIZES[model] if model in m.SIZES else m.load_weights(model)[0]
         self._sessions: dict[str, bool] = {}  # session id -> still live
         self._runs: dict[str, _Run] = {}
         self._samplers: dict[str, _Sampler] = {}
@@ -192,7 +187,7 @@ class ServeCore:
         """The one model served, trainable and sampleable, under its name and each served name."""
         models = [
             SupportedModel(
-                model_name=name, max_context_length=self._cfg.max_seq_len, trainable=True, sampleable=True
+                model_name=name, max_context_length=self.engine.max_seq_len, trainable=True, sampleable=True
             )
             for name in (self.model, *self.served_names)
         ]
@@ -253,7 +248,7 @@ class ServeCore:
     def _checkpoints(self, run_dir: Path) -> list[types.Checkpoint]:
         out = []
         for segment, folder in _KINDS.items():
-            for file in sorted((run_dir / folder).glob("*.safetensors")):
+            for file in sorted((run_dir / folder).glob(f"*{self.engine.suffix}")):
                 stat = file.stat()
                 out.append(
                     types.Checkpoint(
@@ -287,7 +282,7 @@ class ServeCore:
         Does the loading work itself: the shell runs it after every job submitted before it.
         """
         self._live_session(req.session_id)
-        service = LocalServiceClient(seed=self.seed, root=self.root)
+        service = self.engine.service(self.seed, self.root)
         if req.model_path is not None:
             path, run_id = self.resolve(req.model_path, kind="sampler_weights")
             client = service.create_sampling_client(model_path=str(path)).result()
@@ -318,12 +313,12 @@ class ServeCore:
             raise ServeError(f"invalid model_id {model_id!r}")
         return self.root / "runs" / model_id
 
-    def _new_run(self, session_id: str, model_seq_id: int) -> tuple[str, LocalServiceClient]:
+    def _new_run(self, session_id: str, model_seq_id: int) -> tuple[str, EngineService]:
         self._live_session(session_id)
         model_id = f"{session_id}:train:{model_seq_id}"
         if model_id in self._runs:
             raise ServeError(f"model {model_id!r} exists already")
-        return model_id, LocalServiceClient(seed=self.seed, root=self._run_dir(model_id))
+        return model_id, self.engine.service(self.seed, self._run_dir(model_id))
 
     def resolve(self, uri: str, *, kind: str | None = None) -> tuple[Path, str]:
         """The local file of a ``tinker://RUN/weights/NAME`` or ``tinker://RUN/sampler_weights/NAME``.
@@ -354,7 +349,7 @@ class ServeCore:
             raise ServeError(f"checkpoint path {uri!r} is not {want}")
         if not name or name.startswith("."):
             raise ServeError(f"invalid checkpoint name in {uri!r}")
-        path = self._run_dir(parsed.training_run_id) / _KINDS[segment] / f"{name}.safetensors"
+        path = self._run_dir(parsed.training_run_id) / _KINDS[segment] / f"{name}{self.engine.suffix}"
         if not path.is_file():
             raise ServeError(f"no checkpoint at {uri!r}", status=404)
         return path, parsed.training_run_id
@@ -442,7 +437,7 @@ class ServeCore:
         run = self._run(req.model_id)
         name = _checked_name(req.path)
         uri = f"tinker://{req.model_id}/weights/{name}"
-        target = self._run_dir(req.model_id) / "states" / f"{name}.safetensors"
+        target = self._run_dir(req.model_id) / "states" / f"{name}{self.engine.suffix}"
 
         def work() -> types.SaveWeightsResponse:
             if target.exists() and not req.overwrite:
@@ -488,7 +483,7 @@ class ServeCore:
                 raise ValueError(f"unknown sampling session {sampler_id!r}")
             pending = sampler.client.sample(req.prompt, req.num_samples, req.sampling_params)
             assert isinstance(pending, CompletedFuture), "outside an event loop the sampler runs at once"
-            out = pending.result()
+            out: types.SampleResponse = pending.result()
             if not req.prompt_logprobs:
                 return out
             lps = sampler.client.compute_logprobs(req.prompt).result()
