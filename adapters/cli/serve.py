@@ -104,8 +104,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         core = ServeCore(model=args.model, root=root, seed=args.seed, served_names=args.served_name)
         core.tokenizer_id = str(write_tokenizer(root))
-        family, kind, _, _, address = socket.getaddrinfo(args.host, args.port, type=socket.SOCK_STREAM)[0]
-        sock = socket.socket(family, kind)
+        family, kind, proto, _, address = socket.getaddrinfo(args.host, args.port, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(family, kind, proto)  # proto: asyncio sets TCP_NODELAY only on TCP sockets
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(address)
     except (ValueError, OSError) as exc:
