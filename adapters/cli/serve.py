@@ -6,6 +6,20 @@ Binds ``--host`` (loopback by default) and ``--port`` (0: a free port), prints e
 ``tinker.ServiceClient(base_url=URL, api_key="tml-local")`` or ``TINKER_BASE_URL=URL`` and
 ``TINKER_API_KEY=tml-local``. Checkpoints (``tinker://RUN/...``) live under ``--root`` (default: a
 fresh temporary folder). JAX's persistent compilation cache is on as in ``debate-kernel train``.
+
+Hidden flags, for tests only (not in ``--help``):
+
+- ``--try-again-first N``: every future answers ``try_again`` N times before its result.
+- ``--stop-with-parent``: stop when stdin closes (:mod:`adapters.serve.process` starts children so).
+- ``--misbehave KIND[=NAME]`` (repeatable): clients of the served base-model name NAME (every name when
+  none is given; add names with ``--served-name``) break one of the training loop's assumptions: KIND is
+  ``unfrozen``, ``reloads``, ``short-logprobs``, ``ignore-stops``, ``few-samples`` or ``out-of-vocab``
+  (:mod:`adapters.serve.misbehave`).
+- ``--fault CALL:KIND:COUNT[:AFTER]`` (repeatable): requests AFTER + 1 … AFTER + COUNT of CALL (``sample``,
+  ``compute_logprobs``, ``forward_backward``, ``optim_step``, ``save_state``, ``retrieve_future`` …) get
+  KIND: HTTP ``429``, ``500`` or ``503``, a ``drop``ped connection, or a future that fails
+  (``failed-server``, ``failed-user``); each one injected is logged on stderr
+  (:mod:`adapters.serve.faults`).
 """
 
 from __future__ import annotations
@@ -57,6 +71,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     # for a parent that started the server (adapters.serve.process): stop when its stdin closes, which
     # the system does when the parent exits, even one killed with SIGKILL
     p.add_argument("--stop-with-parent", action="store_true", help=argparse.SUPPRESS)
+    # deliberately broken behaviour for tests (adapters.serve.misbehave, adapters.serve.faults)
+    p.add_argument("--misbehave", action="append", default=[], help=argparse.SUPPRESS)
+    p.add_argument("--fault", action="append", default=[], help=argparse.SUPPRESS)
     p.set_defaults(func=run)
     return p
 
@@ -93,6 +110,8 @@ def run(args: argparse.Namespace) -> int:
 
     from adapters.local.devices import compilation_cache, split_cpu
     from adapters.serve.app import create_app
+    from adapters.serve.faults import FaultMiddleware, FaultPlan, parse_fault
+    from adapters.serve.misbehave import MisbehavingCore, parse_misbehaviour
     from adapters.serve.state import ServeCore
     from adapters.serve.tokenizer import write_tokenizer
     from adapters.tinker.memory import one_malloc_arena
@@ -102,7 +121,14 @@ def run(args: argparse.Namespace) -> int:
     split_cpu()  # training calls run data-parallel over the cores (before JAX's first computation)
     root: Path = args.root if args.root is not None else Path(tempfile.mkdtemp(prefix="debate-kernel-serve-"))
     try:
-        core = ServeCore(model=args.model, root=root, seed=args.seed, served_names=args.served_name)
+        misbehaviours = [parse_misbehaviour(text) for text in args.misbehave]
+        faults = FaultPlan([parse_fault(text) for text in args.fault])
+        options: dict[str, Any] = dict(
+            model=args.model, root=root, seed=args.seed, served_names=args.served_name
+        )
+        core = (
+            MisbehavingCore(misbehaviours=misbehaviours, **options) if misbehaviours else ServeCore(**options)
+        )
         core.tokenizer_id = str(write_tokenizer(root))
         family, kind, proto, _, address = socket.getaddrinfo(args.host, args.port, type=socket.SOCK_STREAM)[0]
         sock = socket.socket(family, kind, proto)  # proto: asyncio sets TCP_NODELAY only on TCP sockets
@@ -119,8 +145,11 @@ def run(args: argparse.Namespace) -> int:
             if self.started:
                 print(f"serving on {url(host, port)}", flush=True)
 
+    app: Any = create_app(core, try_again_first=args.try_again_first)
+    if faults.faults:
+        app = FaultMiddleware(app, faults, log=lambda line: print(line, file=sys.stderr, flush=True))
     config = uvicorn.Config(
-        create_app(core, try_again_first=args.try_again_first),
+        app,
         log_level="warning",
         access_log=False,
         lifespan="on",
