@@ -7,6 +7,10 @@ Binds ``--host`` (loopback by default) and ``--port`` (0: a free port), prints e
 ``TINKER_API_KEY=tml-local``. Checkpoints (``tinker://RUN/...``) live under ``--root`` (default: a
 fresh temporary folder). JAX's persistent compilation cache is on as in ``debate-kernel train``.
 
+``--model fake`` serves the in-repo fake service instead (:mod:`adapters.serve.engine`: a scripted
+debate policy and the byte tokenizer, without JAX): a test and demo engine, whose model learns nothing,
+for trying the SDK path quickly; the training loop's tests run through the SDK against it.
+
 Hidden flags, for tests only (not in ``--help``):
 
 - ``--try-again-first N``: every future answers ``try_again`` N times before its result.
@@ -50,7 +54,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "(TINKER_BASE_URL=http://HOST:PORT TINKER_API_KEY=tml-local).",
     )
     p.add_argument(
-        "--model", required=True, metavar="NAME_OR_PATH", help="tiny, small, base or a .safetensors file"
+        "--model",
+        required=True,
+        metavar="NAME_OR_PATH",
+        help="tiny, small, base or a .safetensors file; or fake, the in-repo fake service (a scripted "
+        "policy that learns nothing, without JAX: for tests and demos)",
     )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=0, help="port to bind (default: 0, a free port)")
@@ -108,17 +116,20 @@ def run(args: argparse.Namespace) -> int:
 
     import uvicorn
 
-    from adapters.local.devices import compilation_cache, split_cpu
     from adapters.serve.app import create_app
+    from adapters.serve.engine import FAKE
     from adapters.serve.faults import FaultMiddleware, FaultPlan, parse_fault
     from adapters.serve.misbehave import MisbehavingCore, parse_misbehaviour
     from adapters.serve.state import ServeCore
     from adapters.serve.tokenizer import write_tokenizer
     from adapters.tinker.memory import one_malloc_arena
 
-    compilation_cache(0.2)
-    one_malloc_arena()  # XLA's threads allocate from glibc's main arena (adapters.tinker.memory)
-    split_cpu()  # training calls run data-parallel over the cores (before JAX's first computation)
+    if args.model != FAKE:  # the fake engine computes without JAX (and starts without importing it)
+        from adapters.local.devices import compilation_cache, split_cpu
+
+        compilation_cache(0.2)
+        one_malloc_arena()  # XLA's threads allocate from glibc's main arena (adapters.tinker.memory)
+        split_cpu()  # training calls run data-parallel over the cores (before JAX's first computation)
     root: Path = args.root if args.root is not None else Path(tempfile.mkdtemp(prefix="debate-kernel-serve-"))
     try:
         misbehaviours = [parse_misbehaviour(text) for text in args.misbehave]
