@@ -12,10 +12,15 @@ training runs) and loads the ``deep`` profile unless ``HYPOTHESIS_PROFILE`` name
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+if TYPE_CHECKING:
+    from tests._served import Backend, ServedFake
 
 JAX_CACHE = Path(__file__).resolve().parents[1] / ".jax-cache"
 """JAX's persistent compilation cache for the test run, in the checkout (a fresh clone starts cold): the
@@ -89,3 +94,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             items[:] = [item for item in items if item.get_closest_marker(EXHAUSTIVE) is None]
             config.hook.pytest_deselected(items=left_out)
     config.stash[DESELECTED] = left_out
+
+
+@pytest.fixture(scope="session")
+def served_fake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedFake]:
+    """``debate-kernel serve --model fake`` on a free loopback port, once per test process (each xdist
+    worker has its own), stopped at the end of the session (``tests/_served.py``)."""
+    from tests import _served
+
+    with _served.served_fake(tmp_path_factory.mktemp("served-fake")) as server:
+        yield server
+
+
+@pytest.fixture(params=["inprocess", "sdk"])
+def fake_backend(request: pytest.FixtureRequest) -> Backend:
+    """The fake service a training-loop test runs on: in process, or served and reached through the
+    unmodified SDK (``tests/_served.py``)."""
+    from tests._served import Backend
+
+    if request.param == "sdk":
+        return Backend.sdk(request.getfixturevalue("served_fake"))
+    return Backend.inprocess()
