@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from adapters.cli import main
+from adapters.serve.faults import FaultPlan, call_of, parse_fault
 from adapters.serve.process import API_KEY, served
 from adapters.serve.tokenizer import write_tokenizer
 from adapters.tinker import checkpoint as ck
@@ -61,6 +62,36 @@ def _injected(log: Path) -> list[str]:
     return [
         line.removeprefix("injected fault: ") for line in log.read_text().splitlines() if "injected" in line
     ]
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("sample:500", "'sample:500' is not CALL:KIND:COUNT[:AFTER]"),
+        ("nope:500:1", "unknown call 'nope' in 'nope:500:1'; calls: create_session,"),
+        ("sample:418:1", "unknown kind '418' in 'sample:418:1'; kinds: 429, 500, 503, drop,"),
+        ("get_info:failed-user:1", "get_info is not answered with a future, so it cannot get failed-user"),
+        ("sample:500:0", "needs a COUNT >= 1 and an AFTER >= 0"),
+        ("sample:500:1:-1", "needs a COUNT >= 1 and an AFTER >= 0"),
+    ],
+)
+def test_a_fault_flag_that_cannot_be_read_is_named(text: str, problem: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(problem)):
+        parse_fault(text)
+
+
+def test_faults_count_the_requests_of_their_call_only() -> None:
+    plan = FaultPlan([parse_fault("compute_logprobs:failed-server:2:1")])
+    calls = [call_of("/api/v1/asample", body) for body in (b'{"prompt_logprobs": true}', b"{}", b"not json")]
+    assert calls == ["compute_logprobs", "sample", "sample"]
+    assert [plan.take(call) is not None for call in ["sample", *["compute_logprobs"] * 4]] == [
+        False,
+        False,
+        True,
+        True,
+        False,
+    ]
+    assert call_of("/api/v1/healthz", b"") is None and call_of("/save_weights", b"") is None
 
 
 def test_transient_faults_are_absorbed_by_the_sdk_or_retried_by_the_boundary(tmp_path: Path) -> None:

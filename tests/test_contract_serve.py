@@ -23,7 +23,7 @@ from typing import NamedTuple
 import pytest
 import tinker
 
-from adapters.serve.misbehave import MISBEHAVIOURS
+from adapters.serve.misbehave import MISBEHAVIOURS, MisbehavingCore, Misbehaviour, parse_misbehaviour
 from adapters.serve.process import API_KEY, served
 from adapters.serve.tokenizer import write_tokenizer
 from adapters.tinker.contract import OPTION_DEPENDENCIES, ContractError, check_contract, enforce_contract
@@ -60,6 +60,23 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 def test_every_kind_of_misbehaviour_is_covered() -> None:
     assert sorted(BROKEN_CHECK) == sorted(MISBEHAVIOURS)
+
+
+def test_a_misbehaviour_names_a_known_kind_and_a_served_name(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="unknown kind 'frozen' in 'frozen=x'; kinds: unfrozen, reloads"):
+        parse_misbehaviour("frozen=x")
+    with pytest.raises(ValueError, match="'unfrozen=' names no base model"):
+        parse_misbehaviour("unfrozen=")
+    with pytest.raises(ValueError, match="names 'other', which this server does not serve"):
+        MisbehavingCore(misbehaviours=[Misbehaviour("unfrozen", "other")], model="fake", root=tmp_path)
+    core = MisbehavingCore(
+        misbehaviours=[parse_misbehaviour("few-samples"), parse_misbehaviour("unfrozen=alias")],
+        model="fake",
+        root=tmp_path,
+        served_names=["alias"],
+    )
+    assert core.kinds_for("fake") == {"few-samples"}
+    assert core.kinds_for("alias") == {"few-samples", "unfrozen"}
 
 
 def test_each_misbehaviour_fails_its_own_check_and_a_well_behaved_name_passes(server: Server) -> None:
