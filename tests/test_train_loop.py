@@ -813,6 +813,32 @@ def test_a_missing_or_corrupt_saved_state_is_named(tmp_path: Path, name: str, co
     assert (tmp_path / "run" / ck.METRICS).read_bytes() == before
 
 
+@pytest.mark.parametrize("name", ["step-000002", "fixed"])
+@pytest.mark.parametrize("content", [None, "garbage"])
+def test_a_missing_or_corrupt_served_state_is_named(
+    tmp_path: Path, served_fake: Any, request: pytest.FixtureRequest, name: str, content: str | None
+) -> None:
+    """Through the SDK the saved states are the server's files: one deleted or overwritten there stops the
+    resume with the checkpoint named, as a local file does."""
+    if name == "fixed":
+        refused = "a served fixed state that cannot be restored is the service's error, not the checkpoint's"
+        request.applymarker(pytest.mark.xfail(raises=ServiceError, reason=refused, strict=True))
+    backend = Backend.sdk(served_fake)
+    config = _config(tmp_path, steps=2, save_every=1, eval_every=0)
+    asyncio.run(run_training(config, backend.service()))
+    saved = json.loads((tmp_path / "run/checkpoints/step-000002/loop_state.json").read_text())
+    state = served_fake.state_file(saved["fixed_state_path" if name == "fixed" else "state_path"])
+    if content is None:
+        state.unlink()
+    else:
+        state.write_text(content)
+    before = (tmp_path / "run" / ck.METRICS).read_bytes()
+    more = TrainConfig.from_mapping({"steps": 3}, base=config)
+    with pytest.raises(ck.CheckpointError, match=rf"loop_state\.json: cannot load its saved state .*{name}"):
+        asyncio.run(run_training(more, backend.service(), resume=True))
+    assert (tmp_path / "run" / ck.METRICS).read_bytes() == before
+
+
 def test_transcript_write_lets_go_of_the_rollouts_before_the_writer_answers(tmp_path: Path) -> None:
     """The step's rollouts are freed in the write's first step, while the service computes: freeing them
     takes a few ms, and the writer's answer comes in the middle of the next batch's sampling."""

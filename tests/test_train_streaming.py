@@ -1,5 +1,7 @@
 """Streamed steps (``stream_minibatches``): the same datums as the whole batch, trained while later debates
-are still sampled, exactly once across crashes; the part tracker; the config's refusals. No network."""
+are still sampled, exactly once across crashes (also through the unmodified SDK against ``debate-kernel
+serve --model fake`` on 127.0.0.1, ``tests/_served.py``); the part tracker; the config's refusals. No
+other network."""
 
 from __future__ import annotations
 
@@ -16,13 +18,22 @@ from hypothesis import strategies as st
 
 from adapters.tinker import checkpoint as ck
 from adapters.tinker.config import TrainConfig
-from adapters.tinker.fake import FakeServiceClient, load_state_file
+from adapters.tinker.fake import FakeServiceClient
 from adapters.tinker.faults import Fault, FaultPlan, SimulatedCrash, with_faults
 from adapters.tinker.streaming import PartTracker, part_bounds
 from adapters.tinker.train import METRIC_NAMES, run_training
 from tests._profile import examples
+from tests._served import MODEL, Backend
 
-SMALL = {"batch_size": 6, "num_agents": 2, "max_rounds": 2, "max_tokens": 128, "eval_every": 0}
+SMALL = {
+    "batch_size": 6,
+    "num_agents": 2,
+    "max_rounds": 2,
+    "max_tokens": 128,
+    "eval_every": 0,
+    "model": MODEL,
+}
+INPROCESS = Backend.inprocess()
 
 
 def _config(out: Path, **kw: Any) -> TrainConfig:
@@ -150,50 +161,81 @@ def test_a_part_trains_while_a_straggler_of_a_later_part_is_still_sampled(tmp_pa
     assert log.samples_at_fb[4] < log.faults.calls["sample"]  # part 4 went while debate 5 still sampled
 
 
-def _trained_state(run_dir: Path) -> Any:
+def _trained_state(run_dir: Path, backend: Backend = INPROCESS) -> Any:
     """The fake's model state at the run's last checkpoint (what it trained on, step by step)."""
     run = ck.RunInfo(run_dir, json.loads((run_dir / ck.RUN_FILE).read_text())["run_id"], {})
     latest = ck.latest_checkpoint(run)
     assert latest is not None
-    return load_state_file(latest.state["state_path"])
+    return backend.load_state(latest.state["state_path"])
 
 
-def _crash_and_resume(config: TrainConfig, root: Path, crash: tuple[str, int, bool], plan: FaultPlan) -> Path:
+def _crash_and_resume(
+    config: TrainConfig,
+    root: Path,
+    crash: tuple[str, int, bool],
+    plan: FaultPlan,
+    backend: Backend = INPROCESS,
+) -> Path:
     """Runs until the simulated SIGKILL at call ``crash = (method, k, after)`` (if the run gets there),
     then resumes in a new service over the same files; returns the run directory."""
     method, k, after = crash
     plan = dataclasses.replace(plan, at={(method, k): Fault("crash", after=after)})
-    service, _ = with_faults(FakeServiceClient(seed=0, root=root), plan)
+    service, _ = with_faults(backend.service(root), plan)
     try:
         asyncio.run(run_training(config, service))
     except BaseException as e:
         if not _crashed(e):
             raise
-    return asyncio.run(run_training(config, FakeServiceClient(seed=0, root=root), resume=True)).run_dir
+    return asyncio.run(run_training(config, backend.service(root), resume=True)).run_dir
+
+
+STREAMED_CRASHES = {
+    "method": st.sampled_from(["forward_backward", "optim_step", "save_state", "sample"]),
+    "index": st.integers(0, 10),
+    "after": st.booleans(),
+    "substeps": st.integers(1, 2),
+}
+
+
+def _streamed_once_across_a_crash(
+    tmp: Path, backend: Backend, method: str, index: int, after: bool, substeps: int
+) -> None:
+    keys: dict[str, Any] = {"steps": 4, "save_every": 2, "num_substeps": substeps, "stream_minibatches": 2}
+    keys["stream_order"] = "dataset"
+    clean = asyncio.run(run_training(_config(tmp / "clean", **keys), INPROCESS.service(tmp / "s0")))
+    calls = index * 12 if method == "sample" else index
+    crash = (method, calls, after)
+    run_dir = _crash_and_resume(_config(tmp / "run", **keys), tmp / "s1", crash, FaultPlan(), backend)
+    assert [m["step"] for m in ck.read_metrics(run_dir)] == list(range(4))
+    assert (
+        _trained_state(run_dir, backend).trained_batches() == _trained_state(clean.run_dir).trained_batches()
+    )
 
 
 @settings(max_examples=examples(10), deadline=None, suppress_health_check=list(HealthCheck))
-@given(
-    method=st.sampled_from(["forward_backward", "optim_step", "save_state", "sample"]),
-    index=st.integers(0, 10),
-    after=st.booleans(),
-    substeps=st.integers(1, 2),
-)
+@given(**STREAMED_CRASHES)
 def test_a_streamed_run_trains_every_part_exactly_once_across_a_crash(
     tmp_path_factory: pytest.TempPathFactory, method: str, index: int, after: bool, substeps: int
 ) -> None:
     """Killed anywhere and resumed, a streamed run (dataset order: nothing depends on timing) trains what
     an uninterrupted one trains, in order."""
+    _streamed_once_across_a_crash(tmp_path_factory.mktemp("crash"), INPROCESS, method, index, after, substeps)
+
+
+@settings(max_examples=examples(3), deadline=None, suppress_health_check=list(HealthCheck))
+@given(**STREAMED_CRASHES)
+def test_a_streamed_run_through_the_sdk_trains_every_part_exactly_once_across_a_crash(
+    tmp_path_factory: pytest.TempPathFactory,
+    served_fake: Any,
+    method: str,
+    index: int,
+    after: bool,
+    substeps: int,
+) -> None:
+    """Killed anywhere and resumed on the served fake, through the SDK, a streamed run trains what an
+    uninterrupted in-process run trains, in order."""
     tmp = tmp_path_factory.mktemp("crash")
-    keys: dict[str, Any] = {"steps": 4, "save_every": 2, "num_substeps": substeps, "stream_minibatches": 2}
-    keys["stream_order"] = "dataset"
-    clean = asyncio.run(
-        run_training(_config(tmp / "clean", **keys), FakeServiceClient(seed=0, root=tmp / "s0"))
-    )
-    calls = index * 12 if method == "sample" else index
-    run_dir = _crash_and_resume(_config(tmp / "run", **keys), tmp / "s1", (method, calls, after), FaultPlan())
-    assert [m["step"] for m in ck.read_metrics(run_dir)] == list(range(4))
-    assert _trained_state(run_dir).trained_batches() == _trained_state(clean.run_dir).trained_batches()
+    _streamed_once_across_a_crash(tmp, Backend.sdk(served_fake), method, index, after, substeps)
 
 
 @settings(max_examples=examples(8), deadline=None, suppress_health_check=list(HealthCheck))
