@@ -114,25 +114,24 @@ def run_size(num_debates: int, repeat: int) -> dict[str, Any]:
         return kernel.grouped_advantages(ret, pw.group_ids_PG, len(replayed)).advantages
 
     t_adv, adv = _timed(advantages, repeat)
-    numeric = pipeline.compute_numeric(replayed)
-    t_datums, datums = _timed(lambda: pipeline.build_datums(replayed, numeric), repeat)
-    t_numeric_all, _ = _timed(lambda: pipeline.compute_numeric(replayed), repeat)
+    t_episodes, episodes = _timed(lambda: pipeline.episodes_of(replayed), repeat)
+    t_core, scored = _timed(lambda: kernel.score_episodes(episodes), repeat)
+    datums = pipeline.datum_output(scored, "robust")
     t_peer, (peer_rewards, peer_adv, peer_datums) = _timed(
         lambda: _peer(replayed), 1 if num_debates > 10_000 else repeat
     )
     np.testing.assert_array_equal(peer_rewards, pw.rewards_PG)
     np.testing.assert_allclose(peer_adv, adv, rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(scored.advantages_PG, adv)
     assert datums is not None and peer_datums == datums.stats["datums"]
     stages = {
         "read": t_read,
         "parse": t_parse,
         "replay": t_replay,
-        "votes": t_votes,
-        "rewards": t_rewards,
-        "advantages": t_adv,
-        "datums": t_datums,
+        "episodes": t_episodes,
+        "score_episodes": t_core,
     }
-    numeric_batched = t_votes + t_rewards + t_adv + t_datums
+    numeric_batched = t_core
     return {
         "debates": num_debates,
         "turns": turns,
@@ -140,7 +139,9 @@ def run_size(num_debates: int, repeat: int) -> dict[str, Any]:
         "seconds": stages,
         "total_s": sum(stages.values()),
         "numeric_batched_s": numeric_batched,
-        "compute_numeric_s": t_numeric_all,
+        "votes_s": t_votes,
+        "rewards_s": t_rewards,
+        "advantages_s": t_adv,
         "numeric_peer_s": t_peer,
         "peer_ratio": t_peer / numeric_batched,
     }

@@ -9,6 +9,7 @@ from kernel import (
     _bradley_terry,
     _datums,
     _episode,
+    _estimator_spec,
     _groups,
     _losses,
     _metrics,
@@ -20,6 +21,7 @@ from kernel import (
     _render,
     _rewards,
     _rubrics,
+    _scoring,
     _types,
     _votes,
 )
@@ -27,6 +29,7 @@ from kernel._advantages import *  # noqa: F403
 from kernel._bradley_terry import *  # noqa: F403
 from kernel._datums import *  # noqa: F403
 from kernel._episode import *  # noqa: F403
+from kernel._estimator_spec import *  # noqa: F403
 from kernel._groups import *  # noqa: F403
 from kernel._losses import *  # noqa: F403
 from kernel._metrics import *  # noqa: F403
@@ -38,6 +41,7 @@ from kernel._rae import *  # noqa: F403
 from kernel._render import *  # noqa: F403
 from kernel._rewards import *  # noqa: F403
 from kernel._rubrics import *  # noqa: F403
+from kernel._scoring import *  # noqa: F403
 from kernel._types import *  # noqa: F403
 from kernel._votes import *  # noqa: F403
 
@@ -49,6 +53,7 @@ __all__ = sorted(
         *_bradley_terry.__all__,
         *_datums.__all__,
         *_episode.__all__,
+        *_estimator_spec.__all__,
         *_groups.__all__,
         *_losses.__all__,
         *_metrics.__all__,
@@ -60,6 +65,7 @@ __all__ = sorted(
         *_render.__all__,
         *_rewards.__all__,
         *_rubrics.__all__,
+        *_scoring.__all__,
         *_types.__all__,
         *_votes.__all__,
     }

@@ -197,6 +197,45 @@ class AdvantageOptions:
             check_nonnegative(self.min_std, "min_std", optional=True)
         check_bool(self.positive_only, "positive_only")
 
+    @classmethod
+    def from_spec(cls, spec: str) -> AdvantageOptions:
+        """The options a spec names: ``NAME``, ``NAME,key=value,...`` or ``key=value,...`` over
+        :data:`ADVANTAGE_PRESETS` and these fields (:func:`kernel.read_estimator_spec`, which also reads
+        ``rae``). Read once, where a user typed it; inside, the value travels.
+
+        Raises:
+          ValueError: an unknown preset or option, a value of the wrong type or refused here, or ``rae``.
+
+        Examples:
+          >>> AdvantageOptions.from_spec("verl_grpo.norm,eps=1e-4") == AdvantageOptions(
+          ...     scale="group", eps=1e-4, singleton="raw", arithmetic="torch_loop")
+          True
+          >>> AdvantageOptions.from_spec("eps=-1")
+          Traceback (most recent call last):
+          ...
+          ValueError: eps must be a finite number >= 0, got -1.0
+        """
+        from kernel._estimator_spec import read_estimator_spec
+
+        name, options = read_estimator_spec(spec)
+        if not isinstance(options, cls):
+            raise ValueError(
+                f"estimator {name!r} is not grouped advantages (read it with read_estimator_spec)"
+            )
+        return options
+
+    def to_spec(self) -> str:
+        """The spec that reads back to these options (:func:`kernel.estimator_spec`): a preset's name, or
+        ``default`` with the fields that differ.
+
+        Examples:
+          >>> AdvantageOptions().to_spec(), AdvantageOptions(scale="group").to_spec()
+          ('default', 'default,scale=group')
+        """
+        from kernel._estimator_spec import estimator_spec
+
+        return estimator_spec(self)
+
 
 def _check_choice(name: str, value: object, allowed: object) -> None:
     choices = get_args(allowed)

@@ -281,13 +281,13 @@ def trajectories_from_lists(
     counts_B = np.fromiter((len(traj) for traj in transitions_B), np.int64, len(transitions_B))
     obs = [tr[0] for tr in flat]
     acs = [tr[1] for tr in flat]
-    lps = [tr[2] if tr[2] is not None else () for tr in flat]
+    lps = [tr[2] if tr[2] is not None else _NO_LOGPROBS for tr in flat]
     return Trajectories(
         ob_tokens=_joined_ids(obs, "transitions_B observation tokens"),
         ob_offsets_N1=_offsets(len(x) for x in obs),
         ac_tokens=_joined_ids(acs, "transitions_B action tokens"),
         ac_offsets_N1=_offsets(len(x) for x in acs),
-        logprobs=as_float_array(list(chain.from_iterable(lps)), "transitions_B logprobs").astype(np.float64),
+        logprobs=_joined_floats(lps, "transitions_B logprobs"),
         logprob_offsets_N1=_offsets(len(x) for x in lps),
         has_logprobs_N=np.fromiter((tr[2] is not None for tr in flat), np.bool_, len(flat)),
         traj_ids_N=np.repeat(np.arange(len(transitions_B), dtype=np.int64), counts_B),
@@ -295,12 +295,23 @@ def trajectories_from_lists(
     )
 
 
-def _joined_ids(parts: Sequence[Sequence[int]], name: str) -> npt.NDArray[np.int64]:
+_NO_LOGPROBS: Final = np.zeros(0, np.float64)
+"""The logprobs of a transition without any (read-only use: joined, never written)."""
+
+
+def _joined_ids(parts: Sequence[Sequence[int]], name: str) -> npt.NDArray[np.integer[Any]]:
     """The id sequences ``parts`` end to end; arrays (anything with ``__array__``) are joined as arrays,
-    without a Python int per id."""
+    without a Python int per id, in their common integer dtype (int32 ids stay int32)."""
     if parts and all(hasattr(p, "__array__") for p in parts):
-        return as_int_array(np.concatenate([np.asarray(p) for p in parts]), name)
+        return as_id_array(np.concatenate([np.asarray(p) for p in parts]), name)
     return as_int_array(list(chain.from_iterable(parts)), name)
+
+
+def _joined_floats(parts: Sequence[Sequence[float] | npt.NDArray[Any]], name: str) -> npt.NDArray[np.float64]:
+    """The float sequences ``parts`` end to end in float64 (arrays joined as arrays)."""
+    if parts and all(hasattr(p, "__array__") for p in parts):
+        return as_float_array(np.concatenate([np.asarray(p) for p in parts]), name).astype(np.float64)
+    return as_float_array(list(chain.from_iterable(parts)), name).astype(np.float64)
 
 
 def build_datums(

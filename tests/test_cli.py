@@ -265,7 +265,7 @@ def test_estimator_presets_and_options(tmp_path: Path, capsys: Any) -> None:
     capsys.readouterr()
     assert main(["score", "--estimator", "list"]) == 0
     listed = capsys.readouterr().out.split()
-    assert listed == sorted(kernel.ADVANTAGE_PRESETS)
+    assert listed == sorted([*kernel.ADVANTAGE_PRESETS, "rae"])
 
 
 def test_reward_mode(tmp_path: Path, capsys: Any) -> None:
@@ -296,7 +296,9 @@ def test_policy_difference_on_the_shipped_think_samples(tmp_path: Path, capsys: 
     assert drafts
     votes = {}
     for policy in ("robust", "reference"):
-        res = pipeline.score(drafts, options=pipeline.ScoreOptions(policy=policy))
+        res = pipeline.score(
+            drafts, options=pipeline.ScoreOptions(kernel.ScoringOptions(parse_policy=policy))
+        )
         votes[policy] = [r["votes"]["list"] for r in pipeline.debate_records(res)]
     differ = sum(a != b for a, b in zip(votes["robust"], votes["reference"], strict=True))
     assert differ >= len(drafts) // 2, (differ, len(drafts))
@@ -356,16 +358,18 @@ def test_round1_votes_drop(tmp_path: Path, capsys: Any) -> None:
 
 
 def test_numeric_stages_make_one_kernel_call_per_batch(monkeypatch: Any) -> None:
+    from kernel import _scoring  # the scoring core's own references to the kernel functions
+
     calls: dict[str, int] = {}
     for name in ("votes_from_responses", "validate_votes", "pairwise_rewards", "total_returns",
                  "grouped_advantages", "build_datums"):  # fmt: skip
-        real = getattr(kernel, name)
+        real = getattr(_scoring, name)
 
         def counted(*a: Any, _real: Any = real, _name: str = name, **k: Any) -> Any:
             calls[_name] = calls.get(_name, 0) + 1
             return _real(*a, **k)
 
-        monkeypatch.setattr(kernel, name, counted)
+        monkeypatch.setattr(_scoring, name, counted)
     read = read_transcripts(sample_text())
     res = pipeline.score(read.debates)
     assert len(res.replayed) == len(SAMPLE_IDS) > 100

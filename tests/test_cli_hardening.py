@@ -367,7 +367,7 @@ def test_negative_counts_are_usage_errors(argv: list[str], capsys: Any) -> None:
         ("default,baseline=3", "estimator option baseline: expected one of mean, leave_one_out"),
         ("verl_grpo.nrom", "unknown estimator 'verl_grpo.nrom' (did you mean 'verl_grpo.norm'?); known"),
         ("default,scal=group", "unknown estimator option 'scal' (did you mean 'scale'?); options:"),
-        ("zzz", "unknown estimator 'zzz'; known presets:"),
+        ("zzz", "unknown estimator 'zzz'; known:"),
     ],
 )
 def test_wrong_estimator_values_name_the_option(spec: str, needle: str, capsys: Any) -> None:
@@ -377,15 +377,15 @@ def test_wrong_estimator_values_name_the_option(spec: str, needle: str, capsys: 
 
 
 def test_estimator_values_of_every_type_are_read() -> None:
-    _, opts = pipeline.resolve_estimator("ddof=0,eps=1e-4,min_std=none,positive_only=yes,singleton=raw")
-    assert (opts["ddof"], opts["eps"], opts["min_std"], opts["positive_only"], opts["singleton"]) == (
+    opts = kernel.AdvantageOptions.from_spec("ddof=0,eps=1e-4,min_std=none,positive_only=yes,singleton=raw")
+    assert (opts.ddof, opts.eps, opts.min_std, opts.positive_only, opts.singleton) == (
         0,
         1e-4,
         None,
         True,
         "raw",
     )
-    assert type(opts["ddof"]) is int and pipeline.resolve_estimator("min_std=0.5")[1]["min_std"] == 0.5
+    assert type(opts.ddof) is int and kernel.AdvantageOptions.from_spec("min_std=0.5").min_std == 0.5
 
 
 def test_cli_choices_are_the_kernels_constants() -> None:
@@ -396,7 +396,7 @@ def test_cli_choices_are_the_kernels_constants() -> None:
         assert tuple(actions["policy"]) == kernel.PARSE_POLICIES
         assert tuple(actions["reward"]) == kernel.PAIRWISE_MODES
         assert tuple(actions["datum_mode"]) == kernel.DATUM_MODES
-        assert tuple(actions["round1_votes"]) == pipeline.ROUND1_VOTE_POLICIES
+        assert tuple(actions["round1_votes"]) == kernel.ROUND1_VOTE_POLICIES
         assert tuple(actions["after_end"]) == pipeline.AFTER_END_POLICIES
 
 

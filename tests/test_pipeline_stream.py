@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import kernel
 from adapters import _json, pipeline
 from adapters.cli import main
 from adapters.pipeline import stages
@@ -44,14 +45,19 @@ def _lines() -> list[str]:
 
 LINES = _lines()
 assert sum('"action_tokens"' in line for line in LINES) >= 3  # datums are part of what is compared
+
+
+def _options(estimator: str = "default", after_end: Any = "error", **scoring: Any) -> pipeline.ScoreOptions:
+    spec = kernel.AdvantageOptions.from_spec(estimator)
+    return pipeline.ScoreOptions(kernel.ScoringOptions(estimator=spec, **scoring), after_end=after_end)
+
+
 OPTIONS = [
     pipeline.ScoreOptions(),
-    pipeline.ScoreOptions(
-        policy="reference", reward="win_minus_loss", estimator="tinker", datum_mode="reference"
-    ),
-    pipeline.ScoreOptions(after_end="truncate", round1_votes="drop", estimator="verl_grpo.norm"),
-    pipeline.ScoreOptions(estimator="default,singleton=zero"),
-    pipeline.ScoreOptions(estimator="trl_grpo.batch"),  # batch-wide statistics: one chunk
+    _options("tinker", parse_policy="reference", reward_mode="win_minus_loss", datum_mode="reference"),
+    _options("verl_grpo.norm", after_end="truncate", round1_votes="drop"),
+    _options("default,singleton=zero"),
+    _options("trl_grpo.batch"),  # batch-wide statistics: one chunk
 ]
 
 
@@ -112,7 +118,7 @@ def test_any_chunk_size_gives_the_whole_file_results(chunk_size: int, which: int
     assert got_records == want_records
     assert got_summary == want_summary
     _same_datums(got_datums, want_datums)
-    if options.estimator != "trl_grpo.batch" and chunk_size < 10:
+    if not pipeline.batch_wide(options) and chunk_size < 10:
         assert chunks > 1  # the test really splits the input
 
 

@@ -1,11 +1,12 @@
-"""The training step's prepare from rollouts equals the transcript path it replaces: the rollouts' turns
-written as transcripts, replayed and scored by ``adapters.pipeline``, datums built from the transcripts'
-tokens. Same datums (bit for bit), same metrics record, same RAE baselines. No network, no clock."""
+"""The training step's prepare from rollouts equals the transcript path: the rollouts' turns written as
+transcripts and replayed by ``adapters.pipeline`` give the same episodes, so the kernel's one scoring core
+gives the same datums (bit for bit), metrics record and RAE baselines. No network, no clock."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,21 +23,14 @@ import kernel
 from adapters import pipeline
 from adapters.tinker.config import TrainConfig
 from adapters.tinker.convert import datums_to_tinker
-from adapters.tinker.dataset import Question
+from adapters.tinker.dataset import Question, is_correct
 from adapters.tinker.fake import FakePolicy, FakeSamplingClient, initial_model_state
 from adapters.tinker.faults import FaultPlan, FaultyService, wrap_sampler
-from adapters.tinker.prepare import (
-    Prepared,
-    advantage_stage,
-    batch_metrics,
-    prepare_rl,
-    replay_rollouts,
-    split_substeps,
-)
+from adapters.tinker.prepare import Prepared, batch_metrics, prepare_rl, split_substeps
 from adapters.tinker.renderers import ByteRenderer
-from adapters.tinker.rollouts import DebateResult, run_debates, self_play
+from adapters.tinker.rollouts import DebateResult, last_solution, run_debates, self_play
 from adapters.tinker.train import _Shell
-from adapters.transcripts import Debate, TranscriptError
+from adapters.transcripts import Debate
 from tests._profile import examples
 
 _QUESTIONS = [Question(f"What is {a} + {b}?", str(a + b)) for a, b in [(2, 3), (7, 5), (1, 1), (4, 9)]]
@@ -98,20 +92,33 @@ def _rollouts(
 def _reference(
     c: TrainConfig, rae: Any, results: Sequence[DebateResult], played: Sequence[DebateResult]
 ) -> tuple[Prepared, Any]:
-    """The transcript path (the loop's prepare before the columnar one), kept here as the oracle."""
+    """The transcript path as the oracle: the rollouts written as transcripts, replayed by the scoring
+    pipeline into episodes (each agent's correctness added), scored by the same kernel core, and
+    ``credit = "solution"`` by the obvious per-token loop (:func:`_credit_solutions`). What it checks:
+    that a rollout's own run of the state machine gives the episode a replay of its transcript gives,
+    and the credit weights."""
     debates: list[Debate] = [r.to_transcript() for r in played]
     parsed = [tuple(t.parsed for t in r.turns) for r in played]
-    options = pipeline.ScoreOptions(policy=c.parse_policy, reward=c.reward_mode, estimator="default")
-    replayed, _errors = pipeline.replay_debates(debates, parsed, options=options)
+    replayed, errors = pipeline.replay_debates(
+        debates, parsed, options=pipeline.ScoreOptions(c.scoring_options)
+    )
+    assert not errors
     record: dict[str, Any] = {"env/all/total_episodes": len(results)}
     if not replayed:
         return Prepared([], [], record, [], []), rae
-    numeric = pipeline.compute_numeric(replayed, options=options)
-    # the advantage stage is shared (what this oracle checks is the replay and the datums around it)
-    stage = advantage_stage(c, replayed, played, numeric, rae)
-    correct, returns, advantages, keep_debate, removed, rae = stage
-    numeric = numeric._replace(returns_PG=returns, advantages_PG=advantages)
-    out = pipeline.build_datums(replayed, numeric, mode="robust")
+    episodes = [
+        dataclasses.replace(
+            e,
+            correct_G=tuple(
+                float(is_correct(last_solution(r.state, i), r.spec.answer)) for i in range(e.num_agents)
+            ),
+        )
+        for e, r in zip(pipeline.episodes_of(replayed), played, strict=True)
+    ]
+    scored = kernel.score_episodes(
+        episodes, dataclasses.replace(c.scoring_options, credit="turn"), baselines_K=rae
+    )
+    out = pipeline.datum_output(scored, "robust")
     if out is not None and c.credit == "solution":
         _credit_solutions(out.arrays)
     data: list[tinker.Datum] = []
@@ -119,30 +126,15 @@ def _reference(
     masks: list[Any] = []
     if out is not None:
         a = out.arrays
-        converted = datums_to_tinker(kernel.DatumBatch(*(a[name] for name in kernel.DatumBatch._fields)))
-        bounds = np.asarray(a["offsets_D1"])
-        for d, datum in enumerate(converted):
-            if keep_debate[a["debate_D"][d]]:
-                s, e = int(bounds[d]), int(bounds[d + 1])
-                data.append(datum)
-                lps.append(np.asarray(a["logprobs"][s:e], dtype=np.float32))
-                masks.append(np.asarray(a["mask"][s:e], dtype=bool))
-    ob = [
-        len(t.observation_tokens or ())
-        for r in replayed
-        for k in r.replay.accepted
-        for t in [r.debate.turns[k]]
-    ]
-    ac = [
-        len(t.action_tokens or ()) for r in replayed for k in r.replay.accepted for t in [r.debate.turns[k]]
-    ]
-    lengths = iter(zip(ob, ac, strict=True))
-    tokens = [
-        [(np.zeros(o), np.zeros(a)) for k in r.replay.accepted for o, a in [next(lengths)]] for r in replayed
-    ]
-    record.update(batch_metrics(replayed, tokens, numeric, advantages, correct))  # type: ignore[arg-type]
-    record["data/constant_groups_removed"] = removed
-    return Prepared(data, split_substeps(data, c.num_substeps), record, lps, masks), rae
+        data = datums_to_tinker(kernel.DatumBatch(*(a[name] for name in kernel.DatumBatch._fields)))
+        bounds = np.asarray(a["offsets_D1"]).tolist()
+        for s, e in itertools.pairwise(bounds):
+            lps.append(np.asarray(a["logprobs"][s:e], dtype=np.float32))
+            masks.append(np.asarray(a["mask"][s:e], dtype=bool))
+    record.update(batch_metrics(episodes, scored))
+    record["data/constant_groups_removed"] = int(np.sum(~scored.keep_P))
+    after = scored.baselines_K if c.estimator == "rae" else rae
+    return Prepared(data, split_substeps(data, c.num_substeps), record, lps, masks), after
 
 
 def _credit_solutions(a: dict[str, Any]) -> None:
@@ -302,19 +294,3 @@ def test_the_steps_kl_metric_is_the_kernels_over_the_whole_datums(
     short["logprobs"] = types.TensorData.from_numpy(short["logprobs"].to_numpy()[:-1])
     with pytest.raises(ValueError, match=f"datum {len(train) - 1},"):
         shell.train_metrics()
-
-
-def test_a_rollout_that_does_not_replay_raises_instead_of_shifting_the_batch(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    played = [r for r in _rollouts(3, 2, FakePolicy(), 0.0, 0, seed=3) if r.turns]
-    options = pipeline.ScoreOptions(policy="robust", estimator="default")
-    # A debate the sampler aborted is replayed through the pipeline; make that replay fail.
-    aborted = dataclasses.replace(played[0], end_reason="sampler_error")
-
-    def failing(debates: Any, parsed: Any, *, options: Any) -> Any:
-        return [], [TranscriptError(1, "after_end", "turns after the end", None, debates[0].id)]
-
-    monkeypatch.setattr(pipeline, "replay_debates", failing)
-    with pytest.raises(RuntimeError, match="does not replay"):
-        replay_rollouts([aborted, *played[1:]], options, -1.0)

@@ -6,7 +6,6 @@ import dataclasses
 from typing import Any
 
 import kernel
-from adapters import pipeline
 
 
 def estimator_options(estimator: str | kernel.AdvantageOptions) -> dict[str, Any]:
@@ -14,7 +13,7 @@ def estimator_options(estimator: str | kernel.AdvantageOptions) -> dict[str, Any
 
     Args:
       estimator: a spec as ``debate-kernel score --estimator`` takes it (``NAME``, ``NAME,key=value,…``
-        or ``key=value,…``; see :func:`adapters.pipeline.resolve_estimator`), or an
+        or ``key=value,…``; see :func:`kernel.read_estimator_spec`), or an
         :class:`kernel.AdvantageOptions`.
 
     Returns:
@@ -28,17 +27,21 @@ def estimator_options(estimator: str | kernel.AdvantageOptions) -> dict[str, Any
 
 
 def estimator_spec(estimator: str | kernel.AdvantageOptions) -> tuple[str | None, dict[str, Any]]:
-    """``(preset name or None, options)`` of ``estimator``, the option values checked at once (by one tiny
-    kernel call, :func:`adapters.pipeline.check_estimator`) rather than at a trainer's first step.
+    """``(preset name or None, options)`` of ``estimator``, read once, when the bridge is built (the
+    options are checked then, :class:`kernel.AdvantageOptions`), not at a trainer's first step.
 
     Raises:
-      ValueError: an unknown preset or option, or a value the kernel refuses (``eps=-1``).
+      ValueError: an unknown preset or option, a value the kernel refuses (``eps=-1``), or ``rae`` (the
+        bridges score rows by their group, with no role baselines carried between steps).
       TypeError: ``estimator`` of another type.
     """
     if isinstance(estimator, kernel.AdvantageOptions):
         return None, dataclasses.asdict(estimator)
     if isinstance(estimator, str):
-        return pipeline.check_estimator(estimator)
+        name, options = kernel.read_estimator_spec(estimator)
+        if not isinstance(options, kernel.AdvantageOptions):
+            raise ValueError(f"estimator {name!r} is not grouped advantages: the bridges take a preset spec")
+        return name, dataclasses.asdict(options)
     raise TypeError(f"estimator must be a preset spec or AdvantageOptions, got {type(estimator).__name__}")
 
 

@@ -76,7 +76,7 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--round1-votes",
         default="count",
-        choices=pipeline.ROUND1_VOTE_POLICIES,
+        choices=kernel.ROUND1_VOTE_POLICIES,
         help="round-1 votes on agents who had not spoken yet: 'count' (reference, default) or 'drop'",
     )
     p.add_argument(
@@ -93,15 +93,20 @@ def err(msg: str) -> None:
 
 
 def options_from_args(args: argparse.Namespace) -> pipeline.ScoreOptions:
-    """The pipeline options of the parsed CLI arguments."""
-    return pipeline.ScoreOptions(
-        policy=args.policy,
-        reward=args.reward,
-        estimator=args.estimator,
-        after_end=args.after_end,
+    """The pipeline options of the parsed CLI arguments: the one place where ``--estimator`` is read.
+
+    Raises:
+      ValueError, TypeError: a bad ``--estimator`` (:func:`kernel.read_estimator_spec`).
+    """
+    _, estimator = kernel.read_estimator_spec(args.estimator)
+    scoring = kernel.ScoringOptions(
+        parse_policy=args.policy,
+        reward_mode=args.reward,
+        estimator=estimator,
         round1_votes=args.round1_votes,
         datum_mode=args.datum_mode,
     )
+    return pipeline.ScoreOptions(scoring, after_end=args.after_end)
 
 
 def check_outputs(file: str | None, outputs: Mapping[str, Path | None]) -> str | None:
@@ -153,15 +158,17 @@ def _is_stdin(path: Path) -> bool:
     return stat.S_ISREG(given.st_mode) and (given.st_dev, given.st_ino) == (other.st_dev, other.st_ino)
 
 
-def check_options(args: argparse.Namespace, outputs: Mapping[str, Path | None]) -> int | None:
-    """``--estimator list`` (prints the presets: exit 0), a bad ``--estimator`` or an unusable output path
-    (exit 2); None when the run can go on."""
+def check_options(
+    args: argparse.Namespace, outputs: Mapping[str, Path | None]
+) -> int | pipeline.ScoreOptions:
+    """The run's options (:func:`options_from_args`) when it can go on; else its exit status:
+    ``--estimator list`` (prints the presets: 0), a bad ``--estimator`` or an unusable output path (2)."""
     if args.estimator.strip() == "list":
-        for name in sorted(kernel.ADVANTAGE_PRESETS):
+        for name in sorted([*kernel.ADVANTAGE_PRESETS, kernel.RAE_SPEC_NAME]):
             print(name)
         return 0
     try:
-        pipeline.check_estimator(args.estimator)
+        options = options_from_args(args)
     except (ValueError, TypeError) as e:
         err(f"--estimator: {e}")
         return EXIT_UNUSABLE
@@ -169,7 +176,7 @@ def check_options(args: argparse.Namespace, outputs: Mapping[str, Path | None]) 
     if refused is not None:
         err(refused)
         return EXIT_UNUSABLE
-    return None
+    return options
 
 
 EXIT_INTERRUPTED: Final = 130

@@ -130,10 +130,9 @@ def _write_page(path: Path, page: str, written: list[Path]) -> bool:
 def _report(args: argparse.Namespace, written: list[Path]) -> int:
     """Reads, scores and renders the input chunk by chunk (:func:`render_report`): memory stays bounded
     as the file grows, and the page is that of the whole file scored at once."""
-    early = common.check_options(args, {"--output": args.output})
-    if early is not None:
-        return early
-    options = common.options_from_args(args)
+    options = common.check_options(args, {"--output": args.output})
+    if isinstance(options, int):
+        return options
     with contextlib.ExitStack() as stack:
         stack.enter_context(fewer_gc_passes())
         try:

@@ -37,7 +37,6 @@ from adapters.cli._common import (
     err,
     input_names,
     open_lines,
-    options_from_args,
     sigterm_interrupts,
     stopped,
 )
@@ -268,9 +267,9 @@ def _run(args: argparse.Namespace, outputs: _Outputs) -> int:
     only once the run succeeds, together with its datums), so memory stays flat as the file grows. The
     output is the same as one whole-file :func:`pipeline.score`.
     """
-    early = check_options(args, {"--out": args.out, "--datums-out": outputs.datums})
-    if early is not None:
-        return early
+    options = check_options(args, {"--out": args.out, "--datums-out": outputs.datums})
+    if isinstance(options, int):
+        return options
     with contextlib.ExitStack() as stack:
         stack.enter_context(fewer_gc_passes())
         try:
@@ -280,7 +279,6 @@ def _run(args: argparse.Namespace, outputs: _Outputs) -> int:
             return EXIT_UNUSABLE
         progress = Progress(sys.stderr, lines)
         stack.callback(progress.close)  # the line is cleared before anything else is printed
-        options = options_from_args(args)
         spool = _NpzSpool() if outputs.datums is not None else None
         if spool is not None:
             stack.callback(spool.close)

@@ -22,27 +22,23 @@ import numpy.typing as npt
 
 import kernel
 from adapters._json import round_or_none
-from adapters.pipeline.estimator_spec import resolve_estimator
-from adapters.transcripts import Debate, LineReader, LineTooLarge, TranscriptError, check_debates
-from kernel import DebateState, PairwiseRewards, ParsedResponse, ReplayResult, VoteArrays, VoteValidation
-from kernel.checks import check_each, check_type
+from adapters.transcripts import Debate, LineReader, LineTooLarge, TranscriptError, Turn, check_debates
+from kernel import DebateState, Episode, ParsedResponse, ReplayResult, ScoredEpisodes, ScoringOptions
+from kernel.checks import check_each, check_real, check_type
 
 __all__ = [
     "AFTER_END_POLICIES",
     "DEFAULT_CHUNK_SIZE",
     "END_REASONS",
-    "ROUND1_VOTE_POLICIES",
     "AfterEnd",
     "BatchResult",
     "DatumOutput",
-    "NumericResult",
     "ReplayedDebate",
-    "Round1Votes",
     "ScoreOptions",
     "batch_wide",
-    "build_datums",
-    "compute_numeric",
+    "datum_output",
     "end_reason",
+    "episodes_of",
     "parse_turns",
     "replay_debates",
     "score",
@@ -55,11 +51,6 @@ AfterEnd = Literal["error", "truncate"]
 AFTER_END_POLICIES: Final[tuple[AfterEnd, ...]] = typing.get_args(AfterEnd)
 """The values of :data:`AfterEnd`."""
 
-Round1Votes = Literal["count", "drop"]
-"""Round-1 votes naming an agent who had not spoken yet: counted (the reference) or dropped."""
-ROUND1_VOTE_POLICIES: Final[tuple[Round1Votes, ...]] = typing.get_args(Round1Votes)
-"""The values of :data:`Round1Votes`."""
-
 END_REASONS = ("consensus", "max_rounds", "parse_error", "open")
 """How a scored debate ended: every agent of a round said YES; the round limit; a response failed to
 parse (step reward −1, the episode ends); or the transcript stops before the episode ended."""
@@ -67,29 +58,30 @@ parse (step reward −1, the episode ends); or the transcript stops before the e
 
 @dataclass(frozen=True, slots=True)
 class ScoreOptions:
-    """Options of the scoring pipeline (the CLI flags of ``debate-kernel score``).
+    """Options of the scoring pipeline (the CLI flags of ``debate-kernel score``): the kernel's
+    :class:`~kernel.ScoringOptions`, plus how a transcript is replayed before it is scored.
 
     Attributes:
-      policy: parse policy, one of ``kernel.PARSE_POLICIES`` (``"robust"`` or ``"reference"``).
-      reward: pairwise reward mode, ``"win_rate"`` or ``"win_minus_loss"``.
-      estimator: advantage estimator: a preset name of ``kernel.ADVANTAGE_PRESETS``, optionally followed
-        by ``,key=value`` overrides, or only ``key=value`` options (see :func:`resolve_estimator`).
+      scoring: parse policy, reward mode, estimator, round-1 votes, datum mode, ... (see
+        :class:`kernel.ScoringOptions`).
       after_end: ``"error"`` (a debate with turns after its end is skipped, with an error naming the turn)
         or ``"truncate"`` (those turns are ignored and counted).
-      round1_votes: ``"count"`` (the reference: every vote counts) or ``"drop"`` (round-1 votes naming an
-        agent who had not spoken yet are removed and counted per debate).
       parse_failure_reward: step reward of a response that fails to parse (reference −1).
-      datum_mode: ``kernel.build_datums`` mode: ``"robust"`` (a bad segment loses only itself) or
-        ``"reference"`` (a trajectory with any problem gives no datum).
+
+    Examples:
+      >>> ScoreOptions(kernel.ScoringOptions(parse_policy="reference")).scoring.parse_policy
+      'reference'
     """
 
-    policy: Literal["robust", "reference"] = "robust"
-    reward: Literal["win_rate", "win_minus_loss"] = "win_rate"
-    estimator: str = "default"
+    scoring: ScoringOptions = ScoringOptions()  # noqa: RUF009 (frozen: one shared default is safe)
     after_end: AfterEnd = "error"
-    round1_votes: Round1Votes = "count"
     parse_failure_reward: float = -1.0
-    datum_mode: Literal["reference", "robust"] = "robust"
+
+    def __post_init__(self) -> None:
+        check_type(self.scoring, ScoringOptions, "scoring")
+        if self.after_end not in AFTER_END_POLICIES:
+            raise ValueError(f"after_end must be one of {AFTER_END_POLICIES}, got {self.after_end!r}")
+        check_real(self.parse_failure_reward, "parse_failure_reward", finite=True)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -218,8 +210,6 @@ def replay_debates(
       ['turn_after_end']
     """
     check_each(debates, Debate, "debates")
-    if options.after_end not in AFTER_END_POLICIES:
-        raise ValueError(f"after_end must be one of {AFTER_END_POLICIES}, got {options.after_end!r}")
     out: list[ReplayedDebate] = []
     errors: list[TranscriptError] = []
     for debate, responses in zip(debates, parsed, strict=True):
@@ -255,7 +245,7 @@ def replay_debates(
                     debate.line,
                     "turn_after_end",
                     f"turn after the end: the debate ended after turns[{k_end}] "
-                    f"({_describe_end(debate, res, k_end)}; parse policy {options.policy!r}), "
+                    f"({_describe_end(debate, res, k_end)}; parse policy {options.scoring.parse_policy!r}), "
                     f"but {len(over)} more turn(s) follow (use --after-end truncate to ignore them)",
                     over[0],
                     debate.id,
@@ -267,127 +257,46 @@ def replay_debates(
 
 
 # ------------------------------------------------------------------------------------------------
-# Stage 3: votes, rewards, returns, advantages (vectorised over all debates)
+# Stage 3: the kernel scores the episodes (votes, rewards, returns, advantages, datums)
 
 
-class NumericResult(NamedTuple):
-    """The batch's numbers; packed rows are debate-major (debate p's agents at ``offsets_P1[p]:+N_p``).
-
-    Attributes:
-      num_agents_P: int [P].
-      offsets_P1: int [P+1], first packed row of each debate (and the total R at the end).
-      votes: VoteArrays of every vote of every accepted response, debates in order.
-      vote_offsets_P1: int [P+1], first vote row of each debate.
-      validation: ``validate_votes`` on ``votes``.
-      round1_dropped_V: bool [V], votes removed by ``round1_votes="drop"`` (all False otherwise).
-      pairwise: ``PairwiseRewards`` (rewards_PG, group_ids_PG, total_votes_P, malformed_P, any_votes_P).
-      step_rewards_PG: float [R], Σ of each agent's step rewards (−1 for a failed parse).
-      returns_PG: float [R], total return = Σ step rewards + final pairwise reward.
-      advantages_PG: float [R].
-      estimator: ``(preset name, options)`` used.
-    """
-
-    num_agents_P: npt.NDArray[np.int64]
-    offsets_P1: npt.NDArray[np.int64]
-    votes: VoteArrays
-    vote_offsets_P1: npt.NDArray[np.int64]
-    validation: VoteValidation
-    round1_dropped_V: npt.NDArray[np.bool_]
-    pairwise: PairwiseRewards
-    step_rewards_PG: npt.NDArray[np.float64]
-    returns_PG: npt.NDArray[np.float64]
-    advantages_PG: npt.NDArray[np.floating[Any]]
-    estimator: tuple[str, dict[str, Any]]
-
-
-def _step_rows(
-    replayed: Sequence[ReplayedDebate], offsets: npt.NDArray[np.int64]
-) -> tuple[list[int], list[float]]:
-    rows: list[int] = []
-    rewards: list[float] = []
-    for p, r in enumerate(replayed):
-        base = int(offsets[p])
-        turns = r.debate.turns
-        for k in r.replay.accepted:
-            rows.append(base + turns[k].agent)
-            rewards.append(r.replay.rewards[k])
-    return rows, rewards
-
-
-def _advantages(
-    returns: npt.NDArray[np.float64],
-    group_ids: npt.NDArray[np.int32],
-    num_groups: int,
-    estimator: tuple[str, dict[str, Any]],
-) -> npt.NDArray[np.floating[Any]]:
-    return np.asarray(kernel.grouped_advantages(returns, group_ids, num_groups, **estimator[1]).advantages)
-
-
-def compute_numeric(
-    replayed: Sequence[ReplayedDebate], *, options: ScoreOptions = ScoreOptions()
-) -> NumericResult:
-    """Votes, rewards, returns and advantages of all debates at once (one kernel call per stage).
-
-    Returns:
-      A :class:`NumericResult`.
+def episodes_of(replayed: Sequence[ReplayedDebate]) -> list[Episode]:
+    """The replayed debates as the kernel's :class:`~kernel.Episode` values: each accepted turn's agent,
+    parse, step reward and tokens (a turn without ``action_tokens`` has none).
 
     Examples:
-      Two sample debates of 4 and 3 agents: rows 0-3 are the first debate's agents, rows 4-6 the second's.
-
       >>> from adapters import data
       >>> from adapters.transcripts import debate_from_record
       >>> debates = [debate_from_record(r) for r in data.read_jsonl(data.SAMPLE_DEBATES)[:2]]
       >>> replayed, _ = replay_debates(debates, parse_turns(debates))
-      >>> num = compute_numeric(replayed)
-      >>> num.offsets_P1.tolist(), num.pairwise.total_votes_P.tolist(), num.returns_PG.tolist()
-      ([0, 4, 7], [4, 1], [-0.5, 0.5, 0.5, 0.0, 0.5, 0.5, 0.0])
-      >>> num.advantages_PG.round(4).tolist()
-      [-0.625, 0.375, 0.375, -0.125, 0.1667, 0.1667, -0.3333]
+      >>> scored = kernel.score_episodes(episodes_of(replayed))
+      >>> scored.offsets_P1.tolist(), scored.returns_PG.tolist()
+      ([0, 4, 7], [-0.5, 0.5, 0.5, 0.0, 0.5, 0.5, 0.0])
     """
     check_each(replayed, ReplayedDebate, "replayed")
-    num_agents = np.fromiter((r.debate.num_agents for r in replayed), dtype=np.int64, count=len(replayed))
-    offsets = np.concatenate(([0], np.cumsum(num_agents))).astype(np.int64)
-    num_debates = len(replayed)
-    votes = kernel.votes_from_responses([r.state.responses for r in replayed])
-    vote_counts = np.bincount(votes.group_ids_V, minlength=num_debates)[:num_debates]
-    vote_offsets = np.concatenate(([0], np.cumsum(vote_counts))).astype(np.int64)
-    dropped = np.zeros(votes.group_ids_V.shape[0], dtype=bool)
-    if options.round1_votes == "drop":
-        check = kernel.round1_vote_violations([r.state for r in replayed])
-        dropped = ~np.asarray(check.valid_V, dtype=bool)
-        # A padding row (group id P) takes no part in validation or rewards.
-        votes = votes._replace(group_ids_V=np.where(dropped, num_debates, votes.group_ids_V).astype(np.int32))
-    elif options.round1_votes not in ROUND1_VOTE_POLICIES:
-        raise ValueError(f"round1_votes must be one of {ROUND1_VOTE_POLICIES}, got {options.round1_votes!r}")
-    validation = kernel.validate_votes(votes, num_agents)
-    pairwise = kernel.pairwise_rewards(votes, num_agents, mode=options.reward)
-    rows, step = _step_rows(replayed, offsets)
-    num_rows = int(offsets[-1])
-    rows_T = np.asarray(rows, dtype=np.int64)
-    step_T = np.asarray(step, dtype=np.float64)
-    step_rewards = np.bincount(rows_T, weights=step_T, minlength=num_rows).astype(np.float64)
-    returns = np.asarray(
-        kernel.total_returns(step_T, rows_T, num_rows, pairwise.rewards_PG), dtype=np.float64
-    )
-    estimator = resolve_estimator(options.estimator)
-    advantages = _advantages(returns, pairwise.group_ids_PG, num_debates, estimator)
-    return NumericResult(
-        num_agents,
-        offsets,
-        votes,
-        vote_offsets,
-        validation,
-        dropped,
-        pairwise,
-        step_rewards,
-        returns,
-        advantages,
-        estimator,
-    )
+    out: list[Episode] = []
+    for r in replayed:
+        turns = r.debate.turns
+        accepted = r.replay.accepted
+        tokens = tuple(_turn_tokens(turns[k]) for k in accepted)
+        out.append(
+            Episode(
+                r.debate.num_agents,
+                tuple(turns[k].agent for k in accepted),
+                tuple(r.parsed[k] for k in accepted),
+                tuple(r.replay.rewards[k] for k in accepted),
+                consensus=r.state.consensus,
+                tokens_T=tokens if any(t is not None for t in tokens) else (),
+            )
+        )
+    return out
 
 
-# ------------------------------------------------------------------------------------------------
-# Stage 4: datums (only for turns that carry tokens)
+def _turn_tokens(turn: Turn) -> kernel.TurnTokens | None:
+    """A transcript turn's (observation, action, logprobs) tokens, or None when it has no tokens."""
+    if turn.action_tokens is None:
+        return None
+    return (turn.observation_tokens or (), turn.action_tokens, turn.logprobs)
 
 
 class DatumOutput(NamedTuple):
@@ -405,21 +314,13 @@ class DatumOutput(NamedTuple):
     stats: dict[str, Any]
 
 
-def build_datums(
-    replayed: Sequence[ReplayedDebate],
-    numeric: NumericResult,
-    *,
-    mode: Literal["reference", "robust"] = "robust",
-) -> DatumOutput | None:
-    """Datums of all turns that carry tokens, with one ``kernel.build_datums`` call for the batch.
+def datum_output(scored: ScoredEpisodes, mode: str) -> DatumOutput | None:
+    """The datums of ``scored`` as arrays and statistics (None when no turn carried tokens).
 
-    Each (debate, agent) is one trajectory whose transitions are that agent's accepted turns with tokens
-    (debate turns are re-rendered from scratch, so each turn normally becomes its own datum) and whose
-    advantage is the agent's advantage. A turn that failed to parse stays trainable with the agent's
-    advantage, as in the reference: its −1 is part of the return.
-
-    Returns:
-      A :class:`DatumOutput`, or None when no turn carries tokens.
+    Each (debate, agent) is one trajectory of that agent's accepted turns with tokens (debate turns are
+    re-rendered from scratch, so each turn normally becomes its own datum), with the agent's advantage.
+    A turn that failed to parse stays trainable with the agent's advantage, as in the reference: its −1
+    is part of the return.
 
     Examples:
       >>> from adapters.transcripts import Turn
@@ -432,50 +333,24 @@ def build_datums(
       ...                          logprobs=(-0.5, -1.0))  # agent 0's turn with its tokens
       >>> d = dataclasses.replace(d, turns=(t0, *d.turns[1:]))
       >>> replayed, _ = replay_debates([d], parse_turns([d]))
-      >>> out = build_datums(replayed, compute_numeric(replayed))
+      >>> out = datum_output(kernel.score_episodes(episodes_of(replayed)), "robust")
       >>> out.stats["datums"], out.arrays["input_tokens"].tolist(), out.arrays["advantages"].tolist()
       (1, [1, 2, 3, 4], [0.0, 0.0, 0.25, 0.25])
     """
-    check_each(replayed, ReplayedDebate, "replayed")
-    check_type(numeric, NumericResult, "numeric")
-    transitions: list[list[tuple[Sequence[int], Sequence[int], Sequence[float] | None]]] = []
-    rows: list[int] = []
-    origin: list[tuple[int, int]] = []
-    for p, r in enumerate(replayed):
-        n = r.debate.num_agents
-        per_agent: list[list[tuple[Sequence[int], Sequence[int], Sequence[float] | None]]] = [
-            [] for _ in range(n)
-        ]
-        any_tokens = False
-        for k in r.replay.accepted:
-            t = r.debate.turns[k]
-            if t.action_tokens is not None:
-                per_agent[t.agent].append((t.observation_tokens or (), t.action_tokens, t.logprobs))
-                any_tokens = True
-        if not any_tokens:
-            continue
-        base = int(numeric.offsets_P1[p])
-        for i, trs in enumerate(per_agent):
-            if trs:
-                transitions.append(trs)
-                rows.append(base + i)
-                origin.append((p, i))
-    if not transitions:
+    check_type(scored, ScoredEpisodes, "scored")
+    check_type(mode, str, "mode")
+    built = scored.datums
+    if built is None:
         return None
-    advantages_B = np.asarray(numeric.advantages_PG, dtype=np.float64)[np.asarray(rows, dtype=np.int64)]
-    trajectories = kernel.trajectories_from_lists(transitions, advantages_B)
-    built = kernel.build_datums(trajectories, mode=mode)
     d = built.datums
-    where = np.asarray(origin, dtype=np.int64).reshape(-1, 2)
     arrays: dict[str, npt.NDArray[Any]] = {name: np.asarray(getattr(d, name)) for name in d._fields}
-    arrays["debate_D"] = where[d.traj_ids_D, 0]
-    arrays["agent_D"] = where[d.traj_ids_D, 1]
+    arrays["debate_D"] = scored.debate_D
+    arrays["agent_D"] = scored.agent_D
     rep = built.report
     counts = {"datums": int(rep.datums), "tokens": int(rep.tokens), "trajectories": int(rep.trajectories)}
     for name in DATUM_REASONS:
         counts[name] = int(getattr(rep, name))
-    stats = datum_stats(counts, logprob_sums(arrays), mode)
-    return DatumOutput(arrays, stats)
+    return DatumOutput(arrays, datum_stats(counts, logprob_sums(arrays), mode))
 
 
 DATUM_REASONS: Final = ("short_segment", "logprob_count_mismatch", "missing_logprobs", "segments_dropped")
@@ -540,7 +415,7 @@ class BatchResult:
 
     options: ScoreOptions
     replayed: tuple[ReplayedDebate, ...]
-    numeric: NumericResult
+    numeric: ScoredEpisodes
     datums: DatumOutput | None
     errors: tuple[TranscriptError, ...]
     num_lines: int = 0
@@ -601,17 +476,18 @@ def score(
     if not checked:
         debates, invalid = check_debates(debates)
         read_errors = [*read_errors, *invalid]
+    scoring = options.scoring
     t0 = clock()
-    parsed = parse_turns(debates, policy=options.policy)
+    parsed = parse_turns(debates, policy=scoring.parse_policy)
     t1 = clock()
     replayed, replay_errors = replay_debates(debates, parsed, options=options)
-    if resolve_estimator(options.estimator)[1]["singleton"] == "error":
+    if getattr(scoring.estimator, "singleton", None) == "error":
         replayed, singles = _skip_singletons(replayed)
         replay_errors += singles
     t2 = clock()
-    numeric = compute_numeric(replayed, options=options)
+    numeric = kernel.score_episodes(episodes_of(replayed), scoring)
     t3 = clock()
-    datums = build_datums(replayed, numeric, mode=options.datum_mode)
+    datums = datum_output(numeric, scoring.datum_mode)
     t4 = clock()
     timings.update(parse=t1 - t0, replay=t2 - t1, numeric=t3 - t2, datums=t4 - t3)
     errors = sorted([*read_errors, *replay_errors], key=lambda e: e.line)
@@ -630,11 +506,13 @@ def batch_wide(options: ScoreOptions) -> bool:
     the input cannot be scored in independent chunks.
 
     Examples:
-      >>> batch_wide(ScoreOptions()), batch_wide(ScoreOptions(estimator="trl_grpo.batch"))
+      >>> trl = kernel.AdvantageOptions.from_spec("trl_grpo.batch")
+      >>> batch_wide(ScoreOptions()), batch_wide(ScoreOptions(kernel.ScoringOptions(estimator=trl)))
       (False, True)
     """
     check_type(options, ScoreOptions, "options")
-    return resolve_estimator(options.estimator)[1]["scale"] in ("batch", "whiten")
+    estimator = options.scoring.estimator
+    return isinstance(estimator, kernel.RAEOptions) or estimator.scale in ("batch", "whiten")
 
 
 def score_chunks(

@@ -3,6 +3,7 @@ them chunk by chunk (exact merges) for a streamed run."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter
 from collections.abc import Callable
@@ -12,8 +13,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+import kernel
 from adapters._json import round_or_none
-from adapters.pipeline.estimator_spec import resolve_estimator
 from adapters.pipeline.stages import (
     DATUM_REASONS,
     END_REASONS,
@@ -68,7 +69,6 @@ class ChunkFigures:
     the datums, without the chunk's debates (small, and picklable, so a chunk scored in another process
     sends back only this)."""
 
-    estimator: tuple[str, dict[str, Any]]
     errors: tuple[TranscriptError, ...]
     counts: Counter[str]
     ends: Counter[str]
@@ -113,9 +113,7 @@ def chunk_figures(result: BatchResult) -> ChunkFigures:
         "returns": np.asarray(num.returns_PG),
         "advantages": np.asarray(num.advantages_PG),
     }
-    return ChunkFigures(
-        num.estimator, tuple(result.errors), c, ends, failures, values, result.datums, len(result.replayed)
-    )
+    return ChunkFigures(tuple(result.errors), c, ends, failures, values, result.datums, len(result.replayed))
 
 
 class ScoreAccumulator:
@@ -144,7 +142,6 @@ class ScoreAccumulator:
         self.options = options
         self._sink = datum_sink
         self._datum_sums: list[Any] = [0, 0, 0.0]
-        self.estimator: tuple[str, dict[str, Any]] = resolve_estimator(options.estimator)
         self.num_lines = 0
         self.num_blank = 0
         self.scored = 0
@@ -167,7 +164,6 @@ class ScoreAccumulator:
         """Adds one chunk's :func:`chunk_figures` (made here or in another process); chunks go in input
         order. Line counts are not touched: set :attr:`num_lines` and :attr:`num_blank` as the stream
         is read."""
-        self.estimator = figures.estimator
         self.errors.extend(figures.errors)
         self.counts.update(figures.counts)
         self.ends.update(figures.ends)
@@ -227,14 +223,19 @@ class ScoreAccumulator:
     def summary(self) -> dict[str, Any]:
         """The figures of :func:`summary` for everything added."""
         c = self.counts
+        scoring = self.options.scoring
         skipped = Counter(e.reason for e in self.errors)
         failures = sum(self.failures.values())
         values = {k: self.values(k) for k in self._values}
         out: dict[str, Any] = {
-            "policy": self.options.policy,
-            "reward": self.options.reward,
-            "estimator": self.estimator[0],
-            "estimator_options": {k: v for k, v in self.estimator[1].items() if _jsonable(v)},
+            "policy": scoring.parse_policy,
+            "reward": scoring.reward_mode,
+            "estimator": kernel.estimator_spec(scoring.estimator),
+            "estimator_options": {
+                f.name: getattr(scoring.estimator, f.name)
+                for f in dataclasses.fields(scoring.estimator)
+                if _jsonable(getattr(scoring.estimator, f.name))
+            },
             "lines": self.num_lines,
             "blank_lines": self.num_blank,
             "debates_scored": self.scored,

@@ -361,7 +361,7 @@ def _card(value: Any, label: str) -> str:
     return f'<div class="card"><b>{_e(value)}</b><span>{_e(label)}</span></div>'
 
 
-def _vote_matrices(num: pipeline.NumericResult, p: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+def _vote_matrices(num: kernel.ScoredEpisodes, p: int, n: int) -> tuple[np.ndarray, np.ndarray]:
     lo, hi = int(num.vote_offsets_P1[p]), int(num.vote_offsets_P1[p + 1])
     valid = np.asarray(num.validation.valid_V[lo:hi], dtype=bool)
     a = np.asarray(num.votes.a_V[lo:hi])[valid]

@@ -17,6 +17,7 @@ Examples:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import tomllib
 import types as pytypes
@@ -328,25 +329,43 @@ class TrainConfig:
 
     def _check_combinations(self) -> None:
         """Keys that are valid alone but not together (found now, before a run directory is made)."""
-        options: dict[str, Any] | None = None  # the estimator's options; None for RAE
-        if self.estimator != "rae":
-            from adapters.pipeline import check_estimator
+        estimator = self.scoring_options.estimator
+        if getattr(estimator, "singleton", None) == "error" and self.num_agents == 1:
+            raise ValueError(
+                f"config key estimator {self.estimator!r} refuses groups of one sample "
+                "(singleton=error), and with num_agents = 1 every debate is one: "
+                "use num_agents >= 2 or another singleton option"
+            )
+        self._check_streaming(estimator)
 
-            try:
-                _, options = check_estimator(self.estimator)
-            except (ValueError, TypeError) as e:
-                raise ValueError(f"config key estimator: {e}") from None
-            if options.get("singleton") == "error" and self.num_agents == 1:
-                raise ValueError(
-                    f"config key estimator {self.estimator!r} refuses groups of one sample "
-                    "(singleton=error), and with num_agents = 1 every debate is one: "
-                    "use num_agents >= 2 or another singleton option"
-                )
-        self._check_streaming(options)
+    @functools.cached_property
+    def scoring_options(self) -> kernel.ScoringOptions:
+        """The run's scoring options, read once: the ``estimator`` spec (``rae`` alone takes ``rae_decay``)
+        and the keys the kernel's scoring core takes (:func:`kernel.score_episodes`).
 
-    def _check_streaming(self, options: dict[str, Any] | None) -> None:
-        """``stream_minibatches`` needs on-policy training, debate-local advantages (``options``: the
-        estimator's, None for RAE) and a debate a part."""
+        Raises:
+          ValueError: a bad ``estimator`` spec, naming the key.
+        """
+        try:
+            _, estimator = kernel.read_estimator_spec(self.estimator)
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"config key estimator: {e}") from None
+        if isinstance(estimator, kernel.RAEOptions) and self.estimator.strip() == kernel.RAE_SPEC_NAME:
+            estimator = kernel.RAEOptions(decay=self.rae_decay)
+        return kernel.ScoringOptions(
+            parse_policy=self.parse_policy,
+            reward_mode=self.reward_mode,
+            estimator=estimator,
+            correctness_weight=self.correctness_weight,
+            silent_agents=self.silent_agents,
+            remove_constant_groups=self.remove_constant_reward_groups,
+            negative_advantages=self.negative_advantages,
+            credit=self.credit,
+        )
+
+    def _check_streaming(self, estimator: kernel.Estimator) -> None:
+        """``stream_minibatches`` needs on-policy training, debate-local advantages (not RAE's baselines
+        nor a batch-wide scale) and a debate a part."""
         m = self.stream_minibatches
         if not m:
             return
@@ -355,7 +374,7 @@ class TrainConfig:
                 "config key stream_minibatches streams on-policy batches only: "
                 f"set max_steps_off_policy = 0 (got {self.max_steps_off_policy}) or stream_minibatches = 0"
             )
-        if options is None or options.get("scale") in ("batch", "whiten"):
+        if isinstance(estimator, kernel.RAEOptions) or estimator.scale in ("batch", "whiten"):
             raise ValueError(
                 f"config key stream_minibatches needs advantages computed within each debate; estimator "
                 f"{self.estimator!r} uses statistics of the whole batch (RAE baselines or a batch scale), "

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from adapters import pipeline
+import kernel
 from adapters.tinker.boundary import Boundary
 from adapters.tinker.config import TrainConfig
 from adapters.tinker.dataset import Question, is_correct
@@ -62,18 +62,18 @@ async def evaluate(
     played = [r for r in results if r.turns]
     pairwise = math.nan
     if played:
-        options = pipeline.ScoreOptions(policy=config.parse_policy, reward=config.reward_mode)
-        replayed, errors = pipeline.replay_debates(
-            [r.to_transcript() for r in played],
-            [tuple(t.parsed for t in r.turns) for r in played],
-            options=options,
-        )
-        if errors:  # the rows below pair replayed[p] with played[p]: a dropped debate would shift them
-            raise RuntimeError(f"an evaluation debate does not replay: {errors[0]}")
-        if replayed:
-            numeric = pipeline.compute_numeric(replayed, options=options)
-            rows = [int(numeric.offsets_P1[p]) + played[p].spec.policy_roles[0] for p in range(len(replayed))]
-            pairwise = float(np.mean(numeric.pairwise.rewards_PG[rows]))
+        episodes = [
+            kernel.Episode(
+                r.state.num_agents,
+                tuple(t.agent_id for t in r.turns),
+                tuple(t.parsed for t in r.turns),
+                tuple(t.reward for t in r.turns),
+            )
+            for r in played
+        ]
+        scored = kernel.score_episodes(episodes, config.scoring_options)
+        rows = [int(scored.offsets_P1[p]) + r.spec.policy_roles[0] for p, r in enumerate(played)]
+        pairwise = float(np.mean(scored.pairwise.rewards_PG[rows]))
     return {
         "eval/correct": float(np.mean(correct)) if correct else math.nan,
         "eval/parse_ok": float(np.mean(parse_ok)) if parse_ok else math.nan,

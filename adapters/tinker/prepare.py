@@ -1,11 +1,12 @@
 """A training step's data from its rollouts, with no I/O: the datums the loop sends, the metrics it records.
 
-RL steps (:func:`prepare_rl`): the played debates go through one batched kernel call per stage (replay,
-votes, pairwise rewards, total returns plus ``correctness_weight × correct``, advantages by the
-configured preset or RAE baselines), optional constant-group removal, then the datums: each turn's token
-arrays straight from the rollouts into one ``kernel.build_datums`` call, converted to ``tinker.Datum``
-and split into the substeps. Warm-start steps (:func:`prepare_warm`): cross-entropy datums of
-well-formed turns on the batch's questions.
+RL steps (:func:`prepare_rl`): the played debates become the kernel's episodes (each turn as the
+rollout's own run of the state machine gave it, its token arrays, each agent's correctness) and go
+through the kernel's one scoring core, :func:`kernel.score_episodes` (votes, pairwise rewards, returns
+plus ``correctness_weight × correct``, advantages by the configured estimator or RAE baselines,
+constant-group removal, one ``kernel.build_datums`` call), the same core ``debate-kernel score`` runs on
+transcripts; the datums are converted to ``tinker.Datum`` and split into the substeps. Warm-start steps
+(:func:`prepare_warm`): cross-entropy datums of well-formed turns on the batch's questions.
 
 The loop's shell (:mod:`adapters.tinker.train`) calls these with its config, renderer and RAE baselines
 and sends what they return; nothing here awaits, reads a clock or writes a file. RAE's baselines are
@@ -14,7 +15,7 @@ state carried from step to step: :func:`prepare_rl` takes them and returns the u
 
 from __future__ import annotations
 
-import functools
+import itertools
 import math
 import warnings
 from collections.abc import Callable, Sequence
@@ -27,28 +28,14 @@ import tinker
 from tinker import types
 
 import kernel
-from adapters import pipeline
 from adapters.tinker.config import TrainConfig
-from adapters.tinker.convert import datums_to_tinker, pack_trajectories
+from adapters.tinker.convert import datums_to_tinker
 from adapters.tinker.credit import credit_weights
 from adapters.tinker.dataset import Question, is_correct
 from adapters.tinker.renderers import Renderer
-from adapters.tinker.rollouts import DebateResult, TurnArrays, last_solution
-from adapters.transcripts import Debate
-from adapters.transcripts import Turn as TranscriptTurn
+from adapters.tinker.rollouts import DebateResult, last_solution
 
 __all__: list[str] = []
-
-
-class Advantages(NamedTuple):
-    """The advantage stage of an RL step (:func:`advantage_stage`): rows ``[PG]``, debates ``[P]``."""
-
-    correct_PG: npt.NDArray[np.float64]  # 1.0 where the agent's last solution is the reference answer
-    returns_PG: npt.NDArray[np.float64]  # peer-vote returns + correctness_weight · correct
-    advantages_PG: npt.NDArray[np.float64]
-    keep_P: npt.NDArray[np.bool_]  # debates kept by remove_constant_reward_groups (all without it)
-    removed: int  # debates it removed
-    baselines_K: npt.NDArray[np.float64]  # RAE's baselines after the step (the ones given, otherwise)
 
 
 @dataclass
@@ -71,73 +58,62 @@ class Prepared:
 
 
 class Stages(NamedTuple):
-    """The kernel stages of an RL step's debates before its datums: replayed debates, numbers, advantages,
-    and each accepted turn's token arrays (None where the rollout kept none)."""
+    """The kernel stages of an RL step's played debates: their episodes and what the scoring core made of
+    them (:func:`kernel.score_episodes`)."""
 
-    replayed: list[pipeline.ReplayedDebate]
-    numeric: pipeline.NumericResult
-    advantages: Advantages
-    tokens: list[list[TurnArrays | None]]
+    episodes: list[kernel.Episode]
+    scored: kernel.ScoredEpisodes
 
 
-def advantage_stage(
-    config: TrainConfig,
-    replayed: Sequence[pipeline.ReplayedDebate],
-    played: Sequence[DebateResult],
-    numeric: pipeline.NumericResult,
-    baselines_K: npt.NDArray[np.float64],
-) -> Advantages:
-    """Correctness, returns and advantages of the replayed debates by the configured estimator (RAE from
-    ``baselines_K``, returning the updated ones), and the debates that constant-group removal keeps."""
-    c = config
-    offsets = numeric.offsets_P1
-    num_debates = len(replayed)
-    correct = np.zeros(int(offsets[-1]), dtype=np.float64)
-    for p, r in enumerate(replayed):
-        answer = played[p].spec.answer
-        for i in range(r.debate.num_agents):
-            correct[offsets[p] + i] = float(is_correct(last_solution(r.state, i), answer))
-    returns = numeric.returns_PG + c.correctness_weight * correct
-    group_ids = numeric.pairwise.group_ids_PG
-    if c.estimator == "rae":
-        roles = np.concatenate([np.arange(n) for n in numeric.num_agents_P]).astype(np.int64)
-        rae = kernel.rae_advantages(returns, roles, baselines_K, decay=c.rae_decay)
-        advantages = np.asarray(rae.advantages, dtype=np.float64)
-        baselines_K = np.asarray(rae.baselines_K, dtype=np.float64)
-    else:
-        _, opts = pipeline.resolve_estimator(c.estimator)
-        where = spoke(played, offsets) if c.silent_agents == "exclude" else None
-        advantages = np.asarray(
-            kernel.grouped_advantages(returns, group_ids, num_debates, where=where, **opts).advantages,
-            dtype=np.float64,
+def episodes_of(
+    config: TrainConfig, renderer: Renderer, played: Sequence[DebateResult]
+) -> list[kernel.Episode]:
+    """The played debates as the kernel's episodes: each turn's agent, parse, step reward and token
+    arrays, as the rollout's own run of the state machine gave them; each agent's correctness against the
+    reference answer; with ``credit="solution"``, each turn's credit weights
+    (:func:`adapters.tinker.credit.credit_weights`)."""
+    credit = config.credit != "turn"
+    out: list[kernel.Episode] = []
+    for r in played:
+        n = r.state.num_agents
+        answer = r.spec.answer
+        weights = (
+            tuple(
+                None
+                if t.arrays is None
+                else credit_weights(renderer, t.arrays[1], config.credit, policy=config.parse_policy)
+                for t in r.turns
+            )
+            if credit
+            else ()
         )
-    removed = 0
-    keep_debate = np.ones(num_debates, dtype=bool)
-    if c.remove_constant_reward_groups:
-        keep = np.asarray(
-            kernel.constant_group_keep_mask(returns, group_ids, num_debates, keep_one_if_all_constant=True)
+        tokens = tuple(t.arrays for t in r.turns)
+        out.append(
+            kernel.Episode(
+                n,
+                tuple(t.agent_id for t in r.turns),
+                tuple(t.parsed for t in r.turns),
+                tuple(t.reward for t in r.turns),
+                consensus=r.state.consensus,
+                tokens_T=tokens if any(t is not None for t in tokens) else (),
+                weights_T=weights,
+                correct_G=tuple(float(is_correct(last_solution(r.state, i), answer)) for i in range(n)),
+            )
         )
-        keep_debate = np.bincount(group_ids[keep], minlength=num_debates)[:num_debates] > 0
-        removed = int(num_debates - keep_debate.sum())
-    if c.negative_advantages == "zero":
-        advantages = np.maximum(advantages, 0.0)
-    return Advantages(correct, returns, advantages, keep_debate, removed, baselines_K)
+    return out
 
 
 def rl_stages(
-    config: TrainConfig, played: Sequence[DebateResult], baselines_K: npt.NDArray[np.float64]
+    config: TrainConfig,
+    renderer: Renderer,
+    played: Sequence[DebateResult],
+    baselines_K: npt.NDArray[np.float64],
 ) -> Stages | None:
-    """Replay, votes, rewards, returns and advantages of the played debates (None when none replays)."""
-    c = config
-    options = pipeline.ScoreOptions(policy=c.parse_policy, reward=c.reward_mode, estimator="default")
-    replayed = replay_rollouts(played, options, c.rollout_config.parse_failure_reward)
-    if not replayed:
+    """The played debates scored by the kernel's one core (None when there are none)."""
+    if not played:
         return None
-    numeric = pipeline.compute_numeric(replayed, options=options)
-    advantages = advantage_stage(c, replayed, played, numeric, baselines_K)
-    numeric = numeric._replace(returns_PG=advantages.returns_PG, advantages_PG=advantages.advantages_PG)
-    tokens = [[played[p].turns[k].arrays for k in r.replay.accepted] for p, r in enumerate(replayed)]
-    return Stages(replayed, numeric, advantages, tokens)
+    episodes = episodes_of(config, renderer, played)
+    return Stages(episodes, kernel.score_episodes(episodes, config.scoring_options, baselines_K=baselines_K))
 
 
 def rl_record(results: Sequence[DebateResult], stages: Stages | None) -> dict[str, Any]:
@@ -145,11 +121,8 @@ def rl_record(results: Sequence[DebateResult], stages: Stages | None) -> dict[st
     record: dict[str, Any] = {"env/all/total_episodes": len(results)}
     if stages is None:
         return record
-    a = stages.advantages
-    record.update(
-        batch_metrics(stages.replayed, stages.tokens, stages.numeric, a.advantages_PG, a.correct_PG)
-    )
-    record["data/constant_groups_removed"] = a.removed
+    record.update(batch_metrics(stages.episodes, stages.scored))
+    record["data/constant_groups_removed"] = int(np.sum(~stages.scored.keep_P))
     return record
 
 
@@ -162,84 +135,46 @@ def prepare_rl(
     *,
     record: bool = True,
 ) -> tuple[Prepared, npt.NDArray[np.float64]]:
-    """The step's datums from its rollouts, with only what the datums need before the submission, and
-    RAE's baselines after the step (``baselines_K`` unchanged under other estimators or when no debate
-    replays).
+    """The step's datums from its rollouts (the kernel's scoring core, :func:`rl_stages`), with only what
+    the datums need before the submission, and RAE's baselines after the step (``baselines_K``
+    unchanged under other estimators or when no debate was played).
 
-    The turns' tokens go straight from the rollouts into one ``kernel.build_datums`` call (no
-    transcripts), and the metrics that the datums do not need are left to :meth:`Prepared.finish`
-    (``record=False``: none, for a part of a streamed step). The same datums and record as replaying
-    the transcripts through the scoring pipeline (``tests/test_train_prepare.py``)."""
+    The turns' token arrays go straight from the rollouts into the core's one ``kernel.build_datums``
+    call; the metrics that the datums do not need are left to :meth:`Prepared.finish`
+    (``record=False``: none, for a part of a streamed step)."""
     c = config
-    stages = rl_stages(c, played, baselines_K)
+    stages = rl_stages(c, renderer, played, baselines_K)
     if stages is None:
         return Prepared([], [], rl_record(results, None) if record else {}, [], []), baselines_K
-    credit = (
-        None
-        if c.credit == "turn"
-        else functools.partial(credit_weights, renderer, mode=c.credit, policy=c.parse_policy)
-    )
-    arrays = rollout_datums(stages.replayed, stages.tokens, stages.numeric, credit)
-    data: list[tinker.Datum] = []
-    kept: list[int] = []
-    if arrays is not None:
-        batch = kernel.DatumBatch(*(arrays[name] for name in kernel.DatumBatch._fields))
-        converted = datums_to_tinker(batch, copy=False)  # the batch is ours alone: lent, not copied
-        keep_D = stages.advantages.keep_P[arrays["debate_D"]].tolist()
-        for d, datum in enumerate(converted):
-            if keep_D[d]:
-                data.append(datum)
-                kept.append(d)
+    built = stages.scored.datums
+    data = [] if built is None else datums_to_tinker(built.datums, copy=False)  # ours alone: lent
     episodes = {"env/all/total_episodes": len(results)}
     prepared = Prepared(data, split_substeps(data, c.num_substeps), episodes, [], [])
 
     def finish() -> None:
-        if arrays is not None:
-            bounds = arrays["offsets_D1"].tolist()
-            lps, mask = arrays["logprobs"], arrays["mask"]
-            for d in kept:
-                s, e = bounds[d], bounds[d + 1]
-                prepared.sampler_logprobs.append(np.asarray(lps[s:e], dtype=np.float32))
-                prepared.masks.append(np.asarray(mask[s:e], dtype=bool))
+        if built is not None:
+            d = built.datums
+            bounds = d.offsets_D1.tolist()
+            for s, e in itertools.pairwise(bounds):
+                prepared.sampler_logprobs.append(np.asarray(d.logprobs[s:e], dtype=np.float32))
+                prepared.masks.append(np.asarray(d.mask[s:e], dtype=bool))
         if record:
             prepared.record.update(rl_record(results, stages))
 
     prepared.deferred = finish
-    return prepared, stages.advantages.baselines_K
-
-
-def batch_metrics(
-    replayed: Sequence[pipeline.ReplayedDebate],
-    tokens: Sequence[Sequence[TurnArrays | None]],
-    numeric: pipeline.NumericResult,
-    advantages: npt.NDArray[np.float64],
-    correct: npt.NDArray[np.float64],
-) -> dict[str, Any]:
-    """The ``env/*`` and ``advantage/*`` metrics of a step's replayed debates (REFERENCE.md's names)."""
-    parse_error: list[bool] = []
-    consensus: list[bool] = []
-    rounds: list[int] = []
-    ob: list[int] = []
-    ac: list[int] = []
-    turn_ep: list[int] = []
-    for p, r in enumerate(replayed):
-        for k, turn in zip(r.replay.accepted, tokens[p], strict=True):
-            parse_error.append(not r.parsed[k].ok)
-            consensus.append(r.state.consensus)
-            rounds.append(k // r.debate.num_agents)
-            ob.append(0 if turn is None else len(turn[0]))
-            ac.append(0 if turn is None else len(turn[1]))
-            turn_ep.append(p)
-    sm = kernel.step_metrics(parse_error, consensus, rounds)
-    tm = kernel.trajectory_metrics(
-        np.asarray(ob, dtype=np.int64),
-        np.asarray(ac, dtype=np.int64),
-        np.asarray(turn_ep, dtype=np.int64),
-        numeric.returns_PG,
-        numeric.pairwise.group_ids_PG,
-        len(replayed),
+    baselines = (
+        stages.scored.baselines_K
+        if isinstance(c.scoring_options.estimator, kernel.RAEOptions)
+        else baselines_K
     )
-    pw = numeric.pairwise
+    return prepared, baselines
+
+
+def batch_metrics(episodes: Sequence[kernel.Episode], scored: kernel.ScoredEpisodes) -> dict[str, Any]:
+    """The ``env/*`` and ``advantage/*`` metrics of a step's scored debates (REFERENCE.md's names)."""
+    sm, tm = kernel.episode_metrics(episodes, scored)
+    pw = scored.pairwise
+    advantages, correct = scored.advantages_PG, scored.correct_PG
     return {
         "env/all/parse_error": float(sm.parse_error),
         "env/all/consensus_reached": float(sm.consensus_reached),
@@ -306,97 +241,6 @@ def prepare_warm(config: TrainConfig, renderer: Renderer, questions: Sequence[Qu
             )
         )
     return Prepared(data, split_substeps(data, c.num_substeps), record, [], [])
-
-
-def replay_rollouts(
-    played: Sequence[DebateResult], options: pipeline.ScoreOptions, rollout_failure_reward: float
-) -> list[pipeline.ReplayedDebate]:
-    """``pipeline.replay_debates`` of the rollouts' transcripts, without replaying where the rollout's
-    own run of the state machine is the replay: a debate the sampler did not abort, rolled out with the
-    scoring's parse-failure reward, has every turn accepted with the reward ``submit`` gave it, and ends
-    in the rollout's final state. Their ``debate`` holds the turns without tokens (datums and metrics
-    take the tokens from the rollout turns). One entry per debate, in order: a rollout that does not
-    replay (the same state machine ran it, so a bug) raises ``RuntimeError`` rather than being dropped,
-    which would also pair every later debate with the wrong rollout."""
-    out: list[pipeline.ReplayedDebate] = []
-    for r in played:
-        skeleton = Debate(
-            id=r.spec.id or f"debate-{r.index}",
-            question=r.spec.question,
-            num_agents=r.state.num_agents,
-            turns=tuple(TranscriptTurn(agent=t.agent_id, text=t.text, round=t.round) for t in r.turns),
-            max_rounds=r.state.max_rounds,
-        )
-        parsed = tuple(t.parsed for t in r.turns)
-        own_run = r.end_reason in ("consensus", "max_rounds", "parse_failure")
-        if own_run and rollout_failure_reward == options.parse_failure_reward:
-            replay = kernel.ReplayResult(
-                r.state, tuple(t.reward for t in r.turns), tuple(range(len(r.turns))), ()
-            )
-            out.append(pipeline.ReplayedDebate(skeleton, parsed, replay, pipeline.end_reason(r.state)))
-        else:
-            replayed, errors = pipeline.replay_debates([skeleton], [parsed], options=options)
-            if errors or len(replayed) != 1:  # the rollout ran the same machine: a bug, not bad input
-                raise RuntimeError(
-                    f"rollout {skeleton.id!r} does not replay: {errors[0] if errors else replayed}"
-                )
-            out.extend(replayed)
-    return out
-
-
-def rollout_datums(
-    replayed: Sequence[pipeline.ReplayedDebate],
-    tokens: Sequence[Sequence[TurnArrays | None]],
-    numeric: pipeline.NumericResult,
-    credit: Callable[[npt.NDArray[np.integer[Any]]], npt.NDArray[np.float64]] | None = None,
-) -> dict[str, npt.NDArray[Any]] | None:
-    """``pipeline.build_datums(...).arrays`` (robust mode) from the rollout turns' token arrays: each
-    (debate, agent) with a turn that has tokens is one trajectory of those turns, advantage the agent's;
-    the trajectories are packed by concatenating arrays rather than from Python lists. ``credit`` maps a
-    turn's action tokens to their shares of its advantage (``kernel.build_datums``'s ``ac_weights``);
-    None gives every action token all of it."""
-    obs: list[npt.NDArray[np.integer[Any]]] = []
-    acs: list[npt.NDArray[np.integer[Any]]] = []
-    lps: list[npt.NDArray[np.floating[Any]]] = []
-    counts: list[int] = []
-    rows: list[int] = []
-    origin: list[tuple[int, int]] = []
-    for p, r in enumerate(replayed):
-        n = r.debate.num_agents
-        per_agent: list[list[TurnArrays]] = [[] for _ in range(n)]
-        for k, turn in zip(r.replay.accepted, tokens[p], strict=True):
-            if turn is not None:
-                per_agent[r.debate.turns[k].agent].append(turn)
-        base = int(numeric.offsets_P1[p])
-        for i, turns in enumerate(per_agent):
-            if turns:
-                for ob, ac, lp in turns:
-                    obs.append(ob)
-                    acs.append(ac)
-                    lps.append(lp)
-                counts.append(len(turns))
-                rows.append(base + i)
-                origin.append((p, i))
-    if not rows:
-        return None
-    advantages_B = np.asarray(numeric.advantages_PG, dtype=np.float64)[np.asarray(rows, dtype=np.int64)]
-    trajectories = pack_trajectories(obs, acs, lps, [True] * len(obs), counts, advantages_B)
-    weights = None if credit is None else np.concatenate([credit(ac) for ac in acs])
-    d = kernel.build_datums(trajectories, mode="robust", ac_weights=weights).datums
-    where = np.asarray(origin, dtype=np.int64).reshape(-1, 2)
-    arrays: dict[str, npt.NDArray[Any]] = {name: np.asarray(getattr(d, name)) for name in d._fields}
-    arrays["debate_D"] = where[d.traj_ids_D, 0]
-    arrays["agent_D"] = where[d.traj_ids_D, 1]
-    return arrays
-
-
-def spoke(played: Sequence[DebateResult], offsets_P1: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
-    """bool [R]: whether each agent row took at least one turn in its debate."""
-    spoke = np.zeros(int(offsets_P1[-1]), dtype=bool)
-    for p, result in enumerate(played):
-        for turn in result.turns:
-            spoke[int(offsets_P1[p]) + turn.agent_id] = True
-    return spoke
 
 
 def warm_turn(agent: int, answer: str, *, brief: bool = False) -> str:

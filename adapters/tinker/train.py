@@ -402,7 +402,7 @@ class _Shell:
         whole = streamed.whole
         whole.chunks = [chunk for chunk in streamed.chunks if chunk]
         # the record over the whole batch (streaming excludes RAE, so no baselines move here)
-        whole.record.update(rl_record(results, rl_stages(self.config, played, self.rae)))
+        whole.record.update(rl_record(results, rl_stages(self.config, self.renderer, played, self.rae)))
         whole.record.update(_end_counts(results))
         whole.record["time/sample"] = sample_time[0]
         if self.config.kl_penalty_coef > 0 and whole.data:
