@@ -768,6 +768,24 @@ def test_a_run_resumes_from_another_directory_and_after_a_move(
     ]
 
 
+def test_a_run_through_the_sdk_resumes_after_a_move(
+    tmp_path: Path, served_fake: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its saved states are the server's (``tinker://`` paths, recorded as they are): moving the run
+    directory, and resuming from another working directory, finds them."""
+    backend = Backend.sdk(served_fake)
+    config = _config(tmp_path, steps=2, save_every=1, eval_every=0)
+    asyncio.run(run_training(config, backend.service()))
+    saved = json.loads((tmp_path / "run/checkpoints/step-000002/loop_state.json").read_text())
+    assert saved["state_path"].startswith("tinker://") and saved["fixed_state_path"].startswith("tinker://")
+    (tmp_path / "run").rename(tmp_path / "moved")
+    monkeypatch.chdir(tmp_path / "moved")
+    moved = TrainConfig.from_mapping({"out": str(tmp_path / "moved"), "steps": 3}, base=config)
+    result = asyncio.run(run_training(moved, backend.service(), resume=True))
+    assert [m["step"] for m in result.metrics] == [0, 1, 2]
+    assert len(_final_lineage(result.run_dir, backend)) == 3
+
+
 def _checkpointed_run(tmp_path: Path) -> tuple[TrainConfig, Path]:
     config = _config(tmp_path, steps=2, save_every=1, eval_every=0)
     asyncio.run(run_training(config, FakeServiceClient(seed=0, root=tmp_path / "run" / "service")))
