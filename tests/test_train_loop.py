@@ -23,7 +23,6 @@ from hypothesis import strategies as st
 import kernel
 from adapters.tinker import checkpoint as ck
 from adapters.tinker import train
-from adapters.tinker.boundary import ServiceError
 from adapters.tinker.config import TrainConfig
 from adapters.tinker.dataset import load_questions
 from adapters.tinker.fake import FakeServiceClient
@@ -34,7 +33,7 @@ from adapters.tinker.train import METRIC_NAMES, run_training
 from adapters.transcripts import read_transcripts
 from tests._marks import SHORT_SAMPLES
 from tests._profile import examples
-from tests._served import MODEL, Backend
+from tests._served import MODEL, Backend, ServedFake
 
 SMALL = {
     "batch_size": 2,
@@ -90,7 +89,7 @@ def _figures(run_dir: Path) -> tuple[list[dict[str, Any]], dict[str, bytes]]:
 
 @SHORT_SAMPLES
 def test_a_run_through_the_sdk_computes_what_the_in_process_fake_computes(
-    tmp_path: Path, served_fake: Any
+    tmp_path: Path, served_fake: ServedFake
 ) -> None:
     """Warm start, substeps, a KL penalty (``compute_logprobs`` on a base-model sampler), evaluations and
     checkpoints: every figure and transcript equal, and the same batches trained."""
@@ -172,7 +171,7 @@ def test_every_batch_trained_exactly_once_across_a_crash(
 @given(**CRASHES)
 def test_every_batch_trained_exactly_once_across_a_crash_through_the_sdk(
     tmp_path_factory: pytest.TempPathFactory,
-    served_fake: Any,
+    served_fake: ServedFake,
     method: str,
     index: int,
     after: bool,
@@ -341,9 +340,6 @@ def test_config_errors_name_the_key(tmp_path: Path) -> None:
 def test_warm_start_learning_rate_decays_linearly_then_rl_uses_the_configured_rate(
     tmp_path: Path, fake_backend: Backend, request: pytest.FixtureRequest
 ) -> None:
-    if fake_backend.name == "sdk":  # a warm start of 2 steps or more saves "fixed" twice
-        refused = "the loop saves the fixed policy twice under one name, which a Tinker server refuses"
-        request.applymarker(pytest.mark.xfail(raises=ServiceError, reason=refused, strict=True))
     config = _config(
         tmp_path,
         dataset="arithmetic",
@@ -769,7 +765,7 @@ def test_a_run_resumes_from_another_directory_and_after_a_move(
 
 
 def test_a_run_through_the_sdk_resumes_after_a_move(
-    tmp_path: Path, served_fake: Any, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, served_fake: ServedFake, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Its saved states are the server's (``tinker://`` paths, recorded as they are): moving the run
     directory, and resuming from another working directory, finds them."""
@@ -834,13 +830,10 @@ def test_a_missing_or_corrupt_saved_state_is_named(tmp_path: Path, name: str, co
 @pytest.mark.parametrize("name", ["step-000002", "fixed"])
 @pytest.mark.parametrize("content", [None, "garbage"])
 def test_a_missing_or_corrupt_served_state_is_named(
-    tmp_path: Path, served_fake: Any, request: pytest.FixtureRequest, name: str, content: str | None
+    tmp_path: Path, served_fake: ServedFake, request: pytest.FixtureRequest, name: str, content: str | None
 ) -> None:
     """Through the SDK the saved states are the server's files: one deleted or overwritten there stops the
     resume with the checkpoint named, as a local file does."""
-    if name == "fixed":
-        refused = "a served fixed state that cannot be restored is the service's error, not the checkpoint's"
-        request.applymarker(pytest.mark.xfail(raises=ServiceError, reason=refused, strict=True))
     backend = Backend.sdk(served_fake)
     config = _config(tmp_path, steps=2, save_every=1, eval_every=0)
     asyncio.run(run_training(config, backend.service()))

@@ -527,7 +527,8 @@ class _Shell:
         if step + 1 == self.config.warm_start_steps or self.fixed is None:
             # the fixed policy (evaluation opponents, KL reference): the initial or warm-started weights
             self.fixed = self.sampler
-            self.fixed_state_path = (await self.saved_state("fixed", step))[0].path
+            # one name per save: a Tinker server refuses to save over an existing name
+            self.fixed_state_path = (await self.saved_state(f"fixed-{step + 1:06d}", step))[0].path
         self.queue.put_nowait(pl.SamplerReady(step + 1))
 
     async def evaluate(self, step: int) -> None:
@@ -975,7 +976,9 @@ async def _restore(
             "restore", lambda: service_client.create_training_client_from_state_with_optimizer(path)
         )
     except ServiceError as e:
-        if e.cause != "error":  # the service's own errors (transport, SDK): the service's fault
+        # the service refusing the path (its own error, or the SDK's user-category failure, 400 or 404: the
+        # state is missing or unreadable) is the checkpoint's problem; transport and server errors are not
+        if e.cause not in ("error", "request_failed_user", "bad_request", "not_found"):
             raise
         raise ck.CheckpointError(
             f"checkpoint {latest.path / ck.LOOP_STATE}: cannot load its saved state {path}: {e.detail}"
