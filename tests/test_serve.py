@@ -161,6 +161,35 @@ def test_core_refuses_unknown_models_and_bad_paths(tmp_path: Path) -> None:
             core.resolve(bad)
 
 
+def test_a_finished_session_frees_its_runs_and_samplers(tmp_path: Path) -> None:
+    """``ServiceClient.close`` (``finish_session``) frees what the session holds, as the SDK has no call
+    that frees one training client: its runs and samplers are gone, another session's stay, and a state
+    it saved stays readable."""
+    core = ServeCore(model="tiny", root=tmp_path)
+    new = types.CreateSessionRequest(tags=[], user_metadata=None, sdk_version="0.38.0")
+    closed, open_ = (core.create_session(new).session_id for _ in range(2))
+
+    def run(session_id: str) -> str:
+        lora = types.LoraConfig(rank=RANK)
+        req = types.CreateModelRequest(
+            session_id=session_id, model_seq_id=0, base_model="tiny", lora_config=lora
+        )
+        return str(core.create_model(req).work().model_id)
+
+    gone, kept = run(closed), run(open_)
+    core.save_weights_for_sampler(
+        types.SaveWeightsForSamplerRequest(model_id=gone, sampling_session_seq_id=0)
+    ).work()
+    core.save_weights(types.SaveWeightsRequest(model_id=gone, path="state")).work()
+    core.finish_session(closed)
+    with pytest.raises(ServeError, match="unknown model_id"):
+        core.get_info(types.GetInfoRequest(model_id=gone))
+    with pytest.raises(ServeError, match="unknown sampler"):
+        core.get_sampler(f"{closed}:sample:0")
+    assert core.get_info(types.GetInfoRequest(model_id=kept)).lora_rank == RANK
+    assert core.resolve(f"tinker://{gone}/weights/state", kind="weights")[0].is_file()
+
+
 # --- the server through the SDK ----------------------------------------------------------------------
 
 

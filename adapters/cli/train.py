@@ -29,6 +29,7 @@ import contextlib
 import importlib
 import os
 import sys
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, Final
 
@@ -239,22 +240,30 @@ def _run_config(run_dir: Path) -> TrainConfig:
         raise CheckpointError(f"{run_dir / RUN_FILE}: {e}") from None
 
 
-def _service(kind: str, config: TrainConfig, stack: contextlib.ExitStack) -> Any:
+Session = Callable[[], contextlib.AbstractAsyncContextManager[Any]]
+"""Opens a client of the run's service for the contract check (``async with session() as client``)."""
+
+
+def _service(kind: str, config: TrainConfig, stack: contextlib.ExitStack) -> tuple[Any, Session]:
     """The service client of the run: the in-repo fake; Tinker (``TINKER_API_KEY``, and
     ``TINKER_BASE_URL`` for a self-hosted Tinker-API server, read by the SDK); a ``debate-kernel serve``
     started for the run (stopped at the end of ``stack``; its runs and checkpoints in ``RUN_DIR/service``,
     its log in ``RUN_DIR/serve.log``) through the same SDK; or, with ``--service inprocess``, the local
-    service in this process. The SDK's clients are closed at the end of ``stack``."""
+    service in this process. The SDK's clients are closed at the end of ``stack``.
+
+    Also the session the contract check runs in: through the SDK a session of its own, closed after the
+    check (:func:`_own_session`); the in-process services the run's client itself."""
     if kind == "fake":
         from adapters.tinker.fake import FakeServiceClient
 
-        return FakeServiceClient(seed=config.seed, root=Path(config.out) / "service")
+        fake = FakeServiceClient(seed=config.seed, root=Path(config.out) / "service")
+        return fake, _same_client(fake)
     if kind == "tinker" or (
         kind == "auto" and os.environ.get("TINKER_API_KEY") and config.model not in LOCAL_MODELS
     ):
         import tinker
 
-        return _closed_at_exit(tinker.ServiceClient(), stack)
+        return _closed_at_exit(tinker.ServiceClient(), stack), _own_session(tinker.ServiceClient)
     try:
         local = importlib.import_module("adapters.local")
     except ImportError:
@@ -285,13 +294,18 @@ def _service(kind: str, config: TrainConfig, stack: contextlib.ExitStack) -> Any
             )
         except ServerError as e:
             raise RuntimeError(str(e)) from None
-        return ServedClient(_closed_at_exit(tinker.ServiceClient(base_url=url, api_key=API_KEY), stack))
+
+        def client() -> Any:
+            return ServedClient(tinker.ServiceClient(base_url=url, api_key=API_KEY))
+
+        return _closed_at_exit(client(), stack), _own_session(client)
     local.devices.compilation_cache(0.5)
     one_malloc_arena()  # XLA's threads allocate from glibc's main arena (adapters.tinker.memory)
     local.split_cpu()  # training calls run data-parallel over the cores (before JAX's first computation)
     if model not in LOCAL_MODELS:
         local.model.load_weights(model)  # a file it cannot use is a clear error now, not deep in the run
-    return local.LocalServiceClient(seed=config.seed, root=Path(config.out) / "service")
+    inprocess = local.LocalServiceClient(seed=config.seed, root=Path(config.out) / "service")
+    return inprocess, _same_client(inprocess)
 
 
 SERVE_LOG = "serve.log"
@@ -301,13 +315,47 @@ SERVE_LOG = "serve.log"
 def _closed_at_exit(client: Any, stack: contextlib.ExitStack) -> Any:
     """``client`` (an SDK ``ServiceClient``), closed at the end of ``stack``: its session ends, whatever
     ended the run (the server frees the run's adapter slots with it)."""
-
-    def close() -> None:
-        with contextlib.suppress(Exception):  # a server already gone: nothing is left to free
-            client.close("success").result(timeout=30)
-
-    stack.callback(close)
+    stack.callback(_close, client, "success")
     return client
+
+
+def _close(client: Any, status: str) -> None:
+    """Closes an SDK ``ServiceClient``'s session (30 s at most; a server already gone has nothing left
+    to free)."""
+    with contextlib.suppress(Exception):
+        client.close(status).result(timeout=30)
+
+
+def _own_session(make: Callable[[], Any]) -> Session:
+    """Opens a client of a session of its own (``make()``) and closes the session when the block ends.
+
+    The tinker SDK 0.38 cannot release one training client (``types.UnloadModelRequest`` exists, but no
+    client method or route sends it); closing a session ends everything the session holds. The contract
+    check's throwaway training client thus lives in a session of its own, and does not keep an adapter
+    slot (``debate-kernel serve``: its weights and optimizer state) for the rest of the run.
+    """
+
+    @contextlib.asynccontextmanager
+    async def session() -> AsyncIterator[Any]:
+        client = await asyncio.to_thread(make)
+        status = "errored"
+        try:
+            yield client
+            status = "success"
+        finally:
+            await asyncio.to_thread(_close, client, status)
+
+    return session
+
+
+def _same_client(client: Any) -> Session:
+    """Opens ``client`` itself (a service in this process: nothing of it outlives its last reference)."""
+
+    @contextlib.asynccontextmanager
+    async def session() -> AsyncIterator[Any]:
+        yield client
+
+    return session
 
 
 def _renderer(kind: str, service: Any, config: TrainConfig) -> Any:
@@ -336,24 +384,45 @@ def _hub_tokenizer(name: str) -> Any:
 
 
 async def _checked_training(
-    config: TrainConfig, service: Any, renderer: Any, *, resume: bool, check: bool
+    config: TrainConfig, service: Any, renderer: Any, *, resume: bool, check: Session | None, question: str
 ) -> Any:
-    """The service's contract check (unless ``check`` is False; also on resume, so that the run's client
-    is the service's second either way), then :func:`~adapters.tinker.train.run_training`."""
+    """The service's contract check in the session ``check`` opens (None: no check; also on resume, so
+    that in process the run's client is the service's second either way), then
+    :func:`~adapters.tinker.train.run_training` on ``service``.
+
+    The check asks for what the run will: a training client of the run's ``lora_rank`` (0: full
+    fine-tuning), samples of up to ``max_tokens`` tokens, and a probe prompt that is the run's first turn
+    (agent 0's observation of ``question``), so that a local service compiles few programs for the check
+    alone (the optimizer step is the run's; in process, the sampling program too).
+    """
     from adapters.tinker.contract import check_contract, enforce_contract
     from adapters.tinker.renderers import vocab_size_of
     from adapters.tinker.train import run_training
-    from kernel import Message
 
-    if check:
-        prompt = renderer.build_prompt([Message("user", "What is 2 + 2?")]).to_ints()
-        report = await check_contract(
-            service, base_model=config.model, vocab_size=vocab_size_of(renderer.tokenizer), prompt=prompt
-        )
+    if check is not None:
+        async with check() as client:
+            report = await check_contract(
+                client,
+                base_model=config.model,
+                vocab_size=vocab_size_of(renderer.tokenizer),
+                prompt=_first_turn(config, renderer, question),
+                rank=config.lora_rank,
+                max_tokens=max(config.max_tokens, 2),
+            )
         enforce_contract(report, config.to_dict())
     return await run_training(
         config, service, resume=resume, renderer=renderer, progress=_progress(sys.stderr)
     )
+
+
+def _first_turn(config: TrainConfig, renderer: Any, question: str) -> list[int]:
+    """The prompt of a debate's first turn on ``question``: agent 0's observation, rendered."""
+    import kernel
+
+    state = kernel.initial_state(question, num_agents=config.num_agents, max_rounds=config.max_rounds)
+    observation = kernel.build_observation(state, 0, config=config.observation_config)
+    ids: list[int] = renderer.build_prompt(observation.messages).to_ints()
+    return ids
 
 
 def _progress(stream: Any) -> Any:
@@ -416,12 +485,13 @@ def run(args: argparse.Namespace) -> int:
         try:  # what can be checked before a service starts (and writes its folder in the run directory)
             if not args.resume:
                 check_new_run_dir(config.out)
-            check_answers(config, load_questions(config.dataset))
+            questions = load_questions(config.dataset)
+            check_answers(config, questions)
         except (CheckpointError, DatasetError) as e:
             print(f"debate-kernel train: {e}", file=sys.stderr)
             return 2
         try:
-            service = _service(args.service, config, stack)
+            service, session = _service(args.service, config, stack)
             if not args.resume:
                 check_service(config, service)
             renderer = _renderer(config.renderer, service, config)
@@ -432,7 +502,12 @@ def run(args: argparse.Namespace) -> int:
             print(f"debate-kernel train: {e}", file=sys.stderr)
             return 1
         main = _checked_training(
-            config, service, renderer, resume=bool(args.resume), check=not args.skip_checks
+            config,
+            service,
+            renderer,
+            resume=bool(args.resume),
+            check=None if args.skip_checks else session,
+            question=questions[0].question,
         )
         try:
             with fewer_gc_passes():  # the loop's objects are freed by reference counting (adapters._gc)

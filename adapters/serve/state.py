@@ -211,9 +211,15 @@ class ServeCore:
         return types.SessionHeartbeatResponse()
 
     def finish_session(self, session_id: str) -> None:
-        """Marks a session finished (``ServiceClient.close``); its runs stay readable."""
+        """Marks a session finished (``ServiceClient.close``) and frees its training runs and samplers
+        (their adapter slots: weights and optimizer state; the SDK 0.38 has no call that frees one
+        training client); their saved checkpoints stay readable."""
         self._live_session(session_id)
         self._sessions[session_id] = False
+        for model_id in [k for k, run in list(self._runs.items()) if run.session_id == session_id]:
+            self._runs.pop(model_id, None)
+        for sampler_id in [k for k in list(self._samplers) if k.startswith(f"{session_id}:")]:
+            self._samplers.pop(sampler_id, None)
 
     def _run(self, model_id: str) -> _Run:
         run = self._runs.get(model_id)

@@ -5,15 +5,18 @@ The training loop assumes what the in-repo services do (:mod:`adapters.tinker.fa
 weights it was made from; ``compute_logprobs`` gives one entry per prompt token, ``None`` first; ``sample``
 returns the sequences asked for, one finite logprob per token, cut at a stop token, with ids inside the
 tokenizer's vocabulary. :func:`check_contract` asks a service for each of these before step 0, on a
-throwaway LoRA training client of its own (the run's client is never touched), and returns a
-:class:`ContractReport`.
+throwaway training client of its own (the run's client is never touched), and returns a
+:class:`ContractReport`. Given the run's LoRA rank, ``max_tokens`` and first prompt, the check's calls
+have the run's shapes, so that a service that compiles per shape (the local JAX service) compiles few
+programs for the check alone.
 
 Two parts, as h11 splits a state machine from its socket: ``judge_*`` are pure functions from replies to a
 :class:`CheckResult`; :func:`check_contract` is the few awaits that fetch the replies. What a failure
 means is decided by :func:`refused_options` and :func:`enforce_contract`: a broken frozen snapshot refuses
 only the options that sample an old sampler (:data:`OPTION_DEPENDENCIES`), any other failure ends the run.
 
-The calls made, on a service of ``base_model``: one ``create_lora_training_client``; three
+The calls made, on a service of ``base_model``: one ``create_lora_training_client`` (with rank 0,
+``create_full_training_client``); three
 ``save_weights_and_get_sampling_client``; four ``compute_logprobs`` of the probe prompt (25 tokens by
 default); two ``sample`` requests of ``num_samples`` sequences of at most ``max_tokens`` tokens; one
 ``forward_backward`` of one datum (cross-entropy on the prompt) and one ``optim_step``.
@@ -510,14 +513,18 @@ async def check_contract(
     (temperature 1, ``seed``), then the same request with a token they hold as the stop
     (:func:`choose_stop_token`); ``forward_backward`` of :func:`probe_datum` (cross-entropy) and an
     ``optim_step`` at ``learning_rate``; a new sampler's logprobs, ``old``'s again, a third sampler's. The
-    throwaway client is closed at the end when it has a ``close()`` (the SDK 0.38 clients have none).
+    throwaway client is closed at the end when it has a ``close()``. The SDK 0.38 clients have none, nor
+    any call that releases one training client: a caller that must not leave it holding an adapter slot
+    runs the check on a ``ServiceClient`` of its own and closes that session (``debate-kernel train``
+    does).
 
     Args:
         service: any :class:`~adapters.tinker.protocol.ServiceClient`.
         base_model: the model the run trains.
         vocab_size: the number of ids of the run's tokenizer (``len(tokenizer)``).
         prompt: the probe prompt's token ids (default :data:`DEFAULT_PROMPT`); ≥ 2 ids in the vocabulary.
-        rank: the throwaway client's LoRA rank.
+        rank: the throwaway client's LoRA rank (the run's, so its programs are the run's); 0 a full
+            fine-tuning client, from ``create_full_training_client`` (which the local services have).
         learning_rate: its one Adam step's learning rate (large, so the step shows in the logprobs).
         tolerance: the largest mean |Δ| of two logprob replies that counts as the same weights.
         num_samples: sequences per sample request (≥ 2: the count is checked).
@@ -549,8 +556,19 @@ async def check_contract(
         raise ValueError(f"num_samples and max_tokens must be >= 2, got {num_samples} and {max_tokens}")
     if not (learning_rate > 0 and tolerance > 0):
         raise ValueError(f"learning_rate and tolerance must be > 0, got {learning_rate} and {tolerance}")
+    full = getattr(service, "create_full_training_client", None)
+    if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0 or (rank == 0 and full is None):
+        raise ValueError(
+            f"rank must be an int >= 1, or 0 on a service with create_full_training_client; got {rank!r} "
+            f"({type(service).__name__})"
+        )
     model_input = tinker.ModelInput.from_ints(ids)
-    training: TrainingClient = await service.create_lora_training_client(base_model, rank)
+    created = (
+        full(base_model)
+        if rank == 0 and full is not None
+        else service.create_lora_training_client(base_model, rank)
+    )
+    training: TrainingClient = await created
     try:
         old = await training.save_weights_and_get_sampling_client()
         before = await _logprobs(old, model_input)
