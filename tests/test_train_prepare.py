@@ -26,7 +26,16 @@ from adapters.tinker.convert import datums_to_tinker
 from adapters.tinker.dataset import Question, is_correct
 from adapters.tinker.fake import FakePolicy, FakeSamplingClient, initial_model_state
 from adapters.tinker.faults import FaultPlan, FaultyService, wrap_sampler
-from adapters.tinker.prepare import Prepared, batch_metrics, prepare_rl, split_substeps
+from adapters.tinker.prepare import (
+    Prepared,
+    batch_metrics,
+    dominant_reason,
+    empty_reasons,
+    kl_penalized,
+    prepare_rl,
+    split_substeps,
+    train_metrics,
+)
 from adapters.tinker.renderers import ByteRenderer
 from adapters.tinker.rollouts import DebateResult, last_solution, run_debates, self_play
 from adapters.tinker.train import _Shell
@@ -282,7 +291,7 @@ def test_the_steps_kl_metric_is_the_kernels_over_the_whole_datums(
         )
         for i, chunk in zip(np.cumsum([0] + [len(c) for c in prepared.chunks]), prepared.chunks, strict=False)
     ]
-    got = shell.train_metrics()
+    got = train_metrics(shell.outputs, prepared.data, prepared.sampler_logprobs, prepared.masks)
     want = kernel.kl_sample_train(
         np.concatenate(prepared.sampler_logprobs), np.concatenate(train), np.concatenate(prepared.masks)
     )
@@ -293,4 +302,50 @@ def test_the_steps_kl_metric_is_the_kernels_over_the_whole_datums(
     short = shell.outputs[-1].loss_fn_outputs[-1]
     short["logprobs"] = types.TensorData.from_numpy(short["logprobs"].to_numpy()[:-1])
     with pytest.raises(ValueError, match=f"datum {len(train) - 1},"):
-        shell.train_metrics()
+        train_metrics(shell.outputs, prepared.data, prepared.sampler_logprobs, prepared.masks)
+
+
+@settings(max_examples=examples(50), deadline=None)
+@given(
+    data=st.lists(
+        st.lists(st.tuples(st.floats(-5, 0), st.floats(-5, 0), st.booleans(), st.floats(-2, 2)), max_size=6),
+        max_size=4,
+    ),
+    beta=st.floats(0, 2),
+)
+def test_the_kl_penalty_against_a_per_token_loop(
+    data: list[list[tuple[float, float, bool, float]]], beta: float
+) -> None:
+    """A_t + β·(mean KL − KL_t) on action tokens, the mean over every action token given, by the obvious
+    loops (float64, then float32 as the datums hold advantages)."""
+    sampler = [np.array([t[0] for t in d]) for d in data]
+    reference = [np.array([t[1] for t in d]) for d in data]
+    masks = [np.array([t[2] for t in d], dtype=bool) for d in data]
+    advantages = [np.array([t[3] for t in d], dtype=np.float32) for d in data]
+    kl = [t[0] - t[1] for d in data for t in d if t[2]]
+    mean = sum(kl) / max(len(kl), 1)
+    got, total, count = kl_penalized(advantages, sampler, reference, masks, beta)
+    assert count == len(kl) and total == pytest.approx(sum(kl), abs=1e-9)
+    for d, out in zip(data, got, strict=True):
+        want = [
+            np.float32(a) + (np.float32(beta * (mean - (s - r))) if m else np.float32(0.0))
+            for s, r, m, a in d
+        ]
+        assert out.dtype == np.float32 and out.tolist() == pytest.approx(want, abs=1e-5)
+
+
+def test_empty_steps_name_their_dominant_reason() -> None:
+    steps = [
+        empty_reasons({"env/all/end/sampler_timeout": 2, "data/constant_groups_removed": 1}),
+        empty_reasons({"env/all/end/sampler_timeout": 1, "env/all/end/parse_failure": 2}),
+    ]
+    assert dominant_reason(steps) == ("sampler_timeout", 3)
+    assert dominant_reason([empty_reasons({})]) == ("no_action_tokens", 0)
+
+
+def test_the_learning_rate_schedule() -> None:
+    config = TrainConfig(warm_start_steps=5, warm_start_learning_rate=2e-3, warm_start_lr_decay=0.1)
+    rates = [config.learning_rate_at(s) for s in range(7)]
+    assert rates[0] == 2e-3 and rates[4] == pytest.approx(2e-4) and rates[5:] == [config.learning_rate] * 2
+    assert all(a > b for a, b in itertools.pairwise(rates[:5]))  # linear decay over the warm start
+    assert TrainConfig(warm_start_steps=1).learning_rate_at(0) == TrainConfig().learning_rate

@@ -387,6 +387,23 @@ class TrainConfig:
                 f"into {parts} parts, more than its {debates} debates (batch_size × group_size)"
             )
 
+    def learning_rate_at(self, step: int) -> float:
+        """The learning rate of step ``step``: a warm-start step takes ``warm_start_learning_rate`` (or
+        ``learning_rate``), decaying linearly to ``warm_start_lr_decay`` times it at the last warm-start
+        step; RL steps take ``learning_rate``.
+
+        Examples:
+            >>> c = TrainConfig(warm_start_steps=3, warm_start_learning_rate=1e-3, warm_start_lr_decay=0.5)
+            >>> [c.learning_rate_at(s) for s in range(4)] == [1e-3, 7.5e-4, 5e-4, c.learning_rate]
+            True
+        """
+        if step >= self.warm_start_steps:
+            return self.learning_rate
+        lr = self.warm_start_learning_rate or self.learning_rate
+        if self.warm_start_steps > 1:
+            lr *= 1.0 - (1.0 - self.warm_start_lr_decay) * step / (self.warm_start_steps - 1)
+        return lr
+
     @property
     def total_steps(self) -> int:
         """Warm-start steps plus RL steps: the length of the step counter (and of metrics.jsonl)."""

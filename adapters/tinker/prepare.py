@@ -20,7 +20,7 @@ import math
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -33,9 +33,14 @@ from adapters.tinker.convert import datums_to_tinker
 from adapters.tinker.credit import credit_weights
 from adapters.tinker.dataset import Question, is_correct
 from adapters.tinker.renderers import Renderer
-from adapters.tinker.rollouts import DebateResult, last_solution
+from adapters.tinker.rollouts import END_REASONS, DebateResult, last_solution
 
 __all__: list[str] = []
+
+SERVICE_ENDS: Final = frozenset(
+    {"sampler_error", "sampler_timeout", "sampler_cancelled", "sampler_bad_reply"}
+)
+"""End reasons of debates the service ended (``env/all/ended_early``)."""
 
 
 @dataclass
@@ -307,3 +312,134 @@ def split_substeps(data: list[tinker.Datum], num_substeps: int) -> list[list[tin
     n = min(num_substeps, len(data))
     bounds = np.linspace(0, len(data), n + 1).round().astype(int)
     return [data[bounds[i] : bounds[i + 1]] for i in range(n)]
+
+
+def kl_penalized(
+    advantages: Sequence[npt.NDArray[np.float32]],
+    sampler_logprobs: Sequence[npt.NDArray[Any]],
+    reference_logprobs: Sequence[npt.NDArray[Any]],
+    masks: Sequence[npt.NDArray[np.bool_]],
+    beta: float,
+) -> tuple[list[npt.NDArray[np.float32]], float, int]:
+    """The KL penalty on a step's datums (tinker-cookbook's ``incorporate_kl_penalty``): with
+    KL_t = lp_sampler − lp_reference on action tokens (``mask``),
+
+        A_t ← A_t + β·(mean KL − KL_t),   mean over every action token of the datums given
+
+    (a streamed step's part: over the part). Returns the new advantages (float32, one array per datum),
+    Σ KL_t and the action-token count.
+
+    Examples:
+        >>> adv = [np.zeros(3, np.float32)]
+        >>> out, total, n = kl_penalized(adv, [np.array([-1.0, -1.0, -2.0])], [np.array([0.0, -1.5, -1.0])],
+        ...                              [np.array([False, True, True])], 0.5)
+        >>> out[0].tolist(), total, n
+        ([0.0, -0.375, 0.375], -0.5, 2)
+    """
+    diffs = [
+        np.where(m, np.asarray(lp, np.float64) - np.asarray(ref, np.float64), 0.0)
+        for lp, ref, m in zip(sampler_logprobs, reference_logprobs, masks, strict=True)
+    ]
+    total = sum(float(d.sum()) for d in diffs)
+    count = sum(int(m.sum()) for m in masks)
+    mean = total / max(count, 1)
+    out = [
+        (np.asarray(a, np.float32) + np.where(m, beta * (mean - d), 0.0).astype(np.float32)).astype(
+            np.float32
+        )
+        for a, d, m in zip(advantages, diffs, masks, strict=True)
+    ]
+    return out, total, count
+
+
+def mean_loss(outputs: Sequence[types.ForwardBackwardOutput], data: Sequence[tinker.Datum]) -> float:
+    """The step's loss per trained token: Σ ``loss:sum`` over its substeps ÷ the tokens with a nonzero
+    weight (cross-entropy) or advantage (policy gradient); NaN when no output reports ``loss:sum``."""
+    sums = [out.metrics["loss:sum"] for out in outputs if "loss:sum" in out.metrics]
+    if not sums:
+        return math.nan
+    tokens = 0
+    for datum in data:
+        inputs = datum.loss_fn_inputs
+        name = "weights" if "weights" in inputs else "advantages" if "advantages" in inputs else None
+        tokens += int(np.count_nonzero(inputs[name].to_numpy())) if name else len(datum.model_input.to_ints())
+    return float(sum(sums)) / max(tokens, 1)
+
+
+def train_metrics(
+    outputs: Sequence[types.ForwardBackwardOutput],
+    data: Sequence[tinker.Datum],
+    sampler_logprobs: Sequence[npt.NDArray[Any]],
+    masks: Sequence[npt.NDArray[np.bool_]],
+) -> dict[str, Any]:
+    """``optim/loss`` (:func:`mean_loss`) and, from the trained logprobs the outputs return against the
+    sampler's, ``optim/kl_sample_train_v1`` / ``_v2`` and ``optim/entropy``
+    (:func:`kernel.kl_sample_train`) over the action tokens alone, as the reference computes them.
+    {} without outputs; only the loss when the outputs do not give one logprob array per datum.
+
+    Raises:
+        ValueError: a datum's returned logprobs of another shape than its targets (naming the datum).
+    """
+    if not outputs:
+        return {}
+    record: dict[str, Any] = {"optim/loss": mean_loss(outputs, data)}
+    if not sampler_logprobs:
+        return record
+    train_lps = [np.asarray(o["logprobs"].to_numpy()) for out in outputs for o in out.loss_fn_outputs]
+    if len(train_lps) != len(sampler_logprobs):
+        return {}
+    for d, (t, m) in enumerate(zip(train_lps, masks, strict=True)):
+        if t.shape != m.shape:
+            raise ValueError(
+                f"the service returned logprobs of shape {t.shape} for datum {d}, whose targets have "
+                f"shape {m.shape}"
+            )
+    # over the action tokens alone (a tenth of a step's tokens: the whole 1.6 M-token arrays cost
+    # 20-60 ms on the event loop while the next batch samples)
+    sampler_A = np.concatenate([lp[m] for lp, m in zip(sampler_logprobs, masks, strict=True)])
+    train_A = np.concatenate([lp[m] for lp, m in zip(train_lps, masks, strict=True)])
+    kl = kernel.kl_sample_train(sampler_A, train_A, np.ones(sampler_A.shape, dtype=bool))
+    return {
+        **record,
+        "optim/kl_sample_train_v1": float(kl.kl_sample_train_v1),
+        "optim/kl_sample_train_v2": float(kl.kl_sample_train_v2),
+        "optim/entropy": float(kl.entropy),
+    }
+
+
+def empty_reasons(record: dict[str, Any]) -> dict[str, int]:
+    """Why an RL step's metrics ``record`` had nothing to train: its debates the service ended, by end
+    reason, those that ended on a parse failure, and the constant groups removed.
+
+    Examples:
+        >>> why = empty_reasons({"env/all/end/sampler_error": 2, "data/constant_groups_removed": 1})
+        >>> why["sampler_error"], why["constant_groups_removed"], why["parse_failure"]
+        (2, 1, 0)
+    """
+    why: dict[str, int] = {
+        r: int(record.get(f"env/all/end/{r}") or 0) for r in END_REASONS if r in SERVICE_ENDS
+    }
+    why["parse_failure"] = int(record.get("env/all/end/parse_failure") or 0)
+    why["constant_groups_removed"] = int(record.get("data/constant_groups_removed") or 0)
+    return why
+
+
+def dominant_reason(empty_steps: Sequence[dict[str, int]]) -> tuple[str, int]:
+    """The reason that ended the most debates or groups over consecutive empty steps
+    (:func:`empty_reasons` each), and its count; ``("no_action_tokens", 0)`` when none counts.
+
+    Examples:
+        >>> steps = [{"sampler_error": 1, "parse_failure": 2}, {"sampler_error": 3, "parse_failure": 0}]
+        >>> dominant_reason(steps)
+        ('sampler_error', 4)
+        >>> dominant_reason([{"parse_failure": 0}])
+        ('no_action_tokens', 0)
+    """
+    totals: dict[str, int] = {}
+    for counts in empty_steps:
+        for reason, n in counts.items():
+            totals[reason] = totals.get(reason, 0) + n
+    if not totals:
+        return "no_action_tokens", 0
+    reason, n = max(totals.items(), key=lambda kv: kv[1])
+    return (reason, n) if n else ("no_action_tokens", 0)

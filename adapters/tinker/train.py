@@ -26,14 +26,13 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 import tinker
 from tinker import types
 
-import kernel
 from adapters._json import finite_or_none
 from adapters.tinker import checkpoint as ck
 from adapters.tinker import planner as pl
@@ -53,12 +52,17 @@ from adapters.tinker.futures import CompletedFuture
 from adapters.tinker.kernel_loss import kernel_loss
 from adapters.tinker.memory import CollectorPause, freed_memory_kept, long_lived_objects_frozen
 from adapters.tinker.prepare import (
+    SERVICE_ENDS,
     Prepared,
     check_warm_turns_fit,
+    dominant_reason,
+    empty_reasons,
+    kl_penalized,
     prepare_rl,
     prepare_warm,
     rl_record,
     rl_stages,
+    train_metrics,
 )
 from adapters.tinker.protocol import SamplingClient, ServiceClient, TrainingClient
 from adapters.tinker.renderers import Renderer, choose_renderer
@@ -83,11 +87,6 @@ __all__ = [
 ]
 
 _log = logging.getLogger(__name__)
-
-_SERVICE_ENDS: Final = frozenset(
-    {"sampler_error", "sampler_timeout", "sampler_cancelled", "sampler_bad_reply"}
-)
-"""End reasons of debates the service ended (``env/all/ended_early``)."""
 
 
 class NothingToTrain(RuntimeError):
@@ -436,27 +435,25 @@ class _Shell:
         await self.writer.write(path, columns)
 
     async def kl_penalty(self, prepared: Prepared, step: int) -> tuple[float, int]:
-        """``A_t += β·(mean KL − KL_t)`` over action tokens, KL_t = lp_sampler − lp_reference, the mean over
-        ``prepared``'s datums (a streamed step's part: over the part, as tinker-cookbook's streaming
-        minibatches do); returns ``(Σ KL_t, action tokens)``."""
+        """Fetches the reference logprobs of ``prepared``'s datums and applies
+        :func:`~adapters.tinker.prepare.kl_penalized` to their advantages; returns ``(Σ KL_t, action
+        tokens)``."""
         reference = self.fixed or self.sampler
         compute = getattr(reference, "compute_logprobs", None)
         if compute is None:
             raise TypeError("kl_penalty_coef > 0 needs a reference sampler with compute_logprobs")
-        diffs: list[npt.NDArray[np.float64]] = []
-        for datum, lp, mask in zip(prepared.data, prepared.sampler_logprobs, prepared.masks, strict=True):
+        reference_lps: list[npt.NDArray[np.float64]] = []
+        advantages: list[npt.NDArray[np.float32]] = []
+        for datum in prepared.data:
             target = np.asarray(datum.loss_fn_inputs["target_tokens"].to_numpy())
             tokens = [*datum.model_input.to_ints(), int(target[-1])]
             ref = await self.reference_logprobs(compute, tokens, step)
-            ref_lp = np.asarray([0.0 if x is None else x for x in ref[1:]], dtype=np.float64)
-            diffs.append(np.where(mask, lp - ref_lp, 0.0))
-        total = sum(float(d.sum()) for d in diffs)
-        count = sum(int(m.sum()) for m in prepared.masks)
-        mean = total / max(count, 1)
-        beta = self.config.kl_penalty_coef
-        for datum, diff, mask in zip(prepared.data, diffs, prepared.masks, strict=True):
-            adv = np.asarray(datum.loss_fn_inputs["advantages"].to_numpy(), dtype=np.float32)
-            adv = adv + np.where(mask, beta * (mean - diff), 0.0).astype(np.float32)
+            reference_lps.append(np.asarray([0.0 if x is None else x for x in ref[1:]], dtype=np.float64))
+            advantages.append(np.asarray(datum.loss_fn_inputs["advantages"].to_numpy(), dtype=np.float32))
+        penalized, total, count = kl_penalized(
+            advantages, prepared.sampler_logprobs, reference_lps, prepared.masks, self.config.kl_penalty_coef
+        )
+        for datum, adv in zip(prepared.data, penalized, strict=True):
             datum.loss_fn_inputs["advantages"] = types.TensorData.from_numpy(adv)
         return total, count
 
@@ -501,12 +498,8 @@ class _Shell:
     def _optim_step(self) -> Any:
         c = self.config
         assert self.prepared is not None
-        lr = c.learning_rate
-        if self.prepared.record.get("phase") == "warm_start":  # its own rate, decaying linearly
-            lr = c.warm_start_learning_rate or c.learning_rate
-            if c.warm_start_steps > 1:
-                progress = self.prepared.record["step"] / (c.warm_start_steps - 1)
-                lr *= 1.0 - (1.0 - c.warm_start_lr_decay) * progress
+        step = self.prepared.record.get("step")  # a streamed part's record has none yet: an RL step
+        lr = c.learning_rate if step is None else c.learning_rate_at(step)
         adam = types.AdamParams(learning_rate=lr, beta1=c.beta1, beta2=c.beta2, eps=c.eps)
         return self.training.optim_step(adam)
 
@@ -579,26 +572,17 @@ class _Shell:
         """Counts consecutive RL steps without a datum; ``max_empty_steps`` of them end the run.
 
         Raises:
-          NothingToTrain: naming the dominant reason of those steps.
+          NothingToTrain: naming the dominant reason of those steps (:func:`~adapters.tinker.prepare.
+            dominant_reason`).
         """
         limit = self.config.max_empty_steps
         if record.get("phase") != "rl" or record.get("optim/num_datums"):
             self.empty = []
             return
-        why: dict[str, int] = {
-            r: int(record.get(f"env/all/end/{r}") or 0) for r in END_REASONS if r in _SERVICE_ENDS
-        }
-        why["parse_failure"] = int(record.get("env/all/end/parse_failure") or 0)
-        why["constant_groups_removed"] = int(record.get("data/constant_groups_removed") or 0)
-        self.empty.append(why)
+        self.empty.append(empty_reasons(record))
         if not limit or len(self.empty) < limit:
             return
-        totals: dict[str, int] = {}
-        for counts in self.empty:
-            for reason, n in counts.items():
-                totals[reason] = totals.get(reason, 0) + n
-        reason, n = max(totals.items(), key=lambda kv: kv[1])
-        reason = reason if n else "no_action_tokens"
+        reason, n = dominant_reason(self.empty)
         raise NothingToTrain(
             f"{limit} consecutive RL steps (to step {step}) had nothing to train on; the dominant reason: "
             f"{reason} ({n} debates or groups); the run's metrics.jsonl and transcripts show each step's",
@@ -607,34 +591,11 @@ class _Shell:
         )
 
     def train_metrics(self) -> dict[str, Any]:
+        """:func:`~adapters.tinker.prepare.train_metrics` of the step in training."""
         p = self.prepared
-        if p is None or not self.outputs:
+        if p is None:
             return {}
-        record = {"optim/loss": _mean_loss(self.outputs, p.data)}
-        if not p.sampler_logprobs:
-            return record
-        train_lps = [
-            np.asarray(o["logprobs"].to_numpy()) for out in self.outputs for o in out.loss_fn_outputs
-        ]
-        if len(train_lps) != len(p.sampler_logprobs):
-            return {}
-        for d, (t, m) in enumerate(zip(train_lps, p.masks, strict=True)):
-            if t.shape != m.shape:
-                raise ValueError(
-                    f"the service returned logprobs of shape {t.shape} for datum {d}, whose targets have "
-                    f"shape {m.shape}"
-                )
-        # over the action tokens alone, as the reference computes it (a tenth of the tokens of a step:
-        # the whole 1.6 M-token arrays cost 20-60 ms on the event loop while the next batch samples)
-        sampler_A = np.concatenate([lp[m] for lp, m in zip(p.sampler_logprobs, p.masks, strict=True)])
-        train_A = np.concatenate([lp[m] for lp, m in zip(train_lps, p.masks, strict=True)])
-        kl = kernel.kl_sample_train(sampler_A, train_A, np.ones(sampler_A.shape, dtype=bool))
-        return {
-            **record,
-            "optim/kl_sample_train_v1": float(kl.kl_sample_train_v1),
-            "optim/kl_sample_train_v2": float(kl.kl_sample_train_v2),
-            "optim/entropy": float(kl.entropy),
-        }
+        return train_metrics(self.outputs, p.data, p.sampler_logprobs, p.masks)
 
     async def saved_state(
         self, name: str, step: int
@@ -1080,22 +1041,8 @@ def _end_counts(results: Sequence[DebateResult]) -> dict[str, int]:
     counts = {f"env/all/end/{reason}": 0 for reason in END_REASONS}
     for r in results:
         counts[f"env/all/end/{r.end_reason}"] += 1
-    counts["env/all/ended_early"] = sum(1 for r in results if r.end_reason in _SERVICE_ENDS)
+    counts["env/all/ended_early"] = sum(1 for r in results if r.end_reason in SERVICE_ENDS)
     return counts
-
-
-def _mean_loss(outputs: Sequence[types.ForwardBackwardOutput], data: Sequence[tinker.Datum]) -> float:
-    """The step's loss per trained token: Σ ``loss:sum`` over its substeps ÷ the tokens with a nonzero
-    weight (cross-entropy) or advantage (policy gradient); NaN when no output reports ``loss:sum``."""
-    sums = [out.metrics["loss:sum"] for out in outputs if "loss:sum" in out.metrics]
-    if not sums:
-        return math.nan
-    tokens = 0
-    for datum in data:
-        inputs = datum.loss_fn_inputs
-        name = "weights" if "weights" in inputs else "advantages" if "advantages" in inputs else None
-        tokens += int(np.count_nonzero(inputs[name].to_numpy())) if name else len(datum.model_input.to_ints())
-    return float(sum(sums)) / max(tokens, 1)
 
 
 def _transcript_writer() -> TranscriptWriter:
