@@ -6,7 +6,6 @@ only the server has (forward, sampler weights, loads, the checkpoint list) keep 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -16,7 +15,7 @@ from tinker import types
 from adapters.serve.engine import FAKE, engine
 from adapters.serve.state import ServeCore
 from adapters.tinker.fake import FakeServiceClient, batch_fingerprint
-from tests._served import MODEL, SEED
+from tests._served import MODEL, SEED, ServedFake
 
 PROMPT = types.ModelInput.from_ints(list(b"You are Agent 0, one of 2 agents.\nQuestion:\nWhat is 2 + 3?\n\n"))
 PARAMS = types.SamplingParams(max_tokens=64, seed=3, stop=["</solution>"])
@@ -45,7 +44,7 @@ def test_the_fake_engine_is_named_and_others_are_refused(tmp_path: Path) -> None
     assert [m.model_name for m in core.capabilities().supported_models] == [FAKE]
 
 
-def test_training_and_sampling_answer_as_the_in_process_fake(served_fake: Any) -> None:
+def test_training_and_sampling_answer_as_the_in_process_fake(served_fake: ServedFake) -> None:
     """forward_backward, optim_step, a snapshot's samples and compute_logprobs: equal to the in-process
     fake's, so a run computes the same whichever it trains on."""
     trainer = served_fake.client().create_lora_training_client(MODEL, rank=4).result()
@@ -69,7 +68,7 @@ def test_training_and_sampling_answer_as_the_in_process_fake(served_fake: Any) -
     np.testing.assert_allclose(np.array(remote_lps[1:], float), np.array(local_lps[1:], float), rtol=1e-6)
 
 
-def test_forward_records_nothing_and_loads_and_sampler_weights_round_trip(served_fake: Any) -> None:
+def test_forward_records_nothing_and_loads_and_sampler_weights_round_trip(served_fake: ServedFake) -> None:
     service = served_fake.client()
     trainer = service.create_lora_training_client(MODEL, rank=2).result()
     trainer.forward_backward(DATA, "cross_entropy").result()
@@ -95,6 +94,6 @@ def test_forward_records_nothing_and_loads_and_sampler_weights_round_trip(served
     assert names == ["weights/one", "weights/two", "sampler_weights/w"]
 
 
-def test_full_fine_tuning_is_refused_by_name(served_fake: Any) -> None:
+def test_full_fine_tuning_is_refused_by_name(served_fake: ServedFake) -> None:
     with pytest.raises(tinker.RequestFailedError, match="the fake engine trains LoRA adapters only"):
         served_fake.client().create_lora_training_client(MODEL, rank=0).result()

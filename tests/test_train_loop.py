@@ -338,7 +338,7 @@ def test_config_errors_name_the_key(tmp_path: Path) -> None:
 
 @SHORT_SAMPLES
 def test_warm_start_learning_rate_decays_linearly_then_rl_uses_the_configured_rate(
-    tmp_path: Path, fake_backend: Backend, request: pytest.FixtureRequest
+    tmp_path: Path, fake_backend: Backend
 ) -> None:
     config = _config(
         tmp_path,
@@ -830,7 +830,7 @@ def test_a_missing_or_corrupt_saved_state_is_named(tmp_path: Path, name: str, co
 @pytest.mark.parametrize("name", ["step-000002", "fixed"])
 @pytest.mark.parametrize("content", [None, "garbage"])
 def test_a_missing_or_corrupt_served_state_is_named(
-    tmp_path: Path, served_fake: ServedFake, request: pytest.FixtureRequest, name: str, content: str | None
+    tmp_path: Path, served_fake: ServedFake, name: str, content: str | None
 ) -> None:
     """Through the SDK the saved states are the server's files: one deleted or overwritten there stops the
     resume with the checkpoint named, as a local file does."""

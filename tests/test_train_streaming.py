@@ -23,7 +23,7 @@ from adapters.tinker.faults import Fault, FaultPlan, SimulatedCrash, with_faults
 from adapters.tinker.streaming import PartTracker, part_bounds
 from adapters.tinker.train import METRIC_NAMES, run_training
 from tests._profile import examples
-from tests._served import MODEL, Backend
+from tests._served import MODEL, Backend, ServedFake
 
 SMALL = {
     "batch_size": 6,
@@ -226,7 +226,7 @@ def test_a_streamed_run_trains_every_part_exactly_once_across_a_crash(
 @given(**STREAMED_CRASHES)
 def test_a_streamed_run_through_the_sdk_trains_every_part_exactly_once_across_a_crash(
     tmp_path_factory: pytest.TempPathFactory,
-    served_fake: Any,
+    served_fake: ServedFake,
     method: str,
     index: int,
     after: bool,
