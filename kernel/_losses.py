@@ -6,6 +6,7 @@ advantages A (or the weights w) and an optional boolean ``where`` mask, with ρ 
 ====================  ==========================================
 importance_sampling   ℓ = −ρ·A
 ppo                   ℓ = −min(ρ·A, clip(ρ, lo, hi)·A)
+gspo                  ℓ = −min(s·A, clip(s, lo, hi)·A),  s = exp(mean over the sequence of lp_θ − lp_q)
 cispo                 ℓ = −sg(clip(ρ, lo, hi))·lp_θ·A
 dro                   ℓ = −(lp_θ·A − ½·β·(lp_θ − lp_q)²)
 cross_entropy         ℓ = −w·lp_θ
@@ -59,6 +60,7 @@ __all__ = [
     "cispo_loss",
     "cross_entropy_loss",
     "dro_loss",
+    "gspo_loss",
     "importance_sampling_loss",
     "ppo_loss",
 ]
@@ -140,6 +142,17 @@ def _mean_of_means(bk: Backend, sums: Any, counts: Any) -> Any:
     return xp.sum(means) / xp.maximum(xp.count_nonzero(present), 1).astype(sums.dtype)
 
 
+def _segments(bk: Backend, opts: _Aggregation, shape: tuple[int, ...]) -> tuple[Any, int]:
+    """The flat sequence id of every token and the number of sequences, checked (``segment_ids`` given)."""
+    ids = bk.as_int(opts.segment_ids, "segment_ids")
+    if tuple(ids.shape) != shape:
+        raise ValueError(f"segment_ids must have the inputs' shape {shape}, got {tuple(ids.shape)}")
+    n = check_int(opts.num_segments, "num_segments", low=0)
+    if bk.eager and ids.size and (int(ids.min()) < 0 or int(ids.max()) > n):
+        raise ValueError(f"segment_ids must lie in [0, num_segments] = [0, {n}]")
+    return ids.reshape(-1), n
+
+
 def _aggregate(bk: Backend, ell: Any, keep: Any, opts: _Aggregation) -> Any:
     """The aggregated loss in ``ell``'s dtype, summed and divided in float32 at least (``Backend.wide``)."""
     xp = bk.xp
@@ -150,13 +163,7 @@ def _aggregate(bk: Backend, ell: Any, keep: Any, opts: _Aggregation) -> Any:
     elif opts.aggregation == "token_mean":
         value = xp.sum(ell) / xp.maximum(xp.count_nonzero(keep), 1).astype(ell.dtype)
     elif opts.segment_ids is not None:
-        ids = bk.as_int(opts.segment_ids, "segment_ids")
-        if tuple(ids.shape) != tuple(ell.shape):
-            raise ValueError(f"segment_ids must have the inputs' shape {ell.shape}, got {ids.shape}")
-        n = check_int(opts.num_segments, "num_segments", low=0)
-        if bk.eager and ids.size and (int(ids.min()) < 0 or int(ids.max()) > n):
-            raise ValueError(f"segment_ids must lie in [0, num_segments] = [0, {n}]")
-        flat_ids = ids.reshape(-1)
+        flat_ids, n = _segments(bk, opts, tuple(ell.shape))
         sums = bk.segment_sum(ell.reshape(-1), flat_ids, n)
         counts = bk.segment_sum(keep.reshape(-1).astype(ell.dtype), flat_ids, n)
         value = _mean_of_means(bk, sums, counts)
@@ -226,19 +233,75 @@ def _importance_sampling(
     return _result(bk, -_ratio_times(bk, lp - lp_q, adv), keep, None, opts)
 
 
-def _ppo(
-    bk: Backend, lp: Any, lp_q: Any, adv: Any, low: float, high: float, where: Any, opts: _Aggregation
-) -> TokenLoss[Any]:
+def _clipped_surrogate(bk: Backend, gap: Any, adv: Any, low: float, high: float) -> tuple[Any, Any]:
+    """(−min(e^gap·A, clip(e^gap, lo, hi)·A), the tokens that take the clipped branch)."""
     xp = bk.xp
-    (lp, lp_q, adv), keep = _prepare(bk, where, train_logprobs=lp, sampler_logprobs=lp_q, advantages=adv)
-    gap = lp - lp_q
     ratio = _saturated_ratio(bk, gap)
     clipped = ((adv > 0) & (ratio > high)) | ((adv < 0) & (ratio < low))
     bounded = xp.clip(ratio, low, high).astype(ratio.dtype)
     # A clipped token takes the bounded branch; its unclipped branch sees A = 0, so no inf·0 in the
     # gradient of the branch not taken.
     unclipped = _ratio_times(bk, gap, xp.where(clipped, 0, adv))
-    return _result(bk, -xp.where(clipped, bounded * adv, unclipped), keep, clipped, opts)
+    return -xp.where(clipped, bounded * adv, unclipped), clipped
+
+
+def _ppo(
+    bk: Backend, lp: Any, lp_q: Any, adv: Any, low: float, high: float, where: Any, opts: _Aggregation
+) -> TokenLoss[Any]:
+    (lp, lp_q, adv), keep = _prepare(bk, where, train_logprobs=lp, sampler_logprobs=lp_q, advantages=adv)
+    ell, clipped = _clipped_surrogate(bk, lp - lp_q, adv, low, high)
+    return _result(bk, ell, keep, clipped, opts)
+
+
+def _sequence_mean(bk: Backend, half: Any, counted: Any, opts: _Aggregation) -> Any:
+    """Per token, 2 × the mean of ``half`` over the ``counted`` tokens of its sequence (0 where none is).
+
+    Sequences are the rows of the last axis, or ``opts.segment_ids``. The sum adds half / n per token:
+    with |half| ≤ the dtype's max (a half log-ratio of finite inputs), it never overflows, and the mean
+    overflows (to ±inf, never NaN) only where its true value does.
+    """
+    xp = bk.xp
+    shape = tuple(half.shape)
+    if opts.segment_ids is None:
+        n_rows = xp.maximum(xp.count_nonzero(counted, axis=-1, keepdims=True), 1).astype(half.dtype)
+        total = xp.sum(xp.where(counted, half / n_rows, 0), axis=-1, keepdims=True)
+        return xp.broadcast_to(2 * total, shape)
+    ids, n = _segments(bk, opts, shape)
+    if n == 0:
+        return xp.zeros(shape, half.dtype)
+    inside = (ids >= 0) & (ids < n)
+    at = xp.where(inside, ids, 0)
+    flat = counted.reshape(-1)
+    counts = xp.maximum(bk.segment_sum(flat.astype(half.dtype), ids, n), 1)
+    per_token = xp.where(flat, half.reshape(-1) / counts[at], 0)
+    sums = bk.segment_sum(per_token.astype(half.dtype), ids, n)
+    return xp.where(inside, 2 * sums[at], 0).reshape(shape)
+
+
+def _gspo(
+    bk: Backend,
+    lp: Any,
+    lp_q: Any,
+    adv: Any,
+    ratio_where: Any,
+    low: float,
+    high: float,
+    where: Any,
+    opts: _Aggregation,
+) -> TokenLoss[Any]:
+    xp = bk.xp
+    (lp, lp_q, adv), keep = _prepare(bk, where, train_logprobs=lp, sampler_logprobs=lp_q, advantages=adv)
+    if ratio_where is not None:
+        keep_ratio = keep & as_mask(ratio_where, "ratio_where", shape=keep.shape, xp=xp)
+    else:
+        keep_ratio = keep
+    fixed = bk.stop_gradient(lp)
+    half = bk.wide(fixed) * 0.5 - bk.wide(lp_q) * 0.5  # |half| ≤ max: lp − lp_q itself may overflow
+    with np.errstate(over="ignore"):  # numpy only: a mean beyond the dtype's range is ±inf, as it should
+        log_s = _sequence_mean(bk, half, keep_ratio, opts).astype(lp.dtype)
+    # the sequence's log-ratio as the value, the token's own logprob for the gradient (GSPO-token)
+    ell, clipped = _clipped_surrogate(bk, log_s + (lp - fixed), adv, low, high)
+    return _result(bk, ell, keep, clipped, opts)
 
 
 def _cispo(
@@ -420,6 +483,77 @@ def ppo_loss(
     )
     lo, hi = float(clip_low_threshold), float(clip_high_threshold)
     return _ppo(NUMPY, train_logprobs, sampler_logprobs, advantages, lo, hi, where, opts)
+
+
+def gspo_loss(
+    train_logprobs: npt.ArrayLike,
+    sampler_logprobs: npt.ArrayLike,
+    advantages: npt.ArrayLike,
+    *,
+    clip_low_threshold: float,
+    clip_high_threshold: float,
+    ratio_where: npt.ArrayLike | None = None,
+    where: npt.ArrayLike | None = None,
+    aggregation: LossAggregation = "sum",
+    normalizer: float | None = None,
+    segment_ids: npt.ArrayLike | None = None,
+    num_segments: int | None = None,
+) -> TokenLoss[npt.NDArray[Any]]:
+    """GSPO-token: PPO's clipped surrogate on one sequence-level ratio, with each token's own gradient.
+
+        log s = (1/|M|)·Σ_{u∈M} (sg(lp_θ,u) − lp_q,u),   s_t = sg(s)·exp(lp_θ,t − sg(lp_θ,t)),
+        ℓ_t = −min(s_t·A_t, clip(s_t, lo, hi)·A_t);   ∂ℓ_t/∂lp_θ,t = −s·A_t, or 0 where clipped.
+
+    M is the sequence's tokens selected by ``ratio_where`` (and ``where``); every token of the sequence
+    carries the value s (the geometric mean of the ratios ρ_u over M). A token takes the clipped branch
+    (no gradient) exactly when A > 0 and s > hi, or A < 0 and s < lo, so clipping keeps or drops a
+    sequence's positive (negative) tokens together. On-policy (lp_θ = lp_q, lo ≤ 1 ≤ hi) s = 1 and the
+    loss and its gradient are :func:`importance_sampling_loss`'s; with one token per sequence it is
+    :func:`ppo_loss`. A sequence with no token in M has s = 1 (Tinker's mean over an empty set would be
+    NaN). The sequence mean never overflows on finite inputs; s and s·A are computed as in
+    :func:`ppo_loss` (finite inputs never give NaN).
+
+    Sequences are the rows of the last axis (rank 1: the whole input, one datum), or the ``segment_ids``
+    when given; those also define the sequences of ``"seq_mean_token_mean"``.
+
+    Args:
+        train_logprobs: lp_θ, float [...].
+        sampler_logprobs: lp_q, float, same shape.
+        advantages: A, float, same shape.
+        clip_low_threshold: lo, an absolute ratio (required: Tinker's ``loss_fn_config`` key of the same
+            name; its default is not documented where this project reads it).
+        clip_high_threshold: hi ≥ lo, an absolute ratio (required, as ``clip_low_threshold``).
+        ratio_where: bool, same shape, M: the tokens whose log-ratios make up s (Tinker's
+            ``sequence_ratio_mask != 0``); default every token of ``where``.
+        where: bool, same shape, the tokens that count (default all).
+        aggregation: see :func:`aggregate_token_loss`; default ``"sum"`` (Tinker).
+        normalizer: see :func:`aggregate_token_loss`.
+        segment_ids: int, same shape, each token's sequence in [0, num_segments] (``num_segments`` marks
+            padding, whose s is 1); default the rows of the last axis.
+        num_segments: the number of sequences when ``segment_ids`` is given.
+
+    Returns:
+        :class:`TokenLoss`; ``clip_fraction`` is the share of selected tokens on the clipped branch.
+
+    Raises:
+        TypeError: non-real inputs or non-boolean ``where`` / ``ratio_where``.
+        ValueError: mismatched shapes, lo > hi, ids out of range or bad aggregation options.
+
+    References:
+        C. Zheng et al., "Group Sequence Policy Optimization", 2025 (GSPO-token); Tinker ``gspo`` loss.
+
+    Examples:
+        >>> lp = np.log([[1.5, 1.5**3]])  # token ratios 1.5 and 1.5³ against lp_q = 0: s = 1.5² = 2.25
+        >>> out = gspo_loss(lp, np.zeros((1, 2)), [[1.0, -1.0]], clip_low_threshold=0.8,
+        ...                 clip_high_threshold=1.2)
+        >>> round(float(out.loss), 6), float(out.clip_fraction)  # −1.2·1 (clipped) − 2.25·(−1)
+        (1.05, 0.5)
+    """
+    opts = _options(
+        aggregation, normalizer, segment_ids, num_segments, low=clip_low_threshold, high=clip_high_threshold
+    )
+    lo, hi = float(clip_low_threshold), float(clip_high_threshold)
+    return _gspo(NUMPY, train_logprobs, sampler_logprobs, advantages, ratio_where, lo, hi, where, opts)
 
 
 def cispo_loss(

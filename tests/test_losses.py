@@ -22,7 +22,9 @@ LN2 = math.log(2.0)
 
 # Every loss behind one calling convention f(module, lp, lp_q, adv, **options); cross_entropy uses the
 # advantages as its weights.
-LOSS_NAMES = ("importance_sampling", "ppo", "cispo", "dro", "cross_entropy")
+LOSS_NAMES = ("importance_sampling", "ppo", "gspo", "cispo", "dro", "cross_entropy")
+GSPO_CLIP = {"clip_low_threshold": 0.8, "clip_high_threshold": 1.2}
+"""gspo has no default thresholds; these are ppo's (the tests' sequences are the rows of the last axis)."""
 
 
 def call(mod: Any, name: str, lp: Any, lp_q: Any, adv: Any, **kw: Any) -> TokenLoss[Any]:
@@ -30,14 +32,26 @@ def call(mod: Any, name: str, lp: Any, lp_q: Any, adv: Any, **kw: Any) -> TokenL
         return mod.cross_entropy_loss(lp, adv, **kw)
     if name == "dro":
         kw.setdefault("beta", 0.3)
+    if name == "gspo":
+        kw = {**GSPO_CLIP, **kw}
     return getattr(mod, f"{name}_loss")(lp, lp_q, adv, **kw)
 
 
+def gspo_ratio(lp: np.ndarray, lp_q: np.ndarray, where: np.ndarray) -> np.ndarray:
+    """s per token: exp of the mean log-ratio over ``where`` in its row (1 for an empty row), float64."""
+    gap = np.where(where, lp.astype(np.float64) - lp_q, 0.0)
+    mean = gap.sum(axis=-1, keepdims=True) / np.maximum(where.sum(axis=-1, keepdims=True), 1)
+    return np.broadcast_to(np.exp(mean), lp.shape)
+
+
 def analytic_grad(
-    name: str, lp: np.ndarray, lp_q: np.ndarray, adv: np.ndarray, beta: float = 0.3
+    name: str, lp: np.ndarray, lp_q: np.ndarray, adv: np.ndarray, beta: float = 0.3, where: Any = None
 ) -> np.ndarray:
-    """∂ℓ_t/∂lp_θ,t for the default options (PPO 0.8 / 1.2, CISPO 0 / 4)."""
+    """∂ℓ_t/∂lp_θ,t for the default options (PPO and GSPO 0.8 / 1.2, CISPO 0 / 4)."""
     rho = np.exp(lp - lp_q)
+    if name == "gspo":  # the token's own gradient, scaled by its row's ratio s
+        rho = gspo_ratio(lp, lp_q, np.ones(lp.shape, bool) if where is None else where)
+        name = "ppo"
     if name == "importance_sampling":
         return -rho * adv
     if name == "ppo":
@@ -130,6 +144,92 @@ def test_cispo_gradient_is_stop_gradient_weight() -> None:
     np.testing.assert_allclose(np.asarray(grad), [-0.5, 2.0, -8.0], rtol=1e-5)
 
 
+# --- gspo: one ratio per sequence, each token's own gradient ----------------------------------------
+
+# row 0: log-ratios log 1.5 and 3·log 1.5, s = 1.5² = 2.25; row 1: log 0.5 and log 2, the second outside M,
+# so s = 0.5. A = +1, −1 in each row; thresholds 0.8 / 1.2.
+GSPO_LP = np.log(np.array([[1.5, 1.5**3], [0.5, 2.0]], np.float32))
+GSPO_ADV = np.array([[1.0, -1.0], [1.0, -1.0]], np.float32)
+GSPO_M = np.array([[True, True], [True, False]])
+
+
+@pytest.mark.parametrize("mod", [kernel, kjax], ids=["numpy", "jax"])
+def test_gspo_hand_values(mod: Any) -> None:
+    out = mod.gspo_loss(GSPO_LP, np.zeros((2, 2), np.float32), GSPO_ADV, ratio_where=GSPO_M, **GSPO_CLIP)
+    # (A > 0, s = 2.25 > hi): clipped, −1.2; (A < 0): −2.25·(−1); (A > 0, s = 0.5): −0.5;
+    # (A < 0, s = 0.5 < lo): clipped, −0.8·(−1)
+    np.testing.assert_allclose(np.asarray(out.per_token_loss), [[-1.2, 2.25], [-0.5, 0.8]], rtol=1e-5)
+    assert float(out.clip_fraction) == 0.5 and int(out.num_tokens) == 4
+    # the whole sequence in M: row 1's s = exp(½(log 0.5 + log 2)) = 1, nothing clipped there
+    whole = mod.gspo_loss(GSPO_LP, np.zeros((2, 2), np.float32), GSPO_ADV, **GSPO_CLIP)
+    np.testing.assert_allclose(np.asarray(whole.per_token_loss)[1], [-1.0, 1.0], rtol=1e-5)
+    # a sequence with no token in M has s = 1
+    none = np.zeros((2, 2), bool)
+    empty = mod.gspo_loss(GSPO_LP, np.zeros((2, 2)), GSPO_ADV, ratio_where=none, **GSPO_CLIP)
+    np.testing.assert_allclose(np.asarray(empty.per_token_loss), -GSPO_ADV, rtol=1e-6)
+
+
+def test_gspo_gradient_is_the_tokens_own_scaled_by_the_sequence_ratio() -> None:
+    lp_q = jnp.zeros((2, 2))
+
+    def per_token(lp: jax.Array) -> jax.Array:
+        return kjax.gspo_loss(lp, lp_q, GSPO_ADV, ratio_where=GSPO_M, **GSPO_CLIP).per_token_loss
+
+    jac = np.asarray(jax.jacobian(per_token)(jnp.asarray(GSPO_LP))).reshape(4, 4)
+    # ∂ℓ_t/∂lp_t = −s·A_t unless clipped; the sequence ratio is a stop-gradient: no token reaches another
+    np.testing.assert_allclose(np.diag(jac), [0.0, 2.25, -0.5, 0.0], rtol=1e-5)
+    assert np.all(jac[~np.eye(4, dtype=bool)] == 0.0)
+
+
+@given(loss_inputs(), st.sampled_from(LOSS_AGGREGATIONS))
+def test_gspo_padded_rows_equal_packed_sequences(inputs: tuple[np.ndarray, ...], aggregation: str) -> None:
+    lp, lp_q, adv, where = inputs
+    padded = kernel.gspo_loss(lp, lp_q, adv, where=where, aggregation=aggregation, **GSPO_CLIP)
+    ids = np.repeat(np.arange(SHAPE[0]), SHAPE[1])
+    for mod in (kernel, kjax):
+        packed = mod.gspo_loss(
+            lp.reshape(-1),
+            lp_q.reshape(-1),
+            adv.reshape(-1),
+            where=where.reshape(-1),
+            aggregation=aggregation,
+            segment_ids=ids,
+            num_segments=SHAPE[0],
+            **GSPO_CLIP,
+        )
+        got = np.asarray(packed.per_token_loss).reshape(SHAPE)
+        np.testing.assert_allclose(got, padded.per_token_loss, rtol=1e-5, atol=1e-5)
+        assert float(packed.loss) == pytest.approx(float(padded.loss), rel=1e-4, abs=1e-4)
+
+
+def test_gspo_tokens_outside_the_ratio_mask_do_not_move_the_ratio() -> None:
+    lp_q = np.zeros((1, 3))
+    adv = np.array([[1.0, 0.0, -1.0]])
+    m = np.array([[True, False, True]])
+    base = kernel.gspo_loss([[0.1, -3.0, 0.05]], lp_q, adv, ratio_where=m, **GSPO_CLIP)
+    moved = kernel.gspo_loss([[0.1, 40.0, 0.05]], lp_q, adv, ratio_where=m, **GSPO_CLIP)
+    np.testing.assert_array_equal(base.per_token_loss, moved.per_token_loss)
+
+
+@pytest.mark.parametrize("mod", [kernel, kjax], ids=["numpy", "jax"])
+def test_gspo_extreme_finite_inputs_never_give_nan(mod: Any) -> None:
+    big = float(np.finfo(np.float32).max)
+    # row 0: lp − lp_q overflows per token (±inf) but the half log-ratios cancel: s = 1; row 1: the mean
+    # itself is beyond float32 (s saturates: A > 0 clips, A < 0 is +inf, its true value's overflow)
+    lp = np.array([[big, -big], [big, big]], np.float32)
+    lp_q = np.array([[-big, big], [-big, -big]], np.float32)
+    adv = np.array([[1.0, -1.0], [1.0, -1.0]], np.float32)
+    for aggregation in LOSS_AGGREGATIONS:
+        out = mod.gspo_loss(lp, lp_q, adv, aggregation=aggregation, **GSPO_CLIP)
+        ell = np.asarray(out.per_token_loss)
+        assert not np.any(np.isnan(ell)) and not np.isnan(float(out.loss)), aggregation
+        assert ell[0].tolist() == [-1.0, 1.0] and ell[1, 0] == pytest.approx(-1.2) and ell[1, 1] == np.inf
+    if mod is kjax:
+        grad = jax.grad(lambda x: kjax.gspo_loss(x, lp_q, adv, **GSPO_CLIP).loss)(jnp.asarray(lp))
+        assert not np.any(np.isnan(np.asarray(grad)))
+        assert np.asarray(grad)[0].tolist() == [-1.0, 1.0]
+
+
 @pytest.mark.parametrize("mod", [kernel, kjax], ids=["numpy", "jax"])
 def test_dro_and_cross_entropy_hand_values(mod: Any) -> None:
     out = mod.dro_loss([-1.0, -2.0], [-3.0, -2.0], [2.0, -1.0], beta=0.5)
@@ -167,16 +267,18 @@ def test_gradients_match_analytic_forms(inputs: tuple[np.ndarray, ...]) -> None:
     rho = np.exp(lp.astype(np.float64) - lp_q)
     assume(np.all(np.abs(rho - 0.8) > 1e-3) and np.all(np.abs(rho - 1.2) > 1e-3))
     assume(np.all(np.abs(rho - 4.0) > 1e-3))
+    s = gspo_ratio(lp, lp_q, where)
+    assume(np.all(np.abs(s - 0.8) > 1e-3) and np.all(np.abs(s - 1.2) > 1e-3))
     grads = _GRAD_ALL(lp, lp_q, adv, where)
     for name in LOSS_NAMES:
-        want = np.where(where, analytic_grad(name, lp.astype(np.float64), lp_q, adv), 0.0)
+        want = np.where(where, analytic_grad(name, lp.astype(np.float64), lp_q, adv, where=where), 0.0)
         np.testing.assert_allclose(np.asarray(grads[name]), want, rtol=1e-4, atol=1e-4, err_msg=name)
 
 
 def test_importance_sampling_gradient_at_ratio_one_is_minus_advantage() -> None:
     lp = jnp.array([-1.0, -0.2, -3.0])
     adv = jnp.array([0.7, -1.3, 0.0])
-    for name in ("importance_sampling", "ppo", "cispo"):
+    for name in ("importance_sampling", "ppo", "gspo", "cispo"):
         grad = jax.grad(lambda x, n=name: call(kjax, n, x, lp, adv).loss)(lp)
         np.testing.assert_allclose(np.asarray(grad), -np.asarray(adv), rtol=1e-6, err_msg=name)
 
@@ -337,6 +439,15 @@ def test_related_losses_agree(inputs: tuple[np.ndarray, ...]) -> None:
         kernel.dro_loss(lp, lp_q, adv, beta=0.0, where=where).loss, ce.loss, rtol=1e-12
     )
     np.testing.assert_allclose(kernel.cispo_loss(lp, lp, adv, where=where).loss, ce.loss, rtol=1e-12)
+    # GSPO on-policy is importance sampling (s = 1); with one token per sequence it is PPO, exactly
+    on_policy = kernel.gspo_loss(lp, lp, adv, where=where, **GSPO_CLIP)
+    np.testing.assert_array_equal(
+        on_policy.per_token_loss, kernel.importance_sampling_loss(lp, lp, adv, where=where).per_token_loss
+    )
+    ids = np.arange(lp.size).reshape(lp.shape)
+    single = kernel.gspo_loss(lp, lp_q, adv, where=where, segment_ids=ids, num_segments=lp.size, **GSPO_CLIP)
+    np.testing.assert_array_equal(single.per_token_loss, ppo.per_token_loss)
+    assert float(single.clip_fraction) == float(ppo.clip_fraction)
 
 
 # --- numpy ↔ JAX parity under jit, no retrace --------------------------------------------------------
@@ -450,7 +561,7 @@ def test_huge_logprob_gap_gradients_stay_finite() -> None:
             fn = jax.jit(lambda x, n=name, a=agg: call(kjax, n, x, lp_q, adv, aggregation=a).loss)
             grad = np.asarray(jax.grad(fn)(lp))
             assert not np.any(np.isnan(grad)), (name, agg)
-            if name in ("importance_sampling", "ppo"):
+            if name in ("importance_sampling", "ppo", "gspo"):
                 assert grad[0, 0] == 0.0, (name, agg)  # A = 0: no gradient, not inf·0
     ppo_grad = np.asarray(jax.grad(lambda x: kjax.ppo_loss(x, lp_q, adv).loss)(lp))
     assert ppo_grad[0, :3].tolist() == [0.0, 0.0, 0.0] and np.isfinite(ppo_grad[0, 3])
@@ -475,6 +586,10 @@ def test_option_types_are_named(mod: Any) -> None:
         mod.ppo_loss(*args, clip_high_threshold="1.2")
     with pytest.raises(TypeError, match="beta"):
         mod.dro_loss(*args, beta="0.1")
+    with pytest.raises(TypeError, match="clip_low_threshold"):
+        mod.gspo_loss(*args)  # no default thresholds
+    with pytest.raises(TypeError, match="ratio_where"):
+        mod.gspo_loss(*args, ratio_where=[1.0], **GSPO_CLIP)
     with pytest.raises(ValueError, match="aggregation"):
         mod.ppo_loss(*args, aggregation=["sum"])
     with pytest.raises(TypeError, match="num_segments"):

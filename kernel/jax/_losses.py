@@ -1,9 +1,9 @@
 """JAX twins of the token losses in :mod:`kernel._losses`: same signatures, jit / vmap / grad friendly.
 
 Thin wrappers: the one implementation lives in :mod:`kernel._losses` and is written against the array
-namespace; here it runs on ``jax.numpy`` with ``jax.lax.stop_gradient`` (cispo's weight) and
-``jax.ops.segment_sum``. Positions outside ``where`` are replaced by 0 before any arithmetic (the
-"double where"), so NaN or inf there reach neither the loss nor its gradient. Options
+namespace; here it runs on ``jax.numpy`` with ``jax.lax.stop_gradient`` (cispo's weight, gspo's sequence
+ratio) and ``jax.ops.segment_sum``. Positions outside ``where`` are replaced by 0 before any arithmetic
+(the "double where"), so NaN or inf there reach neither the loss nor its gradient. Options
 (``aggregation``, thresholds, ``beta``, ``normalizer``, ``num_segments``) are Python values: keep them
 static under ``jax.jit``. Under jit, ``segment_ids`` cannot be range-checked: ids outside
 ``[0, num_segments)`` drop out.
@@ -23,6 +23,7 @@ from kernel._losses import (
     _cispo,
     _cross_entropy,
     _dro,
+    _gspo,
     _importance_sampling,
     _options,
     _ppo,
@@ -34,6 +35,7 @@ __all__ = [
     "cispo_loss",
     "cross_entropy_loss",
     "dro_loss",
+    "gspo_loss",
     "importance_sampling_loss",
     "ppo_loss",
 ]
@@ -185,6 +187,65 @@ def ppo_loss(
     )
     lo, hi = float(clip_low_threshold), float(clip_high_threshold)
     return _ppo(JAX, train_logprobs, sampler_logprobs, advantages, lo, hi, where, opts)
+
+
+def gspo_loss(
+    train_logprobs: ArrayLike,
+    sampler_logprobs: ArrayLike,
+    advantages: ArrayLike,
+    *,
+    clip_low_threshold: float,
+    clip_high_threshold: float,
+    ratio_where: ArrayLike | None = None,
+    where: ArrayLike | None = None,
+    aggregation: LossAggregation = "sum",
+    normalizer: float | None = None,
+    segment_ids: ArrayLike | None = None,
+    num_segments: int | None = None,
+) -> TokenLoss[jax.Array]:
+    """GSPO-token; the twin of :func:`kernel.gspo_loss`.
+
+        log s = (1/|M|)·Σ_{u∈M} (sg(lp_θ,u) − lp_q,u),   s_t = sg(s)·exp(lp_θ,t − sg(lp_θ,t)),
+        ℓ_t = −min(s_t·A_t, clip(s_t, lo, hi)·A_t);   ∂ℓ_t/∂lp_θ,t = −s·A_t, or 0 where clipped.
+
+    The sequence ratio is a stop-gradient: a token's logprob reaches no other token's loss. Under jit,
+    ``segment_ids`` outside [0, num_segments) give their tokens s = 1 and drop out of the sums.
+
+    Args:
+        train_logprobs: lp_θ, float [...].
+        sampler_logprobs: lp_q, float, same shape.
+        advantages: A, float, same shape.
+        clip_low_threshold: lo, an absolute ratio (required).
+        clip_high_threshold: hi ≥ lo, an absolute ratio (required).
+        ratio_where: bool, same shape, M (Tinker's ``sequence_ratio_mask != 0``); default ``where``.
+        where: bool, same shape, the tokens that count (default all).
+        aggregation: see :func:`aggregate_token_loss`.
+        normalizer: see :func:`aggregate_token_loss`.
+        segment_ids: int, same shape, each token's sequence (default the rows of the last axis).
+        num_segments: the static number of sequences when ``segment_ids`` is given.
+
+    Returns:
+        :class:`kernel.TokenLoss` of JAX arrays.
+
+    Raises:
+        TypeError: non-real inputs or non-boolean ``where`` / ``ratio_where``.
+        ValueError: mismatched shapes, lo > hi or bad aggregation options.
+
+    References:
+        C. Zheng et al., "Group Sequence Policy Optimization", 2025; Tinker ``gspo`` loss.
+
+    Examples:
+        >>> lp_q, adv = jnp.array([[-1.0, -2.0]]), jnp.array([[1.0, -1.0]])
+        >>> def loss(lp):
+        ...     return gspo_loss(lp, lp_q, adv, clip_low_threshold=0.8, clip_high_threshold=1.2).loss
+        >>> jax.grad(loss)(lp_q)  # on-policy, s = 1: −A, as importance sampling
+        Array([[-1.,  1.]], dtype=float32)
+    """
+    opts = _options(
+        aggregation, normalizer, segment_ids, num_segments, low=clip_low_threshold, high=clip_high_threshold
+    )
+    lo, hi = float(clip_low_threshold), float(clip_high_threshold)
+    return _gspo(JAX, train_logprobs, sampler_logprobs, advantages, ratio_where, lo, hi, where, opts)
 
 
 def cispo_loss(
