@@ -10,6 +10,7 @@ same on both. The server is started once per test process (``tests/conftest.py``
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,13 +71,27 @@ class ServedFake:
         self.clients.clear()
 
 
+def _load_tokenizer(root: Path) -> None:
+    """Loads the served byte tokenizer with ``transformers``, as the SDK's ``get_tokenizer()`` does: its
+    imports (seconds of CPU) then happen once, here, rather than in a test's first run."""
+    from transformers import AutoTokenizer
+
+    from adapters.serve.tokenizer import write_tokenizer
+
+    AutoTokenizer.from_pretrained(str(write_tokenizer(root)))
+
+
 @contextlib.contextmanager
 def served_fake(root: Path) -> Iterator[ServedFake]:
     """``debate-kernel serve --model fake`` (seed :data:`SEED`) for the ``with`` block, its log in
-    ``root/serve.log``; ready once it said so, stopped with SIGTERM and joined at the end."""
+    ``root/serve.log``; ready once it said so, stopped with SIGTERM and joined at the end. While the
+    server starts, this process loads the tokenizer the SDK will ask for."""
     from adapters.serve.process import served
 
+    warm = threading.Thread(target=_load_tokenizer, args=(root / "warm",), name="warm-tokenizer", daemon=True)
+    warm.start()
     with served(MODEL, root=root, log=root / "serve.log", seed=SEED) as url:
+        warm.join()
         server = ServedFake(url, root)
         try:
             yield server
