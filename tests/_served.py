@@ -65,9 +65,13 @@ class ServedFake:
 
     def close(self) -> None:
         """Ends every client's session (a server already gone has nothing left to free)."""
+        closing = []
         for made in self.clients:
             with contextlib.suppress(Exception):
-                made.close("success").result(timeout=30)
+                closing.append(made.close("success"))
+        for future in closing:  # asked all at once, then awaited
+            with contextlib.suppress(Exception):
+                future.result(timeout=30)
         self.clients.clear()
 
 
