@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from adapters.answers import extract_final_answer, is_correct
 from adapters.tinker.config import TrainConfig
 from adapters.tinker.dataset import (
     Cursor,
@@ -16,8 +17,6 @@ from adapters.tinker.dataset import (
     Question,
     batch_at,
     cursor_at,
-    extract_final_answer,
-    is_correct,
     load_questions,
     parse_questions,
 )

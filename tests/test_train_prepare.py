@@ -21,9 +21,10 @@ from tinker import types
 
 import kernel
 from adapters import pipeline
+from adapters.answers import is_correct
 from adapters.tinker.config import TrainConfig
 from adapters.tinker.convert import datums_to_tinker
-from adapters.tinker.dataset import Question, is_correct
+from adapters.tinker.dataset import Question
 from adapters.tinker.fake import FakePolicy, FakeSamplingClient, initial_model_state
 from adapters.tinker.faults import FaultPlan, FaultyService, wrap_sampler
 from adapters.tinker.prepare import (

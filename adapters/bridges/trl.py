@@ -47,9 +47,9 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 
 import kernel
+from adapters.answers import is_correct
 from adapters.bridges._estimators import estimator_options
 from adapters.bridges.scoring import RowScores, check_score_options, score_rows, warn_shared_agents
-from adapters.tinker.dataset import is_correct
 from kernel import PairwiseMode, ParsePolicy
 from kernel.checks import check_int
 

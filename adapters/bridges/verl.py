@@ -39,9 +39,9 @@ import numpy as np
 import numpy.typing as npt
 
 import kernel
+from adapters.answers import is_correct
 from adapters.bridges._estimators import drmas_grouping, estimator_spec
 from adapters.bridges.scoring import score_rows, warn_shared_agents
-from adapters.tinker.dataset import is_correct
 from kernel import PairwiseMode, ParsePolicy
 from kernel.checks import check_bool, check_real
 

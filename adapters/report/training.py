@@ -29,12 +29,31 @@ CURVES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Step time (s)", ("time/total", "time/sample", "time/train")),
     ("Evaluation vs fixed opponents: correct, parse-success", ("eval/correct", "eval/parse_ok")),
     ("Evaluation vs fixed opponents: pairwise reward", ("eval/pairwise_reward",)),
+    (
+        "Did debate help? Correct answers: debate (final, first-round majority) vs one agent alone",
+        ("eval/debate/final_majority", "eval/debate/first_round_majority", "eval/direct/avg@k"),
+    ),
+    (
+        "Debates over k repeats: avg@k, pass@k, cons@k",
+        ("eval/debate/avg@k", "eval/debate/pass@k", "eval/debate/cons@k"),
+    ),
     ("Dropped stale batches (cumulative)", ("async/dropped_stale",)),
 )
 """Charts: a title and the metric names drawn in it. Series measured only on some steps (``eval/*``,
 every ``eval_every`` steps) are drawn as lines through their points."""
 
-_RATES = {"eval/correct", "eval/parse_ok", "env/all/correct", "env/all/parse_error"}
+_RATES = {
+    "eval/correct",
+    "eval/parse_ok",
+    "env/all/correct",
+    "env/all/parse_error",
+    "eval/debate/final_majority",
+    "eval/debate/first_round_majority",
+    "eval/debate/avg@k",
+    "eval/debate/pass@k",
+    "eval/debate/cons@k",
+    "eval/direct/avg@k",
+}
 _COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd")
 
 

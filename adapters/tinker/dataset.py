@@ -9,23 +9,12 @@ seeded shuffle per epoch: batch ``b`` of size ``B`` is positions ``[bB, (b+1)B)`
 e))``. The cursor ``(epoch, position)`` therefore fixes everything that follows, and is what a
 checkpoint stores.
 
-Correctness (the ``correctness_weight`` reward and ``eval/correct``): the final answer of a solution is
-the content of its last ``\\boxed{…}`` if there is one, else the last number in the text (``-12``, ``3.5``,
-``7/2``, ``1,024``); it is correct when it equals the reference answer as a number (exact rational
-comparison) or, when either is not a number, as text after case folding and whitespace collapsing.
-
-Examples:
-    >>> is_correct("so the total is 1,024.", "1024"), is_correct("x = 7/2", "3.5"), is_correct("5", "6")
-    (True, True, False)
+Correctness (the ``correctness_weight`` reward and ``eval/correct``) is :mod:`adapters.answers`'.
 """
 
 from __future__ import annotations
 
-import functools
 import json
-import re
-from collections.abc import Sequence
-from fractions import Fraction
 from pathlib import Path
 from typing import NamedTuple
 
@@ -42,10 +31,7 @@ __all__ = [
     "DatasetError",
     "Question",
     "batch_at",
-    "correct_mask",
     "cursor_at",
-    "extract_final_answer",
-    "is_correct",
     "load_questions",
     "parse_questions",
 ]
@@ -225,71 +211,3 @@ def cursor_at(batch_index: int, batch_size: int, num_questions: int) -> Cursor:
     """
     start = batch_index * batch_size
     return Cursor(start // num_questions, start % num_questions)
-
-
-_BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
-_NUMBER = re.compile(r"-?\d+(?:,\d{3})*(?:\.\d+)?(?:/\d+)?")
-
-
-def extract_final_answer(solution: str) -> str | None:
-    """The final answer of a solution: its last ``\\boxed{…}``, else its last number, else None.
-
-    Examples:
-      >>> extract_final_answer("3 + 4 = 7, so \\\\boxed{7}")
-      '7'
-      >>> extract_final_answer("twelve minus 1,000 is -988")
-      '-988'
-    """
-    boxed = _BOXED.findall(solution)
-    if boxed:
-        return str(boxed[-1]).strip()
-    numbers = _NUMBER.findall(solution)
-    return str(numbers[-1]) if numbers else None
-
-
-@functools.lru_cache(maxsize=1 << 16)  # a step checks the same few answers hundreds of times
-def _as_number(text: str) -> Fraction | None:
-    clean = text.strip().replace(",", "").rstrip(".")
-    try:
-        return Fraction(clean)
-    except (ValueError, ZeroDivisionError):
-        return None
-
-
-def _normal(text: str) -> str:
-    return " ".join(text.casefold().split()).rstrip(".")
-
-
-def is_correct(solution: str, answer: str | None) -> bool:
-    """Whether the solution's final answer (:func:`extract_final_answer`) equals the reference ``answer``.
-
-    Numbers compare exactly as rationals; otherwise case-folded, whitespace-collapsed text. No answer
-    (``None``) or no final answer in the solution is False.
-
-    Examples:
-      >>> is_correct("7/2 = 3.5", "7/2"), is_correct("2 + 2 = 5", "4")
-      (True, False)
-      >>> is_correct("\\\\boxed{ Paris }", "paris"), is_correct("Paris", None)
-      (True, False)
-    """
-    if answer is None:
-        return False
-    final = extract_final_answer(solution)
-    if final is None:
-        return _normal(solution) == _normal(answer) if answer.strip() else False
-    a, b = _as_number(final), _as_number(answer)
-    if a is not None and b is not None:
-        return a == b
-    return _normal(final) == _normal(answer)
-
-
-def correct_mask(solutions: Sequence[str], answers: Sequence[str | None]) -> np.ndarray:
-    """:func:`is_correct` per pair, as a bool array.
-
-    Examples:
-      >>> correct_mask(["so the answer is 12", "\\\\boxed{5}", "I think 7"], ["12", "6", None])
-      array([ True, False, False])
-    """
-    return np.fromiter(
-        (is_correct(s, a) for s, a in zip(solutions, answers, strict=True)), bool, len(solutions)
-    )

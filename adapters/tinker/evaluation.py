@@ -1,22 +1,44 @@
-"""Fixed-opponent evaluation of a training run's policy: the learned policy plays one role of each
-debate, the fixed policy (the initial or warm-started weights) the others; ``eval/*`` metrics."""
+"""Evaluation of a training run's policy, ``eval/*`` metrics:
+
+- against fixed opponents (:func:`evaluate`): the learned policy plays one role of each debate, the fixed
+  policy (the initial or warm-started weights) the others;
+- did debate help (:func:`debate_evaluation`): the policy debating itself, scored by the answers a debate
+  produces — the majority of the agents' first answers (a plain majority vote, before any debate), the
+  majority of their final answers (the debate's consensus answer) — and ``avg@k`` / ``pass@k`` /
+  ``cons@k`` over ``eval_repeats`` debates per question, against the same policy answering alone (one
+  agent, one round: the direct baseline) on the same questions.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 
 import numpy as np
 
 import kernel
+from adapters.answers import is_correct, k_sample_figures, majority_answer
 from adapters.tinker.boundary import Boundary
 from adapters.tinker.config import TrainConfig
-from adapters.tinker.dataset import Question, is_correct
+from adapters.tinker.dataset import Question
 from adapters.tinker.protocol import SamplingClient
 from adapters.tinker.renderers import Renderer
-from adapters.tinker.rollouts import fixed_opponents, last_solution, run_debates
+from adapters.tinker.rollouts import DebateResult, fixed_opponents, last_solution, run_debates, self_play
 
-__all__ = ["evaluate"]
+__all__ = ["DEBATE_EVAL_NAMES", "debate_evaluation", "evaluate"]
+
+DEBATE_EVAL_NAMES = (
+    "eval/debate/first_round_majority",
+    "eval/debate/final_majority",
+    "eval/debate/avg@k",
+    "eval/debate/pass@k",
+    "eval/debate/cons@k",
+    "eval/direct/avg@k",
+    "eval/direct/pass@k",
+    "eval/direct/cons@k",
+)
+"""The metrics of :func:`debate_evaluation` (k = ``eval_repeats``)."""
 
 
 async def evaluate(
@@ -80,3 +102,78 @@ async def evaluate(
         "eval/pairwise_reward": pairwise,
         "eval/debates": float(len(results)),
     }
+
+
+async def debate_evaluation(
+    config: TrainConfig,
+    questions: Sequence[Question],
+    renderer: Renderer,
+    policy: SamplingClient,
+    *,
+    boundary: Boundary | None = None,
+) -> dict[str, float]:
+    """Did debate help: for each of the first ``eval_questions`` questions, ``eval_repeats`` debates of the
+    policy with itself (``evalself{k}-q{p}``) and ``eval_repeats`` direct answers (one agent, one round:
+    ``evaldirect{k}-q{p}``). A debate's answer is the majority of its agents' final answers
+    (:func:`adapters.answers.majority_answer`); its first-round answer the majority of their first answers.
+
+    Returns:
+      :data:`DEBATE_EVAL_NAMES`: ``first_round_majority`` and ``final_majority`` (shares of debates whose
+      answer is right), ``avg@k`` (mean correctness of the k answers of a question), ``pass@k`` (one of
+      them right) and ``cons@k`` (their majority right), each averaged over the questions, for the
+      debates and for the direct answers; {} without questions.
+    """
+    qs = list(questions[: config.eval_questions])
+    if not qs:
+        return {}
+    k = config.eval_repeats
+    texts, answers = [q.question for q in qs], [q.answer for q in qs]
+    debate_specs = [
+        spec
+        for j in range(k)
+        for spec in self_play(
+            texts, policy, num_agents=config.num_agents, answers=answers, id_prefix=f"evalself{j}-q"
+        )
+    ]
+    direct_specs = [
+        spec
+        for j in range(k)
+        for spec in self_play(texts, policy, num_agents=1, answers=answers, id_prefix=f"evaldirect{j}-q")
+    ]
+    debate_config = config.rollout_config
+    direct_config = dataclasses.replace(debate_config, num_agents=1, max_rounds=1)
+    debates = (await run_debates(debate_specs, renderer, config=debate_config, boundary=boundary)).results
+    direct = (await run_debates(direct_specs, renderer, config=direct_config, boundary=boundary)).results
+    first = [_majority(r, first_round=True) for r in debates]
+    final = [_majority(r, first_round=False) for r in debates]
+    alone = [_majority(r, first_round=False) for r in direct]
+    n = len(qs)
+
+    def by_question(values: Sequence[str]) -> list[list[str]]:
+        return [[values[j * n + q] for j in range(k)] for q in range(n)]
+
+    def share(values: Sequence[str]) -> float:
+        return float(np.mean([is_correct(v, a) for v, a in zip(values, answers * k, strict=True)]))
+
+    debated = k_sample_figures(by_question(final), answers)
+    solo = k_sample_figures(by_question(alone), answers)
+    return {
+        "eval/debate/first_round_majority": share(first),
+        "eval/debate/final_majority": share(final),
+        "eval/debate/avg@k": debated.avg,
+        "eval/debate/pass@k": debated.pass_,
+        "eval/debate/cons@k": debated.cons,
+        "eval/direct/avg@k": solo.avg,
+        "eval/direct/pass@k": solo.pass_,
+        "eval/direct/cons@k": solo.cons,
+    }
+
+
+def _majority(result: DebateResult, *, first_round: bool) -> str:
+    """A debate's answer: the majority of its agents' first-round (or final) solutions; "" when none."""
+    state = result.state
+    if first_round:
+        solutions = [r.solution for r in state.rounds[0]] if state.rounds else []
+    else:
+        solutions = [last_solution(state, i) for i in range(state.num_agents)]
+    return majority_answer(solutions) or ""

@@ -28,10 +28,11 @@ import tinker
 from tinker import types
 
 import kernel
+from adapters.answers import is_correct
 from adapters.tinker.config import TrainConfig
 from adapters.tinker.convert import datums_to_tinker
 from adapters.tinker.credit import credit_weights
-from adapters.tinker.dataset import Question, is_correct
+from adapters.tinker.dataset import Question
 from adapters.tinker.renderers import Renderer
 from adapters.tinker.rollouts import END_REASONS, DebateResult, last_solution
 

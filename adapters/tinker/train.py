@@ -47,7 +47,7 @@ from adapters.tinker.boundary import (
 )
 from adapters.tinker.config import TrainConfig
 from adapters.tinker.dataset import DatasetError, Question, batch_at, cursor_at, load_questions
-from adapters.tinker.evaluation import evaluate
+from adapters.tinker.evaluation import debate_evaluation, evaluate
 from adapters.tinker.futures import CompletedFuture
 from adapters.tinker.kernel_loss import kernel_loss
 from adapters.tinker.memory import CollectorPause, freed_memory_kept, long_lived_objects_frozen
@@ -146,8 +146,9 @@ METRIC_NAMES = (
     "time/retries",
     "service/failures",
 )
-"""Keys of every metrics line (``eval/correct``, ``eval/parse_ok``, ``eval/pairwise_reward`` and
-``time/eval`` are added on evaluation steps). NaN marks a value that does not exist for the step
+"""Keys of every metrics line (``eval/correct``, ``eval/parse_ok``, ``eval/pairwise_reward``, the
+debate evaluation's :data:`~adapters.tinker.evaluation.DEBATE_EVAL_NAMES` and ``time/eval`` are added on
+evaluation steps). NaN marks a value that does not exist for the step
 (e.g. no action tokens). ``env/all/end/REASON`` counts the step's debates by how they ended and
 ``env/all/ended_early`` those the service ended (a sample that could not be had or failed its check);
 ``service/retries`` counts the calls retried since the previous line (``service/retries/KIND/CAUSE`` per
@@ -526,10 +527,12 @@ class _Shell:
 
     async def evaluate(self, step: int) -> None:
         t0 = self.clock()
+        c, b = self.config, self.boundary
         self.record.update(
-            await evaluate(
-                self.config, self.questions, self.renderer, self.sampler, self.fixed, boundary=self.boundary
-            )
+            await evaluate(c, self.questions, self.renderer, self.sampler, self.fixed, boundary=b)
+        )
+        self.record.update(
+            await debate_evaluation(c, self.questions, self.renderer, self.sampler, boundary=b)
         )
         self.record["time/eval"] = self.clock() - t0
         self.queue.put_nowait(pl.Evaluated(step))
