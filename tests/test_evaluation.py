@@ -58,3 +58,31 @@ def test_every_evaluation_step_of_a_run_records_the_debate_figures(tmp_path: Pat
     )
     result = asyncio.run(run_training(config, FakeServiceClient(seed=0)))
     assert all(isinstance(m[name], float) for m in result.metrics for name in DEBATE_EVAL_NAMES)
+
+
+def test_each_step_accounts_its_tokens(tmp_path: Path) -> None:
+    """tokens/prompt and tokens/sampled are the rollouts' own counts (the transcripts' token columns);
+    tokens/trained is what the step's datums hold; warm-start steps sample nothing."""
+    from adapters.transcripts import read_transcripts
+
+    config = TrainConfig.from_mapping(
+        {
+            "out": str(tmp_path / "run"),
+            "steps": 2,
+            "warm_start_steps": 1,
+            "dataset": "arithmetic",
+            "batch_size": 2,
+            "num_agents": 2,
+            "max_rounds": 1,
+            "max_tokens": 512,
+            "eval_every": 0,
+        }
+    )
+    result = asyncio.run(run_training(config, FakeServiceClient(seed=0)))
+    warm, rl = result.metrics[0], result.metrics[1]
+    assert warm["tokens/sampled"] == warm["tokens/prompt"] == 0 and warm["tokens/trained"] > 0
+    debates = read_transcripts((tmp_path / "run" / "transcripts" / "step-000001.jsonl").read_bytes()).debates
+    turns = [t for d in debates for t in d.turns]
+    assert rl["tokens/prompt"] == sum(len(t.observation_tokens or ()) for t in turns)
+    assert rl["tokens/sampled"] == sum(len(t.action_tokens or ()) for t in turns)
+    assert 0 < rl["tokens/trained"] and rl["tokens/prompt_cached"] == 0  # the fake reports no cache hits

@@ -35,6 +35,7 @@ from adapters.tinker.prepare import (
     kl_penalized,
     prepare_rl,
     split_substeps,
+    token_counts,
     train_metrics,
 )
 from adapters.tinker.renderers import ByteRenderer
@@ -113,7 +114,7 @@ def _reference(
         debates, parsed, options=pipeline.ScoreOptions(c.scoring_options)
     )
     assert not errors
-    record: dict[str, Any] = {"env/all/total_episodes": len(results)}
+    record: dict[str, Any] = {"env/all/total_episodes": len(results), **token_counts(results)}
     if not replayed:
         return Prepared([], [], record, [], []), rae
     episodes = [
@@ -141,6 +142,7 @@ def _reference(
         for s, e in itertools.pairwise(bounds):
             lps.append(np.asarray(a["logprobs"][s:e], dtype=np.float32))
             masks.append(np.asarray(a["mask"][s:e], dtype=bool))
+    record["tokens/trained"] = sum(len(lp) for lp in lps)
     record.update(batch_metrics(episodes, scored))
     record["data/constant_groups_removed"] = int(np.sum(~scored.keep_P))
     after = scored.baselines_K if c.estimator == "rae" else rae

@@ -27,6 +27,7 @@ CURVES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Parse failures", ("env/all/parse_error",)),
     ("Consensus reached", ("env/all/consensus_reached",)),
     ("Step time (s)", ("time/total", "time/sample", "time/train")),
+    ("Tokens per step", ("tokens/prompt", "tokens/prompt_cached", "tokens/sampled", "tokens/trained")),
     ("Evaluation vs fixed opponents: correct, parse-success", ("eval/correct", "eval/parse_ok")),
     ("Evaluation vs fixed opponents: pairwise reward", ("eval/pairwise_reward",)),
     (

@@ -122,9 +122,21 @@ def rl_stages(
     return Stages(episodes, kernel.score_episodes(episodes, config.scoring_options, baselines_K=baselines_K))
 
 
+def token_counts(results: Sequence[DebateResult]) -> dict[str, int]:
+    """The step's sampling, in tokens: ``tokens/prompt`` (every turn's prompt), ``tokens/prompt_cached``
+    (those the service billed as prefix-cache hits, where it reports them) and ``tokens/sampled``."""
+    prompt = cached = sampled = 0
+    for r in results:
+        for t in r.turns:
+            prompt += t.prompt.length
+            cached += t.cache_hits
+            sampled += len(t.arrays[1]) if t.arrays is not None else len(t.sequence.tokens)
+    return {"tokens/prompt": prompt, "tokens/prompt_cached": cached, "tokens/sampled": sampled}
+
+
 def rl_record(results: Sequence[DebateResult], stages: Stages | None) -> dict[str, Any]:
     """The metrics of an RL step's debates that its datums do not need."""
-    record: dict[str, Any] = {"env/all/total_episodes": len(results)}
+    record: dict[str, Any] = {"env/all/total_episodes": len(results), **token_counts(results)}
     if stages is None:
         return record
     record.update(batch_metrics(stages.episodes, stages.scored))
@@ -154,7 +166,8 @@ def prepare_rl(
         return Prepared([], [], rl_record(results, None) if record else {}, [], []), baselines_K
     built = stages.scored.datums
     data = [] if built is None else datums_to_tinker(built.datums, copy=False)  # ours alone: lent
-    episodes = {"env/all/total_episodes": len(results)}
+    trained = 0 if built is None else int(built.datums.offsets_D1[-1])
+    episodes = {"env/all/total_episodes": len(results), "tokens/trained": trained}
     prepared = Prepared(data, split_substeps(data, c.num_substeps), episodes, [], [])
 
     def finish() -> None:
@@ -225,7 +238,7 @@ def prepare_warm(config: TrainConfig, renderer: Renderer, questions: Sequence[Qu
             state = kernel.submit(
                 state, agent, kernel.parse_response(text, agent, policy=c.parse_policy)
             ).state
-    record: dict[str, Any] = {"env/all/total_episodes": 0}
+    record: dict[str, Any] = {"env/all/total_episodes": 0, **token_counts(()), "tokens/trained": 0}
     if not transitions:
         return Prepared([], [], record, [], [])
     traj = kernel.trajectories_from_lists(transitions, np.ones(len(transitions)))
@@ -246,6 +259,7 @@ def prepare_warm(config: TrainConfig, renderer: Renderer, questions: Sequence[Qu
                 },
             )
         )
+    record["tokens/trained"] = int(bounds[-1])
     return Prepared(data, split_substeps(data, c.num_substeps), record, [], [])
 
 

@@ -248,6 +248,7 @@ class RolloutTurn:
     reward: float
     by_policy: bool
     arrays: TurnArrays | None
+    cache_hits: int = 0  # prompt tokens the service billed as prefix-cache hits (SDK 0.38's reply field)
 
     @property
     def transition(self) -> Transition:
@@ -585,16 +586,18 @@ def _result(
 
 async def _sample(
     sampler: SamplingClient, prompt: tinker.ModelInput, params: types.SamplingParams, boundary: Boundary
-) -> tuple[types.SampledSequence | None, EndReason | None, str]:
-    """One sample through ``boundary`` (its deadline, retries and reply check); a sample that cannot be had
-    comes back as ``(None, reason, detail)``: the one translation point."""
+) -> tuple[types.SampledSequence | None, EndReason | None, str, int]:
+    """One sample through ``boundary`` (its deadline, retries and reply check), with the prompt tokens the
+    service billed as cache hits; a sample that cannot be had comes back as ``(None, reason, detail, 0)``:
+    the one translation point."""
     try:
         response = await boundary.call(
             "sample", lambda: sampler.sample(prompt, 1, params), boundary.check_sample(1)
         )
     except ServiceError as e:
-        return None, _END_OF_CAUSE.get(e.cause, "sampler_error"), f"{e.cause}: {e.detail}"
-    return response.sequences[0], None, ""
+        return None, _END_OF_CAUSE.get(e.cause, "sampler_error"), f"{e.cause}: {e.detail}", 0
+    hits = getattr(response, "prompt_cache_hit_tokens", 0)
+    return response.sequences[0], None, "", hits if isinstance(hits, int) else 0
 
 
 _END_OF_CAUSE: Final[dict[str, EndReason]] = {
@@ -714,7 +717,7 @@ async def _drive(
             return _result(index, spec, live, reason, detail, version)
         observation = build_observation(live.state, agent, config=config.observation)
         prompt = renderer.build_prompt(observation.messages)
-        sequence, failure, detail = await _sample(spec.samplers[agent], prompt, params, boundary)
+        sequence, failure, detail, hits = await _sample(spec.samplers[agent], prompt, params, boundary)
         if sequence is None or failure is not None:
             failure = failure or "sampler_error"
             live.state = abort(live.state, failure)
@@ -733,7 +736,9 @@ async def _drive(
         by_policy = agent in spec.policy_roles
         arrays = turn_arrays(prompt, sequence)
         live.turns.append(
-            RolloutTurn(agent, round_index, prompt, sequence, text, parsed, step.reward, by_policy, arrays)
+            RolloutTurn(
+                agent, round_index, prompt, sequence, text, parsed, step.reward, by_policy, arrays, hits
+            )
         )
         live.state = step.state
 

@@ -145,6 +145,10 @@ METRIC_NAMES = (
     "service/retries",
     "time/retries",
     "service/failures",
+    "tokens/prompt",
+    "tokens/prompt_cached",
+    "tokens/sampled",
+    "tokens/trained",
 )
 """Keys of every metrics line (``eval/correct``, ``eval/parse_ok``, ``eval/pairwise_reward``, the
 debate evaluation's :data:`~adapters.tinker.evaluation.DEBATE_EVAL_NAMES` and ``time/eval`` are added on
@@ -153,6 +157,8 @@ evaluation steps). NaN marks a value that does not exist for the step
 ``env/all/ended_early`` those the service ended (a sample that could not be had or failed its check);
 ``service/retries`` counts the calls retried since the previous line (``service/retries/KIND/CAUSE`` per
 cause), ``time/retries`` the seconds they cost.
+``tokens/*`` account the step's tokens: its prompts (``prompt_cached``: billed as prefix-cache hits, where
+the service reports them), its samples, and its datums' (``trained``; warm-start steps sample nothing).
 ``time/step`` runs from the step's Prepare to its metrics line, ``time/total`` from
 the previous step's metrics line (or the loop's start) to this one's: the run's wall time per step. In
 on-policy mode the next batch's sampling starts as soon as its sampler is ready, while the step still
@@ -404,6 +410,7 @@ class _Shell:
         # the record over the whole batch (streaming excludes RAE, so no baselines move here)
         whole.record.update(rl_record(results, rl_stages(self.config, self.renderer, played, self.rae)))
         whole.record.update(_end_counts(results))
+        whole.record["tokens/trained"] = sum(d.model_input.length for d in whole.data)
         whole.record["time/sample"] = sample_time[0]
         if self.config.kl_penalty_coef > 0 and whole.data:
             total, count = streamed.kl
