@@ -98,8 +98,8 @@ def test_every_flag_says_what_it_sets_and_its_defaults(capsys: pytest.CaptureFix
     with pytest.raises(SystemExit):
         main(["train", "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    assert "--steps STEPS RL steps (optimizer steps on debate batches), after the warm-start steps." in text
-    assert "(default 30 on the local service, 10 on Tinker)" in text
+    assert "--steps STEPS the run's optimizer steps in all, warm start included: RL takes the steps" in text
+    assert "(default 110 on the local service, 10 on Tinker)" in text  # 80 warm-start and 30 RL steps
     assert "--seed SEED seeds the dataset order and sampling. (default 0)" in text
     from adapters.cli.train import _FLAGS
 
@@ -142,7 +142,7 @@ def test_local_tiny_run_through_the_cli_evaluates_and_reports(
         "--warm-start-steps",
         "1",
         "--steps",
-        "1",
+        "2",
         "--batch-size",
         "1",
     ]
@@ -189,7 +189,7 @@ def test_local_runs_get_the_local_preset_under_file_and_flags(
     plain = config("--out", str(tmp_path / "a"))
     assert {k: getattr(plain, k) for k in cli_train.LOCAL_PRESET} == cli_train.LOCAL_PRESET
     preset_dataset = cli_train.LOCAL_PRESET["dataset"]
-    assert config("--steps", "3").steps == 3 and config("--steps", "3").dataset == preset_dataset
+    assert config("--steps", "83").steps == 3 and config("--steps", "83").dataset == preset_dataset
     toml = tmp_path / "c.toml"
     toml.write_text("batch_size = 5\n")
     from_file = config("--config", str(toml), "--max-tokens", "7")
@@ -201,10 +201,59 @@ def test_local_runs_get_the_local_preset_under_file_and_flags(
     assert config("--model", "tiny").dataset == preset_dataset
 
 
+def test_steps_counts_every_optimizer_step_and_zero_or_fewer_than_the_warm_start_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--steps N`` is the run's N optimizer steps, warm start included (the config key ``steps`` keeps
+    counting the RL steps); ``--steps 0``, and fewer steps than the warm start, are refused before the run
+    directory is made, saying what to pass."""
+    run = tmp_path / "run"
+    argv = [
+        "train",
+        *ARGS,
+        "--warm-start-steps",
+        "2",
+        "--steps",
+        "3",
+        "--save-every",
+        "1",
+        "--eval-every",
+        "0",
+    ]
+    assert main([*argv, "--out", str(run)]) == 0
+    lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [(x["step"], x["phase"]) for x in lines] == [(0, "warm_start"), (1, "warm_start"), (2, "rl")]
+    assert json.loads((run / "run.json").read_text())["config"]["steps"] == 1  # the key: RL steps
+    err = capsys.readouterr().err
+    assert "step 2/3  warm start 2/2" in err and "step 3/3  RL 1/1" in err
+    assert main(["train", "--service", "fake", "--resume", str(run), "--steps", "5"]) == 0  # 2 more
+    assert _steps(run) == [0, 1, 2, 3, 4]
+    capsys.readouterr()
+
+    monkeypatch.delenv("TINKER_API_KEY", raising=False)
+    refused = {
+        ("--steps", "0"): "--steps 0 trains nothing: pass --steps N >= 1, the run's optimizer steps (its "
+        "warm start takes 80 of them)",
+        ("--steps", "2"): "--steps 2 counts every optimizer step of the run, warm start included, and the "
+        "warm start alone takes 80 (warm_start_steps): pass --steps 82 for 2 RL steps after it, or "
+        "--warm-start-steps K with K <= 2",
+        ("--steps", "0", "--warm-start-steps", "0"): "--steps 0 trains nothing: pass --steps N >= 1, the "
+        "run's optimizer steps\n",
+    }
+    for flags, message in refused.items():  # the local preset: an 80-step warm start
+        assert main(["train", "--model", "tiny", *flags, "--out", str(tmp_path / "no")]) == 2
+        assert f"debate-kernel train: {message}" in capsys.readouterr().err
+    toml = tmp_path / "zero.toml"
+    toml.write_text("steps = 0\n")
+    assert main(["train", "--service", "fake", "--config", str(toml), "--out", str(tmp_path / "no")]) == 2
+    assert "steps = 0 and warm_start_steps = 0: the run would train nothing" in capsys.readouterr().err
+    assert not (tmp_path / "no").exists()
+
+
 @SHORT_SAMPLES
 def test_fake_run_evaluates_where_rl_starts_and_the_report_draws_eval_curves(tmp_path: Path) -> None:
     run = tmp_path / "run"
-    argv = [*ARGS, "--out", str(run), "--warm-start-steps", "2", "--steps", "4", "--eval-every", "2"]
+    argv = [*ARGS, "--out", str(run), "--warm-start-steps", "2", "--steps", "6", "--eval-every", "2"]
     assert main(["train", *argv]) == 0
     lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     evaluated = [x["step"] for x in lines if isinstance(x.get("eval/correct"), float)]
@@ -434,7 +483,7 @@ def test_a_run_through_serve_killed_mid_run_resumes(tmp_path: Path) -> None:
     pytest.importorskip("jax")
     run = tmp_path / "run"
     env = {k: v for k, v in os.environ.items() if k not in ("TINKER_API_KEY", "TINKER_BASE_URL")}
-    cmd = [sys.executable, "-m", "adapters.cli", "train", *SDK_ARGS, "--steps", "3", "--save-every", "1"]
+    cmd = [sys.executable, "-m", "adapters.cli", "train", *SDK_ARGS, "--steps", "4", "--save-every", "1"]
     proc = subprocess.Popen(
         [*cmd, "--out", str(run)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env
     )

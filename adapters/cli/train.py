@@ -8,7 +8,10 @@ and ``--model`` not a local model name → ``tinker.ServiceClient()`` (``TINKER_
 self-hosted server); otherwise a ``debate-kernel serve`` of the local JAX service (:mod:`adapters.local`)
 that the run starts on a loopback port and stops at its end. ``--service inprocess`` (hidden) runs the
 local service in this process, ``--service fake`` (hidden, for tests) the in-repo fake, persisted under
-``RUN_DIR/service``. One progress line per step on stderr (a bar on a terminal).
+``RUN_DIR/service``. ``--steps N`` is the run's N optimizer steps in all, its warm start included (the
+config key ``steps`` counts the RL steps after the warm start); ``--steps 0``, or fewer steps than the warm
+start, is refused. One progress line per step on stderr (a bar on a terminal), naming the step of the run
+and of its phase (``step 83/110  RL 3/30``).
 
 On the local service the keys of :data:`LOCAL_PRESET` replace the config defaults (a config file and
 flags still override them): with no flags at all, ``train`` runs warm start, evaluation, RL on self-play
@@ -153,14 +156,18 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its last checkpoint")
     docs, defaults = key_help(), TrainConfig()
+    docs["steps"] = STEPS_HELP
     for key, kind in _FLAGS.items():
+        default, local = getattr(defaults, key), LOCAL_PRESET.get(key)
+        if key == "steps":  # the flag counts the warm start too
+            default, local = defaults.total_steps, TrainConfig.from_mapping(LOCAL_PRESET).total_steps
         p.add_argument(
             "--" + key.replace("_", "-"),
             type=kind,
             dest=key,
             default=None,
             metavar=key.upper(),
-            help=_flag_help(docs[key], getattr(defaults, key), LOCAL_PRESET.get(key)),
+            help=_flag_help(docs[key], default, local),
         )
     p.add_argument(
         "--renderer",
@@ -195,12 +202,59 @@ def _flag_help(doc: str, default: Any, local: Any) -> str:
     return f"{text} (default {local!r} on the local service, {default!r} on Tinker)"
 
 
+STEPS_HELP: Final = (
+    "the run's optimizer steps in all, warm start included: RL takes the steps after the warm_start_steps "
+    "(the config key steps counts the RL steps alone)."
+)
+"""``--steps``'s help: unlike the config key ``steps`` (RL steps), the flag counts every step of the run."""
+
+
 def _config(args: argparse.Namespace) -> TrainConfig:
     config = _plain_config(args)
-    if args.resume or not _is_local(args.service, config):
-        return config
-    # the local preset sits under the config file and the flags: rebuild over it
-    return _plain_config(args, base=TrainConfig.from_mapping(LOCAL_PRESET))
+    if not args.resume and _is_local(args.service, config):
+        # the local preset sits under the config file and the flags: rebuild over it
+        config = _plain_config(args, base=TrainConfig.from_mapping(LOCAL_PRESET))
+    if args.steps is not None:
+        config = TrainConfig.from_mapping(
+            {"steps": _rl_steps(args.steps, config.warm_start_steps)}, base=config
+        )
+    if not args.resume and config.total_steps == 0:
+        raise ValueError(
+            "config key steps = 0 and warm_start_steps = 0: the run would train nothing; "
+            "pass --steps N, its optimizer steps in all"
+        )
+    return config
+
+
+def _rl_steps(total: int, warm_start_steps: int) -> int:
+    """The RL steps (the config key ``steps``) of a run of ``total`` optimizer steps (``--steps``) whose
+    warm start takes ``warm_start_steps`` of them.
+
+    Raises:
+      ValueError: ``total`` is 0 (nothing to train) or below the warm start, saying what to pass.
+
+    Examples:
+        >>> _rl_steps(110, 80), _rl_steps(2, 0), _rl_steps(80, 80)
+        (30, 2, 0)
+        >>> _rl_steps(2, 80)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: --steps 2 counts every optimizer step of the run, warm start included, and ...
+    """
+    warm = f" (its warm start takes {warm_start_steps} of them)" if warm_start_steps else ""
+    if total < 1:
+        raise ValueError(
+            f"--steps {total} trains nothing: pass --steps N >= 1, the run's optimizer steps{warm}"
+        )
+    if total < warm_start_steps:
+        plural = "s" if total > 1 else ""
+        raise ValueError(
+            f"--steps {total} counts every optimizer step of the run, warm start included, and the warm "
+            f"start alone takes {warm_start_steps} (warm_start_steps): pass --steps "
+            f"{warm_start_steps + total} for {total} RL step{plural} after it, or --warm-start-steps K "
+            f"with K <= {total}"
+        )
+    return total - warm_start_steps
 
 
 def _is_local(kind: str, config: TrainConfig) -> bool:
@@ -211,7 +265,9 @@ def _is_local(kind: str, config: TrainConfig) -> bool:
 
 def _plain_config(args: argparse.Namespace, *, base: TrainConfig | None = None) -> TrainConfig:
     """The config of the flags over the ``--config`` file over ``base`` (with ``--resume``: the run's)."""
-    overrides: dict[str, Any] = {k: getattr(args, k) for k in _FLAGS if getattr(args, k) is not None}
+    # --steps counts the warm start too: _config sets the RL steps once the warm start is known
+    flags = (k for k in _FLAGS if k != "steps")
+    overrides: dict[str, Any] = {k: getattr(args, k) for k in flags if getattr(args, k) is not None}
     if args.renderer is not None:
         overrides["renderer"] = args.renderer
     if args.resume:
@@ -411,7 +467,11 @@ async def _checked_training(
             )
         enforce_contract(report, config.to_dict())
     return await run_training(
-        config, service, resume=resume, renderer=renderer, progress=_progress(sys.stderr)
+        config,
+        service,
+        resume=resume,
+        renderer=renderer,
+        progress=_progress(sys.stderr, warm_start_steps=config.warm_start_steps),
     )
 
 
@@ -425,12 +485,21 @@ def _first_turn(config: TrainConfig, renderer: Any, question: str) -> list[int]:
     return ids
 
 
-def _progress(stream: Any) -> Any:
+def _progress(stream: Any, *, warm_start_steps: int) -> Any:
+    """The progress line after each step: the step of the run, then of its phase (``warm start K/W`` or
+    ``RL K/R``; ``RL`` in a run without a warm start), the step's reward and evaluation, early ends,
+    retries, its time."""
     tty = stream.isatty()
 
     def show(step: int, total: int, record: dict[str, Any]) -> None:
         reward = record.get("env/all/reward/total")
-        parts = [f"step {step + 1}/{total}", record.get("phase", "")]
+        if step < warm_start_steps:
+            phase = f"warm start {step + 1}/{warm_start_steps}"
+        elif warm_start_steps:
+            phase = f"RL {step + 1 - warm_start_steps}/{total - warm_start_steps}"
+        else:  # every step is RL's
+            phase = "RL"
+        parts = [f"step {step + 1}/{total}", phase]
         if isinstance(reward, float):
             parts.append(f"reward {reward:.3f}")
         if isinstance(record.get("eval/correct"), float):
