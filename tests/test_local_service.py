@@ -353,6 +353,81 @@ def test_rl_losses_run_and_return_per_token_logprobs() -> None:
     run(main())
 
 
+GSPO_CLIP = {"clip_low_threshold": 0.8, "clip_high_threshold": 1.2}
+
+
+def _gspo_data(model_lp: list[np.ndarray]) -> list[types.Datum]:
+    """Two datums, a prompt (lp_q 0, A 0) then actions: the first off-policy by +0.3 nats a token (s ≈ 1.35:
+    its A > 0 tokens clip), with an explicit ``sequence_ratio_mask`` leaving one action out; the second by
+    −0.1 (s ≈ 0.9, nothing clips), M by default its tokens with A ≠ 0."""
+    out = []
+    for k, (tokens, shift, prompt) in enumerate([(TOKENS, 0.3, 4), (TOKENS[:10], -0.1, 3)]):
+        n = len(tokens) - 1
+        acting = np.arange(n) >= prompt
+        lp_q = np.where(acting, model_lp[k] - shift, 0.0).astype(np.float32)
+        adv = np.where(acting, np.where(np.arange(n) % 2 == 0, 0.7, -0.4), 0.0).astype(np.float32)
+        inputs: dict[str, Any] = {"target_tokens": tokens[1:], "logprobs": lp_q, "advantages": adv}
+        if k == 0:
+            inputs["sequence_ratio_mask"] = (acting & (np.arange(n) != n - 1)).astype(np.float32)
+        out.append(types.Datum(model_input=types.ModelInput.from_ints(tokens[:-1]), loss_fn_inputs=inputs))
+    return out
+
+
+def test_gspo_equals_the_kernel_loss_in_values_and_gradients() -> None:
+    import kernel
+
+    async def main() -> None:
+        builtin, reference = await _trainer(), await _trainer()
+        probe = await builtin.forward([ce_datum(TOKENS), ce_datum(TOKENS[:10])], "cross_entropy")
+        data = _gspo_data([o["logprobs"].to_numpy() for o in probe.loss_fn_outputs])
+        out = await builtin.forward_backward(data, "gspo", GSPO_CLIP)
+        total, clipped, weighted = 0.0, 0.0, []
+        for d, o in zip(data, out.loss_fn_outputs, strict=True):
+            inputs = {k: v.to_numpy() for k, v in d.loss_fn_inputs.items()}
+            lp, lp_q, adv = o["logprobs"].to_numpy(), inputs["logprobs"], inputs["advantages"]
+            ratio = inputs.get("sequence_ratio_mask", adv) != 0
+            want = kernel.gspo_loss(lp, lp_q, adv, ratio_where=ratio, **GSPO_CLIP)
+            got = o["elementwise_loss"].to_numpy()
+            np.testing.assert_allclose(got, want.per_token_loss, rtol=1e-5, atol=1e-6)
+            total, clipped = total + float(want.loss), clipped + float(want.clip_fraction)
+            # ∂ℓ_t/∂lp_t = −s·A_t off the clipped branch: the gradient of cross-entropy weighted by s·A
+            s = np.exp(np.mean((lp - lp_q)[ratio]))
+            off = ((adv > 0) & (s > 1.2)) | ((adv < 0) & (s < 0.8))
+            weights = np.where(off, 0.0, s * adv).astype(np.float32)
+            ce = {"target_tokens": inputs["target_tokens"], "weights": weights}
+            weighted.append(types.Datum(model_input=d.model_input, loss_fn_inputs=ce))
+        assert out.metrics["loss:sum"] == pytest.approx(total, rel=1e-5)
+        assert clipped > 0  # the first datum's positive tokens took the clipped branch
+        await reference.forward_backward(weighted, "cross_entropy")
+        for a, b in zip(
+            *(jax.tree_util.tree_leaves(c._state.grads) for c in (builtin, reference)), strict=True
+        ):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-6)
+
+    run(main())
+
+
+def test_gspo_and_stable_reinforce_refusals_name_what_is_missing() -> None:
+    async def main() -> None:
+        trainer = await _trainer()
+        n = len(TOKENS) - 1
+        datum = rl_datum(TOKENS, [-5.0] * n, [1.0] * n)
+        with pytest.raises(ValueError, match=r"gspo' needs loss_fn_config \['clip_high_threshold'\]"):
+            await trainer.forward_backward([datum], "gspo", {"clip_low_threshold": 0.8})
+        short = types.Datum(
+            model_input=datum.model_input,
+            loss_fn_inputs={**datum.loss_fn_inputs, "sequence_ratio_mask": [1.0] * (n - 1)},
+        )
+        with pytest.raises(ValueError, match=r"data\[0\].loss_fn_inputs\['sequence_ratio_mask'\] has shape"):
+            await trainer.forward_backward([short], "gspo", GSPO_CLIP)
+        with pytest.raises(
+            ValueError, match=r"record_stability_info=True.*provenance spans.*not its objective"
+        ):
+            await trainer.forward_backward([datum], "stable_reinforce")
+
+    run(main())
+
+
 def test_bad_input_gives_clear_errors_and_loses_nothing(tmp_path: Path) -> None:
     async def main() -> None:
         service = LocalServiceClient(seed=0, root=tmp_path)

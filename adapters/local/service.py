@@ -358,8 +358,9 @@ class LocalTrainingClient:
         trainable, frozen, grads = devices.replicated(mesh, (s.trainable, s.frozen, s.grads))
         total = 0.0
         lps, ells = [], []
+        rows_arrays = (*batch[:5], *(() if batch.ratio is None else (batch.ratio,)))
         for start in range(0, len(batch.lengths), chunk):
-            host = tuple(x[start : start + chunk] for x in batch[:5])
+            host = tuple(x[start : start + chunk] for x in rows_arrays)
             count = host[0].shape[0]  # the rows of the chunk before any padding for the devices
             arrays = devices.rows_on(mesh, host)
             loss, lp, ell, grads = train_step.forward_backward(
@@ -390,8 +391,9 @@ class LocalTrainingClient:
         self, data: Sequence[types.Datum], loss_fn: str, config: Any, *, backward: bool
     ) -> types.ForwardBackwardOutput:
         options = train_step.loss_options(loss_fn, config)
+        needed = train_step.LOSS_INPUTS[loss_fn]
         return self._apply(
-            train_step.pack_batch(data, train_step.LOSS_INPUTS[loss_fn], self._state.cfg),
+            train_step.pack_batch(data, needed, self._state.cfg, ratio_mask=loss_fn == "gspo"),
             loss_fn,
             options,
             backward=backward,
@@ -407,8 +409,10 @@ class LocalTrainingClient:
 
         ``loss_fn_inputs``: ``target_tokens`` and ``weights`` (cross_entropy) or ``target_tokens``,
         ``logprobs`` (the sampler's) and ``advantages`` (the RL losses), each as long as the datum's
-        ``model_input``. ``loss_fn_config``: ppo / cispo ``clip_low_threshold``,
-        ``clip_high_threshold``; dro ``beta`` (required).
+        ``model_input``; gspo also reads ``sequence_ratio_mask`` when a datum has it (its sequence ratio's
+        tokens, ≠ 0; default: the tokens with a nonzero advantage). ``loss_fn_config``: ppo / cispo
+        ``clip_low_threshold``, ``clip_high_threshold``; gspo the same two (required); dro ``beta``
+        (required). ``stable_reinforce`` is refused (its objective is not documented).
         """
         return _run(lambda: self._fb(data, loss_fn, loss_fn_config, backward=True))
 

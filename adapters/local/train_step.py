@@ -15,12 +15,23 @@ import optax  # type: ignore[import-untyped]
 from tinker import types
 
 from adapters.local import model as m
-from kernel.jax import cispo_loss, cross_entropy_loss, dro_loss, importance_sampling_loss, ppo_loss
+from kernel.jax import cispo_loss, cross_entropy_loss, dro_loss, gspo_loss, importance_sampling_loss, ppo_loss
 
 __all__: list[str] = []
 
-LOSS_FNS = ("cross_entropy", "importance_sampling", "ppo", "cispo", "dro")
+LOSS_FNS = ("cross_entropy", "importance_sampling", "ppo", "cispo", "dro", "gspo")
 """The built-in losses this service computes."""
+UNSUPPORTED: dict[str, str] = {
+    "stable_reinforce": (
+        "loss_fn 'stable_reinforce' is not computed by the local service: Tinker documents what it needs "
+        "(samplers made with record_stability_info=True, datums carrying provenance spans from "
+        "Datum.with_provenance naming their sampled sequences) but not its objective, so there is "
+        "nothing here to reproduce; use 'gspo', 'ppo' or 'cispo' for off-policy batches"
+    ),
+}
+"""Tinker losses the SDK names that this service refuses, with the reason."""
+RATIO_MASK = "sequence_ratio_mask"
+"""gspo's optional input: the tokens whose log-ratios make up each datum's sequence ratio (≠ 0)."""
 
 _RL_INPUTS = ("target_tokens", "logprobs", "advantages")
 LOSS_INPUTS: dict[str, tuple[str, ...]] = {
@@ -29,6 +40,7 @@ LOSS_INPUTS: dict[str, tuple[str, ...]] = {
     "ppo": _RL_INPUTS,
     "cispo": _RL_INPUTS,
     "dro": _RL_INPUTS,
+    "gspo": _RL_INPUTS,
 }
 LOSS_OPTIONS: dict[str, tuple[str, ...]] = {
     "cross_entropy": (),
@@ -36,6 +48,7 @@ LOSS_OPTIONS: dict[str, tuple[str, ...]] = {
     "ppo": ("clip_low_threshold", "clip_high_threshold"),
     "cispo": ("clip_low_threshold", "clip_high_threshold"),
     "dro": ("beta",),
+    "gspo": ("clip_low_threshold", "clip_high_threshold"),
 }
 
 
@@ -48,10 +61,17 @@ class Batch(NamedTuple):
     first: np.ndarray  # float32 [B, T]: weights, or sampler logprobs
     second: np.ndarray  # float32 [B, T]: advantages (zeros for cross_entropy)
     lengths: list[int]
+    ratio: np.ndarray | None = None  # bool [B, T]: gspo's ratio tokens M (None for the other losses)
 
 
-def pack_batch(data: Sequence[types.Datum], needed: tuple[str, ...], cfg: m.ModelConfig) -> Batch:
-    """Validates every datum, then packs them right-padded into bucketed [B, T] arrays."""
+def pack_batch(
+    data: Sequence[types.Datum], needed: tuple[str, ...], cfg: m.ModelConfig, *, ratio_mask: bool = False
+) -> Batch:
+    """Validates every datum, then packs them right-padded into bucketed [B, T] arrays.
+
+    ``ratio_mask`` (gspo) also fills ``Batch.ratio``: ``sequence_ratio_mask != 0`` where a datum has that
+    input, else ``advantages != 0`` (the tokens the loss trains: Tinker's RL datums carry advantage 0 on
+    prompt positions, whose sampler logprob 0 is no log-ratio)."""
     if not isinstance(data, Sequence) or len(data) == 0:
         raise ValueError("data must be a non-empty list of tinker.types.Datum")
     rows: list[tuple[list[int], dict[str, np.ndarray]]] = []
@@ -68,7 +88,8 @@ def pack_batch(data: Sequence[types.Datum], needed: tuple[str, ...], cfg: m.Mode
                 f"data[{i}].model_input has {n} tokens; expected 1 to {cfg.max_seq_len} (the context)"
             )
         arrays: dict[str, np.ndarray] = {}
-        for key in needed:
+        optional = (RATIO_MASK,) if ratio_mask and RATIO_MASK in datum.loss_fn_inputs else ()
+        for key in (*needed, *optional):
             if key not in datum.loss_fn_inputs:
                 raise ValueError(f"data[{i}].loss_fn_inputs lacks {key!r} (needed: {list(needed)})")
             arr = np.asarray(datum.loss_fn_inputs[key].to_numpy())
@@ -104,6 +125,7 @@ def pack_batch(data: Sequence[types.Datum], needed: tuple[str, ...], cfg: m.Mode
         np.zeros((b, t), np.float32),
         np.zeros((b, t), np.float32),
         [len(r[0]) for r in rows],
+        np.zeros((b, t), bool) if ratio_mask else None,
     )
     for i, (tokens, arrays) in enumerate(rows):
         n = len(tokens)
@@ -114,11 +136,15 @@ def pack_batch(data: Sequence[types.Datum], needed: tuple[str, ...], cfg: m.Mode
             out.first[i, :n] = arrays[needed[1]]
         if len(needed) > 2:
             out.second[i, :n] = arrays[needed[2]]
+        if out.ratio is not None:
+            out.ratio[i, :n] = arrays.get(RATIO_MASK, arrays["advantages"]) != 0
     return out
 
 
 def loss_options(loss_fn: str, config: Mapping[str, float | str] | None) -> tuple[tuple[str, float], ...]:
     """``loss_fn``'s options from ``loss_fn_config``, checked and sorted (a static jit argument)."""
+    if isinstance(loss_fn, str) and loss_fn in UNSUPPORTED:
+        raise ValueError(UNSUPPORTED[loss_fn])
     if not isinstance(loss_fn, str) or loss_fn not in LOSS_INPUTS:
         raise ValueError(f"loss_fn must be one of {list(LOSS_FNS)}, got {loss_fn!r}")
     if config is not None and not isinstance(config, Mapping):
@@ -132,6 +158,12 @@ def loss_options(loss_fn: str, config: Mapping[str, float | str] | None) -> tupl
         )
     if loss_fn == "dro" and "beta" not in config:
         raise ValueError("loss_fn 'dro' needs loss_fn_config['beta']")
+    missing = [k for k in LOSS_OPTIONS["gspo"] if k not in config] if loss_fn == "gspo" else []
+    if missing:
+        raise ValueError(
+            f"loss_fn 'gspo' needs loss_fn_config {missing} (absolute ratio bounds, e.g. 0.8 and 1.2: "
+            "Tinker's defaults for gspo are not documented, so none is assumed)"
+        )
     try:
         return tuple(sorted((k, float(v)) for k, v in config.items()))
     except (TypeError, ValueError) as exc:
@@ -139,11 +171,17 @@ def loss_options(loss_fn: str, config: Mapping[str, float | str] | None) -> tupl
 
 
 def token_loss(
-    loss_fn: str, lp: jax.Array, a: jax.Array, b: jax.Array, mask: jax.Array, opts: dict[str, float]
+    loss_fn: str,
+    lp: jax.Array,
+    a: jax.Array,
+    b: jax.Array,
+    mask: jax.Array,
+    opts: dict[str, float],
+    ratio: jax.Array | None = None,
 ) -> Any:
     """``loss_fn`` of :mod:`kernel.jax` on the logprobs ``lp`` [B, T]: ``a`` is the weights
     (cross-entropy) or the sampler logprobs, ``b`` the advantages; positions where ``mask`` is False
-    count for nothing."""
+    count for nothing. gspo's sequences are the rows (one datum each), its ratio tokens ``ratio``."""
     if loss_fn == "cross_entropy":
         return cross_entropy_loss(lp, a, where=mask)
     if loss_fn == "importance_sampling":
@@ -154,6 +192,11 @@ def token_loss(
     if loss_fn == "cispo":
         lo, hi = opts.get("clip_low_threshold", 0.0), opts.get("clip_high_threshold", 4.0)
         return cispo_loss(lp, a, b, where=mask, clip_low_threshold=lo, clip_high_threshold=hi)
+    if loss_fn == "gspo":
+        lo, hi = opts["clip_low_threshold"], opts["clip_high_threshold"]
+        return gspo_loss(
+            lp, a, b, where=mask, ratio_where=ratio, clip_low_threshold=lo, clip_high_threshold=hi
+        )
     return dro_loss(lp, a, b, where=mask, beta=opts["beta"])
 
 
@@ -185,12 +228,14 @@ def forward_backward(
     backward: bool,
 ) -> tuple[jax.Array, jax.Array, jax.Array, m.Params]:
     """(loss, per-token logprobs [B, T], per-token losses [B, T], ``grads`` plus this call's gradient
-    of the loss with respect to ``trainable``); ``backward=False`` leaves ``grads`` as they are."""
-    tokens, targets, mask, first, second = batch
+    of the loss with respect to ``trainable``); ``backward=False`` leaves ``grads`` as they are.
+    ``batch`` is :class:`Batch`'s arrays, ``ratio`` last for gspo."""
+    tokens, targets, mask, first, second, *rest = batch
+    ratio = rest[0] if rest else None
 
     def objective(trainable: m.Params) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
         lp = m.token_logprobs(cfg, merged(frozen, trainable), tokens, targets)
-        result = token_loss(loss_fn, lp, first, second, mask, dict(options))
+        result = token_loss(loss_fn, lp, first, second, mask, dict(options), ratio)
         return result.loss, (lp, result.per_token_loss)
 
     if not backward:
