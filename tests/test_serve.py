@@ -249,12 +249,23 @@ def test_training_client_info_and_tokenizer(trainer: tinker.TrainingClient) -> N
     assert tok.decode(ids) == byte.decode(ids) and tok.eos_token_id == byte.eos_token_id
 
 
+def _ratio_masked(tokens: list[int]) -> types.Datum:
+    """An RL datum with gspo's ``sequence_ratio_mask`` (its first three positions out of the ratio)."""
+    inputs = {**rl_datum(tokens).loss_fn_inputs, "sequence_ratio_mask": [0.0] * 3 + [1.0] * (len(tokens) - 4)}
+    return types.Datum(model_input=types.ModelInput.from_ints(tokens[:-1]), loss_fn_inputs=inputs)
+
+
 _LOSS_CASES: list[tuple[types.LossFnType, list[types.Datum], dict[str, float] | None]] = [
     ("cross_entropy", [ce_datum(TOKENS), ce_datum(TOKENS[:6])], None),
     ("importance_sampling", [rl_datum(TOKENS)], None),
     ("ppo", [rl_datum(TOKENS)], {"clip_low_threshold": 0.8, "clip_high_threshold": 1.2}),
     ("cispo", [rl_datum(TOKENS)], None),
     ("dro", [rl_datum(TOKENS)], {"beta": 0.1}),
+    (
+        "gspo",
+        [rl_datum(TOKENS), _ratio_masked(TOKENS[:8])],
+        {"clip_low_threshold": 0.8, "clip_high_threshold": 1.2},
+    ),
 ]
 
 

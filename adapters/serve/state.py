@@ -36,7 +36,7 @@ from adapters.tinker.futures import CompletedFuture
 
 __all__ = ["LOSSES", "Job", "ServeCore", "ServeError", "failure"]
 
-LOSSES = ("cross_entropy", "importance_sampling", "ppo", "cispo", "dro")
+LOSSES = ("cross_entropy", "importance_sampling", "ppo", "cispo", "dro", "gspo")
 """The built-in losses the local service computes (``forward_backward``'s ``loss_fn``)."""
 
 _KINDS = {"weights": "states", "sampler_weights": "weights"}
