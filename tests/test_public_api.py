@@ -226,3 +226,57 @@ def test_the_private_import_check_sees_each_form() -> None:
         "kernel.jax._advantages",
         "kernel._datums",
     ]
+
+
+def _code_spans(markdown: str) -> list[str]:
+    """The inline code spans of a Markdown text, fenced blocks left out."""
+    import re
+
+    prose = re.sub(r"^```.*?^```", "", markdown, flags=re.MULTILINE | re.DOTALL)
+    return re.findall(r"`([^`\n]+)`", prose)
+
+
+def _resolves(dotted: str) -> bool:
+    """``kernel.x.y`` / ``adapters.x.y``: the longest prefix that imports as a module, then attributes."""
+    parts = dotted.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ModuleNotFoundError:
+            continue
+        for attr in parts[i:]:
+            if not hasattr(obj, attr):
+                return False
+            obj = getattr(obj, attr)
+        return True
+    return False
+
+
+def _api_maps() -> dict[str, str]:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## API map") :]
+    return {
+        "README.md (API map)": section[: section.index("\n## ")],
+        "docs/api.md": (ROOT / "docs" / "api.md").read_text(encoding="utf-8"),
+    }
+
+
+@pytest.mark.parametrize("doc", ["README.md (API map)", "docs/api.md"])
+def test_every_dotted_name_in_the_api_maps_exists(doc: str) -> None:
+    import re
+
+    dotted = re.compile(r"\b(?:kernel|adapters)(?:\.\w+)+")
+    named = {m for span in _code_spans(_api_maps()[doc]) for m in dotted.findall(span)}
+    assert len(named) > 10
+    assert sorted(n for n in named if not _resolves(n)) == []
+
+
+def test_the_full_api_map_names_every_kernel_name() -> None:
+    import re
+
+    import kernel
+    import kernel.jax
+
+    listed = {w for span in _code_spans(_api_maps()["docs/api.md"]) for w in re.findall(r"\w+", span)}
+    missing = sorted({*kernel.__all__, *kernel.jax.__all__} - listed)
+    assert missing == []
