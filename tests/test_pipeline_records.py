@@ -29,7 +29,7 @@ def _reference_records(result: pipeline.BatchResult) -> list[dict[str, Any]]:
     reason = np.asarray(num.validation.reason_V)
     reasons = kernel.VOTE_REASONS
     u, a, op, b = (np.asarray(x) for x in num.votes[1:5])
-    datum_counts = records.datum_counts(result)
+    datum_counts = records._datum_counts(result)
     for p, r in enumerate(result.replayed):
         lo, hi = int(num.offsets_P1[p]), int(num.offsets_P1[p + 1])
         vlo, vhi = int(num.vote_offsets_P1[p]), int(num.vote_offsets_P1[p + 1])

@@ -14,7 +14,7 @@ from adapters.pipeline.stages import BatchResult, ReplayedDebate
 from adapters.transcripts import TranscriptError
 from kernel.checks import check_each, check_type
 
-__all__ = ["datum_counts", "debate_records", "skipped_records"]
+__all__ = ["debate_records", "skipped_records"]
 
 
 def _turn_records(r: ReplayedDebate) -> list[dict[str, Any]]:
@@ -79,7 +79,7 @@ def debate_records(result: BatchResult) -> list[dict[str, Any]]:
     advantages = rounded_list(num.advantages_PG)
     offsets: list[int] = np.asarray(num.offsets_P1).tolist()
     vote_offsets: list[int] = np.asarray(num.vote_offsets_P1).tolist()
-    counts_by_debate = datum_counts(result)
+    counts_by_debate = _datum_counts(result)
     for p, r in enumerate(result.replayed):
         lo, hi = offsets[p], offsets[p + 1]
         vlo, vhi = vote_offsets[p], vote_offsets[p + 1]
@@ -133,7 +133,8 @@ def skipped_records(errors: Iterable[TranscriptError]) -> list[dict[str, Any]]:
     return [{"id": e.debate_id, "line": e.line, "status": "skipped", "error": e.to_record()} for e in errors]
 
 
-def datum_counts(result: BatchResult) -> dict[int, dict[str, int]]:
+def _datum_counts(result: BatchResult) -> dict[int, dict[str, int]]:
+    """Per debate that has datums: their count, their tokens and their action tokens."""
     if result.datums is None:
         return {}
     arrays = result.datums.arrays

@@ -61,7 +61,6 @@ __all__ = [
     "transcript_path",
     "truncate_metrics",
     "verify_saved_state",
-    "write_json_atomic",
     "write_text_atomic",
 ]
 
@@ -132,13 +131,13 @@ def write_text_atomic(path: str | Path, text: str) -> None:
     _fsync_dir(target.parent)
 
 
-def write_json_atomic(path: str | Path, obj: Any) -> None:
+def _write_json_atomic(path: str | Path, obj: Any) -> None:
     """:func:`write_text_atomic` of ``obj`` as indented JSON.
 
     Examples:
         >>> import tempfile
         >>> tmp = tempfile.TemporaryDirectory()
-        >>> write_json_atomic(Path(tmp.name, "state.json"), {"step": 2, "loss": 0.5})
+        >>> _write_json_atomic(Path(tmp.name, "state.json"), {"step": 2, "loss": 0.5})
         >>> print(Path(tmp.name, "state.json").read_text(), end="")
         {
          "loss": 0.5,
@@ -219,7 +218,7 @@ def _new_run(root: Path, config: Mapping[str, Any]) -> RunInfo:
     info = RunInfo(root, uuid.uuid4().hex, dict(config))
     run_file = root / RUN_FILE
     try:
-        write_json_atomic(run_file, {"run_id": info.run_id, "config": info.config})
+        _write_json_atomic(run_file, {"run_id": info.run_id, "config": info.config})
     except OSError as e:
         raise CheckpointError(f"{run_file}: cannot write: {e.strerror or e}") from None
     return info
@@ -540,7 +539,7 @@ def save_checkpoint(run: RunInfo, steps_done: int, state: Mapping[str, Any]) -> 
     """
     path = run.run_dir / CHECKPOINTS / _step_name(steps_done)
     path.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(path / LOOP_STATE, {**state, "run_id": run.run_id, "steps_done": steps_done})
+    _write_json_atomic(path / LOOP_STATE, {**state, "run_id": run.run_id, "steps_done": steps_done})
     write_text_atomic(path / COMPLETE, run.run_id + "\n")
     return path
 
