@@ -337,6 +337,33 @@ def test_config_errors_name_the_key(tmp_path: Path) -> None:
 
 
 @SHORT_SAMPLES
+def test_gspo_needs_its_thresholds_and_stable_reinforce_is_refused_with_the_reason() -> None:
+    clip = {"clip_low_threshold": 0.8, "clip_high_threshold": 1.2}
+    assert TrainConfig.from_mapping({"loss_fn": "gspo", "loss_fn_config": clip}).loss_fn == "gspo"
+    with pytest.raises(ValueError, match="must set clip_high_threshold for loss_fn 'gspo'"):
+        TrainConfig.from_mapping({"loss_fn": "gspo", "loss_fn_config": {"clip_low_threshold": 0.8}})
+    with pytest.raises(ValueError, match=r"record_stability_info=True.*provenance spans.*does not yet carry"):
+        TrainConfig.from_mapping({"loss_fn": "stable_reinforce"})
+
+
+def test_a_gspo_run_sends_gspo_with_its_thresholds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from adapters.tinker.fake import FakeTrainingClient
+
+    sent: list[tuple[Any, Any]] = []
+    real = FakeTrainingClient.forward_backward
+
+    def recording(self: Any, data: Any, loss_fn: Any, loss_fn_config: Any = None) -> Any:
+        sent.append((loss_fn, dict(loss_fn_config or {})))
+        return real(self, data, loss_fn, loss_fn_config)
+
+    monkeypatch.setattr(FakeTrainingClient, "forward_backward", recording)
+    clip = {"clip_low_threshold": 0.8, "clip_high_threshold": 1.2}
+    config = _config(tmp_path, steps=1, eval_every=0, loss_fn="gspo", loss_fn_config=clip)
+    asyncio.run(run_training(config, FakeServiceClient(seed=0)))
+    rl = [x for x in sent if x[0] != "cross_entropy"]  # a warm start would send cross_entropy
+    assert rl and all(x == ("gspo", clip) for x in rl)
+
+
 def test_warm_start_learning_rate_decays_linearly_then_rl_uses_the_configured_rate(
     tmp_path: Path, fake_backend: Backend
 ) -> None:

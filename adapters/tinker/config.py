@@ -37,6 +37,7 @@ __all__ = [
     "CALL_KINDS",
     "DEFAULT_DEADLINES",
     "KERNEL_LOSSES",
+    "REFUSED_LOSSES",
     "SEED_LIMIT",
     "SERVER_LOSSES",
     "TrainConfig",
@@ -44,8 +45,18 @@ __all__ = [
     "load_config",
 ]
 
-SERVER_LOSSES: Final = ("importance_sampling", "ppo", "cispo", "dro")
+SERVER_LOSSES: Final = ("importance_sampling", "ppo", "cispo", "dro", "gspo")
 """Losses computed by the service, by name (``forward_backward(data, loss_fn, loss_fn_config)``)."""
+REFUSED_LOSSES: Final = {
+    "stable_reinforce": (
+        "config key loss_fn 'stable_reinforce' is not supported yet: Tinker's stable_reinforce needs "
+        "samplers made with record_stability_info=True and every datum annotated with provenance spans "
+        "(Datum.with_provenance) naming the sampled sequences, and the loop does not yet carry sequence ids "
+        "to its datums or ask for stability info; the local service and serve do not compute it either "
+        "(Tinker does not document its objective). Use 'gspo' or 'ppo' for off-policy batches"
+    ),
+}
+"""Server-side losses Tinker names that a run cannot use yet, with the reason."""
 KERNEL_LOSSES: Final = ("kernel:importance_sampling", "kernel:ppo", "kernel:cispo", "kernel:dro")
 """Losses computed by the kernel's JAX twins on the client, sent through ``forward_backward_custom``."""
 SEED_LIMIT: Final = 2**32
@@ -141,6 +152,8 @@ class TrainConfig:
       rae_decay: the RAE baseline decay d (``b ← d·b + (1 − d)·x``).
       remove_constant_reward_groups: drop debates whose total returns are all equal (keep one if all are).
       loss_fn: a server-side loss name (:data:`SERVER_LOSSES`) or a kernel loss (:data:`KERNEL_LOSSES`).
+        ``gspo`` needs both clip thresholds in ``loss_fn_config``; ``stable_reinforce`` is refused
+        (:data:`REFUSED_LOSSES` says why).
       loss_fn_config: the loss's options (e.g. ``clip_low_threshold``), sent as ``loss_fn_config``.
       learning_rate: the RL steps' Adam learning rate.
       beta1, beta2, eps: Adam's other parameters.
@@ -321,10 +334,18 @@ class TrainConfig:
                 "config key dataset is empty: name a JSON Lines file or a shipped set "
                 f"({', '.join(_shipped_names())})"
             )
+        if self.loss_fn in REFUSED_LOSSES:
+            raise ValueError(REFUSED_LOSSES[self.loss_fn])
         if self.loss_fn not in SERVER_LOSSES + KERNEL_LOSSES:
             raise ValueError(
                 f"config key loss_fn must be one of {', '.join(SERVER_LOSSES + KERNEL_LOSSES)}, "
                 f"got {self.loss_fn!r}"
+            )
+        missing = [k for k in ("clip_low_threshold", "clip_high_threshold") if k not in self.loss_fn_config]
+        if self.loss_fn == "gspo" and missing:
+            raise ValueError(
+                f"config key loss_fn_config must set {' and '.join(missing)} for loss_fn 'gspo' (absolute "
+                "bounds on the sequence ratio, e.g. 0.8 and 1.2): Tinker does not document gspo's defaults"
             )
 
     def _check_combinations(self) -> None:
