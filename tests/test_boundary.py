@@ -472,6 +472,21 @@ def test_an_unfrozen_sampler_follows_training_and_the_contract_check_names_it(tm
     assert [r.key for r in refused.value.refused] == ["kl_penalty_coef", "eval_questions"]
 
 
+def test_the_contract_check_goes_through_the_boundary() -> None:
+    """A transient failure of one of the check's calls is retried; a persistent one is a ServiceError
+    naming the call (train: exit 3, "nothing was written"), not a raw SDK exception."""
+    once = FaultPlan(at={("compute_logprobs", 0): Fault("sdk_error", variant="request_failed_server")})
+    service, faults = with_faults(FakeServiceClient(seed=0), once)
+    report = asyncio.run(check_contract(service, base_model="fake", vocab_size=262, boundary=_boundary()))
+    assert report.passed and faults.calls["compute_logprobs"] == 5  # 4 asked, one of them twice
+    always = FaultPlan(
+        at={("create_lora_training_client", k): Fault("sdk_error", variant="server_error") for k in range(3)}
+    )
+    service, _ = with_faults(FakeServiceClient(seed=0), always)
+    with pytest.raises(ServiceError, match=r"create call failed after 3 attempts \(server_error\)"):
+        asyncio.run(check_contract(service, base_model="fake", vocab_size=262, boundary=_boundary()))
+
+
 _KINDS = ["sdk_error", "hang", "bad_reply", "error", "cancel"]
 _KIND_OF = {
     "sample": "sample",

@@ -110,8 +110,8 @@ def test_transient_faults_are_absorbed_by_the_sdk_or_retried_by_the_boundary(tmp
     ]
     model, log, extra = _server_args(tmp_path, faults)
     run = tmp_path / "run"
-    # the contract check runs outside the boundary (its calls are not retried): left out here, as the
-    # faults would meet it first
+    # the faults are aimed at the run's own calls: the contract check (whose calls go through a boundary
+    # of their own, below) is left out so that it does not meet them first
     argv = ["--model", str(model), *ARGS, "--steps", "2", "--kl-penalty-coef", "0.01", "--skip-checks"]
     with served("fake", root=tmp_path / "serve", log=log, extra=extra) as url:
         status, err = _train(url, *argv, "--out", str(run))
@@ -135,6 +135,18 @@ def test_transient_faults_are_absorbed_by_the_sdk_or_retried_by_the_boundary(tmp
     )
     assert re.search(r"step \d/2 .* retries [1-3] ", err)  # the progress line of a step that had them
     assert "Traceback" not in log.read_text()  # the dropped connection is not logged as an error
+
+
+def test_the_contract_check_retries_a_transient_failure(tmp_path: Path) -> None:
+    """The start-of-run check's calls go through the run's boundary: a Server-category failure of its
+    first sample is retried and the run goes on (a persistent one: tests/test_boundary.py)."""
+    model, log, extra = _server_args(tmp_path, ["sample:failed-server:1"])
+    argv = ["--model", str(model), *ARGS, "--steps", "1", "--retry-attempts", "2"]
+    with served("fake", root=tmp_path / "serve", log=log, extra=extra) as url:
+        status, err = _train(url, *argv, "--out", str(tmp_path / "run"))
+    assert status == 0 and "Traceback" not in err, err[-3000:]
+    assert [m["step"] for m in ck.read_metrics(tmp_path / "run")] == [0]
+    assert any(f.startswith("failed-server on sample") for f in _injected(log))
 
 
 def test_a_persistent_fault_exits_3_naming_the_call_and_resume_does_every_step_once(tmp_path: Path) -> None:

@@ -453,7 +453,7 @@ async def _checked_training(
     """
     from adapters.tinker.contract import check_contract, enforce_contract
     from adapters.tinker.renderers import vocab_size_of
-    from adapters.tinker.train import run_training
+    from adapters.tinker.train import config_boundary, run_training
 
     if check is not None:
         async with check() as client:
@@ -464,6 +464,7 @@ async def _checked_training(
                 prompt=_first_turn(config, renderer, question),
                 rank=config.lora_rank,
                 max_tokens=max(config.max_tokens, 2),
+                boundary=config_boundary(config),  # its calls retried and named as the run's are
             )
         enforce_contract(report, config.to_dict())
     return await run_training(
@@ -585,7 +586,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"debate-kernel train: {e}", file=sys.stderr)
             return 2
         except ServiceError as e:
-            print(f"debate-kernel train: {e}; --resume {config.out} continues the run", file=sys.stderr)
+            started = (Path(config.out) / "run.json").exists()  # a failure in the contract check: not yet
+            hint = f"--resume {config.out} continues the run" if started else "nothing was written; try again"
+            print(f"debate-kernel train: {e}; {hint}", file=sys.stderr)
             return EXIT_SERVICE
         except NothingToTrain as e:
             print(f"debate-kernel train: {e}", file=sys.stderr)

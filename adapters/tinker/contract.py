@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -36,6 +36,9 @@ import tinker
 from tinker import types
 
 from adapters.tinker.protocol import SamplingClient, ServiceClient, TrainingClient
+
+if TYPE_CHECKING:
+    from adapters.tinker.boundary import Boundary
 
 __all__ = [
     "CHECK_NAMES",
@@ -489,10 +492,6 @@ async def _close(client: object) -> None:
             await done
 
 
-async def _logprobs(sampler: SamplingClient, prompt: tinker.ModelInput) -> list[Any]:
-    return list(await sampler.compute_logprobs(prompt))
-
-
 async def check_contract(
     service: ServiceClient,
     *,
@@ -505,6 +504,7 @@ async def check_contract(
     num_samples: int = 3,
     max_tokens: int = 16,
     seed: int = 0,
+    boundary: Boundary | None = None,
 ) -> ContractReport:
     """Runs every check of :data:`CHECK_NAMES` against ``service`` on a throwaway LoRA training client.
 
@@ -530,14 +530,18 @@ async def check_contract(
         num_samples: sequences per sample request (≥ 2: the count is checked).
         max_tokens: the most tokens per sampled sequence.
         seed: the sample requests' seed.
+        boundary: where every call goes through (its deadlines, retries of transient failures, and
+            :class:`~adapters.tinker.boundary.ServiceError` for a call that fails for good), as the run's
+            own calls do; None: called directly (their exceptions propagate).
 
     Returns:
         The :class:`ContractReport`; :func:`enforce_contract` turns it into a decision.
 
     Raises:
         ValueError: an argument out of range, or a prompt id outside ``[0, vocab_size)``.
-        Exception: whatever the service raises (the caller's boundary maps it); no exception is
-            raised for a reply that breaks the contract, which is reported instead.
+        ServiceError: with ``boundary``, a call that failed for good (naming it); without, whatever the
+            service raises. No exception is raised for a reply that breaks the contract, which is
+            reported instead.
 
     Examples:
         >>> import asyncio
@@ -563,27 +567,34 @@ async def check_contract(
             f"({type(service).__name__})"
         )
     model_input = tinker.ModelInput.from_ints(ids)
-    created = (
-        full(base_model)
-        if rank == 0 and full is not None
-        else service.create_lora_training_client(base_model, rank)
-    )
-    training: TrainingClient = await created
+
+    async def call(kind: str, make: Callable[[], Any]) -> Any:
+        return await (make() if boundary is None else boundary.call(kind, make))
+
+    def create() -> Any:
+        if rank == 0 and full is not None:
+            return full(base_model)
+        return service.create_lora_training_client(base_model, rank)
+
+    async def logprobs(sampler: SamplingClient) -> list[Any]:
+        return list(await call("compute_logprobs", lambda: sampler.compute_logprobs(model_input)))
+
+    training: TrainingClient = await call("create", create)
     try:
-        old = await training.save_weights_and_get_sampling_client()
-        before = await _logprobs(old, model_input)
+        old = await call("refresh", training.save_weights_and_get_sampling_client)
+        before = await logprobs(old)
         params = types.SamplingParams(max_tokens=max_tokens, temperature=1.0, seed=seed)
-        free = await old.sample(model_input, num_samples, params)
+        free = await call("sample", lambda: old.sample(model_input, num_samples, params))
         stop = choose_stop_token(free, vocab_size=vocab_size)
         stopped: types.SampleResponse | None = None
         if stop is not None:
             with_stop = types.SamplingParams(max_tokens=max_tokens, temperature=1.0, seed=seed, stop=[stop])
-            stopped = await old.sample(model_input, num_samples, with_stop)
-        await training.forward_backward([probe_datum(ids)], "cross_entropy")
-        await training.optim_step(types.AdamParams(learning_rate=learning_rate))
-        new_after = await _logprobs(await training.save_weights_and_get_sampling_client(), model_input)
-        old_after = await _logprobs(old, model_input)
-        new_later = await _logprobs(await training.save_weights_and_get_sampling_client(), model_input)
+            stopped = await call("sample", lambda: old.sample(model_input, num_samples, with_stop))
+        await call("forward_backward", lambda: training.forward_backward([probe_datum(ids)], "cross_entropy"))
+        await call("optim_step", lambda: training.optim_step(types.AdamParams(learning_rate=learning_rate)))
+        new_after = await logprobs(await call("refresh", training.save_weights_and_get_sampling_client))
+        old_after = await logprobs(old)
+        new_later = await logprobs(await call("refresh", training.save_weights_and_get_sampling_client))
     finally:
         await _close(training)
     responses = [free] if stopped is None else [free, stopped]

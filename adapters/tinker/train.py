@@ -83,6 +83,7 @@ __all__ = [
     "TrainResult",
     "check_answers",
     "check_service",
+    "config_boundary",
     "run_training",
 ]
 
@@ -700,8 +701,7 @@ async def run_training(
       [(0, 2), (1, 2)]
     """
     if boundary is None:
-        policy = RetryPolicy(max_attempts=config.retry_attempts, max_total_s=config.retry_max_s)
-        boundary = Boundary(config.call_deadlines, policy, rng=random.Random(config.seed))
+        boundary = config_boundary(config)
     failed: list[ServiceError] = []  # the restarts' causes since the run last got past a failed step
     while True:
         try:
@@ -716,6 +716,13 @@ async def run_training(
         boundary.stats.retries[f"{error.kind}/{error.cause}"] += 1
         _log.warning("%s; restarting from the last checkpoint (restart %d)", error, len(failed))
         resume = True
+
+
+def config_boundary(config: TrainConfig) -> Boundary:
+    """The boundary of a run of ``config``: its per-kind ``deadlines``, ``retry_attempts`` and
+    ``retry_max_s``, the backoff jitter seeded by ``seed``."""
+    policy = RetryPolicy(max_attempts=config.retry_attempts, max_total_s=config.retry_max_s)
+    return Boundary(config.call_deadlines, policy, rng=random.Random(config.seed))
 
 
 def _restartable(error: ServiceError, failed: list[ServiceError], attempts: int) -> bool:
