@@ -219,6 +219,39 @@ def test_stdin(monkeypatch: Any, capsys: Any) -> None:
     assert "source: <stdin>" in capsys.readouterr().out
 
 
+def test_score_refuses_a_file_of_something_else_saying_what_it_looks_like(
+    tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    """Issue 37: the results of `score --out` (and a run's metrics, a question set) are not debates:
+    one line says what the file looks like and what to pass, exit 2, nothing written."""
+    import io
+
+    results = tmp_path / "results.jsonl"
+    assert main(["score", "--out", str(results), "--quiet"]) == 0
+    capsys.readouterr()
+    again = tmp_path / "again.jsonl"
+    assert main(["score", str(results), "--out", str(again)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and not again.exists()
+    assert (
+        f"debate-kernel: {results} looks like the results of debate-kernel score --out (line 1 has id, "
+        in err
+    )
+    assert f"already scored: draw them with debate-kernel report {results}; score reads transcripts" in err
+    metrics = tmp_path / "run" / "metrics.jsonl"
+    metrics.parent.mkdir()
+    metrics.write_text('{"step": 0, "phase": "rl", "env/all/reward/total": 0.5}\n')
+    assert main(["score", str(metrics)]) == 2
+    assert f"pass the run's directory instead: debate-kernel score {metrics.parent} (score its" in (
+        capsys.readouterr().err
+    )
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(results.read_bytes()), encoding="utf-8"))
+    assert main(["score", "-"]) == 2
+    err = capsys.readouterr().err
+    assert "debate-kernel: standard input looks like the results of" in err
+    assert "draw them with debate-kernel report -;" in err
+
+
 # --- results --------------------------------------------------------------------------------------
 
 

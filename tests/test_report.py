@@ -390,3 +390,111 @@ def test_a_long_text_is_shown_in_part_and_the_rest_counted() -> None:
     assert f"{len(body) - SHOWN_CHARS:,} more characters not shown" in page  # the raw text
     assert f"{SHOWN_CHARS:,} more characters not shown" in page  # the question
     assert len(page) < 8 * SHOWN_CHARS + 60_000
+
+
+# --- what FILE is: score results drawn as written, other JSON Lines refused -------------------------
+
+
+@pytest.fixture(scope="module")
+def results_file(tmp_path_factory: Any) -> Path:
+    """``score --out`` of the samples with two lines it skips."""
+    folder = tmp_path_factory.mktemp("results")
+    (folder / "in.jsonl").write_text(sample_text() + "{oops\n[1]\n", encoding="utf-8")
+    out = folder / "results.jsonl"
+    assert main(["score", str(folder / "in.jsonl"), "--out", str(out), "--quiet"]) == 0
+    return out
+
+
+def _cards(page: str) -> list[tuple[str, str]]:
+    return re.findall(r'<div class="card"><b>(.*?)</b><span>(.*?)</span>', page)
+
+
+def test_report_of_score_results_draws_the_records_as_written(
+    results_file: Path, sample_report: Path, tmp_path: Path, capsys: Any
+) -> None:
+    """Issue 37: `report results.jsonl` draws the rewards, advantages and votes `score` computed: every
+    debate's figures are its record's, the summary cards are those of the transcripts' own report, the
+    lines `score` skipped are listed, and the page renders in Chromium."""
+    out = tmp_path / "results.html"
+    assert main(["report", str(results_file), "-o", str(out)]) == 0
+    io = capsys.readouterr()
+    assert io.err == "" and "score results: 120 of 120 debates" in io.out
+    page = out.read_text(encoding="utf-8")
+    records = [json.loads(line) for line in results_file.read_text(encoding="utf-8").splitlines()]
+    scored = [r for r in records if r["status"] == "scored"]
+    got = _collect(page)
+    assert list(got.debates) == [r["id"] for r in scored]
+    for r in scored:
+        d = got.debates[r["id"]]
+        assert (d["votes"], d["malformed"], d["end"]) == (
+            r["votes"]["total"],
+            r["votes"]["malformed"],
+            r["end"],
+        )
+        assert [d["rewards"][i] for i in range(r["num_agents"])] == r["rewards"]
+        assert [d["advantages"][i] for i in range(r["num_agents"])] == r["advantages"]
+    assert got.skipped == [121, 122]
+    transcripts = _cards(sample_report.read_text(encoding="utf-8"))
+    assert _cards(page) == [("2", "lines skipped") if c[1] == "lines skipped" else c for c in transcripts]
+    assert "the records of <b>score --out</b>, drawn as written" in page
+    assert page.count("<svg") == 7 + 2 * len(scored)  # the summary's plots, a matrix and bars a debate
+    dom, stderr = _render_in_chromium(out, tmp_path)
+    assert 'data-ready="1"' in dom and _console_problems(dom, stderr) == []
+
+
+def test_report_of_results_on_stdin_and_their_unreadable_lines(
+    results_file: Path, tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    import io
+    import sys
+
+    text = results_file.read_text(encoding="utf-8") + '{"status": "scored", "id": "x"}\n'
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(text.encode()), encoding="utf-8"))
+    out = tmp_path / "stdin.html"
+    assert main(["report", "-", "-o", str(out), "--max-debates", "3"]) == 0
+    io_ = capsys.readouterr()
+    assert "<stdin>: line 123 (id 'x'): missing required field 'num_agents' [missing_field]" in io_.err
+    assert "score results: 3 of 120 debates" in io_.out
+    assert "<b>1</b><span>unreadable lines of this file</span>" in out.read_text(encoding="utf-8")
+
+
+def test_report_refuses_scoring_options_on_results(results_file: Path, tmp_path: Path, capsys: Any) -> None:
+    out = tmp_path / "r.html"
+    argv = ["report", str(results_file), "-o", str(out), "--estimator", "tinker", "--policy", "reference"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "already scored: --policy reference, --estimator tinker would not apply" in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("lines", "words"),
+    [
+        (
+            ['{"step": 0, "phase": "warm_start", "optim/loss": 1.5}'],
+            "looks like a training run's metrics.jsonl (line 1 has step, phase, optim/loss); pass the run's "
+            "directory instead: debate-kernel report {dir}",
+        ),
+        (
+            ["", '{"question": "Is 7 prime?", "answer": "yes"}'],
+            "looks like a question set, what train --dataset reads (line 2 has question, answer): it holds "
+            "no debates; report reads transcripts (debate-transcript/1 JSON Lines: id, question, num_agents, "
+            "turns), the results of score --out or a training run's directory",
+        ),
+        (
+            ['{"prompt": "hi", "completion": "there"}'],
+            "is not a file report reads (line 1 has prompt, completion)",
+        ),
+        (["[1, 2, 3]"], "is not a file report reads (line 1 is an array, not an object)"),
+    ],
+)
+def test_report_refuses_other_json_lines_saying_what_they_look_like(
+    lines: list[str], words: str, tmp_path: Path, capsys: Any
+) -> None:
+    path = tmp_path / "input.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = tmp_path / "r.html"
+    assert main(["report", str(path), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"debate-kernel: {path} {words.format(dir=tmp_path)}" in err, err
+    assert not out.exists()

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 SUBCOMMANDS: dict[str, str] = {
     "score": "score debate transcripts: parse, replay, vote, reward, advantage, datums",
-    "report": "write a self-contained HTML report of scored debates",
+    "report": "write a self-contained HTML report of debates, score results or a training run",
     "train": "train debating agents with RL (Tinker or the local service)",
     "serve": "serve the local JAX training service over Tinker's HTTP API",
 }

@@ -1,11 +1,13 @@
 """What the ``score`` and ``report`` commands share: the scoring options as arguments, errors on stderr and
 exit statuses, SIGTERM stopping a run as Ctrl-C does, checks of the output paths, reading FILE (a
-transcript file, standard input, a training run's directory or the shipped samples) and a progress line."""
+transcript file, standard input, a training run's directory or the shipped samples), telling what a file
+holds by its first record (:func:`sniff`), and a progress line."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import signal
 import stat
@@ -13,7 +15,7 @@ import sys
 import time
 from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any, Final
+from typing import IO, Any, Final, NamedTuple
 
 import kernel
 from adapters import data, pipeline
@@ -37,51 +39,63 @@ def count_argument(text: str) -> int:
     return value
 
 
-def add_common_arguments(p: argparse.ArgumentParser) -> None:
-    """Input and scoring options shared by ``score`` and ``report``."""
+SCORING_DEFAULTS: Final = {
+    "policy": "robust",
+    "reward": "win_rate",
+    "estimator": "default",
+    "after_end": "error",
+    "round1_votes": "count",
+    "datum_mode": "robust",
+}
+"""The scoring options' defaults, by their ``args`` attribute (``--after-end`` is ``after_end``)."""
+
+
+def add_common_arguments(p: argparse.ArgumentParser, *, file_help: str | None = None) -> None:
+    """Input and scoring options shared by ``score`` and ``report`` (``file_help``: FILE's help)."""
     p.add_argument(
         "file",
         nargs="?",
         default=None,
-        help="transcript file (debate-transcript/1 JSON Lines; '-' reads stdin) or a training run's "
-        "directory (score: its transcripts in step order; report: its training curves); default: the "
-        "sample debates",
+        help=file_help
+        or "transcript file (debate-transcript/1 JSON Lines; '-' reads stdin) or a training run's "
+        "directory (its transcripts in step order); default: the sample debates",
     )
+    d = SCORING_DEFAULTS
     p.add_argument(
         "--policy",
-        default="robust",
+        default=d["policy"],
         choices=kernel.PARSE_POLICIES,
         help="parse policy: 'robust' (default) or 'reference' (the reference recipe's parser, quirks kept)",
     )
     p.add_argument(
         "--reward",
-        default="win_rate",
+        default=d["reward"],
         choices=kernel.PAIRWISE_MODES,
         help="pairwise reward mode (default win_rate)",
     )
     p.add_argument(
         "--estimator",
-        default="default",
+        default=d["estimator"],
         metavar="SPEC",
         help="advantage estimator: a preset name (e.g. default, tinker, verl_grpo.norm), optionally with "
         "',key=value' overrides, or only key=value options (default: 'default'); 'list' shows the presets",
     )
     p.add_argument(
         "--after-end",
-        default="error",
+        default=d["after_end"],
         choices=pipeline.AFTER_END_POLICIES,
         help="turns recorded after the debate ended (under the chosen policy): 'error' skips the debate "
         "with an error naming the turn (default); 'truncate' ignores and counts them",
     )
     p.add_argument(
         "--round1-votes",
-        default="count",
+        default=d["round1_votes"],
         choices=kernel.ROUND1_VOTE_POLICIES,
         help="round-1 votes on agents who had not spoken yet: 'count' (reference, default) or 'drop'",
     )
     p.add_argument(
         "--datum-mode",
-        default="robust",
+        default=d["datum_mode"],
         choices=kernel.DATUM_MODES,
         help="datums of a trajectory with a bad segment: 'robust' loses only that segment (default), "
         "'reference' loses the trajectory",
@@ -339,3 +353,151 @@ def _lines_of(paths: Sequence[Path]) -> Generator[bytes | LineTooLarge, None, No
     for path in paths:
         with open(path, "rb") as f:
             yield from bounded_lines(f)
+
+
+# ------------------------------------------------------------------------------------------------
+# What FILE is: its first record tells
+
+
+INPUT_KINDS: Final = ("transcripts", "results", "metrics", "questions", "other")
+"""What a JSON Lines file can be, by its first record (:func:`record_kind`)."""
+
+TRANSCRIPTS_ARE = "transcripts (debate-transcript/1 JSON Lines: id, question, num_agents, turns)"
+
+
+def record_kind(rec: Any) -> str:
+    """What a decoded JSON Lines record is: ``"transcripts"`` (a debate: ``turns``, ``num_agents`` or a
+    ``format``), ``"results"`` (a line of ``score --out``: ``status`` scored or skipped), ``"metrics"``
+    (a line of a run's ``metrics.jsonl``: ``step`` and figures), ``"questions"`` (a question set, what
+    ``train --dataset`` reads: ``question`` alone), else ``"other"``.
+
+    Examples:
+      >>> record_kind({"id": "a", "question": "q", "num_agents": 2, "turns": []})
+      'transcripts'
+      >>> record_kind({"id": "a", "status": "scored", "advantages": [0.5, -0.5], "turns": []})
+      'results'
+      >>> record_kind({"step": 0, "phase": "rl"}), record_kind({"question": "q", "answer": "a"})
+      ('metrics', 'questions')
+      >>> record_kind([1, 2]), record_kind({"text": "hello"})
+      ('other', 'other')
+    """
+    if not isinstance(rec, dict):
+        return "other"
+    if rec.get("status") in ("scored", "skipped") and "question" not in rec:
+        return "results"
+    if "format" in rec or "turns" in rec or "num_agents" in rec:
+        return "transcripts"
+    if "step" in rec and ("phase" in rec or any("/" in str(k) for k in rec)):
+        return "metrics"
+    if "question" in rec:
+        return "questions"
+    return "other"
+
+
+class Sniffed(NamedTuple):
+    """What :func:`sniff` found: the kind of the first non-blank line (``"transcripts"`` when it holds no
+    JSON: the transcript reader then says why), its decoded record and line number (None, 0 when none),
+    and the lines, the peeked ones included."""
+
+    kind: str
+    record: Any
+    line: int
+    lines: Iterable[str | bytes | LineTooLarge]
+
+
+def sniff(lines: Iterable[str | bytes | LineTooLarge]) -> Sniffed:
+    """Reads ``lines`` up to the first non-blank one and tells what the file is by it
+    (:func:`record_kind`); the lines come back whole, with the ``tell`` and ``fileno`` of ``lines``.
+
+    Examples:
+      >>> s = sniff(["", '{"question": "2 + 2?", "answer": "4"}', "{"])
+      >>> s.kind, s.line, list(s.lines)
+      ('questions', 2, ['', '{"question": "2 + 2?", "answer": "4"}', '{'])
+      >>> sniff(["{not json"]).kind, sniff([]).kind
+      ('transcripts', 'transcripts')
+    """
+    it = iter(lines)
+    seen: list[str | bytes | LineTooLarge] = []
+    kind, record, line = "transcripts", None, 0
+    for raw in it:
+        seen.append(raw)
+        if isinstance(raw, LineTooLarge):
+            break
+        text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+        text = text.removeprefix("\ufeff").strip()
+        if not text:
+            continue
+        try:
+            record = json.loads(text)
+        except (ValueError, RecursionError):
+            break
+        kind, line = record_kind(record), len(seen)
+        break
+    return Sniffed(kind, record, line, _Peeked(seen, it, lines))
+
+
+class _Peeked:
+    """The lines :func:`sniff` read, then the rest; ``tell`` and ``fileno`` of the source (for
+    :class:`Progress`)."""
+
+    def __init__(self, seen: list[Any], rest: Iterator[Any], source: Any) -> None:
+        self._seen, self._rest, self._source = seen, rest, source
+
+    def __iter__(self) -> Iterator[Any]:
+        yield from self._seen
+        self._seen = []
+        yield from self._rest
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("tell", "fileno"):
+            return getattr(self._source, name)
+        raise AttributeError(name)
+
+
+def refusal(sniffed: Sniffed, file: str | None, command: str) -> str:
+    """The one-line refusal of FILE by ``command`` (``score`` or ``report``): what the file looks like, by
+    its first record, and what to pass instead.
+
+    Examples:
+      >>> s = sniff(['{"step": 3, "phase": "rl", "time/total": 1.5}'])
+      >>> print(refusal(s, "runs/a/metrics.jsonl", "report"))
+      runs/a/metrics.jsonl looks like a training run's metrics.jsonl (line 1 has step, phase, time/total); \
+pass the run's directory instead: debate-kernel report runs/a
+    """
+    name = "standard input" if file in (None, "-") else str(file)
+    fields = _fields(sniffed.record)
+    where = f"line {sniffed.line} {fields}"
+    if sniffed.kind == "results":
+        return (
+            f"{name} looks like the results of debate-kernel score --out ({where}), already scored: "
+            f"draw them with debate-kernel report {'-' if file == '-' else name}; score reads "
+            f"{TRANSCRIPTS_ARE} or a run's directory"
+        )
+    if sniffed.kind == "metrics":
+        run = Path(name).parent if file not in (None, "-") else Path("RUN_DIR")
+        does = "draw its training curves" if command == "report" else "score its transcripts"
+        return (
+            f"{name} looks like a training run's metrics.jsonl ({where}); pass the run's directory "
+            f"instead: debate-kernel {command} {run}" + ("" if command == "report" else f" ({does})")
+        )
+    reads = (
+        f"{TRANSCRIPTS_ARE}, the results of score --out or a training run's directory"
+        if command == "report"
+        else f"{TRANSCRIPTS_ARE} or a training run's directory"
+    )
+    if sniffed.kind == "questions":
+        return (
+            f"{name} looks like a question set, what train --dataset reads ({where}): it holds no debates; "
+            f"{command} reads {reads}"
+        )
+    return f"{name} is not a file {command} reads ({where}); {command} reads {reads}"
+
+
+def _fields(record: Any) -> str:
+    """How a first record looks: ``has a, b, c`` (its first 6 keys) or ``is a JSON array``."""
+    if isinstance(record, dict):
+        keys = [str(k) for k in record]
+        shown = ", ".join(keys[:6]) + (f" and {len(keys) - 6} more fields" if len(keys) > 6 else "")
+        return f"has {shown}" if keys else "is an empty object"
+    kinds = {list: "an array", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
+    return "is JSON null" if record is None else f"is {kinds.get(type(record), 'a value')}, not an object"

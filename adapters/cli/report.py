@@ -1,11 +1,17 @@
-"""``debate-kernel report [FILE] -o report.html``: score debates and write one self-contained HTML page."""
+"""``debate-kernel report [FILE] -o report.html``: one self-contained HTML page of what FILE holds.
+
+FILE tells what it is: a training run's directory (its training curves), debate transcripts (scored as
+``score`` scores them, then drawn), or the results of ``score --out`` (drawn as written: the rewards,
+advantages and votes already computed, nothing scored again), by the first record of the file
+(:func:`adapters.cli._common.sniff`). Any other JSON Lines file is refused in one line that says what it
+looks like and what to pass, exit status 2."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +20,10 @@ from adapters._atomic import atomic_write, same_file
 from adapters._gc import fewer_gc_passes
 from adapters.cli import _common as common
 from adapters.report import DEFAULT_MAX_DEBATES, render_report
+from adapters.report.results import render_results_report
 from adapters.report.training import SKIPPED_SHOWN, render_training_html
 from adapters.tinker.checkpoint import METRICS, RUN_FILE, transcript_files
+from adapters.transcripts import LineTooLarge
 
 __all__ = ["DEFAULT_TITLE", "add_parser", "check_run_output", "run"]
 
@@ -27,10 +35,16 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Registers ``report``."""
     p: argparse.ArgumentParser = subparsers.add_parser(
         "report",
-        help="write a self-contained HTML report of scored debates",
-        description="Score debate transcripts (as `score` does) and write one self-contained HTML page.",
+        help="write a self-contained HTML report of debates, score results or a training run",
+        description="Write one self-contained HTML page of what FILE holds: debate transcripts (scored as "
+        "`score` scores them), the results of `score --out` (drawn as written, not scored again) or a "
+        "training run's directory (its training curves).",
     )
-    common.add_common_arguments(p)
+    common.add_common_arguments(
+        p,
+        file_help="transcript file (debate-transcript/1 JSON Lines; '-' reads stdin), the results of "
+        "score --out, or a training run's directory (its training curves); default: the sample debates",
+    )
     p.add_argument(
         "-o", "--output", type=Path, default=Path("report.html"), help="HTML file (default report.html)"
     )
@@ -129,7 +143,8 @@ def _write_page(path: Path, page: str, written: list[Path]) -> bool:
 
 def _report(args: argparse.Namespace, written: list[Path]) -> int:
     """Reads, scores and renders the input chunk by chunk (:func:`render_report`): memory stays bounded
-    as the file grows, and the page is that of the whole file scored at once."""
+    as the file grows, and the page is that of the whole file scored at once. Score results are drawn
+    as written (:func:`_results_report`); another kind of file is refused."""
     options = common.check_options(args, {"--output": args.output})
     if isinstance(options, int):
         return options
@@ -137,6 +152,14 @@ def _report(args: argparse.Namespace, written: list[Path]) -> int:
         stack.enter_context(fewer_gc_passes())
         try:
             source, lines = common.open_lines(args.file, stack)
+            if args.file is not None and not common.run_transcripts(args.file):
+                sniffed = common.sniff(lines)
+                if sniffed.kind == "results":
+                    return _results_report(args, source, sniffed.lines, written)
+                if sniffed.kind != "transcripts":
+                    common.err(common.refusal(sniffed, args.file, "report"))
+                    return common.EXIT_UNUSABLE
+                lines = sniffed.lines
             progress = common.Progress(sys.stderr, lines)
             stack.callback(progress.close)
             chunks = pipeline.score_chunks(lines, options=options)
@@ -157,6 +180,58 @@ def _report(args: argparse.Namespace, written: list[Path]) -> int:
     size = len(report.page.encode("utf-8"))
     print(f"wrote {args.output} ({size:,} bytes; {report.shown} of {report.debates} debates)")
     return 0
+
+
+def _results_report(
+    args: argparse.Namespace,
+    source: str,
+    lines: Iterable[str | bytes | LineTooLarge],
+    written: list[Path],
+) -> int:
+    """Draws the results of ``score --out`` in ``lines`` as written (:func:`render_results_report`);
+    refuses scoring options, which would not apply (nothing is scored again)."""
+    given = [
+        f"--{name.replace('_', '-')} {getattr(args, name)}"
+        for name, default in common.SCORING_DEFAULTS.items()
+        if getattr(args, name) != default
+    ]
+    if given:
+        common.err(
+            f"{source} holds the results of debate-kernel score --out, already scored: {', '.join(given)} "
+            "would not apply (report draws them as written); score the transcripts again with those "
+            "options, or leave them out"
+        )
+        return common.EXIT_UNUSABLE
+    progress = common.Progress(sys.stderr, lines)
+    try:
+        report = render_results_report(
+            _counted(lines, progress),
+            source=source,
+            title="Score results" if args.title is None else args.title,
+            max_debates=args.max_debates,
+        )
+    except OSError as e:
+        common.err(f"cannot read {args.file}: {e.strerror or e}")
+        return common.EXIT_UNUSABLE
+    finally:
+        progress.close()
+    for error in report.errors:
+        common.err(f"{source}: {error}")
+    if not _write_page(args.output, report.page, written):
+        return common.EXIT_UNUSABLE
+    size = len(report.page.encode("utf-8"))
+    print(f"wrote {args.output} ({size:,} bytes; score results: {report.shown} of {report.debates} debates)")
+    return 0
+
+
+def _counted(lines: Iterable[Any], progress: Any) -> Iterator[Any]:
+    """``lines``, counted on the progress line every 1,000."""
+    n = 0
+    for n, line in enumerate(lines, 1):
+        yield line
+        if n % 1000 == 0:
+            progress.update(n)
+    progress.update(n)
 
 
 def _shown(chunks: Iterator[pipeline.BatchResult], progress: Any) -> Iterator[pipeline.BatchResult]:

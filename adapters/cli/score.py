@@ -4,7 +4,9 @@ Reads ``debate-transcript/1`` JSON Lines (the shipped sample debates when FILE i
 standard input), parses every turn, replays every debate through the kernel's state machine, and
 computes votes, pairwise rewards, total returns, advantages and, when tokens are present, datums.
 Bad lines are reported on stderr (line, turn, reason) and counted in the summary; the other debates
-are scored. Exit status 0 when the input was processed (even with bad lines), 2 when it is unusable.
+are scored. Exit status 0 when the input was processed (even with bad lines), 2 when it is unusable: a
+file whose first record is not a debate (the results of ``score --out``, a run's ``metrics.jsonl``, a
+question set, any other JSON Lines) is refused in one line that says what it looks like and what to pass.
 """
 
 from __future__ import annotations
@@ -37,7 +39,10 @@ from adapters.cli._common import (
     err,
     input_names,
     open_lines,
+    refusal,
+    run_transcripts,
     sigterm_interrupts,
+    sniff,
     stopped,
 )
 from adapters.cli._score_jobs import ScoredLines, record_line, score_lines, scored_in_parallel
@@ -274,6 +279,12 @@ def _run(args: argparse.Namespace, outputs: _Outputs) -> int:
         stack.enter_context(fewer_gc_passes())
         try:
             source, lines = open_lines(args.file, stack)
+            if args.file is not None and not run_transcripts(args.file):
+                sniffed = sniff(lines)
+                if sniffed.kind != "transcripts":  # results, a run's metrics, questions, ...
+                    err(refusal(sniffed, args.file, "score"))
+                    return EXIT_UNUSABLE
+                lines = sniffed.lines
         except OSError as e:
             err(f"cannot read {args.file}: {e.strerror or e}{directory_hint(args.file)}")
             return EXIT_UNUSABLE

@@ -5,6 +5,7 @@ of them.
 - :mod:`adapters.pipeline.stages`: the stages, one function each (benchmarks time them apart), and
   :func:`score` / :func:`score_chunks`, which run them on a batch or a stream of chunks;
 - :mod:`adapters.pipeline.records`: the JSON-ready record of each scored debate and skipped line;
+- :mod:`adapters.pipeline.results`: those records read back (``score --out``'s lines), by a total reader;
 - :mod:`adapters.pipeline.summary`: the run's figures, of one batch or gathered chunk by chunk.
 
 Every name is importable from here. Nothing in the pipeline prints or writes files: the CLI modules do.
@@ -13,6 +14,7 @@ Every name is importable from here. Nothing in the pipeline prints or writes fil
 from __future__ import annotations
 
 from adapters.pipeline.records import debate_records, skipped_records
+from adapters.pipeline.results import ResultReader, ResultVote, ScoredRecord, SkippedRecord, read_result
 from adapters.pipeline.stages import (
     AFTER_END_POLICIES,
     DEFAULT_CHUNK_SIZE,
@@ -42,8 +44,12 @@ __all__ = [
     "ChunkFigures",
     "DatumOutput",
     "ReplayedDebate",
+    "ResultReader",
+    "ResultVote",
     "ScoreAccumulator",
     "ScoreOptions",
+    "ScoredRecord",
+    "SkippedRecord",
     "batch_wide",
     "chunk_figures",
     "datum_output",
@@ -51,6 +57,7 @@ __all__ = [
     "end_reason",
     "episodes_of",
     "parse_turns",
+    "read_result",
     "replay_debates",
     "score",
     "score_chunks",
