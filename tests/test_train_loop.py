@@ -350,10 +350,18 @@ def test_a_gspo_run_sends_gspo_with_its_thresholds(tmp_path: Path, monkeypatch: 
     from adapters.tinker.fake import FakeTrainingClient
 
     sent: list[tuple[Any, Any]] = []
+    masks: list[bool] = []
     real = FakeTrainingClient.forward_backward
 
     def recording(self: Any, data: Any, loss_fn: Any, loss_fn_config: Any = None) -> Any:
         sent.append((loss_fn, dict(loss_fn_config or {})))
+        for d in data:  # the ratio mask is the datum's action tokens (0/1; every advantage inside it)
+            if loss_fn == "gspo":
+                mask = d.loss_fn_inputs["sequence_ratio_mask"].to_numpy()
+                advantage = d.loss_fn_inputs["advantages"].to_numpy()
+                masks.append(
+                    set(mask.tolist()) <= {0.0, 1.0} and mask.any() and bool(mask[advantage != 0].all())
+                )
         return real(self, data, loss_fn, loss_fn_config)
 
     monkeypatch.setattr(FakeTrainingClient, "forward_backward", recording)
@@ -362,6 +370,7 @@ def test_a_gspo_run_sends_gspo_with_its_thresholds(tmp_path: Path, monkeypatch: 
     asyncio.run(run_training(config, FakeServiceClient(seed=0)))
     rl = [x for x in sent if x[0] != "cross_entropy"]  # a warm start would send cross_entropy
     assert rl and all(x == ("gspo", clip) for x in rl)
+    assert masks and all(masks)
 
 
 def test_warm_start_learning_rate_decays_linearly_then_rl_uses_the_configured_rate(

@@ -166,6 +166,8 @@ def prepare_rl(
         return Prepared([], [], rl_record(results, None) if record else {}, [], []), baselines_K
     built = stages.scored.datums
     data = [] if built is None else datums_to_tinker(built.datums, copy=False)  # ours alone: lent
+    if built is not None and c.loss_fn == "gspo":  # the sequence ratio over the sampled tokens alone
+        add_ratio_masks(data, built.datums)
     trained = 0 if built is None else int(built.datums.offsets_D1[-1])
     episodes = {"env/all/total_episodes": len(results), "tokens/trained": trained}
     prepared = Prepared(data, split_substeps(data, c.num_substeps), episodes, [], [])
@@ -187,6 +189,15 @@ def prepare_rl(
         else baselines_K
     )
     return prepared, baselines
+
+
+def add_ratio_masks(data: Sequence[tinker.Datum], datums: kernel.DatumBatch) -> None:
+    """Gives each datum Tinker's ``sequence_ratio_mask`` (float32, 1 on its action tokens), which GSPO's
+    sequence ratio averages over: without it a service may take every position, the prompt's included."""
+    bounds = datums.offsets_D1.tolist()
+    for d, datum in enumerate(data):
+        mask = np.asarray(datums.mask[bounds[d] : bounds[d + 1]], dtype=np.float32)
+        datum.loss_fn_inputs["sequence_ratio_mask"] = types.TensorData.from_numpy(mask)
 
 
 def batch_metrics(episodes: Sequence[kernel.Episode], scored: kernel.ScoredEpisodes) -> dict[str, Any]:
