@@ -23,6 +23,15 @@ For P debates, debate p with N_p agents, the packed rows R = Σ N_p are debate-m
     datums       one trajectory per (debate, agent) of its turns with tokens, advantage A_i
                  (:func:`build_datums`, ``datum_mode``; per-token credit weights with ``credit`` other
                  than ``"turn"``)
+
+Turn-level credit (``turn_groups`` other than ``"none"``: MT-GRPO / GiGPO-style per-round advantages):
+each turn t of agent i in round r gets the reward-to-go
+
+    G_t = Σ of i's step rewards from round r on + r_i + correctness_weight · c_i
+
+and its advantage by the estimator over groups of turns: the turns of one round of one debate
+(``"round"``), or the turns of one (round, agent) across the debates of one question group
+(``"round_agent"``, :attr:`Episode.group`); each turn is then its own trajectory with its own advantage.
 """
 
 from __future__ import annotations
@@ -51,12 +60,14 @@ __all__ = [
     "CREDIT_MODES",
     "ROUND1_VOTE_POLICIES",
     "SILENT_AGENT_POLICIES",
+    "TURN_GROUPINGS",
     "Credit",
     "Episode",
     "Round1Votes",
     "ScoredEpisodes",
     "ScoringOptions",
     "SilentAgents",
+    "TurnGroups",
     "TurnTokens",
     "episode_metrics",
     "score_episodes",
@@ -75,6 +86,11 @@ Credit = Literal["turn", "solution"]
 the caller's per-token weights do (``"solution"``: the tokens of the answer block, see
 :class:`Episode`'s ``weights_T``)."""
 CREDIT_MODES: Final[tuple[Credit, ...]] = get_args(Credit)
+
+TurnGroups = Literal["none", "round", "round_agent"]
+"""Turn-level advantages: none (one advantage per agent and debate), grouped per (debate, round), or per
+(question group, round, agent)."""
+TURN_GROUPINGS: Final[tuple[TurnGroups, ...]] = get_args(TurnGroups)
 
 NegativeAdvantages = Literal["keep", "zero"]
 _NEGATIVE: Final[tuple[NegativeAdvantages, ...]] = get_args(NegativeAdvantages)
@@ -101,6 +117,8 @@ class ScoringOptions:
       negative_advantages: ``"keep"`` or ``"zero"`` (A ← max(A, 0)).
       credit: ``"turn"`` or ``"solution"`` (the episodes carry per-token weights).
       datum_mode: :func:`build_datums`'s mode, ``"robust"`` or ``"reference"``.
+      turn_groups: ``"none"`` (one advantage per agent and debate), or turn-level advantages grouped per
+        ``"round"`` or ``"round_agent"`` (see the module docstring; grouped advantages only).
 
     Raises:
       ValueError / TypeError: a value outside its set or of the wrong type, naming the field.
@@ -125,6 +143,7 @@ class ScoringOptions:
     negative_advantages: NegativeAdvantages = "keep"
     credit: Credit = "turn"
     datum_mode: DatumMode = "robust"
+    turn_groups: TurnGroups = "none"
 
     def __post_init__(self) -> None:
         check_choice(self.parse_policy, "parse_policy", PARSE_POLICIES)
@@ -138,6 +157,9 @@ class ScoringOptions:
         check_choice(self.negative_advantages, "negative_advantages", _NEGATIVE)
         check_choice(self.credit, "credit", CREDIT_MODES)
         check_choice(self.datum_mode, "datum_mode", DATUM_MODES)
+        check_choice(self.turn_groups, "turn_groups", TURN_GROUPINGS)
+        if self.turn_groups != "none" and isinstance(self.estimator, RAEOptions):
+            raise ValueError("turn_groups needs grouped advantages (an AdvantageOptions estimator), not RAE")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -155,6 +177,8 @@ class Episode:
       weights_T: per turn the weights of its action tokens under ``credit="solution"`` (None: all 1);
         ``()``: none.
       correct_G: per agent 1.0 when its final answer is right, 0.0 otherwise; None when unknown.
+      group: the debate's question group (debates of one question share it; None: a group of its own),
+        for turn-level advantages grouped per ``"round_agent"``.
 
     Raises:
       ValueError / TypeError: lengths that differ, an agent outside ``[0, N)``.
@@ -175,6 +199,7 @@ class Episode:
     tokens_T: tuple[TurnTokens | None, ...] = ()
     weights_T: tuple[npt.ArrayLike | None, ...] = ()
     correct_G: tuple[float, ...] | None = None
+    group: int | None = None
 
     def __post_init__(self) -> None:
         n = check_int(self.num_agents, "num_agents", low=1)
@@ -221,6 +246,9 @@ class ScoredEpisodes(NamedTuple):
       datums: :func:`build_datums`' result, None when no kept turn has tokens.
       debate_D: int64 [D], each datum's debate.
       agent_D: int64 [D], each datum's agent.
+      turn_offsets_P1: int64 [P+1], each debate's first turn (T at the end).
+      turn_returns_T: float64 [T], each turn's reward-to-go (empty unless ``turn_groups``).
+      turn_advantages_T: float64 [T], each turn's advantage (empty unless ``turn_groups``).
     """
 
     num_agents_P: npt.NDArray[np.int64]
@@ -239,6 +267,9 @@ class ScoredEpisodes(NamedTuple):
     datums: DatumResult | None
     debate_D: npt.NDArray[np.int64]
     agent_D: npt.NDArray[np.int64]
+    turn_offsets_P1: npt.NDArray[np.int64]
+    turn_returns_T: npt.NDArray[np.float64]
+    turn_advantages_T: npt.NDArray[np.float64]
 
 
 def _checked_episodes(episodes: object) -> Sequence[Episode]:
@@ -363,6 +394,7 @@ def score_episodes(
     baselines = np.zeros(int(num_agents.max(initial=1)), dtype=np.float64)
     if baselines_K is not None:
         baselines = np.asarray(baselines_K, dtype=np.float64)
+    opts: dict[str, Any] = {}
     if isinstance(estimator, RAEOptions):
         roles = (np.arange(num_rows, dtype=np.int64) - np.repeat(offsets[:-1], num_agents)).astype(np.int64)
         rae = rae_advantages(returns, roles, baselines, decay=estimator.decay)
@@ -370,7 +402,7 @@ def score_episodes(
         baselines = np.asarray(rae.baselines_K, dtype=np.float64)
     else:
         where = _spoke(episodes, offsets) if options.silent_agents == "exclude" else None
-        opts: dict[str, Any] = {f.name: getattr(estimator, f.name) for f in dataclasses.fields(estimator)}
+        opts = {f.name: getattr(estimator, f.name) for f in dataclasses.fields(estimator)}
         advantages = np.asarray(
             grouped_advantages(returns, group_ids, num_debates, where=where, **opts).advantages,
             dtype=np.float64,
@@ -383,8 +415,25 @@ def score_episodes(
         keep = np.bincount(group_ids[kept_rows], minlength=num_debates)[:num_debates] > 0
     if options.negative_advantages == "zero":
         advantages = np.maximum(advantages, 0.0)
+    turn_offsets = np.zeros(num_debates + 1, dtype=np.int64)
+    np.cumsum([e.num_turns for e in episodes], out=turn_offsets[1:])
+    turn_returns = turn_advantages = np.zeros(0, dtype=np.float64)
+    if options.turn_groups != "none":
+        final = np.asarray(pairwise.rewards_PG, dtype=np.float64)
+        if options.correctness_weight:
+            final = final + options.correctness_weight * correct
+        turn_returns = _rewards_to_go(episodes, offsets, final)
+        group_ids_T, num_turn_groups = _turn_groups(episodes, options.turn_groups)
+        turn_advantages = np.asarray(
+            grouped_advantages(turn_returns, group_ids_T, num_turn_groups, **opts).advantages,
+            dtype=np.float64,
+        )
+        if options.negative_advantages == "zero":
+            turn_advantages = np.maximum(turn_advantages, 0.0)
 
-    datums, debate_D, agent_D = _datums(episodes, offsets, advantages, keep, options)
+    datums, debate_D, agent_D = _datums(
+        episodes, offsets, advantages, keep, options, turn_offsets, turn_advantages
+    )
     return ScoredEpisodes(
         num_agents,
         offsets,
@@ -402,7 +451,40 @@ def score_episodes(
         datums,
         debate_D,
         agent_D,
+        turn_offsets,
+        turn_returns,
+        turn_advantages,
     )
+
+
+def _rewards_to_go(
+    episodes: Sequence[Episode], offsets_P1: npt.NDArray[np.int64], final_PG: npt.NDArray[np.float64]
+) -> npt.NDArray[np.float64]:
+    """float64 [T]: each turn's speaker's step rewards from that turn on, plus the speaker's final reward
+    (``final_PG``: its pairwise reward, plus the weighted correctness)."""
+    out: list[float] = []
+    for p, e in enumerate(episodes):
+        later = [0.0] * e.num_agents  # Σ of each agent's step rewards after the turn, walking backwards
+        togo = [0.0] * e.num_turns
+        for k in range(e.num_turns - 1, -1, -1):
+            agent = e.agents_T[k]
+            later[agent] += e.rewards_T[k]
+            togo[k] = later[agent] + float(final_PG[int(offsets_P1[p]) + agent])
+        out.extend(togo)
+    return np.asarray(out, dtype=np.float64)
+
+
+def _turn_groups(episodes: Sequence[Episode], grouping: str) -> tuple[npt.NDArray[np.int32], int]:
+    """Dense group ids [T] of the turns: (debate, round) or (question group, round, agent), numbered by
+    first appearance."""
+    ids: dict[tuple[Any, ...], int] = {}
+    out: list[int] = []
+    for p, e in enumerate(episodes):
+        question = ("debate", p) if e.group is None else ("group", e.group)
+        for agent, r in zip(e.agents_T, _rounds(e), strict=True):
+            key = (p, r) if grouping == "round" else (question, r, agent)
+            out.append(ids.setdefault(key, len(ids)))
+    return np.asarray(out, dtype=np.int32), len(ids)
 
 
 def _spoke(episodes: Sequence[Episode], offsets_P1: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
@@ -423,13 +505,17 @@ def _datums(
     advantages_PG: npt.NDArray[np.float64],
     keep_P: npt.NDArray[np.bool_],
     options: ScoringOptions,
+    turn_offsets_P1: npt.NDArray[np.int64],
+    turn_advantages_T: npt.NDArray[np.float64],
 ) -> tuple[DatumResult | None, npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """One trajectory per (kept debate, agent) of its turns with tokens; one :func:`build_datums`."""
+    """One trajectory per (kept debate, agent) of its turns with tokens, with the agent's advantage (with
+    turn-level advantages: one per turn, with the turn's); one :func:`build_datums`."""
     transitions: list[list[TurnTokens]] = []
     weights: list[npt.ArrayLike] = []
-    rows: list[int] = []
+    advantages: list[float] = []
     origin: list[tuple[int, int]] = []
     credit = options.credit != "turn"
+    by_turn = options.turn_groups != "none"
     for p, e in enumerate(episodes):
         if not e.tokens_T or not keep_P[p]:
             continue
@@ -437,13 +523,15 @@ def _datums(
         for k, (agent, tokens) in enumerate(zip(e.agents_T, e.tokens_T, strict=True)):
             if tokens is not None:
                 per_agent[agent].append(k)
-        base = int(offsets_P1[p])
+        base, first = int(offsets_P1[p]), int(turn_offsets_P1[p])
         for i, turns in enumerate(per_agent):
-            if not turns:
-                continue
-            transitions.append([e.tokens_T[k] for k in turns])  # type: ignore[misc]
-            rows.append(base + i)
-            origin.append((p, i))
+            units = [[k] for k in turns] if by_turn else [turns] if turns else []
+            for unit in units:
+                transitions.append([e.tokens_T[k] for k in unit])  # type: ignore[misc]
+                advantages.append(
+                    float(turn_advantages_T[first + unit[0]]) if by_turn else float(advantages_PG[base + i])
+                )
+                origin.append((p, i))
             if credit:
                 for k in turns:
                     w = e.weights_T[k] if e.weights_T else None
@@ -451,7 +539,7 @@ def _datums(
                     weights.append(np.ones(len(ac)) if w is None else w)  # type: ignore[arg-type]
     if not transitions:
         return None, _NO_IDS, _NO_IDS
-    trajectories = trajectories_from_lists(transitions, advantages_PG[np.asarray(rows, dtype=np.int64)])  # type: ignore[arg-type]
+    trajectories = trajectories_from_lists(transitions, np.asarray(advantages, dtype=np.float64))  # type: ignore[arg-type]
     ac_weights = np.concatenate([np.asarray(w, dtype=np.float64) for w in weights]) if credit else None
     built = build_datums(trajectories, mode=options.datum_mode, ac_weights=ac_weights)
     where = np.asarray(origin, dtype=np.int64).reshape(-1, 2)

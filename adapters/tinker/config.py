@@ -149,6 +149,9 @@ class TrainConfig:
         negative ones to 0, so only turns better than their debate's baseline are reinforced and no
         sampled token is pushed down (pushing down one token spreads its probability over all the
         others; on a small model that breaks the output format, see docs/training.md).
+      turn_groups: ``"none"`` (one advantage per agent and debate, the reference); ``"round"`` or
+        ``"round_agent"``: turn-level advantages (each turn's reward-to-go, grouped per debate and round,
+        or per question group, round and agent: :func:`kernel.score_episodes`).
       rae_decay: the RAE baseline decay d (``b ← d·b + (1 − d)·x``).
       remove_constant_reward_groups: drop debates whose total returns are all equal (keep one if all are).
       loss_fn: a server-side loss name (:data:`SERVER_LOSSES`) or a kernel loss (:data:`KERNEL_LOSSES`).
@@ -219,6 +222,7 @@ class TrainConfig:
     silent_agents: Literal["exclude", "include"] = "exclude"
     credit: Literal["turn", "solution"] = "turn"
     negative_advantages: Literal["keep", "zero"] = "keep"
+    turn_groups: Literal["none", "round", "round_agent"] = "none"
     rae_decay: float = 0.95
     remove_constant_reward_groups: bool = False
     loss_fn: str = "importance_sampling"
@@ -373,6 +377,12 @@ class TrainConfig:
             raise ValueError(f"config key estimator: {e}") from None
         if isinstance(estimator, kernel.RAEOptions) and self.estimator.strip() == kernel.RAE_SPEC_NAME:
             estimator = kernel.RAEOptions(decay=self.rae_decay)
+        try:
+            return self._scoring_options(estimator)
+        except ValueError as e:
+            raise ValueError(f"config keys estimator and turn_groups: {e}") from None
+
+    def _scoring_options(self, estimator: kernel.Estimator) -> kernel.ScoringOptions:
         return kernel.ScoringOptions(
             parse_policy=self.parse_policy,
             reward_mode=self.reward_mode,
@@ -381,6 +391,7 @@ class TrainConfig:
             silent_agents=self.silent_agents,
             remove_constant_groups=self.remove_constant_reward_groups,
             negative_advantages=self.negative_advantages,
+            turn_groups=self.turn_groups,
             credit=self.credit,
         )
 
@@ -394,6 +405,11 @@ class TrainConfig:
             raise ValueError(
                 "config key stream_minibatches streams on-policy batches only: "
                 f"set max_steps_off_policy = 0 (got {self.max_steps_off_policy}) or stream_minibatches = 0"
+            )
+        if self.turn_groups == "round_agent" and self.group_size > 1:
+            raise ValueError(
+                "config key stream_minibatches needs advantages computed within each debate; turn_groups = "
+                "'round_agent' compares the turns of a question's group_size debates, which a part may split"
             )
         if isinstance(estimator, kernel.RAEOptions) or estimator.scale in ("batch", "whiten"):
             raise ValueError(

@@ -104,6 +104,7 @@ def episodes_of(
                 tokens_T=tokens if any(t is not None for t in tokens) else (),
                 weights_T=weights,
                 correct_G=tuple(float(is_correct(last_solution(r.state, i), answer)) for i in range(n)),
+                group=r.spec.group,
             )
         )
     return out
