@@ -250,6 +250,26 @@ def test_steps_counts_every_optimizer_step_and_zero_or_fewer_than_the_warm_start
     assert not (tmp_path / "no").exists()
 
 
+def test_the_readme_try_command_is_four_steps_two_of_them_rl(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's try command, read from the README, means what its text says (issue 37)."""
+    import re
+    import shlex
+
+    from adapters.cli import train as cli_train
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    (line,) = re.findall(r"^debate-kernel train --model tiny .*$", readme, flags=re.M)
+    argv = shlex.split(line)[1:]
+    monkeypatch.delenv("TINKER_API_KEY", raising=False)
+    parser = argparse.ArgumentParser()
+    cli_train.add_parser(parser.add_subparsers())
+    config = cli_train._config(parser.parse_args(argv))
+    assert (config.total_steps, config.warm_start_steps, config.steps) == (4, 2, 2)
+    assert config.eval_questions * config.num_agents * config.eval_repeats == 24  # "evaluates 24 debates"
+
+
 @SHORT_SAMPLES
 def test_fake_run_evaluates_where_rl_starts_and_the_report_draws_eval_curves(tmp_path: Path) -> None:
     run = tmp_path / "run"
