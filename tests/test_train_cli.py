@@ -208,18 +208,8 @@ def test_steps_counts_every_optimizer_step_and_zero_or_fewer_than_the_warm_start
     counting the RL steps); ``--steps 0``, and fewer steps than the warm start, are refused before the run
     directory is made, saying what to pass."""
     run = tmp_path / "run"
-    argv = [
-        "train",
-        *ARGS,
-        "--warm-start-steps",
-        "2",
-        "--steps",
-        "3",
-        "--save-every",
-        "1",
-        "--eval-every",
-        "0",
-    ]
+    argv = ["train", *ARGS, "--warm-start-steps", "2", "--steps", "3", "--save-every", "1"]
+    argv += ["--eval-every", "0", "--max-tokens", "256"]  # a warm-start turn fits in 256 tokens
     assert main([*argv, "--out", str(run)]) == 0
     lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     assert [(x["step"], x["phase"]) for x in lines] == [(0, "warm_start"), (1, "warm_start"), (2, "rl")]
