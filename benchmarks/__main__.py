@@ -1,4 +1,6 @@
-"""``python -m benchmarks NAME [--quick]``: run one benchmark (or ``all``, every one but ``suite``).
+"""``python -m benchmarks NAME [--quick]``: run one benchmark (or ``all``, every one but ``suite`` and
+``compare``). ``python -m benchmarks compare REV [NAME …]`` runs benchmarks against commit REV
+(:mod:`benchmarks.bench_compare`).
 
 Each benchmark module ``benchmarks/bench_<name>.py`` defines ``main(argv) -> int``.
 """
@@ -22,7 +24,8 @@ def main(argv: list[str]) -> int:
         print(f"usage: python -m benchmarks {{{','.join([*available, 'all'])}}} [--quick]")
         return 0 if argv else 2
     name, rest = argv[0], argv[1:]
-    selected = [n for n in available if n != "suite"] if name == "all" else [name]  # suite: the tests
+    # suite: the test run; compare: runs others against a commit
+    selected = [n for n in available if n not in {"suite", "compare"}] if name == "all" else [name]
     for n in selected:
         if n not in available:
             print(f"unknown benchmark {n!r}; known: {', '.join(available)}", file=sys.stderr)
