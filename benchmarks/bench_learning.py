@@ -47,8 +47,8 @@ def _mean(values: list[Any]) -> float:
 def _learning(quick: bool, out: str | None) -> dict[str, Any]:
     from adapters.cli.train import LOCAL_PRESET, _compilation_cache
     from adapters.local import LocalServiceClient, split_cpu
-    from adapters.tinker.config import TrainConfig
-    from adapters.tinker.train import run_training
+    from adapters.training.config import TrainConfig
+    from adapters.training.train import run_training
 
     split_cpu()  # as the CLI does (no effect where JAX already ran in this process)
     run_dir = out or tempfile.mkdtemp(prefix="bench-learning-")

@@ -4,7 +4,7 @@
 :class:`adapters.tinker.fake.FakeServiceClient` (the scripted policy, no consensus so every debate runs
 all 12 turns).
 
-1. Zero latency: the whole batch under :func:`adapters.tinker.rollouts.run_debates`, against its peer
+1. Zero latency: the whole batch under :func:`adapters.training.rollouts.run_debates`, against its peer
    measured in the same run (interleaved rounds, best of each): a plain synchronous loop doing the same
    work debate after debate with no asyncio (observation, prompt, sample, text, parse, ``submit``).
    Driver overhead = driver / loop − 1. The loop's time splits into the fake service (every sample call
@@ -25,7 +25,7 @@ from adapters.tinker.fake import FakePolicy, FakeServiceClient
 from adapters.tinker.faults import FaultPlan, with_faults
 from adapters.tinker.protocol import SamplingClient
 from adapters.tinker.renderers import ByteRenderer
-from adapters.tinker.rollouts import DebateResult, RolloutConfig, run_debates, self_play
+from adapters.training.rollouts import DebateResult, RolloutConfig, run_debates, self_play
 from benchmarks._common import emit_json, print_table
 from kernel import build_observation, current_agent, initial_state, parse_response, submit
 

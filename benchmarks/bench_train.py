@@ -57,8 +57,8 @@ from pathlib import Path
 from typing import Any
 
 from adapters._gc import fewer_gc_passes
-from adapters.tinker.checkpoint import transcript_path
-from adapters.tinker.futures import DeferredFuture
+from adapters.futures import DeferredFuture
+from adapters.training.checkpoint import transcript_path
 from benchmarks._common import print_table
 
 
@@ -136,7 +136,7 @@ class _TimedFuture:
 
 def _config(out: Path, debates: int, steps: int, **keys: Any) -> Any:
     """The benchmark's training config (``keys`` set others, e.g. ``stream_minibatches``)."""
-    from adapters.tinker.config import TrainConfig
+    from adapters.training.config import TrainConfig
 
     return TrainConfig(
         out=str(out),
@@ -156,7 +156,7 @@ def _config(out: Path, debates: int, steps: int, **keys: Any) -> Any:
 
 def _zero_latency(debates: int, steps: int) -> dict[str, float]:
     from adapters.tinker.fake import FakeServiceClient
-    from adapters.tinker.train import run_training
+    from adapters.training.train import run_training
 
     with tempfile.TemporaryDirectory() as tmp:
         box = [0.0]
@@ -188,7 +188,7 @@ def _with_latency(
 ) -> dict[str, float]:
     from adapters.tinker.fake import FakeServiceClient
     from adapters.tinker.faults import FaultPlan, with_faults
-    from adapters.tinker.train import run_training
+    from adapters.training.train import run_training
 
     with tempfile.TemporaryDirectory() as tmp:
         plan = FaultPlan(latency={"sample": sample_s, "forward_backward": fb_s})
@@ -251,7 +251,7 @@ def _async_wall(debates: int, steps: int, sample_s: float, fb_s: float) -> dict[
 
     from adapters.tinker.fake import FakeServiceClient
     from adapters.tinker.faults import FaultPlan, with_faults
-    from adapters.tinker.train import run_training
+    from adapters.training.train import run_training
 
     with tempfile.TemporaryDirectory() as tmp:
         plan = FaultPlan(latency={"sample": sample_s, "forward_backward": fb_s})
@@ -271,7 +271,7 @@ def _stragglers(debates: int, steps: int, minibatches: int, order: str = "comple
 
     from adapters.tinker.fake import FakeServiceClient
     from adapters.tinker.faults import FaultPlan, with_faults
-    from adapters.tinker.train import run_training
+    from adapters.training.train import run_training
 
     with tempfile.TemporaryDirectory() as tmp:
         plan = FaultPlan(

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from tinker import types
 
 from adapters.cli import main
-from adapters.tinker import checkpoint as ck
+from adapters.futures import AwaitableFuture, CompletedFuture
 from adapters.tinker.boundary import (
     Boundary,
     Failure,
@@ -33,12 +33,12 @@ from adapters.tinker.boundary import (
     classify,
     parse_deadlines,
 )
-from adapters.tinker.config import CALL_KINDS, TrainConfig
 from adapters.tinker.contract import ContractError, check_contract, enforce_contract
 from adapters.tinker.fake import FakeServiceClient
 from adapters.tinker.faults import BAD_REPLIES, SDK_ERRORS, Fault, FaultPlan, sdk_error, with_faults
-from adapters.tinker.futures import AwaitableFuture, CompletedFuture
-from adapters.tinker.train import NothingToTrain, run_training
+from adapters.training import checkpoint as ck
+from adapters.training.config import CALL_KINDS, TrainConfig
+from adapters.training.train import NothingToTrain, run_training
 from adapters.transcripts import read_transcripts
 from tests._profile import examples
 
@@ -588,7 +588,7 @@ def test_a_remote_save_is_read_back_from_its_runs_checkpoint_list(tmp_path: Path
     it is still listed at the recorded size."""
     from datetime import UTC, datetime
 
-    from adapters.tinker.train import _save_verified
+    from adapters.training.train import _save_verified
 
     path = "tinker://run-1/weights/step-000002"
 

@@ -25,7 +25,7 @@ from adapters.cli import main
 from adapters.serve.faults import FaultPlan, call_of, parse_fault
 from adapters.serve.process import API_KEY, served
 from adapters.serve.tokenizer import write_tokenizer
-from adapters.tinker import checkpoint as ck
+from adapters.training import checkpoint as ck
 from tests.test_boundary import _assert_exactly_once
 
 BATCH = 2

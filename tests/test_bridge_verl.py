@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import kernel
 from adapters.bridges import verl as bridge
-from adapters.tinker.tokenizers import ByteTokenizer
+from adapters.tokenizers import ByteTokenizer
 from tests._profile import examples
 
 with warnings.catch_warnings():

@@ -416,7 +416,7 @@ def test_pipeline_keeps_no_dead_fallbacks() -> None:
 def test_train_without_the_training_extras_is_a_clear_error(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    monkeypatch.setitem(sys.modules, "adapters.tinker.train", None)  # as if tinker were not installed
+    monkeypatch.setitem(sys.modules, "adapters.training.train", None)  # as if tinker were not installed
     assert main(["train", "--steps", "1", "--out", str(tmp_path / "run")]) == 2
     assert "pip install -e '.[local]'" in capsys.readouterr().err
 

@@ -14,6 +14,7 @@ import pytest
 import tinker
 from tinker import types
 
+from adapters.futures import CompletedFuture, completed
 from adapters.local.service import LocalServiceClient
 from adapters.tinker.contract import (
     CHECK_NAMES,
@@ -31,7 +32,6 @@ from adapters.tinker.contract import (
     refused_options,
 )
 from adapters.tinker.fake import FakeSamplingClient, FakeServiceClient, FakeTrainingClient
-from adapters.tinker.futures import CompletedFuture, completed
 
 VOCAB = 262
 

@@ -56,7 +56,7 @@ def test_train_checks_with_the_runs_rank_max_tokens_and_first_turn(
 ) -> None:
     """The CLI hands the check the run's ``lora_rank`` and ``max_tokens``, and agent 0's first prompt on
     the dataset's first question (rendered as the run renders it)."""
-    from adapters.tinker.dataset import load_questions
+    from adapters.training.dataset import load_questions
 
     seen: dict[str, Any] = {}
     real = contract.check_contract

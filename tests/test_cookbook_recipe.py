@@ -38,7 +38,7 @@ import tinker
 
 from adapters.serve.process import API_KEY, served
 from adapters.serve.tokenizer import byte_chars
-from adapters.tinker.tokenizers import SPECIAL_TOKENS, ByteTokenizer
+from adapters.tokenizers import SPECIAL_TOKENS, ByteTokenizer
 
 COOKBOOK_VERSION = "0.6.1"
 """The release this test runs (the README's test command installs it, the ``test`` extra its requirements)."""

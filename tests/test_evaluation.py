@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from adapters.tinker.config import TrainConfig
-from adapters.tinker.dataset import Question
-from adapters.tinker.evaluation import DEBATE_EVAL_NAMES, debate_evaluation
 from adapters.tinker.fake import FakePolicy, FakeSamplingClient, FakeServiceClient, initial_model_state
 from adapters.tinker.renderers import ByteRenderer
-from adapters.tinker.train import run_training
+from adapters.training.config import TrainConfig
+from adapters.training.dataset import Question
+from adapters.training.evaluation import DEBATE_EVAL_NAMES, debate_evaluation
+from adapters.training.train import run_training
 
 QUESTIONS = [Question(f"What is {a} + {b}?", str(a + b)) for a, b in [(2, 3), (7, 5), (1, 1), (4, 9)]]
 

@@ -13,8 +13,8 @@ pytest.importorskip("jax")
 pytest.importorskip("optax")
 
 from adapters.local import LocalServiceClient
-from adapters.tinker.config import TrainConfig
-from adapters.tinker.train import run_training
+from adapters.training.config import TrainConfig
+from adapters.training.train import run_training
 from tests._marks import SHORT_SAMPLES
 
 

@@ -25,7 +25,7 @@ from adapters.local import (  # noqa: E402
     train_step,
 )
 from adapters.local import model as m  # noqa: E402
-from adapters.tinker.tokenizers import ByteTokenizer  # noqa: E402
+from adapters.tokenizers import ByteTokenizer  # noqa: E402
 
 PROMPT = types.ModelInput.from_ints(list(b"What is 2+3? "))
 GREEDY = types.SamplingParams(max_tokens=12, temperature=0.0)

@@ -18,7 +18,7 @@ from adapters.tinker.renderers import (
     load_tokenizer,
     vocab_size_of,
 )
-from adapters.tinker.tokenizers import ByteTokenizer
+from adapters.tokenizers import ByteTokenizer
 from kernel import Message
 
 TEMPLATE = (
@@ -190,8 +190,8 @@ def test_the_config_key_names_the_same_choices_as_the_flag() -> None:
     from typing import get_args, get_type_hints
 
     from adapters.cli.train import RENDERERS
-    from adapters.tinker.config import TrainConfig
     from adapters.tinker.renderers import RENDERER_KINDS
+    from adapters.training.config import TrainConfig
 
     assert get_args(get_type_hints(TrainConfig)["renderer"]) == RENDERERS == RENDERER_KINDS
     assert TrainConfig().renderer == "auto"
@@ -204,9 +204,9 @@ def test_run_training_without_a_renderer_takes_the_config_keys(tmp_path: Path) -
     model; ``byte`` trains with the byte renderer."""
     import asyncio
 
-    from adapters.tinker.config import TrainConfig
     from adapters.tinker.fake import FakeServiceClient
-    from adapters.tinker.train import run_training
+    from adapters.training.config import TrainConfig
+    from adapters.training.train import run_training
 
     def config(renderer: str, name: str) -> TrainConfig:
         keys = {"steps": 1, "batch_size": 1, "num_agents": 2, "max_rounds": 1, "max_tokens": 64}

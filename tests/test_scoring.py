@@ -124,9 +124,9 @@ def test_a_run_trains_on_turn_level_advantages(tmp_path: Any) -> None:
     """turn_groups reaches the kernel from the config: each datum carries its own turn's advantage."""
     import asyncio
 
-    from adapters.tinker.config import TrainConfig
     from adapters.tinker.fake import FakeServiceClient
-    from adapters.tinker.train import run_training
+    from adapters.training.config import TrainConfig
+    from adapters.training.train import run_training
 
     base = {"out": str(tmp_path / "run"), "steps": 1, "batch_size": 2, "group_size": 2, "num_agents": 2,
             "max_rounds": 2, "max_tokens": 512, "eval_every": 0, "estimator": "default"}  # fmt: skip

@@ -29,7 +29,7 @@ from adapters.local.service import LocalSamplingClient, LocalServiceClient, Loca
 from adapters.serve import wire
 from adapters.serve.process import ServerError, first_line, served
 from adapters.serve.state import ServeCore, ServeError
-from adapters.tinker.tokenizers import ByteTokenizer
+from adapters.tokenizers import ByteTokenizer
 
 READY_TIMEOUT = 120.0
 """Seconds a server may take to print its ready line before the test fails (generous: a loaded machine

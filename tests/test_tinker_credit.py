@@ -1,4 +1,4 @@
-"""Token-level credit (``adapters.tinker.credit``): the solution block's tokens, for any tokenization."""
+"""Token-level credit (``adapters.training.credit``): the solution block's tokens, for any tokenization."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import tinker
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapters.tinker.credit import credit_weights
 from adapters.tinker.renderers import ByteRenderer
+from adapters.training.credit import credit_weights
 from kernel import field_spans, parse_response
 from kernel._parse_robust import _strip
 from kernel.testing.strategies import agent_outputs

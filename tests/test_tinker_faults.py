@@ -263,8 +263,8 @@ def test_crash_in_the_middle_of_a_checkpoint(tmp_path: Path, after: bool) -> Non
 
 
 def test_a_delayed_outcome_known_at_submission_is_delivered_once_and_survives_a_cancelled_awaiter() -> None:
+    from adapters.futures import completed, failed
     from adapters.tinker import faults
-    from adapters.tinker.futures import completed, failed
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
@@ -287,8 +287,8 @@ def test_a_delayed_outcome_known_at_submission_is_delivered_once_and_survives_a_
 
 
 def test_a_deferred_outcome_is_computed_halfway_to_its_deadline_not_at_submission() -> None:
+    from adapters.futures import DeferredFuture
     from adapters.tinker import faults
-    from adapters.tinker.futures import DeferredFuture
 
     async def main() -> None:
         loop = asyncio.get_running_loop()

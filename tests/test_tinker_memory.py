@@ -112,7 +112,7 @@ def test_train_sets_one_arena_before_jax_starts(monkeypatch: pytest.MonkeyPatch,
     pytest.importorskip("adapters.local")
     from adapters import local
     from adapters.cli import train as cli_train
-    from adapters.tinker.config import TrainConfig
+    from adapters.training.config import TrainConfig
 
     order: list[str] = []
     monkeypatch.setattr(cli_train, "one_malloc_arena", lambda: order.append("arena") or True)

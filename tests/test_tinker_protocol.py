@@ -25,8 +25,8 @@ import tinker
 from tinker import types
 from adapters.tinker import protocol
 from adapters.tinker.fake import FakeSamplingClient, FakeServiceClient, FakeTrainingClient
-from adapters.tinker.futures import AwaitableFuture, CompletedFuture
-from adapters.tinker.tokenizers import ByteTokenizer
+from adapters.futures import AwaitableFuture, CompletedFuture
+from adapters.tokenizers import ByteTokenizer
 """
 
 _SATISFIED = """

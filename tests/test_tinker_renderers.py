@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from adapters.tinker.renderers import ByteRenderer, ChatTemplateRenderer, Renderer
-from adapters.tinker.tokenizers import ByteTokenizer
+from adapters.tokenizers import ByteTokenizer
 from kernel import CONSENSUS_REASON_STOP, Message, initial_state
 
 _TEMPLATE = (

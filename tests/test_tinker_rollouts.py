@@ -19,7 +19,7 @@ from adapters.tinker.fake import FakePolicy, FakeSamplingClient, FakeServiceClie
 from adapters.tinker.faults import Fault, FaultPlan, SimulatedCrash, with_faults
 from adapters.tinker.protocol import Future, SamplingClient
 from adapters.tinker.renderers import ByteRenderer
-from adapters.tinker.rollouts import (
+from adapters.training.rollouts import (
     END_REASONS,
     DebateResult,
     RolloutConfig,
@@ -213,7 +213,7 @@ class _Probe:
             finally:
                 self.in_flight[key] -= 1
 
-        from adapters.tinker.futures import AwaitableFuture
+        from adapters.futures import AwaitableFuture
 
         return AwaitableFuture(go())
 
@@ -270,7 +270,7 @@ def test_a_crash_propagates_unwrapped_and_ends_every_debate() -> None:
 
 
 def test_presets() -> None:
-    from adapters.tinker.rollouts import ROLLOUT_PRESETS
+    from adapters.training.rollouts import ROLLOUT_PRESETS
     from kernel import ObservationConfig
 
     ref = ROLLOUT_PRESETS["reference"]
@@ -398,7 +398,7 @@ import asyncio, sys
 from adapters.tinker.fake import FakeServiceClient
 from adapters.tinker.faults import Fault, FaultPlan, with_faults
 from adapters.tinker.renderers import ByteRenderer
-from adapters.tinker.rollouts import RolloutConfig, RolloutsCancelled, run_debates, self_play
+from adapters.training.rollouts import RolloutConfig, RolloutsCancelled, run_debates, self_play
 
 async def main():
     service, _ = with_faults(FakeServiceClient(), FaultPlan(at={("sample", 0): Fault("hang")}))
@@ -456,7 +456,7 @@ class _NoLogprobs:
     def sample(
         self, prompt: Any, num_samples: int, params: types.SamplingParams
     ) -> Future[types.SampleResponse]:
-        from adapters.tinker.futures import AwaitableFuture
+        from adapters.futures import AwaitableFuture
 
         async def go() -> types.SampleResponse:
             response = await self.inner.sample(prompt, num_samples, params)
@@ -506,7 +506,7 @@ def test_odd_sampler_output_ends_its_own_debate_and_nothing_else() -> None:
     """Found by review: a sampler returning a token id the renderer cannot decode crashed the whole batch
     (the other debates' results lost), and a NaN logprob made transcript_lines fail on the whole batch."""
     from adapters.tinker.fake import initial_model_state
-    from adapters.tinker.rollouts import DebateSpec
+    from adapters.training.rollouts import DebateSpec
 
     good = FakeSamplingClient(initial_model_state("fake", 1, 0))
     undecodable = _OddSampler([-5], [-1.0])

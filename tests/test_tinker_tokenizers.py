@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapters.tinker.futures import AwaitableFuture, as_awaitable, completed, failed
-from adapters.tinker.tokenizers import SPECIAL_TOKENS, ByteTokenizer
+from adapters.futures import AwaitableFuture, as_awaitable, completed, failed
+from adapters.tokenizers import SPECIAL_TOKENS, ByteTokenizer
 
 TOK = ByteTokenizer()
 

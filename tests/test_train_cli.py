@@ -279,7 +279,7 @@ def test_every_config_key_has_a_row_in_the_training_docs() -> None:
     """docs/training.md promises a table of every config key with its reference value."""
     import re
 
-    from adapters.tinker.config import TrainConfig
+    from adapters.training.config import TrainConfig
 
     doc = (Path(__file__).resolve().parents[1] / "docs" / "training.md").read_text(encoding="utf-8")
     first_cells = [line.split("|")[1] for line in doc.splitlines() if line.startswith("| `")]

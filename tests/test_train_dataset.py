@@ -10,8 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from adapters.answers import extract_final_answer, is_correct
-from adapters.tinker.config import TrainConfig
-from adapters.tinker.dataset import (
+from adapters.tinker.fake import FakeServiceClient
+from adapters.training.config import TrainConfig
+from adapters.training.dataset import (
     Cursor,
     DatasetError,
     Question,
@@ -20,8 +21,7 @@ from adapters.tinker.dataset import (
     load_questions,
     parse_questions,
 )
-from adapters.tinker.fake import FakeServiceClient
-from adapters.tinker.train import run_training
+from adapters.training.train import run_training
 from tests._marks import SHORT_SAMPLES
 
 SMALL = {"batch_size": 2, "num_agents": 2, "max_rounds": 2, "max_tokens": 128, "eval_questions": 1}

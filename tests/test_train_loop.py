@@ -21,15 +21,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import kernel
-from adapters.tinker import checkpoint as ck
-from adapters.tinker import train
-from adapters.tinker.config import TrainConfig
-from adapters.tinker.dataset import load_questions
 from adapters.tinker.fake import FakeServiceClient
 from adapters.tinker.faults import Fault, FaultPlan, SimulatedCrash, with_faults
 from adapters.tinker.renderers import ByteRenderer
-from adapters.tinker.rollouts import RolloutConfig, run_debates, self_play
-from adapters.tinker.train import METRIC_NAMES, run_training
+from adapters.training import checkpoint as ck
+from adapters.training import train
+from adapters.training.config import TrainConfig
+from adapters.training.dataset import load_questions
+from adapters.training.rollouts import RolloutConfig, run_debates, self_play
+from adapters.training.train import METRIC_NAMES, run_training
 from adapters.transcripts import read_transcripts
 from tests._marks import SHORT_SAMPLES
 from tests._profile import examples
@@ -328,10 +328,10 @@ def test_config_errors_name_the_key(tmp_path: Path) -> None:
     toml = tmp_path / "c.toml"
     toml.write_text("steps = 7\nloss_fn_config = { clip_low_threshold = 0.8 }\n[extra]\nx = 1\n")
     with pytest.raises(ValueError, match="unknown config key 'extra'"):
-        ck_config = __import__("adapters.tinker.config", fromlist=["load_config"]).load_config
+        ck_config = __import__("adapters.training.config", fromlist=["load_config"]).load_config
         ck_config(toml)
     toml.write_text('[train]\nsteps = 7\nloss_fn = "ppo"\n')
-    from adapters.tinker.config import load_config
+    from adapters.training.config import load_config
 
     assert load_config(toml, overrides={"seed": 2}).steps == 7
 
@@ -579,8 +579,8 @@ def test_group_size_plays_each_question_in_that_many_debates(tmp_path: Path, fak
 def test_an_evaluation_plays_each_debate_eval_repeats_times(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_backend: Backend
 ) -> None:
-    from adapters.tinker import evaluation
     from adapters.tinker.renderers import ByteRenderer
+    from adapters.training import evaluation
 
     played: list[Any] = []
     run_debates = evaluation.run_debates
@@ -632,7 +632,7 @@ def test_non_finite_and_out_of_range_values_are_refused(values: dict[str, Any], 
 
 
 def test_ints_are_numbers_for_optional_number_keys_too(tmp_path: Path) -> None:
-    from adapters.tinker.config import load_config
+    from adapters.training.config import load_config
 
     toml = tmp_path / "c.toml"
     toml.write_text("warm_start_learning_rate = 1\nlearning_rate = 1\n")
@@ -647,7 +647,7 @@ def test_ints_are_numbers_for_optional_number_keys_too(tmp_path: Path) -> None:
 
 
 def test_config_files_name_themselves_and_take_a_bom_and_one_train_table(tmp_path: Path) -> None:
-    from adapters.tinker.config import load_config
+    from adapters.training.config import load_config
 
     toml = tmp_path / "c.toml"
     toml.write_bytes(b"\xef\xbb\xbfsteps = 3\n")

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapters.tinker import planner as pl
-from adapters.tinker.planner import (
+from adapters.training import planner as pl
+from adapters.training.planner import (
     AwaitSubstep,
     Evaluate,
     Finish,

@@ -22,12 +22,13 @@ from tinker import types
 import kernel
 from adapters import pipeline
 from adapters.answers import is_correct
-from adapters.tinker.config import TrainConfig
 from adapters.tinker.convert import datums_to_tinker
-from adapters.tinker.dataset import Question
 from adapters.tinker.fake import FakePolicy, FakeSamplingClient, initial_model_state
 from adapters.tinker.faults import FaultPlan, FaultyService, wrap_sampler
-from adapters.tinker.prepare import (
+from adapters.tinker.renderers import ByteRenderer
+from adapters.training.config import TrainConfig
+from adapters.training.dataset import Question
+from adapters.training.prepare import (
     Prepared,
     batch_metrics,
     dominant_reason,
@@ -38,9 +39,8 @@ from adapters.tinker.prepare import (
     token_counts,
     train_metrics,
 )
-from adapters.tinker.renderers import ByteRenderer
-from adapters.tinker.rollouts import DebateResult, last_solution, run_debates, self_play
-from adapters.tinker.train import _Shell
+from adapters.training.rollouts import DebateResult, last_solution, run_debates, self_play
+from adapters.training.train import _Shell
 from adapters.transcripts import Debate
 from tests._profile import examples
 
@@ -94,7 +94,7 @@ def _rollouts(
         num_agents=num_agents,
         answers=[q.answer for q in _QUESTIONS],
     )
-    from adapters.tinker.rollouts import RolloutConfig
+    from adapters.training.rollouts import RolloutConfig
 
     config = RolloutConfig(num_agents=num_agents, max_rounds=max_rounds, max_tokens=256)
     return list(asyncio.run(run_debates(specs, ByteRenderer(), config=config)).results)

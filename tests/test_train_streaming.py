@@ -16,12 +16,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from adapters.tinker import checkpoint as ck
-from adapters.tinker.config import TrainConfig
 from adapters.tinker.fake import FakeServiceClient
 from adapters.tinker.faults import Fault, FaultPlan, SimulatedCrash, with_faults
-from adapters.tinker.streaming import PartTracker, part_bounds
-from adapters.tinker.train import METRIC_NAMES, run_training
+from adapters.training import checkpoint as ck
+from adapters.training.config import TrainConfig
+from adapters.training.streaming import PartTracker, part_bounds
+from adapters.training.train import METRIC_NAMES, run_training
 from tests._profile import examples
 from tests._served import MODEL, Backend, ServedFake
 

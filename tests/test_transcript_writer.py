@@ -11,14 +11,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapters.tinker import train as train_module
 from adapters.tinker import transcript_writer as tw
-from adapters.tinker.config import TrainConfig
 from adapters.tinker.fake import FakePolicy, FakeServiceClient
-from adapters.tinker.rollouts import _narrow, transcript_columns
 from adapters.tinker.tokens import TokenArray
-from adapters.tinker.train import run_training
 from adapters.tinker.transcript_writer import TranscriptWriteError, TranscriptWriter, token_count
+from adapters.training import train as train_module
+from adapters.training.config import TrainConfig
+from adapters.training.rollouts import _narrow, transcript_columns
+from adapters.training.train import run_training
 from adapters.transcripts import Debate, Turn, dumps_debate, read_transcripts
 from tests._profile import examples
 from tests.test_train_loop import SMALL
@@ -174,7 +174,7 @@ def test_a_checkpoint_waits_for_the_transcripts_it_covers(
 ) -> None:
     import time
 
-    from adapters.tinker import checkpoint as ck
+    from adapters.training import checkpoint as ck
 
     write = tw.encode_and_write
 

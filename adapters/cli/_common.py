@@ -20,7 +20,7 @@ from typing import IO, Any, Final, NamedTuple
 import kernel
 from adapters import data, pipeline
 from adapters._atomic import same_file
-from adapters.tinker.checkpoint import transcript_files
+from adapters.training.checkpoint import transcript_files
 from adapters.transcripts import LineTooLarge, bounded_lines
 
 __all__: list[str] = []

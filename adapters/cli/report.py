@@ -22,7 +22,7 @@ from adapters.cli import _common as common
 from adapters.report import DEFAULT_MAX_DEBATES, render_report
 from adapters.report.results import render_results_report
 from adapters.report.training import SKIPPED_SHOWN, render_training_html
-from adapters.tinker.checkpoint import METRICS, RUN_FILE, transcript_files
+from adapters.training.checkpoint import METRICS, RUN_FILE, transcript_files
 from adapters.transcripts import LineTooLarge
 
 __all__ = ["DEFAULT_TITLE", "add_parser", "check_run_output", "run"]

@@ -1,6 +1,6 @@
 """``debate-kernel train``: train debating agents (Tinker, the local service, or the in-repo fake).
 
-Config: ``--config FILE`` (TOML, keys of :class:`adapters.tinker.config.TrainConfig`), then flags. With
+Config: ``--config FILE`` (TOML, keys of :class:`adapters.training.config.TrainConfig`), then flags. With
 ``--resume RUN_DIR`` the run's own config (``run.json``; a key it lacks, added after the run started, takes
 its default) is the base, under the file's keys and the flags, which must still agree with the run's
 outside the keys a resume may change. Service, always through the ``tinker`` SDK: ``TINKER_API_KEY`` set
@@ -37,10 +37,10 @@ from pathlib import Path
 from typing import Any, Final
 
 from adapters._gc import fewer_gc_passes
-from adapters.tinker.checkpoint import RUN_FILE, CheckpointError, check_new_run_dir, read_run
-from adapters.tinker.config import TrainConfig, key_help, load_config
-from adapters.tinker.dataset import DatasetError
 from adapters.tinker.memory import one_malloc_arena
+from adapters.training.checkpoint import RUN_FILE, CheckpointError, check_new_run_dir, read_run
+from adapters.training.config import TrainConfig, key_help, load_config
+from adapters.training.dataset import DatasetError
 from kernel.checks import did_you_mean
 
 __all__ = ["EXIT_NOTHING_TO_TRAIN", "EXIT_SERVICE", "LOCAL_MODELS", "add_parser", "run"]
@@ -420,7 +420,7 @@ def _renderer(kind: str, service: Any, config: TrainConfig) -> Any:
     import tinker
 
     from adapters.tinker.renderers import choose_renderer, load_tokenizer
-    from adapters.tinker.tokenizers import ByteTokenizer
+    from adapters.tokenizers import ByteTokenizer
 
     if not isinstance(service, tinker.ServiceClient):  # the local models, the fake: the byte tokenizer
         tokenizer: Any = ByteTokenizer()
@@ -444,7 +444,7 @@ async def _checked_training(
 ) -> Any:
     """The service's contract check in the session ``check`` opens (None: no check; also on resume, so
     that in process the run's client is the service's second either way), then
-    :func:`~adapters.tinker.train.run_training` on ``service``.
+    :func:`~adapters.training.train.run_training` on ``service``.
 
     The check asks for what the run will: a training client of the run's ``lora_rank`` (0: full
     fine-tuning), samples of up to ``max_tokens`` tokens, and a probe prompt that is the run's first turn
@@ -453,7 +453,7 @@ async def _checked_training(
     """
     from adapters.tinker.contract import check_contract, enforce_contract
     from adapters.tinker.renderers import vocab_size_of
-    from adapters.tinker.train import config_boundary, run_training
+    from adapters.training.train import config_boundary, run_training
 
     if check is not None:
         async with check() as client:
@@ -536,8 +536,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         from adapters.tinker.boundary import ServiceError
         from adapters.tinker.contract import ContractError
-        from adapters.tinker.dataset import load_questions
-        from adapters.tinker.train import NothingToTrain, check_answers, check_service
+        from adapters.training.dataset import load_questions
+        from adapters.training.train import NothingToTrain, check_answers, check_service
     except ImportError as e:
         print(
             f"debate-kernel train: needs the training extras ({e.name or e} is not installed); "

@@ -3,7 +3,7 @@
 - ``sample_debates.jsonl``: 120 sample debate transcripts (``debate-transcript/1``), what
   ``debate-kernel score`` scores when no file is given; written by ``python -m tools.samples``.
 - ``questions.jsonl``: 64 arithmetic questions with exact answers, the default training set of
-  ``debate-kernel train`` (:mod:`adapters.tinker.dataset`).
+  ``debate-kernel train`` (:mod:`adapters.training.dataset`).
 - ``arithmetic.jsonl``: 700 short checked questions of seven kinds, the local model's default.
 - ``parity.jsonl``: 400 questions "Is N even or odd?" (N from 10 to 999): a one-digit rule with a 50 %
   chance baseline, for measuring what RL adds to a format-only warm start.

@@ -40,12 +40,12 @@ import jax.numpy as jnp
 import numpy as np
 from tinker import types
 
+from adapters.futures import AwaitableFuture, CompletedFuture, completed, failed
 from adapters.local import devices, train_step
 from adapters.local import model as m
 from adapters.local import state as st
 from adapters.local.devices import CPU_DEVICES, split_cpu
-from adapters.tinker.futures import AwaitableFuture, CompletedFuture, completed, failed
-from adapters.tinker.tokenizers import ByteTokenizer
+from adapters.tokenizers import ByteTokenizer
 
 __all__ = [
     "CPU_DEVICES",

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from adapters.tinker.checkpoint import read_metrics
+from adapters.training.checkpoint import read_metrics
 
 __all__ = ["CURVES", "render_training_html", "svg_line_chart"]
 

@@ -27,9 +27,9 @@ from typing import Any, Protocol, TypeVar
 from tinker import types
 
 from adapters._atomic import atomic_write
+from adapters.futures import AwaitableFuture, CompletedFuture, completed, failed
 from adapters.tinker.fake import FakeServiceClient, FakeTrainingClient, forward_backward, load_state_file
-from adapters.tinker.futures import AwaitableFuture, CompletedFuture, completed, failed
-from adapters.tinker.tokenizers import ByteTokenizer
+from adapters.tokenizers import ByteTokenizer
 
 __all__ = ["FAKE", "Done", "Engine", "EngineSampler", "EngineService", "EngineTrainer", "engine"]
 
@@ -44,7 +44,7 @@ T_co = TypeVar("T_co", covariant=True)
 
 
 class Done(Protocol[T_co]):
-    """A future whose work has run (the engines' :class:`~adapters.tinker.futures.CompletedFuture`)."""
+    """A future whose work has run (the engines' :class:`~adapters.futures.CompletedFuture`)."""
 
     def result(self, timeout: float | None = None) -> T_co: ...
 

@@ -31,8 +31,8 @@ import numpy as np
 from tinker import types
 from tinker.types.get_server_capabilities_response import SupportedModel
 
+from adapters.futures import CompletedFuture
 from adapters.serve.engine import EngineSampler, EngineService, EngineTrainer, engine
-from adapters.tinker.futures import CompletedFuture
 
 __all__ = ["LOSSES", "Job", "ServeCore", "ServeError", "failure"]
 

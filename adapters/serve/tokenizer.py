@@ -1,4 +1,4 @@
-"""The byte tokenizer (:class:`adapters.tinker.tokenizers.ByteTokenizer`) in Hugging Face's format.
+"""The byte tokenizer (:class:`adapters.tokenizers.ByteTokenizer`) in Hugging Face's format.
 
 The SDK's ``TrainingClient.get_tokenizer()`` calls ``transformers.AutoTokenizer.from_pretrained`` on the
 ``tokenizer_id`` that ``get_info`` reports, which downloads from the Hugging Face hub for a hub name
@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from adapters.tinker.tokenizers import SPECIAL_TOKENS
+from adapters.tokenizers import SPECIAL_TOKENS
 
 __all__ = ["byte_chars", "write_tokenizer"]
 

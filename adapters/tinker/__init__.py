@@ -1,37 +1,20 @@
-"""The Tinker side of debate-kernel: the client protocol, conversion, renderers, rollouts, a fake service.
+"""The Tinker SDK side of debate-kernel: the client protocol, conversion to SDK types, renderers, the
+service boundary and contract, a fake service and a fault injector.
 
 - :mod:`adapters.tinker.protocol`: ``typing.Protocol``s naming exactly the SDK surface we use; the real
   ``tinker.ServiceClient``, the in-repo fake and the local service (:mod:`adapters.local`) satisfy them.
 - :mod:`adapters.tinker.convert`: kernel datums ↔ ``tinker.Datum``, sampling results → trajectories;
   :mod:`adapters.tinker.tokens`: ``TokenArray``, the read-only token view a datum's input holds.
-- :mod:`adapters.tinker.tokenizers`: ``ByteTokenizer``, UTF-8 bytes plus chat special tokens.
-- :mod:`adapters.tinker.futures`: futures satisfying ``protocol.Future`` for in-repo services.
 - :mod:`adapters.tinker.renderers`: messages → prompt tokens and stop sequences; tokens → text.
-- :mod:`adapters.tinker.rollouts`: many debates at once over the kernel's episode state machine.
+- :mod:`adapters.tinker.boundary`: every call's deadline, retries and reply check, the SDK's errors mapped
+  in one place; :mod:`adapters.tinker.contract`: the start-of-run check of a service's contract.
 - :mod:`adapters.tinker.fake` and :mod:`adapters.tinker.faults`: a seeded offline fake of the service
   returning real SDK types, and a wrapper that injects faults into any service.
-- :mod:`adapters.tinker.config`, :mod:`adapters.tinker.dataset`, :mod:`adapters.tinker.planner` (the
-  I/O-free loop), :mod:`adapters.tinker.prepare` (a step's datums and metrics from its rollouts, also
-  I/O-free), :mod:`adapters.tinker.kernel_loss` (kernel losses through ``forward_backward_custom``),
-  :mod:`adapters.tinker.credit` (which tokens carry a turn's advantage), :mod:`adapters.tinker.streaming`
-  (a batch streamed in parts), :mod:`adapters.tinker.transcript_writer` (a step's transcripts written
-  off the event loop), :mod:`adapters.tinker.checkpoint`, :mod:`adapters.tinker.evaluation` (fixed opponents),
-  :mod:`adapters.tinker.memory` (the loop's collector and ``malloc`` settings) and
-  :mod:`adapters.tinker.train` (its async shell): ``run_training(config, service_client)``, see
-  ``docs/training.md``.
+- :mod:`adapters.tinker.transcript_writer` and :mod:`adapters.tinker.memory`: a step's transcripts written
+  off the event loop, and the loop's collector and ``malloc`` settings.
+
+Training itself (the loop, its config, rollouts, checkpoints) is :mod:`adapters.training`; futures and the
+byte tokenizer shared with the local service are :mod:`adapters.futures` and :mod:`adapters.tokenizers`.
 """
 
-import importlib
-from typing import Any
-
-__all__ = ["TrainConfig", "TrainResult", "run_training"]
-
-
-def __getattr__(name: str) -> Any:
-    """``run_training``, ``TrainResult`` and ``TrainConfig``, imported on first use (so that importing
-    a light module such as ``adapters.tinker.protocol`` does not load the training loop)."""
-    if name in ("run_training", "TrainResult"):
-        return getattr(importlib.import_module("adapters.tinker.train"), name)
-    if name == "TrainConfig":
-        return importlib.import_module("adapters.tinker.config").TrainConfig
-    raise AttributeError(f"module 'adapters.tinker' has no attribute {name!r}")
+__all__: list[str] = []

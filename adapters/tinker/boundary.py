@@ -24,7 +24,7 @@ authentication, permission and other 4xx errors, a reply that fails its check, a
 submits a substep's two requests back to back, so a replayed ``forward_backward`` would land after the
 ``optim_step`` it belongs before, and an ``optim_step`` whose reply was lost may have been applied (its
 replay would apply it twice). Their failure raises a :class:`ServiceError` here; the training loop
-(:func:`adapters.tinker.train.run_training`) reconciles a transient one by restarting from the last
+(:func:`adapters.training.train.run_training`) reconciles a transient one by restarting from the last
 checkpoint in the same run, as ``--resume`` would (at most ``retry_attempts − 1`` times in a row),
 whose saved state holds exactly the updates it recorded, so no update is lost or applied twice.
 """
@@ -44,7 +44,7 @@ import numpy as np
 import tinker
 from tinker import types
 
-from adapters.tinker.config import CALL_KINDS, DEFAULT_DEADLINES
+from adapters.training.config import CALL_KINDS, DEFAULT_DEADLINES
 
 __all__ = [
     "CALL_KINDS",

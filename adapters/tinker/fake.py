@@ -6,7 +6,7 @@ map a state and a request to the next state and an SDK response (:func:`forward_
 :func:`optim_step`, :func:`sample`, :func:`token_logprobs`). The shell (:class:`FakeServiceClient`,
 :class:`FakeTrainingClient`, :class:`FakeSamplingClient`) holds the current state, writes saved states
 and an event log under ``root`` (temporary file + ``os.replace``), and wraps every answer in a
-:class:`~adapters.tinker.futures.CompletedFuture`. Faults (latency, errors, hangs, crashes) are added by
+:class:`~adapters.futures.CompletedFuture`. Faults (latency, errors, hangs, crashes) are added by
 :mod:`adapters.tinker.faults`, never by flags here.
 
 What the fake guarantees, so tests can assert on training:
@@ -47,10 +47,10 @@ import tinker
 from tinker import types
 
 from adapters._atomic import atomic_write
-from adapters.tinker.futures import CompletedFuture, DeferredFuture, completed
+from adapters.futures import CompletedFuture, DeferredFuture, completed
 from adapters.tinker.protocol import CustomLossFn
-from adapters.tinker.tokenizers import ByteTokenizer
 from adapters.tinker.tokens import prompt_ids
+from adapters.tokenizers import ByteTokenizer
 from kernel import Vote, render_response
 
 __all__ = [

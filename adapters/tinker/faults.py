@@ -55,9 +55,9 @@ import numpy as np
 import tinker
 from tinker import types
 
-from adapters.tinker.checkpoint import local_file
-from adapters.tinker.futures import AwaitableFuture, CompletedFuture, DeferredFuture
+from adapters.futures import AwaitableFuture, CompletedFuture, DeferredFuture
 from adapters.tinker.protocol import CustomLossFn, Future, SamplingClient, ServiceClient, TrainingClient
+from adapters.training.checkpoint import local_file
 
 __all__ = [
     "BAD_REPLIES",

@@ -1,5 +1,5 @@
 """The training loop's process settings for memory: when the cyclic garbage collector runs and whether
-glibc keeps freed memory (``adapters.tinker.train`` enters them for the loop's duration).
+glibc keeps freed memory (``adapters.training.train`` enters them for the loop's duration).
 
 The loop allocates hundreds of thousands of short-lived objects and some 100 MB of arrays a step; the
 defaults of the collector and of glibc's ``malloc`` put their costs (collections walking long-lived

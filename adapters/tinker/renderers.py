@@ -1,7 +1,7 @@
 """Renderers: chat messages → prompt tokens and stop sequences; sampled tokens → text.
 
 A renderer fixes how a model sees a conversation. :class:`ByteRenderer` needs nothing but
-:class:`~adapters.tinker.tokenizers.ByteTokenizer` and uses its special tokens as the chat format::
+:class:`~adapters.tokenizers.ByteTokenizer` and uses its special tokens as the chat format::
 
     <|bos|><|system|>{system}<|end|><|user|>{user}<|end|><|assistant|>   → the model writes {answer}<|end|>
 
@@ -25,8 +25,8 @@ from typing import Any, Final, Literal, Protocol
 import numpy as np
 import tinker
 
-from adapters.tinker.tokenizers import SPECIAL_TOKENS, ByteTokenizer
 from adapters.tinker.tokens import model_input_of
+from adapters.tokenizers import SPECIAL_TOKENS, ByteTokenizer
 from kernel import Message, stop_sequences
 
 __all__ = [

@@ -14,7 +14,7 @@ whose ``fork`` method is unsafe in a process holding threads or JAX. Both paths 
 :func:`encode_and_write` runs in either.
 
 A step can also be handed over as :class:`TranscriptColumns` (built by
-:func:`adapters.tinker.rollouts.transcript_columns`): every turn's token ids and logprobs concatenated into
+:func:`adapters.training.rollouts.transcript_columns`): every turn's token ids and logprobs concatenated into
 three arrays, the rest in plain lists. Building and pickling them costs a few milliseconds where building
 the step's ``Debate`` objects and pickling their per-turn arrays cost about 0.1 s of the event loop's
 thread; the worker (or the thread) turns them into the same debates before encoding.
@@ -41,7 +41,7 @@ from typing import Any, BinaryIO, cast
 import numpy as np
 import numpy.typing as npt
 
-from adapters.tinker.checkpoint import write_text_atomic
+from adapters.training.checkpoint import write_text_atomic
 from adapters.transcripts import Debate, Turn, dumps_debate
 
 __all__ = [

@@ -1,7 +1,7 @@
 """The training loop's planner: a pure state machine (no ``await``, no clock, no I/O).
 
 :func:`step` takes the loop state and one event (a result that arrived) and returns the new state and the
-requests to execute next, in order. The async shell (:mod:`adapters.tinker.train`) executes requests
+requests to execute next, in order. The async shell (:mod:`adapters.training.train`) executes requests
 and feeds their results back as events; Hypothesis drives the same planner through arbitrary
 interleavings and crash points (``tests/test_train_planner.py``).
 

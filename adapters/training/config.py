@@ -31,7 +31,7 @@ import kernel
 from kernel.checks import did_you_mean
 
 if TYPE_CHECKING:
-    from adapters.tinker.rollouts import RolloutConfig
+    from adapters.training.rollouts import RolloutConfig
 
 __all__ = [
     "CALL_KINDS",
@@ -96,7 +96,7 @@ defaults leave an order of magnitude over both: a hang ends in minutes, a slow s
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Every knob of ``debate-kernel train`` / :func:`adapters.tinker.run_training`.
+    """Every knob of ``debate-kernel train`` / :func:`adapters.training.run_training`.
 
     Attributes:
       model: base model: a Tinker base model name, or a local model name / safetensors path.
@@ -141,7 +141,7 @@ class TrainConfig:
         advantage statistics; ``"include"`` (the reference) averages their returns in, which shifts the
         advantages of the agents that did speak (a parse failure then pushes every sampled token down).
         Applies to the grouped estimators; RAE baselines see every return.
-      credit: which tokens of a turn carry its advantage (:mod:`adapters.tinker.credit`): ``"turn"``
+      credit: which tokens of a turn carry its advantage (:mod:`adapters.training.credit`): ``"turn"``
         (the reference) every action token; ``"solution"`` only those of the ``<solution>`` block, the
         only part of a turn its agent's own return depends on (a turn with no solution block keeps the
         whole-turn credit).
@@ -449,7 +449,7 @@ class TrainConfig:
     @property
     def rollout_config(self) -> RolloutConfig:
         """The rollout settings of a run (its training debates and its evaluations alike)."""
-        from adapters.tinker.rollouts import RolloutConfig  # the Tinker SDK: only where a run needs it
+        from adapters.training.rollouts import RolloutConfig  # the Tinker SDK: only where a run needs it
 
         return RolloutConfig(
             num_agents=self.num_agents,
@@ -685,6 +685,6 @@ def _finite(name: str, value: float) -> float:
 
 def _shipped_names() -> tuple[str, ...]:
     """The dataset names that read a shipped question set."""
-    from adapters.tinker.dataset import SHIPPED
+    from adapters.training.dataset import SHIPPED
 
     return tuple(SHIPPED)

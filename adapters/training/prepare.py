@@ -8,7 +8,7 @@ constant-group removal, one ``kernel.build_datums`` call), the same core ``debat
 transcripts; the datums are converted to ``tinker.Datum`` and split into the substeps. Warm-start steps
 (:func:`prepare_warm`): cross-entropy datums of well-formed turns on the batch's questions.
 
-The loop's shell (:mod:`adapters.tinker.train`) calls these with its config, renderer and RAE baselines
+The loop's shell (:mod:`adapters.training.train`) calls these with its config, renderer and RAE baselines
 and sends what they return; nothing here awaits, reads a clock or writes a file. RAE's baselines are
 state carried from step to step: :func:`prepare_rl` takes them and returns the updated ones.
 """
@@ -29,12 +29,12 @@ from tinker import types
 
 import kernel
 from adapters.answers import is_correct
-from adapters.tinker.config import TrainConfig
 from adapters.tinker.convert import datums_to_tinker
-from adapters.tinker.credit import credit_weights
-from adapters.tinker.dataset import Question
 from adapters.tinker.renderers import Renderer
-from adapters.tinker.rollouts import END_REASONS, DebateResult, last_solution
+from adapters.training.config import TrainConfig
+from adapters.training.credit import credit_weights
+from adapters.training.dataset import Question
+from adapters.training.rollouts import END_REASONS, DebateResult, last_solution
 
 __all__: list[str] = []
 
@@ -77,7 +77,7 @@ def episodes_of(
     """The played debates as the kernel's episodes: each turn's agent, parse, step reward and token
     arrays, as the rollout's own run of the state machine gave them; each agent's correctness against the
     reference answer; with ``credit="solution"``, each turn's credit weights
-    (:func:`adapters.tinker.credit.credit_weights`)."""
+    (:func:`adapters.training.credit.credit_weights`)."""
     credit = config.credit != "turn"
     out: list[kernel.Episode] = []
     for r in played:

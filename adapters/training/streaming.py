@@ -1,6 +1,6 @@
 """A batch streamed in parts: which debates each part holds, and when it is complete (I/O-free).
 
-With ``stream_minibatches = m`` (:class:`~adapters.tinker.config.TrainConfig`) an RL batch of D debates is
+With ``stream_minibatches = m`` (:class:`~adapters.training.config.TrainConfig`) an RL batch of D debates is
 cut into P = ``num_substeps × m`` parts of fixed sizes: part j holds ``bounds[j + 1] − bounds[j]`` debates,
 ``bounds[j] = ⌊j·D / P⌋`` (sizes differ by at most one). Which debates, ``stream_order`` says:
 

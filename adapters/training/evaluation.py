@@ -20,11 +20,11 @@ import numpy as np
 import kernel
 from adapters.answers import is_correct, k_sample_figures, majority_answer
 from adapters.tinker.boundary import Boundary
-from adapters.tinker.config import TrainConfig
-from adapters.tinker.dataset import Question
 from adapters.tinker.protocol import SamplingClient
 from adapters.tinker.renderers import Renderer
-from adapters.tinker.rollouts import DebateResult, fixed_opponents, last_solution, run_debates, self_play
+from adapters.training.config import TrainConfig
+from adapters.training.dataset import Question
+from adapters.training.rollouts import DebateResult, fixed_opponents, last_solution, run_debates, self_play
 
 __all__ = ["DEBATE_EVAL_NAMES", "debate_evaluation", "evaluate"]
 

@@ -189,7 +189,7 @@ def init_run(
         (True, {'steps': 20, 'seed': 0})
         >>> init_run(run.run_dir, {"steps": 20, "seed": 1}, resume=True)  # doctest: +ELLIPSIS
         Traceback (most recent call last):
-        adapters.tinker.checkpoint.CheckpointError: ... a run with another config (seed: run has 0, given 1)
+        adapters.training.checkpoint.CheckpointError: ... a run with another config (seed: run has 0, given 1)
         >>> tmp.cleanup()
     """
     root = Path(run_dir)
@@ -343,7 +343,7 @@ def verify_saved_state(path: str) -> dict[str, Any] | None:
         >>> _ = state.write_text('{"sta')  # half-written
         >>> verify_saved_state(str(state))  # doctest: +ELLIPSIS
         Traceback (most recent call last):
-        adapters.tinker.checkpoint.CheckpointError: saved state ... is unusable: it is not complete JSON ...
+        adapters.training.checkpoint.CheckpointError: saved state ... is unusable: it is not complete JSON ...
         >>> tmp.cleanup()
     """
     file = local_file(path)
@@ -402,7 +402,7 @@ def check_saved_state(path: str, recorded: Any, *, checkpoint: Path) -> None:
         >>> _ = state.write_text("{} ")
         >>> check_saved_state(str(state), recorded, checkpoint=Path("loop_state.json"))  # doctest: +ELLIPSIS
         Traceback (most recent call last):
-        adapters.tinker.checkpoint.CheckpointError: checkpoint ...: ... not the file the run saved ...
+        adapters.training.checkpoint.CheckpointError: checkpoint ...: ... not the file the run saved ...
         >>> tmp.cleanup()
     """
     file = local_file(path)
@@ -453,7 +453,7 @@ def listed_state(path: str, listing: Any) -> dict[str, Any]:
         {'listed': True, 'size': 4096}
         >>> listed_state("tinker://r/weights/s2", [saved])  # doctest: +ELLIPSIS
         Traceback (most recent call last):
-        adapters.tinker.checkpoint.CheckpointError: saved state tinker://r/weights/s2 is not in ...
+        adapters.training.checkpoint.CheckpointError: saved state tinker://r/weights/s2 is not in ...
     """
     entries = getattr(listing, "checkpoints", listing)
     found = [c for c in entries if getattr(c, "tinker_path", None) == path]
@@ -629,7 +629,7 @@ def saved_path(run_dir: str | Path, stored: str, *, checkpoint: Path) -> str:
         ('service/step-000002.json', 'tinker://r/w')
         >>> saved_path(run_dir, "$RUN_DIR/../other/x.json", checkpoint=file)  # doctest: +ELLIPSIS
         Traceback (most recent call last):
-        adapters.tinker.checkpoint.CheckpointError: checkpoint loop_state.json: ... outside the run directory
+        adapters.training.checkpoint.CheckpointError: checkpoint loop_state.json: ... outside the run ...
         >>> tmp.cleanup()
     """
     scheme, rest = _split_scheme(stored)

@@ -86,7 +86,7 @@ def parse_questions(text: str, *, source: str = "<questions>") -> tuple[Question
       (Question(question='1 + 1?', answer='2'), Question(question='Why?', answer=None))
       >>> parse_questions('{"question": "a"}\\nnot json')
       Traceback (most recent call last):
-      adapters.tinker.dataset.DatasetError: <questions>:2: not JSON (Expecting value at column 1)
+      adapters.training.dataset.DatasetError: <questions>:2: not JSON (Expecting value at column 1)
     """
     check_type(text, str, "text")
     out: list[Question] = []

@@ -1,14 +1,14 @@
-"""The training loop's async shell: executes what :mod:`adapters.tinker.planner` asks, feeds results back.
+"""The training loop's async shell: executes what :mod:`adapters.training.planner` asks, feeds results back.
 
 Per step (see ``docs/training.md`` for the diagram): questions of the step's dataset batch → debates
-(:func:`adapters.tinker.rollouts.run_debates`, self-play) → one batched kernel call per stage through
+(:func:`adapters.training.rollouts.run_debates`, self-play) → one batched kernel call per stage through
 the scoring pipeline (votes → pairwise rewards → total returns, plus ``correctness_weight × correct``
 → advantages with the configured preset, or RAE baselines → datums) → optional constant-group removal →
 optional KL penalty against the reference sampler → ``num_substeps`` pipelined forward_backward +
 optim_step → a fresh sampling client → (evaluation) → the metrics line → (checkpoint).
 
-What a step sends and records is computed without I/O by :mod:`adapters.tinker.prepare` (the kernel
-stages, the datums, the metrics); a ``kernel:`` loss goes through :mod:`adapters.tinker.kernel_loss`.
+What a step sends and records is computed without I/O by :mod:`adapters.training.prepare` (the kernel
+stages, the datums, the metrics); a ``kernel:`` loss goes through :mod:`adapters.training.kernel_loss`.
 Everything runs in one ``asyncio.TaskGroup``: sampling tasks of later steps overlap training in async
 mode; a failure in any task cancels the others and propagates; sampling still running at the end is
 cancelled. Nothing here decides *what* to do next: that is the planner's job.
@@ -34,8 +34,7 @@ import tinker
 from tinker import types
 
 from adapters._json import finite_or_none
-from adapters.tinker import checkpoint as ck
-from adapters.tinker import planner as pl
+from adapters.futures import CompletedFuture
 from adapters.tinker import transcript_writer
 from adapters.tinker.boundary import (
     NOT_REPLAYED,
@@ -45,13 +44,17 @@ from adapters.tinker.boundary import (
     check_forward_backward,
     check_logprobs,
 )
-from adapters.tinker.config import TrainConfig
-from adapters.tinker.dataset import DatasetError, Question, batch_at, cursor_at, load_questions
-from adapters.tinker.evaluation import debate_evaluation, evaluate
-from adapters.tinker.futures import CompletedFuture
-from adapters.tinker.kernel_loss import kernel_loss
 from adapters.tinker.memory import CollectorPause, freed_memory_kept, long_lived_objects_frozen
-from adapters.tinker.prepare import (
+from adapters.tinker.protocol import SamplingClient, ServiceClient, TrainingClient
+from adapters.tinker.renderers import Renderer, choose_renderer
+from adapters.tinker.transcript_writer import TranscriptWriter
+from adapters.training import checkpoint as ck
+from adapters.training import planner as pl
+from adapters.training.config import TrainConfig
+from adapters.training.dataset import DatasetError, Question, batch_at, cursor_at, load_questions
+from adapters.training.evaluation import debate_evaluation, evaluate
+from adapters.training.kernel_loss import kernel_loss
+from adapters.training.prepare import (
     SERVICE_ENDS,
     Prepared,
     check_warm_turns_fit,
@@ -64,9 +67,7 @@ from adapters.tinker.prepare import (
     rl_stages,
     train_metrics,
 )
-from adapters.tinker.protocol import SamplingClient, ServiceClient, TrainingClient
-from adapters.tinker.renderers import Renderer, choose_renderer
-from adapters.tinker.rollouts import (
+from adapters.training.rollouts import (
     END_REASONS,
     DebateResult,
     RolloutConfig,
@@ -74,8 +75,7 @@ from adapters.tinker.rollouts import (
     self_play,
     transcript_columns,
 )
-from adapters.tinker.streaming import PartTracker, part_bounds
-from adapters.tinker.transcript_writer import TranscriptWriter
+from adapters.training.streaming import PartTracker, part_bounds
 
 __all__ = [
     "METRIC_NAMES",
@@ -152,7 +152,7 @@ METRIC_NAMES = (
     "tokens/trained",
 )
 """Keys of every metrics line (``eval/correct``, ``eval/parse_ok``, ``eval/pairwise_reward``, the
-debate evaluation's :data:`~adapters.tinker.evaluation.DEBATE_EVAL_NAMES` and ``time/eval`` are added on
+debate evaluation's :data:`~adapters.training.evaluation.DEBATE_EVAL_NAMES` and ``time/eval`` are added on
 evaluation steps). NaN marks a value that does not exist for the step
 (e.g. no action tokens). ``env/all/end/REASON`` counts the step's debates by how they ended and
 ``env/all/ended_early`` those the service ended (a sample that could not be had or failed its check);
@@ -445,7 +445,7 @@ class _Shell:
 
     async def kl_penalty(self, prepared: Prepared, step: int) -> tuple[float, int]:
         """Fetches the reference logprobs of ``prepared``'s datums and applies
-        :func:`~adapters.tinker.prepare.kl_penalized` to their advantages; returns ``(Σ KL_t, action
+        :func:`~adapters.training.prepare.kl_penalized` to their advantages; returns ``(Σ KL_t, action
         tokens)``."""
         reference = self.fixed or self.sampler
         compute = getattr(reference, "compute_logprobs", None)
@@ -583,7 +583,7 @@ class _Shell:
         """Counts consecutive RL steps without a datum; ``max_empty_steps`` of them end the run.
 
         Raises:
-          NothingToTrain: naming the dominant reason of those steps (:func:`~adapters.tinker.prepare.
+          NothingToTrain: naming the dominant reason of those steps (:func:`~adapters.training.prepare.
             dominant_reason`).
         """
         limit = self.config.max_empty_steps
@@ -602,7 +602,7 @@ class _Shell:
         )
 
     def train_metrics(self) -> dict[str, Any]:
-        """:func:`~adapters.tinker.prepare.train_metrics` of the step in training."""
+        """:func:`~adapters.training.prepare.train_metrics` of the step in training."""
         p = self.prepared
         if p is None:
             return {}
@@ -659,7 +659,7 @@ async def run_training(
     """Trains debating agents; returns the run directory and the metrics of every step.
 
     Args:
-      config: the :class:`~adapters.tinker.config.TrainConfig`; ``config.out`` is the run directory.
+      config: the :class:`~adapters.training.config.TrainConfig`; ``config.out`` is the run directory.
       service_client: anything with the :class:`~adapters.tinker.protocol.ServiceClient` surface.
       resume: continue the run in ``config.out`` from its last complete checkpoint (keyword).
       renderer: the chat format; default the one the config key ``renderer`` chooses for the training
@@ -673,9 +673,9 @@ async def run_training(
       :class:`TrainResult`; ``metrics`` holds every step's line (those before a resume re-read from disk).
 
     Raises:
-      adapters.tinker.checkpoint.CheckpointError: a run directory that cannot be used as asked (a fresh
+      adapters.training.checkpoint.CheckpointError: a run directory that cannot be used as asked (a fresh
         run needs a new or empty one), or a checkpoint that cannot be resumed (naming its file).
-      adapters.tinker.dataset.DatasetError: a bad dataset, or one without answers where the config
+      adapters.training.dataset.DatasetError: a bad dataset, or one without answers where the config
         needs them (:func:`check_answers`).
       ValueError: a service that cannot start the run (:func:`check_service`), before the run directory
         is made; with no ``renderer``, a tokenizer that does not fit the config's ``renderer`` (found
@@ -689,7 +689,7 @@ async def run_training(
       Two steps of two debates of two agents on the in-repo fake service:
 
       >>> import asyncio, tempfile
-      >>> from adapters.tinker import TrainConfig
+      >>> from adapters.training import TrainConfig
       >>> from adapters.tinker.fake import FakeServiceClient
       >>> with tempfile.TemporaryDirectory() as tmp:
       ...     config = TrainConfig(out=f"{tmp}/run", steps=2, batch_size=2, num_agents=2, max_rounds=1,
