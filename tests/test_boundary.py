@@ -337,7 +337,8 @@ def test_a_persistent_error_exits_3_naming_the_call_and_resume_continues(
     always = {("save_state", k): Fault("sdk_error", variant="server_error") for k in range(2, 6)}
 
     def faulty(kind: str, config: TrainConfig, stack: Any) -> Any:
-        return with_faults(FakeServiceClient(seed=0, root=run / "service"), FaultPlan(at=always))[0]
+        service = with_faults(FakeServiceClient(seed=0, root=run / "service"), FaultPlan(at=always))[0]
+        return service, cli._same_client(service)
 
     monkeypatch.setattr(cli, "_service", faulty)
     args = ["train", "--service", "fake", "--batch-size", "2", "--num-agents", "2", "--max-rounds", "1"]
