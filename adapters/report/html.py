@@ -13,7 +13,7 @@ import html
 import math
 import sys
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -541,6 +541,44 @@ class Report(NamedTuple):
     errors: list[TranscriptError]
 
 
+def skipped_table(heading: str, errors: Sequence[TranscriptError]) -> str:
+    """The table of skipped lines (line, id, turn, reason, message) under ``heading``; "" when none.
+
+    Examples:
+        >>> "<td>bad_json</td>" in skipped_table("Skipped", [TranscriptError(3, "bad_json", "bad JSON")])
+        True
+    """
+    if not errors:
+        return ""
+    rows = [
+        f"<h3>{_e(heading)} ({len(errors)})</h3><table><thead><tr><th>line</th><th>id</th>"
+        "<th>turn</th><th>reason</th><th>message</th></tr></thead><tbody>"
+    ]
+    for e in errors:
+        rows.append(
+            f'<tr class="skipped" data-line="{e.line}"><td class="n">{e.line}</td>'
+            f"<td>{_e(e.debate_id or '')}</td>"
+            f'<td class="n">{_e("" if e.turn is None else e.turn)}</td><td>{_e(e.reason)}</td>'
+            f"<td>{_e(e.message)}</td></tr>"
+        )
+    rows.append("</tbody></table>")
+    return "".join(rows)
+
+
+def figures_json(figures: Mapping[str, Any]) -> str:
+    """The run's figures as indented JSON in a closed ``<details>``, ending the summary section.
+
+    Examples:
+        >>> figures_json({"lines": 2}).startswith("<details><summary>all figures (JSON)</summary>")
+        True
+    """
+    return (
+        "<details><summary>all figures (JSON)</summary><pre>"
+        + _e(_json.dumps(figures, indent=1, sort_keys=True))
+        + "</pre></details></section>"
+    )
+
+
 def render_report(
     chunks: Iterable[pipeline.BatchResult],
     options: pipeline.ScoreOptions,
@@ -615,24 +653,8 @@ def render_report(
         svg_category_bars({f"{k} agents": v for k, v in sorted(by_n.items())}, title="debates by size")
     )
     body.append("</div>")
-    if errors:
-        body.append(
-            f"<h3>Skipped lines ({len(errors)})</h3><table><thead><tr><th>line</th><th>id</th>"
-            "<th>turn</th><th>reason</th><th>message</th></tr></thead><tbody>"
-        )
-        for e in errors:
-            body.append(
-                f'<tr class="skipped" data-line="{e.line}"><td class="n">{e.line}</td>'
-                f"<td>{_e(e.debate_id or '')}</td>"
-                f'<td class="n">{_e("" if e.turn is None else e.turn)}</td><td>{_e(e.reason)}</td>'
-                f"<td>{_e(e.message)}</td></tr>"
-            )
-        body.append("</tbody></table>")
-    body.append(
-        "<details><summary>all figures (JSON)</summary><pre>"
-        + _e(_json.dumps(s, indent=1, sort_keys=True))
-        + "</pre></details></section>"
-    )
+    body.append(skipped_table("Skipped lines", errors))
+    body.append(figures_json(s))
     shown = len(sections)
     body.append(f'<section id="debates"><h2>Debates ({shown} of {acc.scored} shown)</h2>')
     body.append(

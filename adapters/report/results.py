@@ -27,6 +27,8 @@ from adapters.report.html import (
     _card,
     _e,
     _fmt,
+    figures_json,
+    skipped_table,
     svg_agent_bars,
     svg_category_bars,
     svg_histogram,
@@ -225,24 +227,8 @@ def render_results_report(
         svg_category_bars({f"{k} agents": v for k, v in sorted(sizes.items())}, title="debates by size"),
         "</div>",
     ]
-    if skipped:
-        body.append(
-            f"<h3>Lines score skipped ({len(skipped)})</h3><table><thead><tr><th>line</th><th>id</th>"
-            "<th>turn</th><th>reason</th><th>message</th></tr></thead><tbody>"
-        )
-        for e in sorted(skipped, key=lambda e: e.line):
-            body.append(
-                f'<tr class="skipped" data-line="{e.line}"><td class="n">{e.line}</td>'
-                f"<td>{_e(e.debate_id or '')}</td>"
-                f'<td class="n">{_e("" if e.turn is None else e.turn)}</td><td>{_e(e.reason)}</td>'
-                f"<td>{_e(e.message)}</td></tr>"
-            )
-        body.append("</tbody></table>")
-    body.append(
-        "<details><summary>all figures (JSON)</summary><pre>"
-        + _e(_json.dumps(figures, indent=1, sort_keys=True))
-        + "</pre></details></section>"
-    )
+    body.append(skipped_table("Lines score skipped", sorted(skipped, key=lambda e: e.line)))
+    body.append(figures_json(figures))
     shown = len(sections)
     body.append(f'<section id="debates"><h2>Debates ({shown} of {scored} shown)</h2>')
     body.append(
