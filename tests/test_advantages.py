@@ -1134,3 +1134,169 @@ def test_jax_trajectory_constant_group_found_by_the_deep_profile() -> None:
     got = kj.grouped_advantages(r.astype(np.float32), g, 2, trajectory_ids_PG=t, **options)
     np.testing.assert_array_equal(np.asarray(got.group_constant), want.group_constant)
     assert want.group_constant.all() and not np.asarray(got.advantages).any()
+
+
+# --- JAX: the blocks layout and the unscaled scatter path (issue 35) -----------------------------
+
+import kernel.jax._advantages as jax_advantages  # noqa: E402
+
+_BLOCK_IDS = np.repeat(np.arange(N_GROUPS), N_ROWS // N_GROUPS)  # equal contiguous blocks: the dense path
+_LAYOUT_JITTED: dict[tuple[str, str], Any] = {}
+
+
+def _layout_jitted(name: str, path: str) -> Any:
+    """``kernel.jax.grouped_advantages`` (``path="public"``), or its scatter path forced."""
+    key = (name, path)
+    if key not in _LAYOUT_JITTED:
+        options = AdvantageOptions(**_JAX_OPTIONS[name])
+        if path == "public":
+            fn = partial(kjax.grouped_advantages, num_groups=N_GROUPS, **_JAX_OPTIONS[name])
+            _LAYOUT_JITTED[key] = jax.jit(lambda r, g, w: fn(r, g, where=w))
+        else:
+
+            def scattered(r: jax.Array, g: jax.Array, w: jax.Array) -> tuple[jax.Array, ...]:
+                valid = jax_advantages._rows(r, g, w, N_GROUPS)[2]
+                a, *rest = jax_advantages._scattered(jnp.where(valid, r, 0.0), g, valid, N_GROUPS, options)
+                return (jnp.maximum(a, 0.0) if options.positive_only else a, *rest)
+
+            _LAYOUT_JITTED[key] = jax.jit(scattered)
+    return _LAYOUT_JITTED[key]
+
+
+@pytest.mark.parametrize("name", sorted(_JAX_OPTIONS))
+@given(problem=grouped_problem())
+def test_jax_blocks_layout_matches_numpy_and_the_scatter_path(
+    name: str, problem: dict[str, np.ndarray]
+) -> None:
+    """Ids 0 0 0 0 1 1 1 1 … run as dense [P, k] rows: numpy's values, the scatter path's values (to
+    float32 rounding: the sums run in another order) and the same statistics; constant groups 0."""
+    problem = {**problem, "ids": _BLOCK_IDS}
+    r, w = problem["rewards"], problem["where"]
+    want = grouped_advantages(r, _BLOCK_IDS, N_GROUPS, where=w, **_JAX_OPTIONS[name])
+    args = (jnp.asarray(r, jnp.float32), jnp.asarray(_BLOCK_IDS, jnp.int32), jnp.asarray(w))
+    got = _layout_jitted(name, "public")(*args)
+    atol = _scaled_atol(name, False, problem)
+    np.testing.assert_allclose(np.asarray(got.advantages), want.advantages, rtol=2e-5, atol=atol)
+    np.testing.assert_allclose(np.asarray(got.group_std), want.group_std, rtol=2e-5, atol=2e-6)
+    np.testing.assert_array_equal(np.asarray(got.group_constant), want.group_constant)
+    assert int(got.num_excluded) == want.num_excluded and int(got.num_nonfinite) == want.num_nonfinite
+    a, _, mean, std, count, constant = _layout_jitted(name, "scatter")(*args)
+    np.testing.assert_allclose(np.asarray(got.advantages), np.asarray(a), rtol=2e-6, atol=atol / 10)
+    np.testing.assert_allclose(np.asarray(got.group_mean), np.asarray(mean), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(np.asarray(got.group_std), np.asarray(std), rtol=2e-6, atol=1e-7)
+    np.testing.assert_array_equal(np.asarray(got.group_count), np.asarray(count))
+    np.testing.assert_array_equal(np.asarray(got.group_constant), np.asarray(constant))
+    if name in ("default", "grpo", "legos"):
+        assert not np.asarray(got.advantages)[np.repeat(want.group_constant, N_ROWS // N_GROUPS)].any()
+
+
+@pytest.mark.parametrize("name", sorted(_SCALE_FREE))
+@given(problem=grouped_problem(), shift=st.sampled_from([-146, -120, -60, 40, 120]))
+def test_jax_blocks_layout_ignores_the_magnitude(
+    name: str, problem: dict[str, np.ndarray], shift: int
+) -> None:
+    """The dense path scales each group by a power of two as the scatter path does: m/8·2^k gives what
+    m/8 gives, bit for bit, subnormal rewards included."""
+    key = (name, "blocks-extreme")
+    if key not in _LAYOUT_JITTED:
+        _LAYOUT_JITTED[key] = jax.jit(
+            partial(kjax.grouped_advantages, num_groups=N_GROUPS, **_SCALE_FREE[name])
+        )
+    fn = _LAYOUT_JITTED[key]
+    r = np.where(np.isfinite(problem["rewards"]), problem["rewards"], 0.0).astype(np.float32)
+    ids, w = jnp.asarray(_BLOCK_IDS, jnp.int32), jnp.asarray(problem["where"])
+    want = fn(jnp.asarray(r), ids, where=w)
+    got = fn(jnp.asarray(np.ldexp(r, shift)), ids, where=w)
+    np.testing.assert_array_equal(np.asarray(got.advantages), np.asarray(want.advantages))
+    np.testing.assert_array_equal(np.asarray(got.group_constant), np.asarray(want.group_constant))
+    assert np.isfinite(np.asarray(got.advantages)).all() and int(got.num_out_of_range) == 0
+
+
+_UNSCALED: dict[str, Any] = {}
+
+
+def _both_scatter_paths(name: str) -> Any:
+    """Jitted: (the unscaled path's result, whether it holds, the rescaled path's result)."""
+    if name not in _UNSCALED:
+        options = AdvantageOptions(**_JAX_OPTIONS[name])
+        whitened = options.scale == "whiten"
+
+        def both(r: jax.Array, g: jax.Array) -> tuple[Any, jax.Array, Any]:
+            valid = jax_advantages._rows(r, g, None, N_GROUPS)[2]
+            x, segments = jnp.where(valid, r, 0.0), jax_advantages._Scatter(g, N_GROUPS)
+            results = []
+            for rescale in (False, True):
+                part, holds = jax_advantages._core(x, valid, segments, options, rescale=rescale)
+                results.append((jax_advantages._finish(part, valid, segments, whitened), holds))
+            return results[0][0], results[0][1], results[1][0]
+
+        _UNSCALED[name] = jax.jit(both)
+    return _UNSCALED[name]
+
+
+@st.composite
+def _magnitudes(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
+    """float32 rewards m/8·2^k with one k per group, k near the unscaled path's limits (2^−21, 2^20),
+    with zeros and subnormal or huge groups mixed in; ragged ids in [0, P]."""
+    ids = np.array(draw(st.lists(st.integers(0, N_GROUPS), min_size=N_ROWS, max_size=N_ROWS)))
+    m = np.array(draw(st.lists(st.integers(-16, 16), min_size=N_ROWS, max_size=N_ROWS)), np.float64)
+    k = np.array(
+        draw(
+            st.lists(
+                st.sampled_from([-140, -24, -22, -20, -18, -13, -3, 0, 14, 17, 19, 20, 100]),
+                min_size=N_GROUPS + 1,
+                max_size=N_GROUPS + 1,
+            )
+        )
+    )
+    return np.ldexp(m / 8, k[ids]).astype(np.float32), ids
+
+
+@pytest.mark.parametrize("name", sorted(_JAX_OPTIONS))
+@given(case=_magnitudes())
+def test_jax_unscaled_path_holds_only_where_it_gives_the_rescaled_bits(
+    name: str, case: tuple[np.ndarray, np.ndarray]
+) -> None:
+    """Where the scatter path's unscaled result claims to hold, it is the rescaled result bit for bit;
+    it holds for every batch (groups of up to 16 rows) whose nonzero |r| lie in [2^−16, 2^16)."""
+    r, ids = case
+    fast, holds, rescaled = _both_scatter_paths(name)(jnp.asarray(r), jnp.asarray(ids, jnp.int32))
+    magnitude = np.abs(r[ids < N_GROUPS])
+    moderate = magnitude[magnitude > 0]
+    if moderate.size == 0 or (moderate.min() >= 2.0**-16 and moderate.max() < 2.0**16):
+        assert bool(holds)
+    if bool(holds):
+        for got, want in zip(fast, rescaled, strict=True):
+            np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+def test_jax_unscaled_path_tells_subnormal_groups_from_zeros() -> None:
+    """Found while writing the unscaled path: XLA on CPU compares a subnormal reward as 0, so a group of
+    subnormals (or 0 and a subnormal) looked like an all-zero group and the check passed; a subnormal
+    reward now fails it, and the rescaled path decodes it."""
+    fn = jax.jit(partial(kjax.grouped_advantages, num_groups=3, scale="group", eps=0.0))
+    got = fn(jnp.array([0.0, 1e-40, 2e-40, 3e-40, 0.5, 1.0]), jnp.array([0, 0, 1, 1, 2, 2]))
+    np.testing.assert_allclose(np.asarray(got.advantages), [-0.70710677, 0.70710677] * 3, rtol=1e-6)
+    assert not np.asarray(got.group_constant).any()
+
+
+def test_jax_a_batch_with_one_extreme_group_gives_the_others_their_bits() -> None:
+    """A group beyond 2^±19 sends the whole batch down the rescaled path; every other group keeps the
+    bits the unscaled path gives it, and the extreme group its finite values."""
+    fn = jax.jit(
+        partial(kjax.grouped_advantages, num_groups=4, scale="group", singleton="raw", var_floor=1e-6)
+    )
+    r = np.array([0.25, 1.0, 0.0, 1.9e-6, 0.5, -0.125, 0.875, 0.0], np.float32)  # 1.9e-6 < 2^-19, with 0.5
+    ids = np.array([0, 0, 1, 2, 2, 2, 3, 3])
+    plain = fn(jnp.asarray(r), jnp.asarray(ids))
+    for extreme in (3e38, 1e-40, 1e-30, 1e25):
+        mixed = r.copy()
+        mixed[2] = extreme  # group 1, a group of one
+        got = fn(jnp.asarray(mixed), jnp.asarray(ids))
+        keep = ids != 1
+        np.testing.assert_array_equal(np.asarray(got.advantages)[keep], np.asarray(plain.advantages)[keep])
+        assert np.isfinite(np.asarray(got.advantages)).all()
+        if extreme < 2.0**-126:  # its advantage, r/(1 + eps), is below the normal range: counted
+            assert int(got.num_out_of_range) == 1
+        else:
+            np.testing.assert_allclose(np.asarray(got.advantages)[2], extreme / (1 + 1e-6), rtol=1e-6)

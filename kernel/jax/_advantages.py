@@ -22,6 +22,13 @@ beyond float32's range is returned as ±its largest finite value; one whose nonz
 float32's smallest normal number (which XLA flushes to 0) is returned as what the backend makes of
 it; both are counted in ``num_out_of_range``. Group means of subnormal magnitude read as 0.
 
+Speed (XLA on CPU, where a scatter or gather costs a serial pass over the rows). Rows in equal
+contiguous blocks (ids 0 … 0, 1 … 1, …, the usual GRPO layout; checked at run time) are reduced as
+dense ``[P, k]`` rows, with no scatter or gather. Other layouts take the scatters once without the
+per-group powers of two; where a group's bounds say its largest |r| may lie beyond about 2^±20, or a
+reward is subnormal, the scatters run again with them (``lax.cond``). Both give the same bits where
+both apply. Under ``vmap`` with batched ids or rewards, every branch runs.
+
 Examples:
   >>> import jax
   >>> from functools import partial
@@ -207,23 +214,21 @@ def _estimate(
         raise ValueError("singleton='error' cannot raise on traced values; use 'zero' or 'raw'")
     r = _vector(rewards_PG, "rewards_PG", jnp.float32)
     g = _vector(group_ids_PG, "group_ids_PG", jnp.int32, r.shape[0])
-    live = (g >= 0) & (g < p)
-    asked = live if where is None else live & _vector(where, "where", jnp.bool_, r.shape[0])
-    valid = asked & jnp.isfinite(r)
-    x = jnp.where(valid, r, 0.0)
-    h = jnp.where(valid, g, p)  # everything left out goes to segment p, dropped from the results
-
-    sample_of_row = None
-    if trajectory_ids_PG is not None:
+    w = None if where is None else _vector(where, "where", jnp.bool_, r.shape[0])
+    live, asked, valid = _rows(r, g, w, p)
+    if trajectory_ids_PG is None:
+        a, oor, mean, std, count, constant = _by_layout(r, g, w, p, options)
+        if options.positive_only:
+            a = jnp.maximum(a, 0.0)
+    else:
         t = _vector(trajectory_ids_PG, "trajectory_ids_PG", jnp.int32, r.shape[0])
-        sample_of_row, x, h = _trajectory_samples(x, h, t, valid, p)
-
-    a, oor, mean, std, count, constant = _core(x, h, p, options)
-    if options.positive_only:
-        a = jnp.maximum(a, 0.0)
-    if sample_of_row is not None:
-        a, oor = a[sample_of_row], oor[sample_of_row]
-    a = jnp.where(valid, a, 0.0)
+        x = jnp.where(valid, r, 0.0)
+        sample_of_row, x, h = _trajectory_samples(x, jnp.where(valid, g, p), t, valid, p)
+        a, oor, mean, std, count, constant = _scattered(x, h, h < p, p, options)
+        if options.positive_only:
+            a = jnp.maximum(a, 0.0)
+        a = jnp.where(valid, a[sample_of_row], 0.0)
+        oor = oor[sample_of_row]
     num_live = jnp.sum(live, dtype=jnp.int32)
     num_valid = jnp.sum(valid, dtype=jnp.int32)
     return GroupedAdvantages(
@@ -291,6 +296,10 @@ def _trajectory_samples(
 _F32_MAX = 3.4028234663852886e38  # largest finite float32
 _F32_TINY = 2.0**-126  # smallest normal float32
 _MODERATE = 20  # groups whose largest |r| is within 2^±20 are not rescaled (their shift is 0)
+# Groups whose largest |r| lies between have shift 0 (e within ±20 even where the float of its bit
+# pattern rounds up), with 1/16 to spare for the rounding of the bounds that stand in for it.
+_MODERATE_LOW, _MODERATE_HIGH = 17 * 2.0**-25, 15 * 2.0**16
+_NOT_MODERATE = 2.0**30  # stands in for a subnormal sample where shifts are taken to be 0
 
 
 def _pow2(k: jax.Array) -> jax.Array:
@@ -321,50 +330,115 @@ def _from_bits(bits: jax.Array, factor: jax.Array) -> jax.Array:
     return jnp.where(magnitude < 0x00800000, rebuilt, x * factor)
 
 
-def _core(
-    x: jax.Array, h: jax.Array, p: int, options: AdvantageOptions
-) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array, jax.Array, jax.Array]:
-    """float32 estimator on samples ``x`` with segment ids ``h`` (``p``: left out).
+class _Scatter:
+    """Group reductions by segment id: rows ``[N]`` with ids ``h``, per-group arrays ``[size]``."""
 
-    Returns (advantages, out of range, mean, std, count, constant): per sample, then per group.
+    def __init__(self, h: jax.Array, size: int) -> None:
+        self.h, self.size = h, size
+
+    def sum(self, v: jax.Array) -> jax.Array:
+        return jax.ops.segment_sum(v, self.h, self.size)
+
+    def max(self, v: jax.Array) -> jax.Array:
+        return jax.ops.segment_max(v, self.h, self.size)
+
+    def take(self, per_group: jax.Array) -> jax.Array:
+        return per_group[self.h]
+
+
+class _Blocks:
+    """The same reductions for equal contiguous blocks, rows held as ``[p, k]`` (group g in row g):
+    sums and maxima along rows, per-group values broadcast. No scatter or gather, which on XLA's CPU
+    backend cost a serial read-modify-write per row."""
+
+    def sum(self, v: jax.Array) -> jax.Array:
+        return jnp.sum(v, axis=1)
+
+    def max(self, v: jax.Array) -> jax.Array:
+        return jnp.max(v, axis=1)
+
+    def take(self, per_group: jax.Array) -> jax.Array:
+        return per_group[:, None]
+
+
+class _Partial(NamedTuple):
+    """:func:`_core`'s result before its last per-sample step: per sample c (the advantages for
+    ``scale="whiten"``), per group G_g (A = c·G_g) and the statistics."""
+
+    c: jax.Array
+    factor: jax.Array
+    group_mean: jax.Array
+    group_std: jax.Array
+    group_count: jax.Array
+    group_constant: jax.Array
+
+
+def _core(
+    x: jax.Array,
+    included: jax.Array,
+    segments: _Scatter | _Blocks,
+    options: AdvantageOptions,
+    *,
+    rescale: bool,
+) -> tuple[_Partial, jax.Array]:
+    """float32 estimator on samples ``x`` (0 where not ``included``), grouped by ``segments``, up to
+    the last per-sample step (:func:`_finish`).
+
+    Returns the :class:`_Partial` result and whether it holds: always with ``rescale``; without, when
+    every group's shift is 0.
 
     Each group runs in units of 2^s_g, y = x·2^−s_g, where s_g is 0 when its largest |x| lies within
     2^±20 and otherwise brings it there (one exact multiplication; subnormal x are decoded from their
-    bits), so no difference or square over- or underflows. In those units sums are of deviations
-    d = y − max_g ≤ 0 from the group's largest sample: a group is constant exactly when Σd = 0 (a sum
-    of non-positive numbers), its mean is then max_g exactly, and a large common offset costs float32
-    no precision. Every advantage is c·G_g (c = d − mean_g d), G_g holding 2^s_g and the division.
-    Segment p collects everything left out, so ``p = 0`` works like any other size.
+    bits), so no difference or square over- or underflows. ``rescale=False`` is that arithmetic with
+    every s_g taken to be 0 (multiplications by 2^0 left out, which changes no bit): it holds when no
+    sample is subnormal and each group's largest |x|, bounded below by |max_g| and |mean_g| and above
+    by |max_g| + Σ(max_g − x) and |mean_g| + √Σc², lies within about [2^−21, 2^20), or the group is
+    all zeros. In those units sums are of deviations d = y − max_g ≤ 0 from the group's largest
+    sample: a group is constant exactly when Σd = 0 (a sum of non-positive numbers), its mean is then
+    max_g exactly, and a large common offset costs float32 no precision. Every advantage is c·G_g
+    (c = d − mean_g d), G_g holding 2^s_g and the division.
     """
     baseline, scale, ddof, eps = options.baseline, options.scale, options.ddof, options.eps
-    size = p + 1
-    included = h < p
-    n = jax.ops.segment_sum(included.astype(jnp.int32), h, size)
-    bits = jax.lax.bitcast_convert_type(x, jnp.int32)
-    magnitude = bits & 0x7FFFFFFF
-    # The group's largest bit pattern, as a float: a float max is fast where an int32 one is not, and
-    # its rounding (24 of 31 bits) can only move e by one, which the ±20 window absorbs. Subnormal
-    # patterns are below 2^23, so exact.
-    top_bits = jnp.maximum(jax.ops.segment_max(magnitude.astype(jnp.float32), h, size), 0.0)
-    top_magnitude = top_bits.astype(jnp.int32)
-    biased = top_magnitude >> 23
-    e = jnp.where(biased > 0, biased - 126, jnp.frexp(top_bits)[1] - 149)  # max|x| ≈ m·2^e, 0.5 ≤ m < 1
-    shift = jnp.where(top_magnitude > 0, jnp.maximum(e - jnp.clip(e, -_MODERATE, _MODERATE), -127), 0)
-    unit = _pow2(-shift)  # 2^−s_g, within [2^−108, 2^127]
-    scale_back = 1.0 / unit  # 2^s_g, exact (0 for s_g = −127, below float32's normal range)
-    y = _from_bits(bits, unit[h])
-    top = jax.ops.segment_max(jnp.where(included, y, -jnp.inf), h, size)  # y: normal floats
+    n = segments.sum(included.astype(jnp.int32))
+    if rescale:
+        bits = jax.lax.bitcast_convert_type(x, jnp.int32)
+        magnitude = bits & 0x7FFFFFFF
+        # The group's largest bit pattern, as a float: a float max is fast where an int32 one is not,
+        # and its rounding (24 of 31 bits) can only move e by one, which the ±20 window absorbs.
+        # Subnormal patterns are below 2^23, so exact.
+        top_bits = jnp.maximum(segments.max(magnitude.astype(jnp.float32)), 0.0)
+        top_magnitude = top_bits.astype(jnp.int32)
+        biased = top_magnitude >> 23
+        e = jnp.where(biased > 0, biased - 126, jnp.frexp(top_bits)[1] - 149)  # max|x| ≈ m·2^e, ½ ≤ m < 1
+        shift = jnp.where(top_magnitude > 0, jnp.maximum(e - jnp.clip(e, -_MODERATE, _MODERATE), -127), 0)
+        unit = _pow2(-shift)  # 2^−s_g, within [2^−108, 2^127]
+        scale_back = 1.0 / unit  # 2^s_g, exact (0 for s_g = −127, below float32's normal range)
+        y = _from_bits(bits, segments.take(unit))
+    else:
+        shift = jnp.zeros(n.shape, jnp.int32)
+        unit = scale_back = jnp.float32(1.0)  # float32, so every product rounds as with an array 2^0
+        magnitude = jax.lax.bitcast_convert_type(x, jnp.int32) & 0x7FFFFFFF
+        subnormal = (magnitude > 0) & (magnitude < 0x00800000)
+        y = jnp.where(subnormal, _NOT_MODERATE, x)  # its group then fails the check below
+    top = segments.max(jnp.where(included, y, -jnp.inf))  # y: normal floats
     top = jnp.where(n > 0, top, 0.0)
-    d = jnp.where(included, y - top[h], 0.0)
-    total = jax.ops.segment_sum(d, h, size)
+    d = jnp.where(included, y - segments.take(top), 0.0)
+    total = segments.sum(d)
     constant = (total == 0.0) & (n > 0)
     mean_d = total / jnp.maximum(n, 1)
     single = n == 1
     raw = options.singleton == "raw"
     # verl's group of one: μ := 0, so the centred value is the sample itself (d − (−top) = y).
     centre = jnp.where(single, -top, mean_d) if raw else mean_d
-    c = jnp.where(included, d - centre[h], 0.0)
-    m2 = jnp.where(constant, 0.0, jax.ops.segment_sum(c * c, h, size))
+    c = jnp.where(included, d - segments.take(centre), 0.0)
+    m2 = jnp.where(constant, 0.0, segments.sum(c * c))
+    holds = jnp.bool_(True)
+    if not rescale:  # bounds on max|x| (NaN where a sum overflowed: the check fails)
+        mean_x = top + mean_d
+        lower = jnp.maximum(jnp.abs(top), jnp.abs(mean_x))
+        upper = jnp.minimum(jnp.abs(top) - total, jnp.abs(mean_x) + jnp.sqrt(m2))
+        moderate = (lower >= _MODERATE_LOW) & (upper < _MODERATE_HIGH)
+        holds = jnp.all(moderate | (n == 0) | (constant & (top == 0.0)))
     dof = n - ddof
     sd_y = jnp.sqrt(m2 / jnp.maximum(dof, 1))  # σ_g·2^−s_g before the floor
     floor_sd = math.sqrt(options.var_floor)
@@ -373,7 +447,7 @@ def _core(
     if baseline == "leave_one_out":
         loo = n / jnp.maximum(n - 1, 1).astype(jnp.float32)
     else:
-        loo = jnp.ones(size, jnp.float32)
+        loo = jnp.ones(n.shape, jnp.float32)
     # base: the group-stage factor in the group's units (A = c·base·2^s_g before any batch scaling)
     base = jnp.where(constant | (n == 0), 0.0, loo)
     if raw:
@@ -388,8 +462,8 @@ def _core(
         g = jnp.where(divide, loo / jnp.where(divide, denom, 1.0), g)
         if raw:
             g = jnp.where(single, scale_back / (1.0 + eps), g)
-    nonzero = c != 0.0
-    live = (n > 0) & (top_magnitude > 0)
+    # a group with a nonzero sample: its largest |y| is a normal float, so it is not all zeros
+    live = (n > 0) & ~(constant & (top == 0.0))
     if scale in ("batch", "whiten"):
         # whiten: a constant group's advantages are exactly 0 in any unit, so it does not set the batch
         # unit (a 1e25 constant group would make every other group's squares underflow to 0)
@@ -397,23 +471,106 @@ def _core(
         s_b = jnp.max(jnp.where(sets_unit, shift, -127), initial=-127)
         to_batch = base * _times_pow2(jnp.float32(1.0), shift - s_b)  # A = c·to_batch·2^s_B
         if scale == "batch":  # A = a/(σ_B + eps), σ_B over every included reward
-            _, sd = _masked_mean_std(y * _times_pow2(jnp.float32(1.0), shift - s_b)[h], included, ddof)
+            in_batch_units = y * segments.take(_times_pow2(jnp.float32(1.0), shift - s_b))
+            _, sd = _masked_mean_std(in_batch_units, included, ddof)
             denom_b = sd + _times_pow2(jnp.float32(eps), -s_b)
             g = jnp.where(denom_b > 0, to_batch / jnp.where(denom_b > 0, denom_b, 1.0), g)
         else:  # A = (a − mean_B a)/(std_B a + eps)
-            a_b = jnp.where(included, c * to_batch[h], 0.0)
+            a_b = jnp.where(included, c * segments.take(to_batch), 0.0)
             mu, sd = _masked_mean_std(a_b, included, ddof)
             denom_w = sd + _times_pow2(jnp.float32(eps), -s_b)
             whitened = jnp.where(sd > 0, (a_b - mu) / jnp.where(sd > 0, denom_w, 1.0), 0.0)
-            nonzero = jnp.zeros_like(nonzero)  # dimensionless and O(1): no underflow to track
-    a = whitened if scale == "whiten" else jnp.where(included, c * g[h], 0.0)
+    if scale == "whiten":
+        c = whitened
+    mean = jnp.where(n > 0, (top + mean_d) * scale_back, 0.0)
+    std = jnp.minimum(std, jnp.float32(_F32_MAX))
+    return _Partial(c, g, mean, std, n, constant), holds
+
+
+def _finish(
+    part: _Partial, included: jax.Array, segments: _Scatter | _Blocks, whitened: bool
+) -> tuple[jax.Array, ...]:
+    """(advantages, out of range, mean, std, count, constant) from :func:`_core`'s partial result.
+
+    Called where ``part`` has been stored (a branch of ``lax.cond`` takes it as an operand): fused
+    into the gather of G_g, XLA's CPU backend would otherwise work out each group's G_g (a square
+    root, divisions) again for each of its samples.
+    """
+    if whitened:
+        a, nonzero = part.c, jnp.zeros(part.c.shape, bool)  # dimensionless and O(1): no underflow
+    else:
+        a, nonzero = jnp.where(included, part.c * segments.take(part.factor), 0.0), part.c != 0.0
     big = jnp.float32(_F32_MAX)
     overflow = jnp.isinf(a)
     a = jnp.where(overflow, jnp.copysign(big, a), a)
-    out_of_range: jax.Array = included & (overflow | (nonzero & (jnp.abs(a) < _F32_TINY)))
-    mean = jnp.where(n > 0, (top + mean_d) * scale_back, 0.0)
-    std = jnp.minimum(std, big)
-    return a, out_of_range, mean[:p], std[:p], n[:p], constant[:p]
+    out_of_range = included & (overflow | (nonzero & (jnp.abs(a) < _F32_TINY)))
+    return a, out_of_range, part.group_mean, part.group_std, part.group_count, part.group_constant
+
+
+def _rows(
+    r: jax.Array, g: jax.Array, where: jax.Array | None, p: int
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """(live, asked, valid): rows with an id in ``[0, p)``, those of them ``where`` keeps, and those of
+    them with a finite reward."""
+    live = (g >= 0) & (g < p)
+    asked = live if where is None else live & where
+    return live, asked, asked & jnp.isfinite(r)
+
+
+def _scattered(
+    x: jax.Array, h: jax.Array, included: jax.Array, p: int, options: AdvantageOptions
+) -> tuple[jax.Array, ...]:
+    """:func:`_core` on scatters by group ids ``h`` (``included``: the rows that count; ids outside
+    ``[0, p)`` fall out of every segment sum and maximum): first without per-group shifts, then, where
+    that result does not hold (a group whose largest |r| may lie beyond about 2^±20, or a subnormal
+    reward), again with them."""
+    segments = _Scatter(h, max(p, 1))  # p = 0: one segment that no row is included in
+    whitened = options.scale == "whiten"
+    fast, holds = _core(x, included, segments, options, rescale=False)
+
+    def finish(part: _Partial) -> tuple[jax.Array, ...]:
+        return _finish(part, included, segments, whitened)
+
+    def rescaled(part: _Partial) -> tuple[jax.Array, ...]:
+        del part
+        return finish(_core(x, included, segments, options, rescale=True)[0])
+
+    a, oor, mean, std, n, constant = jax.lax.cond(holds, finish, rescaled, fast)
+    return a, oor, mean[:p], std[:p], n[:p], constant[:p]
+
+
+def _by_layout(
+    r: jax.Array, g: jax.Array, where: jax.Array | None, p: int, options: AdvantageOptions
+) -> tuple[jax.Array, ...]:
+    """:func:`_core` on the rows as given, the cheapest way that gives its result: equal contiguous
+    blocks (the ids are 0 … 0, 1 … 1, …, p − 1 … p − 1 in runs of one length k) as dense ``[p, k]``
+    rows, with no scatter or gather; any other layout by :func:`_scattered`. Under ``vmap`` with
+    batched ids both branches run."""
+    valid = _rows(r, g, where, p)[2]
+    x = jnp.where(valid, r, 0.0)
+
+    def scattered() -> tuple[jax.Array, ...]:
+        return _scattered(x, g, valid, p, options)
+
+    rows = r.shape[0]
+    k = rows // p if p and rows % p == 0 else 0
+    if not k:
+        return scattered()
+
+    def blocked() -> tuple[jax.Array, ...]:
+        rows_PK = (x.reshape(p, k), valid.reshape(p, k))
+        part = _core(*rows_PK, _Blocks(), options, rescale=True)[0]
+        a, oor, *stats = _finish(part, rows_PK[1], _Blocks(), options.scale == "whiten")
+        return (a.reshape(-1), oor.reshape(-1), *stats)
+
+    def every_row() -> jax.Array:
+        return jnp.all(g == jax.lax.iota(jnp.int32, rows) // k)
+
+    # five rows first (a ragged layout rarely passes them), then every row
+    probes = sorted({0, rows // 4, rows // 2, 3 * rows // 4, rows - 1})
+    plausible = jnp.all(g[np.array(probes)] == np.array(probes, np.int32) // k)
+    blocks = jax.lax.cond(plausible, every_row, lambda: jnp.bool_(False))
+    return jax.lax.cond(blocks, blocked, scattered)  # type: ignore[no-any-return]
 
 
 def _masked_mean_std(x: jax.Array, included: jax.Array, ddof: int) -> tuple[jax.Array, jax.Array]:
