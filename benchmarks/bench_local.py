@@ -14,15 +14,34 @@ and ``--prompt-len`` set a larger one. Both sides multiply matrices in full floa
 (``adapters.local.model.PRECISION``: TensorFloat-32 breaks sampler/trainer agreement), and torch is set
 to ``highest`` (its default).
 
-``python -m benchmarks local [--quick] [--size small] [--batch B --seq S --new N --prompt-len P]``. The
-peer runs only if torch and transformers import; otherwise it is reported as skipped.
+Part 2, the two paths of the local service: the default ``debate-kernel train`` run
+(:data:`adapters.cli.train.LOCAL_PRESET`, shortened to 4 warm-start and 4 RL steps; ``--quick``: 3 and
+3 in the small shapes of ``benchmarks learning --quick``) through the ``tinker`` SDK over HTTP to a
+``debate-kernel serve`` (what ``train`` does) against the same run on the in-process client
+(``--service inprocess``). One server serves every HTTP run; each run is a fresh training run, so both
+paths sample the same tokens and do the same work. Each path first runs once unmeasured (the server's
+start and every program's compilation fall there), then the measured runs alternate (HTTP, in-process,
+HTTP, …). Per run: the mean ``time/total`` of the warm-start and of the RL steps (the first step of
+each phase and the steps that evaluate left out) and the mean ``time/eval``; per path and phase the best run
+(the shared machine's load comes and goes). The default run's time is projected from them (80
+warm-start steps, 30 RL steps, 4 evaluations), and the ratio HTTP / in-process is printed against the
+goal of issue 33: within 10 %. As ``debate-kernel train``,
+this process then has one malloc arena (:func:`adapters.tinker.memory.one_malloc_arena`), two CPU
+devices and the persistent compilation cache; the server has the same.
+
+``python -m benchmarks local [--quick] [--only peer|paths] [--rounds R] [--size small] [--batch B --seq S
+--new N --prompt-len P]``. The peer runs only if torch and transformers import; otherwise it is reported
+as skipped.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import itertools
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -30,6 +49,21 @@ import numpy as np
 from benchmarks._common import block, emit_json, print_table, time_call, time_compile
 
 Step = Callable[[], Any]
+
+GOAL = 1.10
+"""Issue 33's goal: the HTTP path's step time within 10 % of the in-process path's on the default run."""
+
+_PATHS_RUN = {"warm_start_steps": 4, "steps": 4}
+"""The default run, shortened: two measured steps of each phase (not the first, not one that evaluates)."""
+_PATHS_QUICK = {
+    "warm_start_steps": 3,
+    "steps": 3,
+    "batch_size": 2,
+    "eval_questions": 2,
+    "eval_repeats": 1,
+    "max_tokens": 32,
+}
+"""``--quick``: the shapes of ``benchmarks learning --quick``."""
 
 
 def _ours(
@@ -175,6 +209,133 @@ def _peer(
     return out, {"sample": sample, "train": step}
 
 
+def evaluations(warm_start_steps: int, steps: int, eval_every: int) -> int:
+    """How many evaluations a run makes: where RL starts (after a warm start), every ``eval_every``
+    steps after it and after the last step (the planner's rule).
+
+    Examples:
+        >>> evaluations(80, 30, 10), evaluations(0, 5, 0), evaluations(2, 3, 2)
+        (4, 1, 3)
+    """
+    total = warm_start_steps + steps
+    due = 0
+    for s in range(total):
+        if s + 1 == warm_start_steps:
+            due += 1
+        elif s + 1 > warm_start_steps and (s + 1 == total or (eval_every > 0 and (s + 1) % eval_every == 0)):
+            due += 1
+    return due
+
+
+def phase_times(metrics: list[dict[str, Any]]) -> dict[str, float]:
+    """A run's mean step time per phase (``time/total``; the first step of each phase and the steps that
+    evaluate left out, while others remain) and its mean evaluation time (``time/eval``); NaN for what
+    the run did not have.
+
+    Examples:
+        >>> steps = ((9, 0), (3, 0), (4, 0), (6, 2))  # time/total, time/eval
+        >>> phase_times([{"phase": "rl", "time/total": t, "time/eval": e} for t, e in steps])
+        {'warm_start_s': nan, 'rl_s': 3.5, 'eval_s': 2.0}
+    """
+    out: dict[str, float] = {}
+    for phase in ("warm_start", "rl"):
+        rows = [r for r in metrics if r["phase"] == phase]
+        plain = [r for r in rows[1:] if not _evaluated(r)] or rows[1:] or rows
+        out[f"{phase}_s"] = float(np.mean([float(r["time/total"]) for r in plain])) if plain else float("nan")
+    evals = [float(r["time/eval"]) for r in metrics if _evaluated(r)]
+    out["eval_s"] = float(np.mean(evals)) if evals else float("nan")
+    return out
+
+
+def _evaluated(record: dict[str, Any]) -> bool:
+    """Whether a metrics line's step evaluated (its ``time/eval`` is more than the bookkeeping's)."""
+    return float(record.get("time/eval") or 0.0) > 1e-3
+
+
+def projected(times: dict[str, float], warm_start_steps: int, steps: int, evals: int) -> float:
+    """Seconds of a run of that many steps and evaluations at ``times``' (:func:`phase_times`) rates.
+
+    Examples:
+        >>> projected({"warm_start_s": 1.0, "rl_s": 4.0, "eval_s": 20.0}, 80, 30, 4)
+        280.0
+    """
+    parts = (times["warm_start_s"] * warm_start_steps, times["rl_s"] * steps, times["eval_s"] * evals)
+    return float(sum(p for p in parts if p == p))  # a phase the run does not have (NaN × 0) adds nothing
+
+
+def _paths(quick: bool, rounds: int) -> dict[str, Any]:
+    """The default run's step times through the SDK over HTTP to ``debate-kernel serve`` and on the
+    in-process client, alternately (see the module docstring)."""
+    import tempfile
+
+    from adapters.cli.train import LOCAL_PRESET
+
+    shortened = {**LOCAL_PRESET, **_PATHS_RUN, **(_PATHS_QUICK if quick else {})}
+    with tempfile.TemporaryDirectory(prefix="bench-paths-") as name:
+        return _alternated_paths(shortened, Path(name), rounds)
+
+
+def _alternated_paths(shortened: dict[str, Any], tmp: Path, rounds: int) -> dict[str, Any]:
+    """:func:`_paths`' measurement, its runs under ``tmp``."""
+    import tinker
+
+    from adapters._gc import fewer_gc_passes
+    from adapters.cli.train import LOCAL_PRESET
+    from adapters.local import LocalServiceClient
+    from adapters.serve.process import API_KEY, ServedClient, served
+    from adapters.tinker.renderers import ByteRenderer
+    from adapters.training.config import TrainConfig
+    from adapters.training.train import run_training
+
+    runs = itertools.count()
+
+    def train(service: Any) -> list[dict[str, Any]]:
+        config = TrainConfig.from_mapping({**shortened, "out": str(tmp / f"run-{next(runs)}")})
+        with fewer_gc_passes():  # as `debate-kernel train` runs the loop
+            result = asyncio.run(run_training(config, service, renderer=ByteRenderer()))
+        return list(result.metrics)
+
+    def http(url: str) -> list[dict[str, Any]]:
+        sdk = tinker.ServiceClient(base_url=url, api_key=API_KEY)  # a session per run, as train's
+        try:
+            return train(ServedClient(sdk))
+        finally:
+            sdk.close("success").result(timeout=30)
+
+    def inprocess() -> list[dict[str, Any]]:
+        return train(LocalServiceClient(seed=0, root=tmp / f"inprocess-{next(runs)}"))
+
+    preset = (int(LOCAL_PRESET["warm_start_steps"]), int(LOCAL_PRESET["steps"]))
+    evals = evaluations(*preset, int(LOCAL_PRESET["eval_every"]))
+    measured: dict[str, list[dict[str, float]]] = {"http": [], "inprocess": []}
+    warmup_s: dict[str, float] = {}
+    t0 = time.perf_counter()
+    with served(str(LOCAL_PRESET["model"]), root=tmp / "service", log=tmp / "serve.log") as url:
+        start_s = time.perf_counter() - t0
+        sides: dict[str, Callable[[], list[dict[str, Any]]]] = {
+            "http": lambda: http(url),
+            "inprocess": inprocess,
+        }
+        for name, run in sides.items():  # unmeasured: every program of the run compiles on each side
+            t0 = time.perf_counter()
+            run()
+            warmup_s[name] = time.perf_counter() - t0
+        for _ in range(max(rounds, 1)):
+            for name, run in sides.items():
+                measured[name].append(phase_times(run()))
+    out: dict[str, Any] = {"server_start_s": start_s, "rounds": max(rounds, 1), "evaluations": evals}
+    for name, runs_of in measured.items():
+        for key in runs_of[0]:  # each phase's best run: the quietest spell of the shared machine
+            out[f"{name}_{key}"] = float(np.nanmin([r[key] for r in runs_of]))
+            out[f"{name}_{key}_every_round"] = [r[key] for r in runs_of]
+        best = {key: out[f"{name}_{key}"] for key in runs_of[0]}
+        out[f"{name}_default_run_s"] = projected(best, *preset, evals)
+        out[f"{name}_warmup_run_s"] = warmup_s[name]
+    for key in ("warm_start_s", "rl_s", "eval_s", "default_run_s"):
+        out[f"ratio_{key}"] = out[f"http_{key}"] / out[f"inprocess_{key}"]
+    return out
+
+
 def _platform() -> str:
     """The platform of JAX's default device (``cpu``, ``gpu``, ``tpu``)."""
     import jax
@@ -185,12 +346,68 @@ def _platform() -> str:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks local")
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument(
+        "--only", choices=("peer", "paths"), help="one part: the torch peer, or the service's two paths"
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=None,
+        help="measured runs per path in part 2 (default 3; 1 with --quick)",
+    )
     parser.add_argument("--size", default=None, help="tiny, small or base (default small; tiny with --quick)")
     parser.add_argument("--batch", type=int, default=None, help="rows sampled / trained at once")
     parser.add_argument("--seq", type=int, default=None, help="training sequence length")
     parser.add_argument("--new", type=int, default=None, help="tokens sampled per row")
     parser.add_argument("--prompt-len", type=int, default=None, help="prompt tokens before sampling")
     args = parser.parse_args(argv)
+    from adapters.local import split_cpu
+    from adapters.tinker.memory import one_malloc_arena
+
+    if args.only != "peer":  # as `debate-kernel train --service inprocess` does, before JAX starts
+        from adapters.local.devices import compilation_cache
+
+        compilation_cache(0.5)
+        one_malloc_arena()
+    split_cpu()  # as `debate-kernel train` does (no effect where JAX already ran in this process)
+    start = time.perf_counter()
+    figures: dict[str, Any] = {"jax_platform": _platform()}
+    if args.only != "paths":
+        figures.update(_peer_part(args))
+    if args.only != "peer":
+        paths = _paths(args.quick, args.rounds or (1 if args.quick else 3))
+        _print_paths(paths, quick=args.quick)
+        figures.update({f"paths_{k}": v for k, v in paths.items()})
+    figures["wall_s"] = time.perf_counter() - start
+    emit_json({"benchmark": "local", **figures})
+    return 0
+
+
+def _print_paths(paths: dict[str, Any], *, quick: bool) -> None:
+    """Part 2's table: each phase's seconds on both paths, their ratio, and the goal's verdict."""
+    rows = [
+        [label, paths[f"http_{key}"], paths[f"inprocess_{key}"], paths[f"ratio_{key}"]]
+        for label, key in (
+            ("warm-start step s", "warm_start_s"),
+            ("RL step s", "rl_s"),
+            ("evaluation s", "eval_s"),
+            (f"default run s (80 + 30 steps, {paths['evaluations']} evaluations)", "default_run_s"),
+        )
+    ]
+    shapes = "the quick shapes" if quick else "the default run's shapes"
+    print_table(
+        f"the default run ({shapes}) through the SDK over HTTP to debate-kernel serve vs the in-process "
+        f"client, each phase's best of {paths['rounds']} alternated runs, compiled beforehand",
+        ["measure", "HTTP", "in-process", "HTTP / in-process"],
+        rows,
+    )
+    verdict = "meets" if paths["ratio_default_run_s"] <= GOAL else "misses"
+    ratio = paths["ratio_default_run_s"]
+    print(f"HTTP / in-process on the default run: {ratio:.3f} ({verdict} the goal <= {GOAL})")
+
+
+def _peer_part(args: argparse.Namespace) -> dict[str, Any]:
+    """Part 1: ours against torch + transformers; prints its table and returns its figures."""
     size = args.size or ("tiny" if args.quick else "small")
     batch, prompt_len, new, seq = (4, 16, 16, 32) if args.quick else (8, 64, 64, 128)
     batch = args.batch or batch
@@ -198,10 +415,6 @@ def main(argv: list[str]) -> int:
     new = args.new or new
     seq = args.seq or seq
     repeat = 2 if args.quick else 9
-    from adapters.local import split_cpu
-
-    split_cpu()  # as `debate-kernel train` does (no effect where JAX already ran in this process)
-    start = time.perf_counter()
     ours, ours_steps = _ours(size, batch, prompt_len, new, seq)
     found = _peer(size, batch, prompt_len, new, seq)
     peer, peer_steps = found if found is not None else (None, {})
@@ -237,12 +450,9 @@ def main(argv: list[str]) -> int:
     if peer is None:
         print("peer skipped: torch and transformers are not importable")
     figures: dict[str, Any] = {f"ours_{k}": v for k, v in ours.items()}
-    figures["jax_platform"] = platform
     if peer:
         figures.update({f"peer_{k}": v for k, v in peer.items()})
         figures["sample_ratio"] = ours["sample_tok_s"] / peer["sample_tok_s"]
         figures["train_ratio"] = ours["train_tok_s"] / peer["train_tok_s"]
     figures["size"] = size
-    figures["wall_s"] = time.perf_counter() - start
-    emit_json({"benchmark": "local", **figures})
-    return 0
+    return figures
