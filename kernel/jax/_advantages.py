@@ -558,9 +558,9 @@ def _by_layout(
         return scattered()
 
     def blocked() -> tuple[jax.Array, ...]:
-        rows_PK = (x.reshape(p, k), valid.reshape(p, k))
-        part = _core(*rows_PK, _Blocks(), options, rescale=True)[0]
-        a, oor, *stats = _finish(part, rows_PK[1], _Blocks(), options.scale == "whiten")
+        dense_rows = (x.reshape(p, k), valid.reshape(p, k))
+        part = _core(*dense_rows, _Blocks(), options, rescale=True)[0]
+        a, oor, *stats = _finish(part, dense_rows[1], _Blocks(), options.scale == "whiten")
         return (a.reshape(-1), oor.reshape(-1), *stats)
 
     def every_row() -> jax.Array:
