@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -392,57 +391,6 @@ def test_sampling_matches_the_local_service(trainer: tinker.TrainingClient, tmp_
         for a, b in zip(got.sequences, want.sequences, strict=True):
             np.testing.assert_allclose(a.logprobs or [], b.logprobs or [], rtol=1e-5, atol=1e-6)
         assert len({s.sequence_id for s in got.sequences}) == 3
-
-
-def test_concurrent_samples_are_batched_and_equal_one_by_one(
-    trainer: tinker.TrainingClient, tmp_path: Path
-) -> None:
-    """Samples sent at once to one sampler run in the local service's batched call (the worker takes the
-    queued sample jobs of a sampler together) and draw what the in-process sampler draws one by one."""
-    remote = trainer.save_weights_and_get_sampling_client().result()
-    local = _local(tmp_path).save_weights_and_get_sampling_client().result()
-    prompts = [list(b"Hi"), list(b"Q: 2+2"), list(b"x")]
-    params = [types.SamplingParams(max_tokens=6, seed=20 + i) for i in range(len(prompts))]
-    futures = [
-        remote.sample(types.ModelInput.from_ints(p), 2, sp) for p, sp in zip(prompts, params, strict=True)
-    ]
-    for future, prompt, sp in zip(futures, prompts, params, strict=True):
-        got, want = future.result(), _local_sample(local, prompt, 2, sp)
-        assert [s.tokens for s in got.sequences] == [s.tokens for s in want.sequences]
-
-
-def test_the_worker_runs_a_samplers_queued_jobs_together_and_others_alone() -> None:
-    from adapters.serve.app import _Worker
-    from adapters.serve.state import Job
-
-    loops: list[tuple[str, int]] = []
-
-    def job(name: str, batch: str | None) -> Job:
-        async def together() -> str:
-            loops.append((name, id(asyncio.get_running_loop())))
-            return name
-
-        def work() -> str:
-            loops.append((name, 0))
-            return name
-
-        future = types.UntypedAPIFuture(request_id=name, model_id=None)
-        return Job(future, work, batch, together if batch else None)
-
-    worker = _Worker(poll_seconds=1.0, try_again_first=0)
-    worker.pool.submit(lambda: None).result()  # the thread exists
-    hold = threading.Event()
-    worker.pool.submit(hold.wait)  # the jobs queue up behind this
-    names = [("a", "s"), ("b", "s"), ("c", None), ("d", "s"), ("e", "t")]
-    for name, batch in names:
-        worker.submit(job(name, batch))
-    hold.set()
-    assert [worker.pending[name].result() for name, _ in names] == [n for n, _ in names]
-    order = [n for n, _ in loops]
-    assert order == ["a", "b", "c", "d", "e"]
-    loop_of = dict(loops)
-    assert loop_of["a"] == loop_of["b"] != 0 and loop_of["c"] == 0  # a and b in one loop; c alone
-    worker.pool.shutdown()
 
 
 def test_compute_logprobs_and_prompt_logprobs(trainer: tinker.TrainingClient, tmp_path: Path) -> None:

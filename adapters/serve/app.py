@@ -17,7 +17,6 @@ body is a ``RequestFailedResponse`` too (the SDK raises ``tinker.BadRequestError
 from __future__ import annotations
 
 import asyncio
-import collections
 import concurrent.futures
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -105,33 +104,11 @@ class _Worker:
         self.pending: dict[str, concurrent.futures.Future[Any]] = {}
         self.delays: dict[str, int] = {}
         self.poll_seconds, self.try_again_first = poll_seconds, try_again_first
-        self.waiting: collections.deque[tuple[Job, concurrent.futures.Future[Any]]] = collections.deque()
 
     def submit(self, job: Job) -> JSONResponse:
-        """Queues ``job``; the worker thread runs queued jobs in order, and runs a job together with the
-        jobs of its ``batch`` key queued right behind it (concurrent samples of one sampler)."""
-        outcome: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        self.pending[job.future.request_id] = outcome
+        self.pending[job.future.request_id] = self.pool.submit(job.work)
         self.delays[job.future.request_id] = self.try_again_first
-        self.waiting.append((job, outcome))
-        self.pool.submit(self._run_next)
         return _json(job.future)
-
-    def _run_next(self) -> None:
-        """On the worker thread: the oldest waiting job, with those of its batch queued right behind it
-        (each submission schedules one call; a call that finds the queue emptied by a batch does
-        nothing)."""
-        if not self.waiting:
-            return
-        batch = [self.waiting.popleft()]
-        key = batch[0][0].batch
-        while key is not None and self.waiting and self.waiting[0][0].batch == key and batch[0][0].together:
-            batch.append(self.waiting.popleft())
-        if len(batch) == 1:
-            job, outcome = batch[0]
-            _settle(outcome, job.work)
-            return
-        asyncio.run(_together(batch))
 
     async def call(self, work: Callable[[], M]) -> M:
         """Runs ``work`` after every job submitted before it and waits for it."""
@@ -149,27 +126,6 @@ class _Worker:
         self.delays.pop(request_id, None)
         exc = future.exception()
         return _json(failure(exc)) if exc is not None else _result(future.result())
-
-
-def _settle(outcome: concurrent.futures.Future[Any], work: Callable[[], Any]) -> None:
-    """``outcome`` gets what ``work()`` returns, or the exception it raises."""
-    try:
-        outcome.set_result(work())
-    except Exception as exc:
-        outcome.set_exception(exc)
-
-
-async def _together(batch: list[tuple[Job, concurrent.futures.Future[Any]]]) -> None:
-    """Runs the jobs of one batch in one event loop (their requests made in queue order, so the local
-    service numbers them as it would one by one); each outcome is its own job's."""
-    tasks = [asyncio.ensure_future(job.together()) for job, _ in batch if job.together is not None]
-    await asyncio.wait(tasks)
-    for (_, outcome), task in zip(batch, tasks, strict=True):
-        exc = task.exception()
-        if exc is not None:
-            outcome.set_exception(exc)
-        else:
-            outcome.set_result(task.result())
 
 
 def _routes(core: ServeCore, worker: _Worker) -> list[Route]:

@@ -19,10 +19,9 @@ Paths: ``tinker://RUN/weights/NAME`` (``save_state``) is ``ROOT/runs/RUN/states/
 
 from __future__ import annotations
 
-import inspect
 import itertools
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -63,18 +62,10 @@ class ServeError(Exception):
 
 
 class Job(NamedTuple):
-    """A request answered with a future: the promise sent at once, the work run later.
-
-    ``batch``: jobs with the same key that wait side by side may run together, each through ``together``
-    (a coroutine doing what ``work`` does), in one event loop: concurrent samples of one sampler then
-    share the local service's batched call (:class:`~adapters.local.service.LocalSamplingClient`), which
-    draws the same tokens as one by one. None: the job runs alone.
-    """
+    """A request answered with a future: the promise sent at once, the work run later."""
 
     future: types.UntypedAPIFuture
     work: Callable[[], Result]
-    batch: str | None = None
-    together: Callable[[], Awaitable[Result]] | None = None
 
 
 def failure(exc: BaseException) -> types.RequestFailedResponse:
@@ -507,16 +498,4 @@ class ServeCore:
             )
 
         ids = _sequence_ids(sampler_id, req.seq_id, req.num_samples)
-        job = self._job(work, sample_sequence_ids=ids)
-        if req.prompt_logprobs:
-            return job
-
-        async def together() -> types.SampleResponse:
-            sampler = self._samplers.get(sampler_id)
-            if sampler is None:
-                raise ValueError(f"unknown sampling session {sampler_id!r}")
-            pending: Any = sampler.client.sample(req.prompt, req.num_samples, req.sampling_params)
-            out: types.SampleResponse = await pending if inspect.isawaitable(pending) else pending.result()
-            return out
-
-        return job._replace(batch=f"sample:{sampler_id}", together=together)
+        return self._job(work, sample_sequence_ids=ids)
