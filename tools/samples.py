@@ -22,6 +22,7 @@ exercises; ``meta.plan`` is how the generator meant it to end (``consensus``, ``
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import sys
 from collections.abc import Sequence
@@ -606,10 +607,13 @@ def generate_debates(
 
 
 def render_file(count: int = DEFAULT_COUNT, seed: int = DEFAULT_SEED) -> str:
-    """The text of the sample file for ``(count, seed)``."""
-    from adapters.transcripts import dumps_debate
-
-    return "".join(dumps_debate(rec) + "\n" for rec in generate_debates(count, seed=seed))
+    """The text of the sample file for ``(count, seed)``: compact JSON by ``json`` (the shipped file's floats
+    in Python's own notation, ``-1.2e-05``)."""
+    lines = (
+        json.dumps(rec, ensure_ascii=False, separators=(",", ":"))
+        for rec in generate_debates(count, seed=seed)
+    )
+    return "".join(line + "\n" for line in lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
