@@ -212,8 +212,7 @@ def _with_latency(
             "train_s": 0.0,
             "rest_s": 0.0,
         }
-        # warm-up: the first step pays imports, the second the start of the transcript writer's process
-        # (spawned at the first large step; its start took 80-100 ms of the second step's kernel stages)
+        # warm-up: the first two steps (imports, first calls); the same steps as in earlier reports
         rows = result.metrics[2:] or result.metrics
         n = len(rows)
         for m in rows:

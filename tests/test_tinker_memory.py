@@ -118,5 +118,7 @@ def test_train_sets_one_arena_before_jax_starts(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setattr(cli_train, "one_malloc_arena", lambda: order.append("arena") or True)
     monkeypatch.setattr(local, "split_cpu", lambda: order.append("split") or True)
     with contextlib.ExitStack() as stack:  # the in-process service (through serve, the server sets them)
-        service = cli_train._service("inprocess", TrainConfig(model="tiny", out=str(tmp_path / "run")), stack)
+        service, _ = cli_train._service(
+            "inprocess", TrainConfig(model="tiny", out=str(tmp_path / "run")), stack
+        )
     assert order == ["arena", "split"] and isinstance(service, local.LocalServiceClient)

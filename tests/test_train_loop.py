@@ -7,13 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import gc
 import json
 import math
 import warnings
-import weakref
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -25,10 +22,8 @@ from adapters.tinker.fake import FakeServiceClient
 from adapters.tinker.faults import Fault, FaultPlan, SimulatedCrash, with_faults
 from adapters.tinker.renderers import ByteRenderer
 from adapters.training import checkpoint as ck
-from adapters.training import train
 from adapters.training.config import TrainConfig
 from adapters.training.dataset import load_questions
-from adapters.training.rollouts import RolloutConfig, run_debates, self_play
 from adapters.training.train import METRIC_NAMES, run_training
 from adapters.transcripts import read_transcripts
 from tests._marks import SHORT_SAMPLES
@@ -415,92 +410,6 @@ def test_agents_that_never_spoke_stay_out_of_the_advantages(
     assert m["advantage/max"] == pytest.approx(highest, abs=1e-6)
 
 
-def test_objects_alive_at_the_start_are_frozen_during_the_loop_and_released_after(tmp_path: Path) -> None:
-    seen: list[int] = []
-    config = _config(tmp_path, steps=2, eval_every=0)
-    progress = lambda step, total, record: seen.append(gc.get_freeze_count())  # noqa: E731
-    asyncio.run(run_training(config, FakeServiceClient(seed=0), progress=progress))
-    assert len(seen) == 2 and min(seen) > 1000  # the modules and clients were out of the collector's scans
-    assert gc.get_freeze_count() == 0  # and are back in them afterwards
-
-
-def test_a_caller_that_froze_objects_keeps_its_freeze(tmp_path: Path) -> None:
-    gc.freeze()
-    try:
-        frozen = gc.get_freeze_count()
-        seen: list[int] = []
-        progress = lambda step, total, record: seen.append(gc.get_freeze_count())  # noqa: E731
-        asyncio.run(
-            run_training(
-                _config(tmp_path, steps=1, eval_every=0), FakeServiceClient(seed=0), progress=progress
-            )
-        )
-        # nothing more frozen (a frozen object can still be freed by its reference count), nothing released
-        assert len(seen) == 1 and seen[0] <= frozen and 0 <= frozen - gc.get_freeze_count() < 1000
-    finally:
-        gc.unfreeze()
-
-
-class _CollectorSeen:
-    """A service whose training clients note whether the cyclic collector is on at each submission."""
-
-    def __init__(self, inner: Any, seen: list[tuple[str, bool]]) -> None:
-        self._inner, self._seen = inner, seen
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._inner, name)
-        if name not in ("forward_backward", "forward_backward_custom", "create_lora_training_client"):
-            return attr
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            self._seen.append((name, gc.isenabled()))
-            out = attr(*args, **kwargs)
-            if name != "create_lora_training_client":
-                return out
-
-            async def wrapped() -> Any:
-                return _CollectorSeen(await out, self._seen)
-
-            return wrapped()
-
-        return call
-
-
-def test_the_collector_is_held_off_from_the_kernel_stages_to_the_submission(tmp_path: Path) -> None:
-    seen: list[tuple[str, bool]] = []
-    on_at_metrics: list[bool] = []
-    progress = lambda step, total, record: on_at_metrics.append(gc.isenabled())  # noqa: E731
-    config = _config(tmp_path, steps=2, eval_every=0)
-    asyncio.run(run_training(config, _CollectorSeen(FakeServiceClient(seed=0), seen), progress=progress))
-    submissions = [on for name, on in seen if name == "forward_backward"]
-    assert submissions == [False, False]  # the datums were built and sent with the collector paused
-    assert on_at_metrics == [True, True] and gc.isenabled()  # and it ran again while the service computed
-
-
-def test_the_collector_is_on_again_after_a_crash_at_the_submission(tmp_path: Path) -> None:
-    plan = FaultPlan(at={("forward_backward", 0): Fault("crash")})
-    service, _ = with_faults(FakeServiceClient(seed=0), plan)
-    with pytest.raises(BaseExceptionGroup) as caught:
-        asyncio.run(run_training(_config(tmp_path, steps=1, eval_every=0), service))
-    assert caught.group_contains(SimulatedCrash)
-    assert gc.isenabled()
-
-
-def test_a_collector_the_caller_turned_off_stays_off(tmp_path: Path) -> None:
-    gc.disable()
-    try:
-        seen: list[bool] = []
-        progress = lambda step, total, record: seen.append(gc.isenabled())  # noqa: E731
-        asyncio.run(
-            run_training(
-                _config(tmp_path, steps=1, eval_every=0), FakeServiceClient(seed=0), progress=progress
-            )
-        )
-        assert seen == [False] and not gc.isenabled()
-    finally:
-        gc.enable()
-
-
 def test_a_max_tokens_shorter_than_the_warm_start_turns_is_warned_about(tmp_path: Path) -> None:
     # every sampled turn would be cut before its closing tags: a parse failure, not a learning signal
     config = _config(tmp_path, steps=1, warm_start_steps=1, max_tokens=100, eval_every=0)
@@ -579,7 +488,6 @@ def test_group_size_plays_each_question_in_that_many_debates(tmp_path: Path, fak
 def test_an_evaluation_plays_each_debate_eval_repeats_times(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_backend: Backend
 ) -> None:
-    from adapters.tinker.renderers import ByteRenderer
     from adapters.training import evaluation
 
     played: list[Any] = []
@@ -884,40 +792,3 @@ def test_a_missing_or_corrupt_served_state_is_named(
     with pytest.raises(ck.CheckpointError, match=rf"loop_state\.json: cannot load its saved state .*{name}"):
         asyncio.run(run_training(more, backend.service(), resume=True))
     assert (tmp_path / "run" / ck.METRICS).read_bytes() == before
-
-
-def test_transcript_write_lets_go_of_the_rollouts_before_the_writer_answers(tmp_path: Path) -> None:
-    """The step's rollouts are freed in the write's first step, while the service computes: freeing them
-    takes a few ms, and the writer's answer comes in the middle of the next batch's sampling."""
-
-    async def main() -> tuple[list[bool], list[bool]]:
-        tc = await FakeServiceClient(seed=0).create_lora_training_client("fake", 4)
-        sampler = await tc.save_weights_and_get_sampling_client()
-        specs = self_play(["What is 2 + 2?", "What is 3 * 3?"], sampler, num_agents=2)
-        rollouts = await run_debates(specs, ByteRenderer(), config=RolloutConfig(num_agents=2, max_rounds=2))
-        played = list(rollouts.results)
-        del rollouts
-        # each turn's action array is its sampled sequence's: alive exactly as long as its rollout
-        probes = [weakref.ref(turn.arrays[1]) for r in played for turn in r.turns if turn.arrays is not None]
-        answer = asyncio.Event()
-        written: list[Any] = []
-
-        class Writer:
-            async def write(self, path: Path, columns: Any) -> None:
-                written.append(columns)
-                await answer.wait()
-
-        shell = SimpleNamespace(run=SimpleNamespace(run_dir=tmp_path), writer=Writer())
-        task = asyncio.create_task(train._Shell.write_transcripts(shell, 0, played))  # type: ignore[arg-type]
-        del played
-        before = [p() is not None for p in probes]
-        await asyncio.sleep(0)  # the write's first step: columns built, then waiting for the writer
-        during = [p() is not None for p in probes]
-        answer.set()
-        await task
-        assert len(written) == 1 and len(written[0].texts) == len(probes)
-        return before, during
-
-    before, during = asyncio.run(main())
-    assert before and all(before)
-    assert not any(during)

@@ -10,8 +10,7 @@ service boundary and contract, a fake service and a fault injector.
   in one place; :mod:`adapters.tinker.contract`: the start-of-run check of a service's contract.
 - :mod:`adapters.tinker.fake` and :mod:`adapters.tinker.faults`: a seeded offline fake of the service
   returning real SDK types, and a wrapper that injects faults into any service.
-- :mod:`adapters.tinker.transcript_writer` and :mod:`adapters.tinker.memory`: a step's transcripts written
-  off the event loop, and the loop's collector and ``malloc`` settings.
+- :mod:`adapters.tinker.memory`: the loop's ``malloc`` settings.
 
 Training itself (the loop, its config, rollouts, checkpoints) is :mod:`adapters.training`; futures and the
 byte tokenizer shared with the local service are :mod:`adapters.futures` and :mod:`adapters.tokenizers`.

@@ -170,7 +170,8 @@ def load_questions(path: str | Path) -> tuple[Question, ...]:
 
 
 def _order(num_questions: int, seed: int, epoch: int) -> np.ndarray:
-    return np.random.default_rng((seed, epoch)).permutation(num_questions)
+    order: np.ndarray = np.random.default_rng((seed, epoch)).permutation(num_questions)
+    return order
 
 
 def batch_at(cursor: Cursor, batch_size: int, num_questions: int, *, seed: int) -> tuple[list[int], Cursor]:

@@ -41,11 +41,10 @@ import tinker
 from tinker import types
 
 from adapters.tinker.boundary import Boundary, RetryPolicy, ServiceError
-from adapters.tinker.convert import Transition, _concat, _offsets
+from adapters.tinker.convert import Transition
 from adapters.tinker.protocol import SamplingClient
 from adapters.tinker.renderers import Renderer
 from adapters.tinker.tokens import TokenArray, prompt_ids
-from adapters.tinker.transcript_writer import TranscriptColumns
 from adapters.transcripts import Debate, dumps_debate
 from adapters.transcripts import Turn as TranscriptTurn
 from kernel import (
@@ -78,7 +77,6 @@ __all__ = [
     "run_debate",
     "run_debates",
     "self_play",
-    "transcript_columns",
     "transcript_lines",
     "turn_arrays",
 ]
@@ -350,78 +348,6 @@ def _transcript_turn(turn: RolloutTurn) -> TranscriptTurn:
         action_tokens=tokens,
         logprobs=tuple(map(float, logprobs)),
     )
-
-
-def transcript_columns(results: Sequence[DebateResult]) -> TranscriptColumns:
-    """The transcripts of ``results`` as :class:`TranscriptColumns`: ``columns.debates()`` equals
-    ``[r.to_transcript() for r in results]``, built from the turns' token arrays (:attr:`RolloutTurn.arrays`)
-    by concatenation, without a Python object per token. A debate that ended before its first turn has
-    no turns (its ``meta`` says why).
-
-    Examples:
-        >>> import asyncio
-        >>> from adapters.tinker.fake import FakeServiceClient
-        >>> from adapters.tinker.renderers import ByteRenderer
-        >>> async def main():
-        ...     tc = await FakeServiceClient(seed=0).create_lora_training_client("fake", 4)
-        ...     sampler = await tc.save_weights_and_get_sampling_client()
-        ...     specs = self_play(["2 + 2?", "3 * 3?"], sampler, num_agents=2)
-        ...     config = RolloutConfig(num_agents=2, max_rounds=2)
-        ...     return await run_debates(specs, ByteRenderer(), config=config)
-        >>> cols = transcript_columns(asyncio.run(main()).results)
-        >>> cols.ids, cols.turn_offsets_P1.tolist(), bool(cols.has_tokens_K.all())
-        (['q0', 'q1'], [0, 2, 6], True)
-        >>> [(d.id, len(d.turns), d.meta["end_reason"]) for d in cols.debates()]
-        [('q0', 2, 'consensus'), ('q1', 4, 'max_rounds')]
-    """
-    metas = [r.transcript_meta() for r in results]
-    agents: list[int] = []
-    rounds: list[int | None] = []
-    texts: list[str] = []
-    has: list[bool] = []
-    obs: list[npt.NDArray[np.integer[Any]]] = []
-    acs: list[npt.NDArray[np.integer[Any]]] = []
-    lps: list[npt.NDArray[np.floating[Any]]] = []
-    no_ids: npt.NDArray[np.int32] = np.zeros(0, np.int32)  # widens nothing
-    no_logprobs: npt.NDArray[np.float64] = np.zeros(0, np.float64)
-    for r in results:
-        for t in r.turns:
-            agents.append(t.agent_id)
-            rounds.append(t.round)
-            texts.append(t.text)
-            has.append(t.arrays is not None)
-            ob, ac, lp = t.arrays if t.arrays is not None else (no_ids, no_ids, no_logprobs)
-            obs.append(ob)
-            acs.append(ac)
-            lps.append(lp)
-    return TranscriptColumns(
-        ids=[r.transcript_id for r in results],
-        questions=[r.spec.question for r in results],
-        num_agents=[r.state.num_agents for r in results],
-        max_rounds=[r.state.max_rounds for r in results],
-        metas=metas,
-        turn_offsets_P1=np.cumsum([0, *(len(r.turns) for r in results)], dtype=np.int64),
-        agents=agents,
-        rounds=rounds,
-        texts=texts,
-        has_tokens_K=np.asarray(has, dtype=np.bool_),
-        ob_tokens=_narrow(_concat(obs, None)),
-        ob_offsets_K1=_offsets(obs),
-        ac_tokens=_narrow(_concat(acs, None)),
-        ac_offsets_K1=_offsets(acs),
-        logprobs=_concat(lps, np.float64),
-    )
-
-
-def _narrow(ids: npt.NDArray[np.integer[Any]]) -> npt.NDArray[np.signedinteger[Any]]:
-    """``ids`` as int32 when every id fits (half the bytes to send; the same Python ints come back)."""
-    if ids.dtype == np.int32:  # the byte renderer's and the fake sampler's ids: nothing to check
-        return ids.astype(np.int32, copy=False)
-    wide = ids.astype(np.int64, copy=False)
-    info = np.iinfo(np.int32)
-    if wide.shape[0] and (int(wide.min()) < info.min or int(wide.max()) > info.max):
-        return wide
-    return wide.astype(np.int32)
 
 
 @dataclass(frozen=True, slots=True, repr=False)

@@ -17,7 +17,6 @@ cancelled. Nothing here decides *what* to do next: that is the planner's job.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 import random
@@ -35,7 +34,6 @@ from tinker import types
 
 from adapters._json import finite_or_none
 from adapters.futures import CompletedFuture
-from adapters.tinker import transcript_writer
 from adapters.tinker.boundary import (
     NOT_REPLAYED,
     Boundary,
@@ -44,10 +42,9 @@ from adapters.tinker.boundary import (
     check_forward_backward,
     check_logprobs,
 )
-from adapters.tinker.memory import CollectorPause, freed_memory_kept, long_lived_objects_frozen
+from adapters.tinker.memory import freed_memory_kept
 from adapters.tinker.protocol import SamplingClient, ServiceClient, TrainingClient
 from adapters.tinker.renderers import Renderer, choose_renderer
-from adapters.tinker.transcript_writer import TranscriptWriter
 from adapters.training import checkpoint as ck
 from adapters.training import planner as pl
 from adapters.training.config import TrainConfig
@@ -73,9 +70,9 @@ from adapters.training.rollouts import (
     RolloutConfig,
     run_debates,
     self_play,
-    transcript_columns,
 )
 from adapters.training.streaming import PartTracker, part_bounds
+from adapters.transcripts import Debate, dumps_debate
 
 __all__ = [
     "METRIC_NAMES",
@@ -221,9 +218,7 @@ class _Shell:
     sampling_tasks: set[asyncio.Task[None]] = field(default_factory=set)
     group: asyncio.TaskGroup | None = None
     unwritten: tuple[int, list[DebateResult]] | None = None  # a prepared step's debates, not yet written
-    writer: TranscriptWriter = field(default_factory=lambda: _transcript_writer())
     writing: set[asyncio.Task[None]] = field(default_factory=set)  # transcript writes not finished
-    collector: CollectorPause = field(default_factory=lambda: CollectorPause())
     empty: list[dict[str, int]] = field(default_factory=list)  # why each consecutive empty RL step was
     rest: Any = None  # the SDK's REST client, which lists remote saved states (_rest_client)
 
@@ -248,12 +243,10 @@ class _Shell:
                 task.add_done_callback(self.sampling_tasks.discard)
             case pl.Prepare():
                 self.step_start = self.clock()
-                self.collector.pause()  # until the step's requests are submitted
                 tg.create_task(self.prepare(request, state))
             case pl.PreparePart(step, batch, version, part):
                 if part == 0:
                     self.step_start = self.clock()
-                self.collector.pause()  # until the part's forward_backward is submitted
                 tg.create_task(self.prepare_part(request))
             case pl.SubmitPart(step, part):
                 self.submit_part(step, part)
@@ -268,7 +261,6 @@ class _Shell:
                 if index == 0:
                     self.start_transcript_write()
                     self.prepared.finish()  # while the service computes
-                    self.collector.resume()
             case pl.AwaitSubstep(step, index):
                 tg.create_task(self.await_substep(step, index))
             case pl.RefreshSampler(step):
@@ -336,7 +328,6 @@ class _Shell:
             prepared.record["time/sample"] = sample_time
             if self.config.kl_penalty_coef > 0 and prepared.data:
                 prepared.finish()
-                self.collector.resume()  # the reference sampler's wait is the collector's time
                 total, count = await self.kl_penalty(prepared, request.step)
                 prepared.record["optim/kl_penalty"] = total / max(count, 1)
         prepared.record.update(_step_fields(request.step, request.warm, request.version, self.clock() - t0))
@@ -346,7 +337,6 @@ class _Shell:
         if not prepared.chunks:
             self.start_transcript_write()
             prepared.finish()
-            self.collector.resume()
         self.queue.put_nowait(pl.Prepared(request.step, len(prepared.chunks)))
 
     async def prepare_part(self, request: pl.PreparePart) -> None:
@@ -364,7 +354,6 @@ class _Shell:
         part, self.rae = prepare_rl(self.config, self.renderer, results, played, self.rae, record=False)
         if c.kl_penalty_coef > 0 and part.data:
             part.finish()
-            self.collector.resume()  # the reference sampler's wait is the collector's time
             total, count = await self.kl_penalty(part, request.step)
             kl_total, kl_count = self.streamed.kl
             self.streamed.kl = (kl_total + total, kl_count + count)
@@ -388,7 +377,6 @@ class _Shell:
             streamed.chunks[k].extend(part.data)
         if index % per == per - 1:
             self.futures[k] = (streamed.fbs[k], self.optim_step() if streamed.chunks[k] else None)
-        self.collector.resume()
         part.finish()
         whole = streamed.whole
         whole.data.extend(part.data)
@@ -420,10 +408,10 @@ class _Shell:
         self.streamed = None
 
     def start_transcript_write(self) -> None:
-        """Writes the step's transcripts in a task of the group (a thread, or the writer's process for a
-        large step). Building and encoding them costs time, so it starts once the step's requests are
-        submitted: it then runs while the loop waits for the service instead of slowing the kernel stages
-        and the submission. A checkpoint waits for it (:meth:`save`)."""
+        """Writes the step's transcripts in a task of the group (encoded and written in a thread). Building
+        and encoding them costs time, so it starts once the step's requests are submitted: it then runs
+        while the loop waits for the service instead of slowing the kernel stages and the submission. A
+        checkpoint waits for it (:meth:`save`)."""
         if self.unwritten is not None:
             assert self.group is not None
             task = self.group.create_task(self.write_transcripts(*self.unwritten))
@@ -435,13 +423,8 @@ class _Shell:
         """The step's transcripts, one record per debate the metrics count: a debate that ended before its
         first turn is a record without turns whose ``meta`` says why (readers call it ``no_turns``)."""
         path = ck.transcript_path(self.run.run_dir, step)
-        # columns cost a few ms on the loop; the debates are built where they are encoded
-        columns = transcript_columns(results)
-        # The step's rollouts die with this reference (the step's other holders let go at the submission):
-        # freeing their objects takes ~3 ms, here while the service computes, not at the worker's reply,
-        # which comes in the middle of the next batch's sampling and would delay its turns.
-        del results
-        await self.writer.write(path, columns)
+        debates = [r.to_transcript() for r in results]
+        await asyncio.to_thread(_write_transcripts, path, debates)
 
     async def kl_penalty(self, prepared: Prepared, step: int) -> tuple[float, int]:
         """Fetches the reference logprobs of ``prepared``'s datums and applies
@@ -834,8 +817,8 @@ async def _run_training(
     )
     if resumed is not None and resumed.step >= plan.total_steps:
         return TrainResult(run.run_dir, shell.metrics)
-    with long_lived_objects_frozen(), freed_memory_kept(), contextlib.closing(shell.collector):
-        async with shell.writer, asyncio.TaskGroup() as tg:
+    with freed_memory_kept():
+        async with asyncio.TaskGroup() as tg:
             shell.group = tg
             state, requests = pl.start(plan, resumed)
             while True:
@@ -1062,9 +1045,9 @@ def _end_counts(results: Sequence[DebateResult]) -> dict[str, int]:
     return counts
 
 
-def _transcript_writer() -> TranscriptWriter:
-    """The loop's writer: steps of at least ``transcript_writer.PROCESS_TOKENS`` tokens go to its process."""
-    return TranscriptWriter(process_tokens=transcript_writer.PROCESS_TOKENS)
+def _write_transcripts(path: Path, debates: Sequence[Debate]) -> None:
+    """``debates`` as JSON Lines in ``path``, atomically (a fsynced temporary file, renamed)."""
+    ck.write_text_atomic(path, "".join(dumps_debate(d) + "\n" for d in debates))
 
 
 def _step_fields(step: int, warm: bool, version: int, prepare_time: float) -> dict[str, Any]:
