@@ -1,8 +1,14 @@
-"""Agent-output parsing: MB/s on realistic 8 KB outputs and ms per parse on adversarial inputs.
+"""Agent-output parsing: MB/s on realistic 8 KB outputs, µs per short output, and ms per parse on
+adversarial inputs.
 
-``python -m benchmarks parse [--quick]``. Workload: seeded agent outputs of 1.5–16 KB, mean about
-8 KB (reasoning blocks, some in the Qwen3 form without an opening tag, preambles, fences, the five
-tags, 0–8 comparison lines in assorted syntax) parsed under both of our policies.
+``python -m benchmarks parse [--quick] [--skip-adversarial]``. Workload: seeded agent outputs of
+1.5–16 KB, mean about 8 KB (reasoning blocks, some in the Qwen3 form without an opening tag,
+preambles, fences, the five tags, 0–8 comparison lines in assorted syntax) parsed under both of our
+policies; then short outputs (about 290 B: the five tags around eight vote lines, as
+``bench_rewards`` writes them, 15 a debate), parsed alone and from texts to win-rate rewards: ours
+(``parse_responses``, ``ParsedBatch.votes``, ``pairwise_rewards``) against the fork's parser (the
+peer below) with the reference's win rates (``bench_rewards.reference_rewards``), where this
+revision's kernel has that API.
 
 The peer. tinker-cookbook 0.5.8 (PyPI) does not ship the multi-agent debate recipe, so its parser
 cannot be called; the peer is a transcription of the v1 algorithm as REFERENCE.md §1 states it, step
@@ -267,9 +273,103 @@ def _time_by_size(corpus: list[tuple[str, int]], rounds: int) -> dict[str, dict[
     return totals
 
 
+def short_outputs(num_debates: int, seed: int = 2) -> tuple[list[str], list[int], list[int]]:
+    """Short agent outputs (texts, authors, debates): per debate 5 agents × 3 responses, each the five
+    tags around 8 vote lines ``Agent a > Agent b`` (70 %) or ``=``, a and b other agents."""
+    rng = random.Random(seed)
+    texts, authors, groups = [], [], []
+    for debate in range(num_debates):
+        for k in range(15):
+            author = k % 5
+            others = [i for i in range(5) if i != author]
+            lines = [
+                f"Agent {rng.choice(others)} {'>' if rng.random() < 0.7 else '='} Agent {rng.choice(others)}"
+                for _ in range(8)
+            ]
+            texts.append(
+                f"<solution>42</solution><evaluation>fine</evaluation><comparison>{chr(10).join(lines)}"
+                "</comparison><consensus>NO</consensus><consensus_reason>not yet</consensus_reason>"
+            )
+            authors.append(author)
+            groups.append(debate)
+    return texts, authors, groups
+
+
+def _fork_rewards(texts: list[str], authors: list[int], per_debate: int) -> list[float]:
+    """Texts to win rates the fork's way: the v1 parser, then the reference's loop per debate."""
+    from benchmarks.bench_rewards import reference_rewards
+
+    debates = []
+    for lo in range(0, len(texts), per_debate):
+        votes = []
+        for text, author in zip(texts[lo : lo + per_debate], authors[lo : lo + per_debate], strict=True):
+            parsed = _peer_or_none(text, author)
+            if parsed is not None:
+                votes += [(author, a, op, b) for a, op, b in parsed["votes"]]
+        debates.append((5, votes))
+    return reference_rewards(debates)
+
+
+def _run_short(quick: bool, rounds: int) -> dict[str, float]:
+    texts, authors, groups = short_outputs(160 if quick else 800)
+    contenders: dict[str, Callable[[], object]] = {
+        "ours robust": lambda: [parse_response(t, a) for t, a in zip(texts, authors, strict=True)],
+        "peer (v1 regex)": lambda: [_peer_or_none(t, a) for t, a in zip(texts, authors, strict=True)],
+    }
+    try:  # texts -> rewards: the batch API (not in every revision this script may measure)
+        import numpy as np
+
+        from kernel import pairwise_rewards, parse_responses
+
+        fork = _fork_rewards(texts, authors, 15)
+    except ImportError:
+        pass
+    else:
+        n_P = np.full(len(texts) // 15, 5)
+
+        def ours_rewards() -> object:
+            return pairwise_rewards(parse_responses(texts, authors).votes(groups), n_P).rewards_PG
+
+        if np.asarray(ours_rewards()).tolist() != fork:
+            raise AssertionError("short outputs: our rewards differ from the fork's")
+        contenders["ours: texts -> rewards"] = ours_rewards
+        contenders["fork: texts -> rewards"] = lambda: _fork_rewards(texts, authors, 15)
+    best = dict.fromkeys(contenders, float("inf"))
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(rounds):
+            for name, fn in contenders.items():
+                start = time.process_time()
+                fn()
+                best[name] = min(best[name], time.process_time() - start)
+    finally:
+        gc.enable()
+    us = {name: s / len(texts) * 1e6 for name, s in best.items()}
+    peer = {"ours robust": "peer (v1 regex)", "ours: texts -> rewards": "fork: texts -> rewards"}
+    print_table(
+        f"Short outputs: {len(texts):,} of {sum(map(len, texts)) / len(texts):.0f} B"
+        " (CPU µs a text, best round)",
+        ["contender", "µs a text", "× fork"],
+        [[name, t, f"{us[peer[name]] / t:.2f}" if name in peer else "1"] for name, t in us.items()],
+    )
+    figures = {
+        "bytes_mean": sum(map(len, texts)) / len(texts),
+        "robust_us": us["ours robust"],
+        "peer_us": us["peer (v1 regex)"],
+        "robust_x_peer": us["peer (v1 regex)"] / us["ours robust"],
+    }
+    if "ours: texts -> rewards" in us:
+        figures["rewards_us"] = us["ours: texts -> rewards"]
+        figures["fork_rewards_us"] = us["fork: texts -> rewards"]
+        figures["rewards_x_fork"] = us["fork: texts -> rewards"] / us["ours: texts -> rewards"]
+    return figures
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks parse")
     parser.add_argument("--quick", action="store_true", help="smaller corpus and fewer repeats (CI smoke)")
+    parser.add_argument("--skip-adversarial", action="store_true", help="realistic and short outputs only")
     args = parser.parse_args(argv)
     count, repeat, rounds = (100, 5, 15) if args.quick else (500, 7, 30)
     sizes = (10_000, 100_000, 1_000_000)
@@ -323,6 +423,18 @@ def main(argv: list[str]) -> int:
             for label in seconds
         ],
     )
+    short = _run_short(args.quick, rounds // 3)
+    realistic = {
+        "outputs": len(corpus),
+        "megabytes": mbytes["all"],
+        "mb_per_s": {name: mbytes["all"] / s for name, s in overall.items()},
+        "ratio_vs_peer": by_size["all"],
+        "ratio_vs_peer_by_size": {label: by_size[label] for label in seconds if label != "all"},
+        "reference_agrees_with_peer": agree,
+    }
+    if args.skip_adversarial:
+        emit_json({"bench": "parse", "quick": args.quick, "realistic": realistic, "short": short})
+        return 0
 
     adversarial: dict[str, dict[str, dict[str, float | None]]] = {}
     table = []
@@ -380,14 +492,8 @@ def main(argv: list[str]) -> int:
         {
             "bench": "parse",
             "quick": args.quick,
-            "realistic": {
-                "outputs": len(corpus),
-                "megabytes": mbytes["all"],
-                "mb_per_s": {name: mbytes["all"] / s for name, s in overall.items()},
-                "ratio_vs_peer": by_size["all"],
-                "ratio_vs_peer_by_size": {label: by_size[label] for label in seconds if label != "all"},
-                "reference_agrees_with_peer": agree,
-            },
+            "realistic": realistic,
+            "short": short,
             "adversarial_ms": adversarial,
             "worst_1mb_ms": {policy: w["ms"] for policy, w in worst.items()},
             "worst_1mb_family": {policy: w["family"] for policy, w in worst.items()},
