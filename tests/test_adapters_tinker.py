@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 from tinker import types
 from tinker.proto.request_conv import forward_backward_request_to_proto
 
-from adapters.tinker import convert as tc
 from adapters.tinker.convert import (
     build_tinker_datums,
     datums_to_tinker,
@@ -394,47 +393,27 @@ def test_chunked_datums_equal_the_flat_element_oracle(layout: list[Any], turns: 
     assert [as_comparable(x) for x in data] == want
 
 
-# --- the direct construction ------------------------------------------------------------------------
+# --- model inputs: token arrays, or int lists where pydantic cannot send them --------------------------
 
 
-def test_direct_datums_are_used_and_equal_the_sdk_constructors(monkeypatch: pytest.MonkeyPatch) -> None:
-    from adapters.tinker import convert as tc
+def test_token_arrays_or_int_lists_send_the_same_bytes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from adapters.tinker import tokens
 
-    assert tc._direct_matches_sdk()  # this SDK: the direct objects equal its constructors' in every attribute
     d = build_datums(
         trajectories_from_lists([[([1, 2, 3], [4, 5], [-1.0, -2.0])], [([6], [7], [0.0])]], [0.5, 1])
     ).datums
-    lazy = datums_to_tinker(d)
-    assert all(isinstance(x.model_input.chunks[0].tokens, TokenArray) for x in lazy)
-    monkeypatch.setattr(tc, "tokens_supported", lambda: False)
-    direct = datums_to_tinker(d)
-    monkeypatch.setattr(tc, "_direct_matches_sdk", lambda: False)
-    public = datums_to_tinker(d)
-    assert len(direct) == len(public) == len(lazy) == 2
-    assert all(tc._same_state(x, y) for x, y in zip(direct, public, strict=True))
-    inputs = [x.model_input for x in public]
-    assert [x.model_input for x in lazy] == inputs  # pydantic equality, token arrays against int lists
-    assert inputs == [x.model_input for x in lazy]
-    assert wire(lazy) == wire(direct) == wire(public)
+    arrays = datums_to_tinker(d)
+    assert all(isinstance(x.model_input.chunks[0].tokens, TokenArray) for x in arrays)
+    monkeypatch.setattr(tokens, "tokens_supported", lambda: False)  # another pydantic: int lists
+    lists = datums_to_tinker(d)
+    assert all(type(x.model_input.chunks[0].tokens) is list for x in lists)
+    assert [x.model_input for x in arrays] == [x.model_input for x in lists]  # pydantic equality
+    assert wire(arrays) == wire(lists)
 
 
-def test_direct_construction_is_refused_when_the_sdk_builds_something_else(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    from adapters.tinker import convert as tc
-
-    original = types.TensorData.from_numpy
-
-    def changed(array: np.ndarray) -> types.TensorData:
-        tensor = original(array)
-        object.__setattr__(tensor, "shape", tuple(array.shape))  # as if a new SDK recorded shapes differently
-        return tensor
-
-    monkeypatch.setattr(types.TensorData, "from_numpy", changed)
-    assert not tc._direct_matches_sdk.__wrapped__()
-
-
-def test_read_only_batches_use_the_public_constructors() -> None:
+def test_read_only_batches_convert() -> None:
     r = build_datums(trajectories_from_lists([[([1, 2], [3], [-1.0])]], [1.0]))
     frozen = r.datums._replace(logprobs=r.datums.logprobs.copy())
     frozen.logprobs.setflags(write=False)
@@ -443,37 +422,16 @@ def test_read_only_batches_use_the_public_constructors() -> None:
     assert d.loss_fn_inputs["logprobs"].tolist() == [0.0, -1.0]
 
 
-# --- shared token ints and lent loss inputs -----------------------------------------------------------------
-
-
-def test_token_lists_share_one_int_object_per_token_id(monkeypatch: pytest.MonkeyPatch) -> None:
-    from adapters.tinker import convert as tc
-
-    monkeypatch.setattr(tc, "tokens_supported", lambda: False)  # the int-list fallback
-    ob = [1000, 2000, 1000]
-    r = build_datums(trajectories_from_lists([[(ob, [3000], [-1.0])], [(ob, [3000], [-2.0])]], [1.0, 2.0]))
-    for data in (datums_to_tinker(r.datums), sdk_free_public_path(r.datums)):
-        a, b = (d.model_input.chunks[0].tokens for d in data)
-        assert a == b == [1000, 2000, 1000] and all(type(t) is int for t in a)
-        assert a[0] is a[2] is b[0] and a[1] is b[1]  # one object per id, not one per position
-
-
-def sdk_free_public_path(batch: Any) -> list[tinker.Datum]:
-    """``datums_to_tinker`` through the SDK's public constructors (the direct path switched off)."""
-    from adapters.tinker import convert as tc
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(tc, "_direct_matches_sdk", lambda: False)
-        return datums_to_tinker(batch)
-
-
 @pytest.mark.parametrize("big", [2**18 - 1, 2**18, 2**31 - 1])
-def test_token_ids_beyond_the_shared_table_are_exact(big: int) -> None:
+@pytest.mark.parametrize("arrays", [True, False])
+def test_large_token_ids_are_exact(big: int, arrays: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    from adapters.tinker import tokens
+
+    monkeypatch.setattr(tokens, "tokens_supported", lambda: arrays)
     r = build_datums(trajectories_from_lists([[([big, 0, big - 1], [big, 7], [-1.0, -1.0])]], [1.0]))
-    for data in (datums_to_tinker(r.datums), sdk_free_public_path(r.datums)):
-        ints = data[0].model_input.to_ints()
-        assert ints == [big, 0, big - 1, big] and all(type(t) is int for t in ints)
-        assert data[0].model_input == tinker.ModelInput.from_ints([big, 0, big - 1, big])
+    ints = datums_to_tinker(r.datums)[0].model_input.to_ints()
+    assert ints == [big, 0, big - 1, big] and all(type(t) is int for t in ints)
+    assert datums_to_tinker(r.datums)[0].model_input == tinker.ModelInput.from_ints([big, 0, big - 1, big])
 
 
 def test_copy_false_lends_writeable_wire_dtype_arrays_and_copies_the_rest() -> None:
@@ -561,37 +519,11 @@ def test_conversion_refuses_what_it_would_turn_into_wrong_datums() -> None:
         without_mask(datum)  # type: ignore[arg-type]
 
 
-_EDGES = [2**31 - 1, 2**31, -(2**63)]
-_ID = st.integers(-(2**40), 2**40) | st.integers(-3, 2**31 + 2) | st.sampled_from(_EDGES)
-
-
-@given(st.lists(st.lists(_ID, max_size=6), min_size=1, max_size=3), st.booleans())
-def test_lowest_id_shortcut_agrees_with_min_and_max(columns: list[list[int]], unsigned: bool) -> None:
-    """The OR shortcut of the id check (one pass a column) against the plain min / max it skips: the
-    lowest id (0 when none is negative), and an error for an id past int32, at every size."""
-    from adapters.tinker.convert import _lowest_id
-
-    arrays = [np.array(c, dtype=np.int64) for c in columns]
-    if unsigned:
-        arrays = [a[a >= 0].astype(np.uint64) for a in arrays]
-    values = [int(v) for a in arrays for v in a.tolist()]
-    if values and max(values) > 2**31 - 1:
-        with pytest.raises(ValueError, match="fit int32"):
-            _lowest_id(*arrays)
-    else:
-        assert _lowest_id(*arrays) == min([0, *values])
-
-
-@pytest.mark.parametrize("direct", [True, False])
-def test_provenance_spans_become_the_sdks_on_either_path(
-    direct: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_provenance_spans_become_the_sdks() -> None:
     """Each datum with provenance gets the SDK's span objects, which the SDK's own tiling check accepts
     and its request encoder writes; one without gets neither list."""
     turns = [([1, 2], [3], [-0.5]), ([1, 2, 3, 4], [5, 6], [-1.0, -2.0]), ([9], [8], [-0.1])]
     result = build_datums(trajectories_from_lists([turns], [0.5]), sequence_ids_N=[0, 1, -1])
-    if not direct:
-        monkeypatch.setattr(tc, "_direct_matches_sdk", lambda: False)
     first, second = datums_to_tinker(result.datums, spans=result.spans, sequence_ids=["s-a", "s-b"])
     assert first.loss_fn_input_spans == [
         types.PromptProvenanceSpan(sequence_id="s-a", offset=1, length=1),

@@ -10,8 +10,8 @@ Every object handed to the SDK works in every SDK call that takes it: a model in
 read-only :class:`~adapters.tinker.tokens.TokenArray` (an int64 array that reads as a sequence of Python
 ints) that the SDK sends, dumps, compares and appends to exactly as it does the ``int`` list of
 ``ModelInput.from_ints``; where the installed pydantic cannot serialise it so (checked once per process
-on a probe, :func:`~adapters.tinker.tokens.tokens_supported`), they are ``int`` lists, sharing one Python
-int object per token id. Tokens and loss inputs (``target_tokens`` int64, ``logprobs`` / ``advantages``
+on a probe, :func:`~adapters.tinker.tokens.tokens_supported`), they are ``int`` lists. Datums are the
+SDK's own ``tinker.Datum``. Tokens and loss inputs (``target_tokens`` int64, ``logprobs`` / ``advantages``
 float32: the wire dtypes) are views of a private copy of the packed batch made at conversion: the SDK
 reads them on its own thread after ``forward_backward()`` returns, and a later write to the batch cannot
 reach the wire (``copy=False`` lends a batch that nothing writes to afterwards instead). ``mask`` stays
@@ -22,7 +22,6 @@ touches the network.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import itertools
 from collections.abc import Sequence
 from typing import Any, NamedTuple
@@ -32,7 +31,7 @@ import numpy.typing as npt
 import tinker
 from tinker import types
 
-from adapters.tinker.tokens import TokenArray, _text_model_input, tokens_supported
+from adapters.tinker.tokens import model_input_of
 from kernel import DatumBatch, DatumResult, DatumSpans, SpanTable, Trajectories, build_datums
 from kernel.checks import check_each, check_type, checked_datum_batch
 
@@ -220,19 +219,15 @@ def datums_to_tinker(
     bounds = batch.offsets_D1.tolist()
     provenance = _provenance(spans, sequence_ids, len(bounds) - 1)
     inputs = _loss_inputs(batch, include_mask=include_mask, placeholders=low < 0, copy=copy)
-    if low >= 0 and _direct_matches_sdk():
-        ids = np.array(batch.input_tokens, dtype=np.int64) if copy else np.asarray(batch.input_tokens)
-        return _direct_text_datums(ids, inputs, bounds, lazy=tokens_supported(), provenance=provenance)
+    ids = np.array(batch.input_tokens, dtype=np.int64) if copy else np.asarray(batch.input_tokens)
     out: list[tinker.Datum] = []
-    for d in range(len(bounds) - 1):
-        s, e = bounds[d], bounds[d + 1]
-        tokens = batch.input_tokens[s:e]
+    for d, (s, e) in enumerate(itertools.pairwise(bounds)):
         if low < 0:
             if batch.target_tokens[e - 1] < 0:
                 raise ValueError(f"datum {d} ends with a non-text chunk; the reference requires text last")
-            model_input = _chunked_input(tokens, chunks)
+            model_input = _chunked_input(ids[s:e], chunks)
         else:
-            model_input = tinker.ModelInput.from_ints(_token_list(tokens, _shared_table(tokens)))
+            model_input = model_input_of(ids[s:e])
         out.append(_public_datum(model_input, {k: v[s:e] for k, v in inputs.items()}, provenance[d]))
     return out
 
@@ -393,14 +388,9 @@ def _lowest_id(*columns: npt.NDArray[Any]) -> int:
         ValueError: an id above int32's maximum.
     """
     filled = [c for c in columns if c.size]
-    bits = 0
-    for c in filled:  # one OR a column: no sign bit and no bit from 31 up means every id is in [0, 2**31)
-        bits |= int(np.bitwise_or.reduce(c))
-    if 0 <= bits <= _INT32_MAX:
-        return 0
-    if max(int(c.max()) for c in filled) > _INT32_MAX:
+    if filled and max(int(c.max()) for c in filled) > _INT32_MAX:
         raise ValueError("token ids must fit int32 (Tinker sends them as int32)")
-    return min(int(c.min()) for c in filled)
+    return min([0, *(int(c.min()) for c in filled)])
 
 
 def _loss_inputs(
@@ -439,132 +429,7 @@ def _public_datum(
     )
 
 
-_WIRE_DTYPES = {np.dtype(np.int64): "int64", np.dtype(np.float32): "float32"}
-
-
-_SHARED_INT_BITS = 18  # ids below 2**18 = 262 144 share one int object per value (tables: ≤ 2**19 ints)
-
-
-@functools.cache
-def _shared_ints(bits: int) -> npt.NDArray[np.object_]:
-    """The Python ints ``0 … 2**bits - 1`` as an object array, made once per ``bits``."""
-    return np.arange(2**bits).astype(object)
-
-
-def _shared_table(tokens: npt.NDArray[Any]) -> npt.NDArray[np.object_] | None:
-    """A table of shared Python ints covering ``tokens``, or None when an id falls outside it."""
-    if tokens.size == 0 or int(tokens.min()) < 0 or int(tokens.max()) >= 2**_SHARED_INT_BITS:
-        return None
-    return _shared_ints(max(8, int(tokens.max()).bit_length()))
-
-
-def _token_list(tokens: npt.NDArray[Any], table: npt.NDArray[np.object_] | None) -> list[int]:
-    """``tokens.tolist()``, each value one shared int object when a table is given.
-
-    ``tolist()`` of an int64 array makes a new int object per position (most token ids exceed the
-    interpreter's small-int cache); taking them from a table of shared ints leaves only the list's own
-    pointers to allocate.
-    """
-    return (tokens if table is None else table.take(tokens)).tolist()  # type: ignore[no-any-return]
-
-
-def _direct_text_datums(
-    tokens: npt.NDArray[Any],
-    inputs: dict[str, npt.NDArray[Any]],
-    bounds: list[int],
-    *,
-    lazy: bool,
-    provenance: Sequence[tuple[Spans, Spans] | None] | None = None,
-) -> list[tinker.Datum]:
-    """Text-only datums whose objects are set up directly, attribute by attribute.
-
-    The attributes are those ``ModelInput.from_ints``, ``TensorData.from_numpy`` and ``Datum(...)`` leave
-    on a token list and on writeable int64 / float32 arrays (pydantic keeps field values in ``__dict__``
-    plus three slots; the model inputs come from ``tokens._text_model_input``); :func:`_direct_matches_sdk`
-    checks that this still holds for the installed SDK before this path is used. Skipped: pydantic's
-    per-token validation of lists that are ints already.
-    ``lazy``: tokens as ``TokenArray`` views of ``tokens`` instead of int lists; ``provenance``: per datum
-    its two span lists or None (default: none).
-    """
-    set_slot = object.__setattr__
-    new = object.__new__
-    tensor_cls, datum_cls = types.TensorData, tinker.Datum
-    columns = [(key, _WIRE_DTYPES[values.dtype], values) for key, values in inputs.items()]
-    table = None if lazy else _shared_table(tokens)
-    read_only = tokens.view()  # one read-only view; its slices are read-only too
-    read_only.flags.writeable = False
-    wrap = TokenArray._of_read_only
-    out: list[tinker.Datum] = []
-    spans = itertools.repeat(None) if provenance is None else iter(provenance)
-    for s, e in itertools.pairwise(bounds):
-        model_spans, loss_spans = next(spans) or (None, None)
-        model_input = _text_model_input(wrap(read_only[s:e]) if lazy else _token_list(tokens[s:e], table))
-        loss_inputs = {}
-        for key, dtype, values in columns:
-            tensor = new(tensor_cls)
-            set_slot(
-                tensor,
-                "__dict__",
-                {"dtype": dtype, "shape": [e - s], "sparse_crow_indices": None, "sparse_col_indices": None,
-                 "_numpy": values[s:e]},
-            )  # fmt: skip
-            loss_inputs[key] = tensor
-        datum = new(datum_cls)
-        set_slot(
-            datum,
-            "__dict__",
-            {"model_input": model_input, "loss_fn_inputs": loss_inputs, "model_input_spans": model_spans,
-             "loss_fn_input_spans": loss_spans},
-        )  # fmt: skip
-        out.append(datum)
-    return out
-
-
-@functools.cache
-def _direct_matches_sdk() -> bool:
-    """Whether :func:`_direct_text_datums` builds what the SDK's own constructors build, on a probe."""
-    tokens = np.arange(3, dtype=np.int64)
-    values = np.zeros(3, np.float32)
-    inputs: dict[str, npt.NDArray[Any]] = {
-        "target_tokens": tokens,
-        "logprobs": values,
-        "advantages": values,
-        "mask": values,
-    }
-    (direct,) = _direct_text_datums(tokens, inputs, [0, 3], lazy=False)
-    public = _public_datum(tinker.ModelInput.from_ints(tokens.tolist()), inputs)
-    return _same_state(direct, public)
-
-
-def _same_state(a: Any, b: Any) -> bool:
-    """Same type and the same attribute values, recursively (arrays: same dtype, shape, flags, values)."""
-    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        return (
-            isinstance(a, np.ndarray)
-            and isinstance(b, np.ndarray)
-            and a.dtype == b.dtype
-            and a.shape == b.shape
-            and a.flags.writeable == b.flags.writeable
-            and bool(np.array_equal(a, b))
-        )
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_same_state(a[k], b[k]) for k in a)
-    if isinstance(a, list | tuple | set | frozenset):
-        if isinstance(a, set | frozenset):
-            return bool(a == b)
-        return len(a) == len(b) and all(_same_state(x, y) for x, y in zip(a, b, strict=True))
-    if hasattr(a, "__dict__"):
-        slots = {s for cls in type(a).__mro__ for s in getattr(cls, "__slots__", ()) if s != "__dict__"}
-        missing = object()
-        return _same_state(vars(a), vars(b)) and all(
-            _same_state(getattr(a, s, missing), getattr(b, s, missing)) for s in slots
-        )
-    return bool(a == b)
-
-
-def _chunked_input(tokens: npt.NDArray[np.int64], chunks: Sequence[Any]) -> tinker.ModelInput:
+def _chunked_input(tokens: npt.NDArray[np.integer[Any]], chunks: Sequence[Any]) -> tinker.ModelInput:
     """Text runs become text chunks; a run of placeholder k becomes chunk k, once per ``chunk.length``."""
     is_chunk = tokens < 0
     cuts = np.flatnonzero(np.diff(tokens) != 0) + 1
