@@ -12,8 +12,9 @@ Both are total (any input gives a :class:`~kernel.ParsedResponse`, never an exce
 linear time: the scanning is done with ``str.find`` / ``str.rfind`` and a few regular expressions that
 cannot backtrack (possessive quantifiers, one search per result), so ten times the text takes about
 ten times as long on any input, where the v1 regexes are quadratic or worse on adversarial text. Usual
-outputs take shortcuts (the usual tag layout in one pass, blocks of clean vote chains, look-up tables
-for small ids and plain ``YES``/``NO``, ASCII-only regexes), and a few size thresholds pick between
+outputs take shortcuts (the usual tag layout in one match or one pass, blocks of plain vote lines
+looked up whole and of clean vote chains, look-up tables for small ids and plain ``YES``/``NO``,
+ASCII-only regexes), and a few size thresholds pick between
 two ways of computing one result; each is a module attribute that the tests switch off or set to 0
 and compare with the general reader. ``benchmarks/bench_parse.py`` measures both policies against v1
 on realistic outputs and on adversarial families up to 1 MB (time, and growth from 100 KB to 1 MB).

@@ -20,6 +20,7 @@ import numpy.typing as npt
 from kernel._checks import as_int32_saturated, check_bool
 from kernel._parse import parse_response
 from kernel._parse_common import PARSE_POLICIES, ParsePolicy
+from kernel._parse_robust import _parse_robust
 from kernel._types import ParsedResponse, pack_votes
 from kernel._votes import _GET_CODES, _GET_OK, _VOTE_BYTES, VoteArrays, _code_columns, _id_column
 
@@ -125,7 +126,11 @@ def parse_responses(
         raise ValueError(
             f"author_ids_R must hold one id per text: {len(authors)} ids for {len(texts_R)} texts"
         )
-    responses = tuple(map(functools.partial(parse_response, policy=policy), texts_R, authors))
+    checked = set(map(type, authors)) <= {int}  # exactly int: what parse_response's check passes
+    if checked and policy == "robust" and set(map(type, texts_R)) <= {str}:
+        responses = tuple(map(_parse_robust, texts_R, authors))
+    else:
+        responses = tuple(map(functools.partial(parse_response, policy=policy), texts_R, authors))
     codes = list(map(_GET_CODES, responses))
     if None in codes:  # every parser result carries its codes; kept total for any other
         codes = [pack_votes(r.votes) if c is None else c for r, c in zip(responses, codes, strict=True)]
@@ -134,5 +139,5 @@ def parse_responses(
     offsets //= _VOTE_BYTES
     a_V, op_V, b_V = _code_columns(b"".join(codes))
     ok = np.fromiter(map(_GET_OK, responses), bool, len(responses))
-    author_ids = _id_column([operator.index(a) for a in authors])  # parse_response checked each
+    author_ids = _id_column(authors if checked else [operator.index(a) for a in authors])  # checked
     return ParsedBatch(responses, ok, author_ids, offsets, a_V, op_V, b_V)

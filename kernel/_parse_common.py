@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Final, Literal, TypeAlias, get_args
 
 from kernel._types import MalformedVote, ParsedResponse, Vote, pack_votes
@@ -130,12 +131,14 @@ def _success(
     found: dict[str, str],
     comparison: str,
     consensus: bool,
-    votes: list[Vote],
+    votes: Sequence[Vote],
     dropped: int,
-    malformed: list[MalformedVote],
+    malformed: Sequence[MalformedVote],
     normalized: str,
+    codes: bytes | None = None,
 ) -> ParsedResponse:
-    """A complete parse: ``found`` holds solution, evaluation and consensus_reason as read."""
+    """A complete parse: ``found`` holds solution, evaluation and consensus_reason as read; ``codes``
+    the votes packed, where the parser has them already."""
     return ParsedResponse(  # positional (a third faster than by keyword), in field order
         True,  # ok
         found["solution"],
@@ -150,5 +153,5 @@ def _success(
         "",  # reason
         normalized,  # normalized_text
         policy,
-        pack_votes(votes),  # vote_codes
+        pack_votes(votes) if codes is None else codes,  # vote_codes
     )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import operator
 import re
 import unicodedata
+from collections.abc import Sequence
 from typing import Final, TypeVar
 
 from kernel._parse_common import (
@@ -19,7 +20,7 @@ from kernel._parse_common import (
     _fold,
     _success,
 )
-from kernel._types import SMALL_VOTES, MalformedVote, ParsedResponse, Vote
+from kernel._types import SMALL_VOTES, MalformedVote, ParsedResponse, Vote, pack_votes
 
 __all__: list[str] = []
 
@@ -229,6 +230,13 @@ def _simple_fields(text: str) -> dict[str, str] | None:
     return fields
 
 
+# The usual answer: the five tags exactly so spelled, in order, and no other "<" that may start a
+# ``_TAG_TOKEN`` (one followed by "/" or a letter): ``_simple_fields`` would split it at these ten tags
+# alone and read the first of ``_LAYOUTS``. Any other text (``<b>`` included) is left to it.
+_TEXT: Final = r"[^<]*+(?:<(?![/\w])[^<]*+)*+"
+_CANONICAL: Final = re.compile("".join(f"{_TEXT}<{t}>({_TEXT})</{t}>" for t in _TAGS) + _TEXT)
+
+
 def _pick_block(fields: list[tuple[str, _T, bool]]) -> tuple[dict[str, _T], bool]:
     """The last complete answer block among ``fields`` (given from the end of the text backwards).
 
@@ -326,6 +334,48 @@ _CHAIN_VOTES: Final = {
 }
 
 
+# The lines most comparison blocks are made of, "Agent 1 > Agent 2" (either spelling of "agent" from
+# the prompt, ids 0 to 9, an operator of ``_VOTE_OPS``): per author id that such a line can name (0 to
+# 9; -1 for any other), what each line gives, its vote or ``_SELF``, and its packed vote (b"" for
+# ``_SELF``). ``_chain_votes`` reads each as one pair.
+_SELF: Final = Vote(-1, "self", -1)
+_PLAIN_KEYS: Final = [
+    (f"{x} {a} {op} {y} {b}", _CHAIN_VOTES[str(a), op, str(b)])
+    for x in ("Agent", "agent")
+    for y in ("Agent", "agent")
+    for a in range(10)
+    for b in range(10)
+    for op in sorted(_VOTE_OPS)
+]
+_PLAIN_LINES: Final = {
+    author: {line: _SELF if author in (vote.a, vote.b) else vote for line, vote in _PLAIN_KEYS}
+    for author in range(-1, 10)
+}
+_PLAIN_CODES: Final = {
+    author: {line: b"" if vote is _SELF else pack_votes([vote]) for line, vote in lines.items()}
+    for author, lines in _PLAIN_LINES.items()
+}
+
+
+def _plain_votes(block: str, author_id: int) -> tuple[tuple[Vote, ...], int, bytes] | None:
+    """:func:`_robust_votes` of a block of plain lines only (``_PLAIN_LINES``, one per line), by
+    look-up: (votes, self-votes dropped, the votes packed); else None."""
+    key = author_id if 0 <= author_id <= 9 else -1
+    lines_by_text = _PLAIN_LINES.get(key)
+    if lines_by_text is None or block.partition("\n")[0] not in lines_by_text:
+        return None  # (most other blocks show it in their first line)
+    lines = block.split("\n")
+    if not (len(lines) <= _MAX_COMPARISON_LINES and 2 * len(lines) < _MAX_COMPARISON_REFS):
+        return None  # the line reader would reach a limit (two mentions a line)
+    try:
+        every = tuple(map(lines_by_text.__getitem__, lines))
+    except KeyError:  # a line of another form
+        return None
+    dropped = every.count(_SELF) if key >= 0 else 0
+    votes = tuple(vote for vote in every if vote is not _SELF) if dropped else every
+    return votes, dropped, b"".join(map(_PLAIN_CODES[key].__getitem__, lines))
+
+
 def _robust_votes(block: str, author_id: int) -> tuple[list[Vote], int, list[MalformedVote]]:
     """Votes, the number of self-votes dropped and the unreadable lines of a comparison block."""
     # One line at most and no agent mention: the line reader's limits are not reached unless 0.
@@ -400,6 +450,12 @@ def _parse_robust(text: str, author_id: int) -> ParsedResponse:
     # no think marker of any spelling (``_TAG_TOKEN`` sees them) and tags in the usual layout.
     close = text.rfind("</think>")
     answer = text if close < 0 else text[close + len("</think>") :]
+    usual = _CANONICAL.fullmatch(answer)
+    if usual is not None:  # the five tags in order: what ``_simple_fields`` would read
+        strip = _ASCII_STRIP if answer.isascii() else _strip
+        solution, evaluation, comparison, consensus, reason = map(strip, usual.groups())
+        found = {"solution": solution, "evaluation": evaluation, "consensus_reason": reason}
+        return _complete(author_id, found, comparison, consensus, strip(answer))
     block = _simple_fields(answer)
     complete = block is not None and block.keys() >= _REQUIRED_SET
     if not complete:  # any other output: think markers in any case, tags in any layout
@@ -419,10 +475,33 @@ def _parse_robust(text: str, author_id: int) -> ParsedResponse:
     if not complete:
         reason = next(_MISSING[t] for t in _REQUIRED if t not in fields)
         return _failure("robust", author_id, reason, norm, fields, fields.get("comparison", ""))
-    comparison = fields.get("comparison", "")
-    votes, dropped, malformed = _robust_votes(comparison, author_id)
-    consensus = _robust_consensus(fields["consensus"])
-    return _success("robust", author_id, fields, comparison, consensus, votes, dropped, malformed, norm)
+    return _complete(author_id, fields, fields.get("comparison", ""), fields["consensus"], norm)
+
+
+def _complete(
+    author_id: int, found: dict[str, str], comparison: str, consensus: str, norm: str
+) -> ParsedResponse:
+    """The parse of an answer with every required field: its votes and consensus read."""
+    plain = _plain_votes(comparison, author_id)
+    votes: Sequence[Vote]
+    malformed: Sequence[MalformedVote] = ()
+    codes = None
+    if plain is None:
+        votes, dropped, malformed = _robust_votes(comparison, author_id)
+    else:
+        votes, dropped, codes = plain
+    return _success(
+        "robust",
+        author_id,
+        found,
+        comparison,
+        _robust_consensus(consensus),
+        votes,
+        dropped,
+        malformed,
+        norm,
+        codes,
+    )
 
 
 def _robust_entries(text: str) -> dict[str, tuple[int, int, int, int]]:

@@ -30,7 +30,7 @@ from kernel import (
     _parse_robust,
     parse_response,
 )
-from kernel._types import SMALL_VOTES
+from kernel._types import SMALL_VOTES, pack_votes
 from kernel.testing.strategies import agent_outputs, near_miss_xml
 from tests.golden import VECTORS_DIR, read_records
 from tests.golden._parse_v1 import check as golden_check
@@ -715,7 +715,9 @@ SHORTCUTS: dict[str, dict[str, Any]] = {
     "layout: rules instead of the table": {"_LAYOUTS": {}},
     "layout: one pass up to two '<'": {"_MAX_SIMPLE_CHARS": 0, "_MAX_SIMPLE_LT": 2},
     "layout: one pass only without '<'": {"_MAX_SIMPLE_CHARS": 0, "_MAX_SIMPLE_LT": 0},
+    "layout: no match of the usual layout": {"_CANONICAL": re.compile("(?!)")},
     "votes: no chain reader": {"_chain_votes": lambda block, author_id: None},
+    "votes: no table of plain lines": {"_PLAIN_LINES": {}},
     "votes: chain reader without its table": {"_CHAIN_VOTES": {}},
     "votes: no table of empty blocks": {"_NO_VOTES": frozenset()},
     "votes: general agent regex on ASCII": {"_ASCII_REF": _parse_robust._REF},
@@ -734,7 +736,9 @@ GENERAL = {
     name: value
     for key in (
         "layout: no one-pass reading",
+        "layout: no match of the usual layout",
         "votes: no chain reader",
+        "votes: no table of plain lines",
         "votes: no table of empty blocks",
         "votes: general agent regex on ASCII",
         "fields: zero-width strip on ASCII",
@@ -874,6 +878,59 @@ def test_each_shortcut_gives_what_the_parser_gives_without_it(
         assert as_record(got) == v1_oracle(text, author_id)
 
 
+# The usual layout with "<" that may or may not start a tag in its text, and blocks of plain lines
+# with one line that is not: what the one-match layout reader and the table of plain lines decide on.
+_LT_PIECES = (
+    "<",
+    "< ",
+    "<<",
+    "<=",
+    "<3",
+    "<b>",
+    "</b>",
+    "<ſolution>",
+    "<solution ",
+    "<Solution>",
+    "</",
+    "<-",
+)
+_PLAIN = (
+    "Agent 1 > Agent 2",
+    "agent 0 = Agent 3",
+    "Agent 2 < agent 1",
+    "Agent 3 == Agent 0",
+    "Agent 9 > Agent 1",
+)
+_NOT_PLAIN = ("Agent 1 > Agent 2 ", "AGENT 1 > Agent 2", "Agent 1 >= Agent 2", "Agent 10 > Agent 2", "", "x")
+
+
+@st.composite
+def usual_layouts(draw: st.DrawFn) -> str:
+    def text() -> str:
+        return "".join(draw(st.lists(st.sampled_from(("x", " ", "\n", *_LT_PIECES)), max_size=4)))
+
+    lines = draw(st.lists(st.sampled_from(_PLAIN), min_size=1, max_size=4))
+    if draw(st.booleans()):
+        lines.insert(draw(st.integers(0, len(lines))), draw(st.sampled_from(_NOT_PLAIN)))
+    block = draw(st.sampled_from(("\n", "\n\n", "\r\n"))).join(lines) if len(lines) > 1 else lines[0]
+    return text() + answer(block, solution=text() + "S" + text(), reason=text()) + text()
+
+
+@pytest.mark.parametrize(
+    "shortcut", ["layout: no match of the usual layout", "votes: no table of plain lines"]
+)
+@given(text=usual_layouts(), author_id=st.sampled_from([-1, 0, 1, 2, 3, 9, 12]))
+def test_usual_layout_shortcuts_give_what_the_parser_gives_without_them(
+    shortcut: str, text: str, author_id: int
+) -> None:
+    shipped = rob(text, author_id)
+    with _patched(SHORTCUTS[shortcut]):
+        assert rob(text, author_id) == shipped
+    with _patched(GENERAL):
+        assert rob(text, author_id) == shipped
+    assert shipped.vote_codes == pack_votes(shipped.votes)
+
+
 @pytest.mark.parametrize("threshold", [0, _HUGE])
 def test_reference_size_gates_on_hand_checked_inputs(threshold: int) -> None:
     with _patched({"_V1_CUT_TRIES": threshold, "_V1_THINK_BULK": threshold}):
@@ -968,6 +1025,21 @@ def test_lookup_tables_hold_hand_checked_entries() -> None:
     assert len(small) == 64 * 64 * 2 and ("64", ">", "1") not in small and ("07", ">", "1") not in small
     # the parsers' small votes are the shared objects that pack_votes finds by identity
     assert all(v is SMALL_VOTES[v] for v in [*small.values(), *votes.values()])
+    plain = _parse_robust._PLAIN_LINES
+    assert plain[-1]["Agent 1 > Agent 2"] == Vote(1, ">", 2) and plain[3]["agent 4 < Agent 0"] == Vote(
+        0, ">", 4
+    )
+    assert plain[2]["Agent 2 == agent 7"] is _parse_robust._SELF is plain[7]["Agent 2 == agent 7"]
+    assert plain[5]["Agent 2 == agent 7"] == Vote(2, "=", 7)
+    assert len(plain) == 11 and all(len(lines) == 2 * 2 * 10 * 10 * 4 for lines in plain.values())
+    codes = _parse_robust._PLAIN_CODES
+    assert (
+        codes[-1]["Agent 1 > Agent 2"] == pack_votes([Vote(1, ">", 2)])
+        and codes[2]["Agent 2 = Agent 1"] == b""
+    )
+    assert _parse_robust._CANONICAL.fullmatch(answer("Agent 1 < Agent 2", solution="a <b> c")) is None
+    usual = _parse_robust._CANONICAL.fullmatch("pre < 3 " + answer("Agent 1 < Agent 2", solution="x <= y"))
+    assert usual is not None and usual.group(1) == "x <= y"
     assert _parse_robust._PLAIN_CONSENSUS == {
         "YES": True,
         "Yes": True,
