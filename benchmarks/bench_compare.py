@@ -191,12 +191,15 @@ def summarize(old: Sequence[dict[str, float]], new: Sequence[dict[str, float]]) 
 
 
 def better(key: str) -> str:
-    """``"higher"``, ``"lower"`` or ``""``: which way a figure's name says is better."""
-    leaf = key.rsplit(".", 1)[-1]
-    if _HIGHER.search(leaf):
-        return "higher"
-    if _LOWER.search(leaf):
-        return "lower"
+    """``"higher"``, ``"lower"`` or ``""``: which way a figure's name says is better (its last part
+    that says, ``realistic.mb_per_s.ours robust`` as ``mb_per_s``; nothing for a difference)."""
+    for part in reversed(key.split(".")):
+        if "diff" in part:
+            return ""
+        if _HIGHER.search(part):
+            return "higher"
+        if _LOWER.search(part):
+            return "lower"
     return ""
 
 
