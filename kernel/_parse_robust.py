@@ -232,8 +232,10 @@ def _simple_fields(text: str) -> dict[str, str] | None:
 
 # The usual answer: the five tags exactly so spelled, in order, and no other "<" that may start a
 # ``_TAG_TOKEN`` (one followed by "/" or a letter): ``_simple_fields`` would split it at these ten tags
-# alone and read the first of ``_LAYOUTS``. Any other text (``<b>`` included) is left to it.
-_TEXT: Final = r"[^<]*+(?:<(?![/\w])[^<]*+)*+"
+# alone and read the first of ``_LAYOUTS``. Any other text (``<b>`` included) is left to it. A run of
+# "<" is one step (it is text when the character after it does not start a tag); an answer longer
+# than ``_MAX_SIMPLE_CHARS`` is not tried (a failed match would scan it once more).
+_TEXT: Final = r"[^<]*+(?:<++(?![/\w])[^<]*+)*+"
 _CANONICAL: Final = re.compile("".join(f"{_TEXT}<{t}>({_TEXT})</{t}>" for t in _TAGS) + _TEXT)
 
 
@@ -450,7 +452,7 @@ def _parse_robust(text: str, author_id: int) -> ParsedResponse:
     # no think marker of any spelling (``_TAG_TOKEN`` sees them) and tags in the usual layout.
     close = text.rfind("</think>")
     answer = text if close < 0 else text[close + len("</think>") :]
-    usual = _CANONICAL.fullmatch(answer)
+    usual = _CANONICAL.fullmatch(answer) if len(answer) <= _MAX_SIMPLE_CHARS else None
     if usual is not None:  # the five tags in order: what ``_simple_fields`` would read
         strip = _ASCII_STRIP if answer.isascii() else _strip
         solution, evaluation, comparison, consensus, reason = map(strip, usual.groups())
