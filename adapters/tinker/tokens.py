@@ -202,7 +202,8 @@ def _array_model_input(ids: npt.NDArray[np.integer[Any]]) -> types.ModelInput:
     pydantic's ``model_construct`` (not validated: the probe of :func:`tokens_supported` checks that the
     SDK treats it as ``ModelInput.from_ints``)."""
     chunk = types.EncodedTextChunk.model_construct(tokens=TokenArray(ids))
-    return types.ModelInput.model_construct(chunks=[chunk])
+    model_input: types.ModelInput = types.ModelInput.model_construct(chunks=[chunk])
+    return model_input
 
 
 def model_input_of(ids: npt.NDArray[np.integer[Any]]) -> types.ModelInput:
