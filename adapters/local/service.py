@@ -490,9 +490,10 @@ class LocalTrainingClient:
             raise ValueError(f"AdamParams eps must be > 0 (in float32), got {values['eps']}")
         hyper = {k: jnp.asarray(v, jnp.float32) for k, v in values.items()}
         clip = jnp.asarray(clip_norm, jnp.float32)
-        trainable, opt_state, grads, norm = train_step.optim_step(
-            s.trainable, s.opt_state, s.grads, hyper, clip
-        )
+        # the optimizer state on the devices the weights are on (as optim_step returns it): a fresh state
+        # placed elsewhere would compile the step a second time
+        opt_state = devices.replicated(devices.row_mesh(), s.opt_state)
+        trainable, opt_state, grads, norm = train_step.optim_step(s.trainable, opt_state, s.grads, hyper, clip)
         self._state = s._replace(trainable=trainable, opt_state=opt_state, grads=grads, step=s.step + 1)
         return types.OptimStepResponse(metrics={"grad_norm": float(norm)})
 
