@@ -11,7 +11,8 @@
 
 Rows: the copy floor (``np.copyto`` of output-sized arrays: two int64, two float32, one bool per
 position); ``build_datums`` alone (packed arrays in, packed datums out); ``+ tinker.Datum`` (the same
-then :func:`adapters.tinker.convert.datums_to_tinker` with ``copy=False``, the batch being ours alone);
+then :func:`adapters.tinker.convert.datums_to_tinker` as called by default: the batch's arrays lent to the
+datums and made read-only; ``copy=True``, a private copy, is measured for its peak alone);
 ``from SDK samples`` (:func:`adapters.tinker.convert.build_tinker_datums`: ModelInput prompts and
 SampledSequences in, ``tinker.Datum`` out, as the peer); and the peer, tinker-cookbook's
 ``trajectory_to_data`` over every trajectory, measured in the same run. The peer's own input type,
@@ -22,8 +23,7 @@ the same algorithm stands in (labelled so). Outputs are checked equal to the pee
 
 Peak memory (``peak MiB``) is tracemalloc's peak while one call runs, its result included, measured
 apart from the timed calls, plus the result's buffers that torch owns (tracemalloc does not see torch's
-allocator). The table of shared token ints that the conversion makes once per process is made by the
-checks before, so it is not counted.
+allocator).
 """
 
 from __future__ import annotations
@@ -253,7 +253,10 @@ def bench(w: Workload, peer_name: str, peer: Any, repeat: int) -> tuple[list[lis
         return build_tinker_datums(w.samples_B, t.advantages_B)[0]
 
     def kernel_tinker() -> list[tinker.Datum]:
-        return datums_to_tinker(build_datums(t).datums, copy=False)  # the batch is ours alone
+        return datums_to_tinker(build_datums(t).datums)
+
+    def kernel_tinker_copy() -> list[tinker.Datum]:
+        return datums_to_tinker(build_datums(t).datums, copy=True)
 
     check_equal(from_samples(), peer_out)
     # Keep the cyclic GC from traversing the benchmark's own inputs (millions of list items) during
@@ -296,6 +299,9 @@ def bench(w: Workload, peer_name: str, peer: Any, repeat: int) -> tuple[list[lis
         "peer": lambda: run_peer(prepared),
     }
     peaks = {k: peak_bytes(fn) for k, fn in calls.items()}
+    copy_peak = peak_bytes(kernel_tinker_copy)
+    figures[f"{w.name}.kernel+tinker_copy.peak_mib"] = round(copy_peak / 2**20, 1)
+    figures[f"{w.name}.kernel+tinker_copy.peak_vs_peer"] = round(copy_peak / peaks["peer"], 2)
     for row, key in zip(rows, times, strict=True):
         peak, peer_peak = peaks.get(key), peaks["peer"]
         if peak is None:

@@ -146,15 +146,31 @@ def test_text_samples_to_datums_with_sdk_dtypes_and_no_mask() -> None:
     assert data[1].loss_fn_inputs["advantages"].tolist() == [0.0, 0.0, -2.0]
 
 
-def test_loss_inputs_are_a_private_copy_a_later_write_to_the_batch_never_reaches_the_wire() -> None:
+def test_loss_inputs_are_the_batch_s_arrays_made_read_only_a_later_write_raises() -> None:
     r = build_datums(trajectories_from_lists([[([1, 2], [3, 4], [-1.0, -2.0])]], [1.0]))
     data = datums_to_tinker(r.datums)
     (d,) = data
     before = wire(data)
+    for name in ("target_tokens", "logprobs", "advantages"):  # no second copy of the batch
+        assert np.shares_memory(d.loss_fn_inputs[name].to_numpy(), getattr(r.datums, name)), name
+        assert d.loss_fn_inputs[name].to_numpy().flags.writeable, name  # as the SDK keeps it: no copy
+    # What the SDK's sender thread reads after forward_backward() returned: writes through the batch fail.
+    for name in ("input_tokens", "target_tokens", "logprobs", "advantages"):
+        with pytest.raises(ValueError, match="read-only"):
+            getattr(r.datums, name)[:] = 7
+    assert wire(data) == before
+    assert d.loss_fn_inputs["logprobs"].tolist() == [0.0, -1.0, -2.0]
+    assert d.model_input.to_ints() == [1, 2, 3]
+
+
+def test_copy_true_is_a_private_copy_a_later_write_to_the_batch_never_reaches_the_wire() -> None:
+    r = build_datums(trajectories_from_lists([[([1, 2], [3, 4], [-1.0, -2.0])]], [1.0]))
+    data = datums_to_tinker(r.datums, copy=True)
+    (d,) = data
+    before = wire(data)
     for name in ("target_tokens", "logprobs", "advantages"):
         assert not np.shares_memory(d.loss_fn_inputs[name].to_numpy(), getattr(r.datums, name)), name
-    # What the SDK's sender thread reads after forward_backward() returned: writes to the batch are not in it.
-    r.datums.logprobs[:] = 99.0
+    r.datums.logprobs[:] = 99.0  # the batch stays writeable
     r.datums.advantages[:] = -99.0
     r.datums.target_tokens[:] = 7
     r.datums.input_tokens[:] = 7
@@ -434,23 +450,32 @@ def test_large_token_ids_are_exact(big: int, arrays: bool, monkeypatch: pytest.M
     assert datums_to_tinker(r.datums)[0].model_input == tinker.ModelInput.from_ints([big, 0, big - 1, big])
 
 
-def test_copy_false_lends_writeable_wire_dtype_arrays_and_copies_the_rest() -> None:
+def test_the_default_lends_writeable_wire_dtype_arrays_and_converts_the_rest() -> None:
     r = build_datums(
         trajectories_from_lists([[([1, 2], [3, 4], [-1.0, -2.0])], [([5], [6], [0.5])]], [1.0, 2.0])
     )
     batch = r.datums
-    lent = datums_to_tinker(batch, copy=False, include_mask=True)
-    copied = datums_to_tinker(batch, include_mask=True)
+    copied = datums_to_tinker(batch, copy=True, include_mask=True)
+    assert batch.logprobs.flags.writeable  # copy=True leaves the batch alone
+    lent = datums_to_tinker(batch, include_mask=True)
     assert wire(lent) == wire(copied)
     for key in ("target_tokens", "logprobs", "advantages"):
         assert np.shares_memory(lent[0].loss_fn_inputs[key].to_numpy(), getattr(batch, key))
         assert not np.shares_memory(copied[0].loss_fn_inputs[key].to_numpy(), getattr(batch, key))
     assert not np.shares_memory(lent[0].loss_fn_inputs["mask"].to_numpy(), batch.mask)  # bool → float32
-    frozen = batch._replace(logprobs=batch.logprobs.copy())
-    frozen.logprobs.setflags(write=False)
-    (d, _) = datums_to_tinker(frozen, copy=False)
-    assert d.loss_fn_inputs["logprobs"].to_numpy().flags.writeable
-    assert not np.shares_memory(d.loss_fn_inputs["logprobs"].to_numpy(), frozen.logprobs)
+    assert batch.mask.flags.writeable  # not lent: not locked
+    # a batch in other dtypes is converted, and the conversion is the datums' alone: nothing locked
+    wide = r.datums._replace(
+        logprobs=np.asarray(r.datums.logprobs, np.float64),
+        input_tokens=r.datums.input_tokens.astype(np.int32),
+    )
+    d = datums_to_tinker(wide)
+    assert wide.logprobs.flags.writeable and d[0].loss_fn_inputs["logprobs"].dtype == "float32"
+    assert wide.input_tokens.flags.writeable is False  # its ids are the model inputs' tokens
+    # a second conversion of a locked batch: the SDK needs writeable arrays, so this one copies
+    again = datums_to_tinker(batch, include_mask=True)
+    assert wire(again) == wire(copied)
+    assert not np.shares_memory(again[0].loss_fn_inputs["logprobs"].to_numpy(), batch.logprobs)
 
 
 def test_conversion_refuses_what_it_would_turn_into_wrong_datums() -> None:

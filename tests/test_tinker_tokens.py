@@ -118,11 +118,13 @@ def test_every_sdk_operation_equals_from_ints(obs: list[list[int]], action: list
 
 def test_later_writes_to_the_batch_do_not_reach_the_tokens() -> None:
     batch = build_datums(trajectories_from_lists([[([1, 2, 3], [4], [-1.0])]], [1.0])).datums
-    (d,) = datums_to_tinker(batch)
+    (d,) = datums_to_tinker(batch, copy=True)
     batch.input_tokens[:] = 99
     assert d.model_input.to_ints() == [1, 2, 3]  # input = the sequence less its last token
-    (lent,) = datums_to_tinker(batch, copy=False)  # lent: a view of the batch, read-only through the SDK
+    (lent,) = datums_to_tinker(batch)  # lent: a view of the batch, which is read-only from now on
     assert lent.model_input.to_ints() == [99, 99, 99]
+    with pytest.raises(ValueError, match="read-only"):
+        batch.input_tokens[0] = 1
     with pytest.raises(ValueError, match="read-only"):
         np.asarray(lent.model_input.chunks[0].tokens)[0] = 1
 
