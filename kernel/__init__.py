@@ -11,6 +11,7 @@ from kernel import (
     _episode,
     _estimator_spec,
     _groups,
+    _judge_rewards,
     _losses,
     _metrics,
     _observe,
@@ -31,6 +32,7 @@ from kernel._datums import *  # noqa: F403
 from kernel._episode import *  # noqa: F403
 from kernel._estimator_spec import *  # noqa: F403
 from kernel._groups import *  # noqa: F403
+from kernel._judge_rewards import *  # noqa: F403
 from kernel._losses import *  # noqa: F403
 from kernel._metrics import *  # noqa: F403
 from kernel._observe import *  # noqa: F403
@@ -55,6 +57,7 @@ __all__ = sorted(
         *_episode.__all__,
         *_estimator_spec.__all__,
         *_groups.__all__,
+        *_judge_rewards.__all__,
         *_losses.__all__,
         *_metrics.__all__,
         *_observe.__all__,

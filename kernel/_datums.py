@@ -323,6 +323,7 @@ def build_datums(
     ac_weights: npt.ArrayLike | None = None,
     drop_zero_advantage: bool = False,
     sequence_ids_N: npt.ArrayLike | None = None,
+    ac_advantages: npt.ArrayLike | None = None,
 ) -> DatumResult:
     """Builds the token-level training datums of a whole batch of trajectories.
 
@@ -354,6 +355,9 @@ def build_datums(
         sequence_ids_N: [N] int, the sampled sequence of each transition's action (an index into the
             caller's sequence ids, e.g. the SDK's ``SampledSequence.sequence_id``), −1 for none: then the
             result carries the datums' provenance spans (:mod:`kernel._provenance`, REFERENCE §11).
+        ac_advantages: [A] float, each action token's own advantage (it follows ``ac_tokens``), in
+            place of the trajectory's A·w (``advantages_B`` then play no part; not with ``ac_weights``):
+            per-step and per-token credit, rounded once to float32.
 
     Returns:
         ``DatumResult(datums, status_B, report, spans)``.
@@ -383,6 +387,11 @@ def build_datums(
 
         >>> build_datums(t, ac_weights=[0.0, 0.0, 1.0]).datums.advantages.tolist()
         [0.0, 0.0, 0.0, 0.0, 0.5]
+
+        Each action token's own advantage (per-step or per-token credit):
+
+        >>> build_datums(t, ac_advantages=[0.5, -1.0, 2.0]).datums.advantages.tolist()
+        [0.0, 0.5, 0.0, -1.0, 2.0]
 
         Provenance, both turns sampled as sequences 0 and 1: the target side starts one position in.
 
@@ -414,6 +423,17 @@ def build_datums(
         given = _unit_interval(as_float_array(ac_weights, "ac_weights"), "ac_weights")
         check_same_length(ac_weights=given, ac_tokens=t.ac_tokens)
         weights_A = given.astype(np.float32)
+    if ac_advantages is not None:  # per-token advantages: A = 1 per trajectory, the value as its weight
+        if ac_weights is not None:
+            raise ValueError("build_datums takes ac_weights or ac_advantages, not both")
+        per_token = as_float_array(ac_advantages, "ac_advantages")
+        check_same_length(ac_advantages=per_token, ac_tokens=t.ac_tokens)
+        with np.errstate(over="ignore"):  # beyond float32: refused below (value_out_of_range)
+            weights_A = per_token.astype(np.float32)
+        bad = np.zeros(per_token.shape[0] + 1, np.int64)
+        np.cumsum(_overflows_float32(per_token), out=bad[1:])
+        token_overflow_N = bad[t.ac_offsets_N1[1:]] > bad[t.ac_offsets_N1[:-1]]
+        t = t._replace(advantages_B=np.ones_like(t.advantages_B))
 
     ob_len = np.diff(t.ob_offsets_N1)
     ac_len = np.diff(t.ac_offsets_N1)
@@ -432,9 +452,10 @@ def build_datums(
     # --- problems, per segment in the reference's order: missing logprobs, then short, then mismatch ----
     missing_S = _segment_any(~t.has_logprobs_N, seg_start_S)
     mismatch_S = _segment_any(t.has_logprobs_N & (lp_len != ac_len), seg_start_S) & (seq_len_S > 0)
-    overflow_S = (
-        _segment_any(_overflows_float32_N(t), seg_start_S) | _overflows_float32(t.advantages_B)[traj_S]
-    )
+    overflow_N = _overflows_float32_N(t)
+    if ac_advantages is not None:
+        overflow_N = overflow_N | token_overflow_N
+    overflow_S = _segment_any(overflow_N, seg_start_S) | _overflows_float32(t.advantages_B)[traj_S]
     overflow_S &= seq_len_S > 0
     code_S = np.select(
         [missing_S, seq_len_S == 1, mismatch_S, overflow_S], [_MISSING, _SHORT, _MISMATCH, _OUT_OF_RANGE], _OK

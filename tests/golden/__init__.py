@@ -23,6 +23,8 @@ KNOWN_FILES: dict[str, str] = {
     "datums.jsonl": "_datums",
     "kl_metrics.jsonl": "_kl_metrics",
     "datums_provenance.jsonl": "_datums_provenance",
+    "rewards_v2.jsonl": "_rewards_v2",
+    "credit_v2.jsonl": "_credit_v2",
 }
 
 Record = dict[str, Any]
