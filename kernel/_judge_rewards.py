@@ -600,7 +600,9 @@ def format_penalties(
 
         #comparisons = 0  ∧  #judgeable others ≥ 2  ∧  t ≥ exempt_turns  ∧  s ≥ exempt_steps  ∧  where
 
-    Only an empty list is penalised (a list of unreadable comparisons is not, as in the reference).
+    Only an empty list is penalised (a list of unreadable comparisons is not, as in the reference; in
+    :func:`judge_step_rewards` self-comparisons that are dropped are not in the list, as the parsers
+    drop them).
     Ours exempts the first round (``exempt_steps=1``, its prompt asks for no comparison); the reference
     exempts the first two turns (``exempt_turns=2, exempt_steps=0``).
 
@@ -856,7 +858,7 @@ def judge_step_rewards(
         no_consensus=options.no_consensus,
     )
 
-    listed = np.bincount(tv[tv < num_u], minlength=num_u)[:num_u]
+    listed = np.bincount(tv[live_V], minlength=num_u)[:num_u]  # a dropped self-comparison is no comparison
     seen_all = np.where(s_U >= 1, n_U, 0 if rule == "parallel" else t_U % n_U)
     self_seen = (u_U >= 0) & (u_U < n_U) & (judged_steps(t_U, u_U, n_U, rule=rule) >= 0)
     judgeable = seen_all - self_seen

@@ -32,6 +32,16 @@ each turn t of agent i in round r gets the reward-to-go
 and its advantage by the estimator over groups of turns: the turns of one round of one debate
 (``"round"``), or the turns of one (round, agent) across the debates of one question group
 (``"round_agent"``, :attr:`Episode.group`); each turn is then its own trajectory with its own advantage.
+
+Judge rewards (``judge=JudgeOptions(...)``, the debate recipe's V2 credit, :mod:`kernel._judge_rewards`):
+every turn t (step s of agent i) is scored twice, as an answer (its generator reward g_t, plus the turn's
+own step reward: −1 for a failed parse) and as a judge (its judge reward j_t), from the votes of the
+round-robin turns (:func:`judge_step_rewards`, ``schedule="sequential"``: a comparison judges the latest
+answer of each agent the judge had seen). Each stream is centred per debate over all its turns by the
+estimator, A_t = λ_g·(g_t − ḡ) + λ_j·(j_t − j̄), and each turn is its own trajectory. Its tokens carry
+A_t (``credit="step"``, the reference) or each stream on its own tokens (``credit="fields"``: solution
+and evaluation tokens λ_g·(g_t − ḡ), comparison tokens λ_j·(j_t − j̄), the others A_t; per-token field
+codes in :attr:`Episode.fields_T`). The per-agent returns and advantages are still computed (metrics).
 """
 
 from __future__ import annotations
@@ -49,15 +59,25 @@ from kernel._datums import DATUM_MODES, DatumMode, DatumResult, build_datums, tr
 from kernel._episode import round1_vote_check
 from kernel._estimator_spec import Estimator, RAEOptions
 from kernel._groups import constant_group_keep_mask, total_returns
+from kernel._judge_rewards import (
+    DualAdvantages,
+    JudgeOptions,
+    JudgeStepRewards,
+    dual_step_advantages,
+    judge_step_rewards,
+)
 from kernel._metrics import StepMetrics, TrajectoryMetrics, step_metrics, trajectory_metrics
 from kernel._parse_common import PARSE_POLICIES, ParsePolicy
 from kernel._rae import rae_advantages
 from kernel._rewards import PAIRWISE_MODES, PairwiseMode, PairwiseRewards, pairwise_rewards
-from kernel._types import ParsedResponse
+from kernel._types import OP_EQ, OP_GT, OP_OTHER, ParsedResponse
 from kernel._votes import VoteArrays, VoteValidation, validate_votes, votes_from_responses
 
 __all__ = [
     "CREDIT_MODES",
+    "FIELD_BOTH",
+    "FIELD_GENERATOR",
+    "FIELD_JUDGE",
     "ROUND1_VOTE_POLICIES",
     "SILENT_AGENT_POLICIES",
     "TURN_GROUPINGS",
@@ -92,6 +112,13 @@ TurnGroups = Literal["none", "round", "round_agent"]
 (question group, round, agent)."""
 TURN_GROUPINGS: Final[tuple[TurnGroups, ...]] = get_args(TurnGroups)
 
+FIELD_BOTH: Final = 0
+"""Field code of an action token outside the fields a reward scores (reasoning, consensus): both streams."""
+FIELD_GENERATOR: Final = 1
+"""Field code of a solution or evaluation token: the generator advantage."""
+FIELD_JUDGE: Final = 2
+"""Field code of a comparison token: the judge advantage."""
+
 NegativeAdvantages = Literal["keep", "zero"]
 _NEGATIVE: Final[tuple[NegativeAdvantages, ...]] = get_args(NegativeAdvantages)
 
@@ -119,6 +146,9 @@ class ScoringOptions:
       datum_mode: :func:`build_datums`'s mode, ``"robust"`` or ``"reference"``.
       turn_groups: ``"none"`` (one advantage per agent and debate), or turn-level advantages grouped per
         ``"round"`` or ``"round_agent"`` (see the module docstring; grouped advantages only).
+      judge: None (no judge rewards), or the :class:`JudgeOptions` of per-turn generator and judge
+        rewards (the module docstring; grouped advantages, ``credit="turn"``, ``turn_groups="none"`` and
+        no correctness weight).
 
     Raises:
       ValueError / TypeError: a value outside its set or of the wrong type, naming the field.
@@ -144,6 +174,7 @@ class ScoringOptions:
     credit: Credit = "turn"
     datum_mode: DatumMode = "robust"
     turn_groups: TurnGroups = "none"
+    judge: JudgeOptions | None = None
 
     def __post_init__(self) -> None:
         check_choice(self.parse_policy, "parse_policy", PARSE_POLICIES)
@@ -160,6 +191,23 @@ class ScoringOptions:
         check_choice(self.turn_groups, "turn_groups", TURN_GROUPINGS)
         if self.turn_groups != "none" and isinstance(self.estimator, RAEOptions):
             raise ValueError("turn_groups needs grouped advantages (an AdvantageOptions estimator), not RAE")
+        if self.judge is not None:
+            check_type(self.judge, JudgeOptions, "judge")
+            if isinstance(self.estimator, RAEOptions):
+                raise ValueError(
+                    "judge rewards need grouped advantages (an AdvantageOptions estimator), not RAE"
+                )
+            clash = {
+                "turn_groups": (self.turn_groups, "none"),
+                "credit": (self.credit, "turn"),
+                "correctness_weight": (self.correctness_weight, 0.0),
+            }
+            for name, (value, wanted) in clash.items():
+                if value != wanted:
+                    raise ValueError(
+                        f"judge rewards set their own per-turn credit: {name} must be {wanted!r}, "
+                        f"got {value!r}"
+                    )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -179,6 +227,9 @@ class Episode:
       correct_G: per agent 1.0 when its final answer is right, 0.0 otherwise; None when unknown.
       group: the debate's question group (debates of one question share it; None: a group of its own),
         for turn-level advantages grouped per ``"round_agent"``.
+      fields_T: per turn, per action token, the stream its tokens carry under judge rewards with
+        ``credit="fields"``: :data:`FIELD_GENERATOR` (solution, evaluation), :data:`FIELD_JUDGE`
+        (comparison) or :data:`FIELD_BOTH` (the rest); None: all both; ``()``: none.
 
     Raises:
       ValueError / TypeError: lengths that differ, an agent outside ``[0, N)``.
@@ -200,6 +251,7 @@ class Episode:
     weights_T: tuple[npt.ArrayLike | None, ...] = ()
     correct_G: tuple[float, ...] | None = None
     group: int | None = None
+    fields_T: tuple[npt.ArrayLike | None, ...] = ()
 
     def __post_init__(self) -> None:
         n = check_int(self.num_agents, "num_agents", low=1)
@@ -209,7 +261,11 @@ class Episode:
                 f"agents_T, responses_T and rewards_T must have one entry per turn, got {t}, "
                 f"{len(self.responses_T)} and {len(self.rewards_T)}"
             )
-        for name, values in (("tokens_T", self.tokens_T), ("weights_T", self.weights_T)):
+        for name, values in (
+            ("tokens_T", self.tokens_T),
+            ("weights_T", self.weights_T),
+            ("fields_T", self.fields_T),
+        ):
             if values and len(values) != t:
                 raise ValueError(f"{name} must be empty or have one entry per turn ({t}), got {len(values)}")
         if t and not (0 <= min(self.agents_T) and max(self.agents_T) < n):
@@ -249,6 +305,10 @@ class ScoredEpisodes(NamedTuple):
       turn_offsets_P1: int64 [P+1], each debate's first turn (T at the end).
       turn_returns_T: float64 [T], each turn's reward-to-go (empty unless ``turn_groups``).
       turn_advantages_T: float64 [T], each turn's advantage (empty unless ``turn_groups``).
+      judge: :class:`JudgeStepRewards` of the turns (cell n of agent row r's step s is turn s of that
+        agent), None without judge rewards; ``turn_returns_T`` then holds λ_g·g_t + λ_j·j_t and
+        ``turn_advantages_T`` A_t.
+      dual: :class:`DualAdvantages` of the turns' cells (each stream centred, and A), None without.
     """
 
     num_agents_P: npt.NDArray[np.int64]
@@ -270,6 +330,8 @@ class ScoredEpisodes(NamedTuple):
     turn_offsets_P1: npt.NDArray[np.int64]
     turn_returns_T: npt.NDArray[np.float64]
     turn_advantages_T: npt.NDArray[np.float64]
+    judge: JudgeStepRewards | None = None
+    dual: DualAdvantages | None = None
 
 
 def _checked_episodes(episodes: object) -> Sequence[Episode]:
@@ -431,9 +493,26 @@ def score_episodes(
         if options.negative_advantages == "zero":
             turn_advantages = np.maximum(turn_advantages, 0.0)
 
-    datums, debate_D, agent_D = _datums(
-        episodes, offsets, advantages, keep, options, turn_offsets, turn_advantages
-    )
+    judge = dual = None
+    if options.judge is not None:
+        judge, dual, cell_T = _judge_scores(episodes, offsets, turn_offsets, opts, options.judge)
+        lam = options.judge
+        turn_returns = lam.lambda_gen * (judge.generator_N + _step_cells(episodes, judge, cell_T))[cell_T]
+        turn_returns = turn_returns + lam.lambda_judge * judge.judge_N[cell_T]
+        turn_advantages = np.asarray(dual.advantages, dtype=np.float64)[cell_T]
+        if options.remove_constant_groups:
+            debate_T = np.repeat(np.arange(num_debates), np.diff(turn_offsets))
+            kept_turns = np.asarray(
+                constant_group_keep_mask(turn_returns, debate_T, num_debates, keep_one_if_all_constant=True)
+            )
+            keep = np.bincount(debate_T[kept_turns], minlength=num_debates)[:num_debates] > 0
+        if options.negative_advantages == "zero":
+            turn_advantages = np.maximum(turn_advantages, 0.0)
+        datums, debate_D, agent_D = _judge_datums(episodes, turn_offsets, cell_T, dual, keep, options)
+    else:
+        datums, debate_D, agent_D = _datums(
+            episodes, offsets, advantages, keep, options, turn_offsets, turn_advantages
+        )
     return ScoredEpisodes(
         num_agents,
         offsets,
@@ -454,7 +533,149 @@ def score_episodes(
         turn_offsets,
         turn_returns,
         turn_advantages,
+        judge,
+        dual,
     )
+
+
+_BIG: Final = 2**62
+
+
+def _code(op: str) -> int:
+    return OP_GT if op == ">" else OP_EQ if op == "=" else OP_OTHER
+
+
+def _judge_scores(
+    episodes: Sequence[Episode],
+    offsets_P1: npt.NDArray[np.int64],
+    turn_offsets_P1: npt.NDArray[np.int64],
+    estimator: dict[str, Any],
+    options: JudgeOptions,
+) -> tuple[JudgeStepRewards, DualAdvantages, npt.NDArray[np.int64]]:
+    """The judge rewards of the episodes' round-robin turns, their dual advantages (each stream centred
+    per debate by the estimator) and each turn's cell."""
+    debate_U: list[int] = []
+    author_U: list[int] = []
+    index_U: list[int] = []
+    turn_V: list[int] = []
+    a_V: list[int] = []
+    op_V: list[int] = []
+    b_V: list[int] = []
+    for p, e in enumerate(episodes):
+        n = e.num_agents
+        if any(agent != t % n for t, agent in enumerate(e.agents_T)):
+            raise ValueError(
+                f"judge rewards need round-robin turns (agent t mod N speaks turn t): episodes[{p}].agents_T "
+                f"is {list(e.agents_T)}"
+            )
+        base = int(turn_offsets_P1[p])
+        for t, (agent, response) in enumerate(zip(e.agents_T, e.responses_T, strict=True)):
+            debate_U.append(p)
+            author_U.append(agent)
+            index_U.append(t)
+            if not response.ok:
+                continue
+            for vote in response.votes:
+                a, op, b = (vote.b, ">", vote.a) if vote.op == "<" else (vote.a, vote.op, vote.b)
+                turn_V.append(base + t)
+                a_V.append(max(min(int(a), _BIG), -_BIG))  # an id beyond int64 names no agent either
+                op_V.append(_code(op))
+                b_V.append(max(min(int(b), _BIG), -_BIG))
+    steps_PG = np.zeros(int(offsets_P1[-1]), dtype=np.int64)
+    for p, e in enumerate(episodes):
+        np.add.at(steps_PG, int(offsets_P1[p]) + np.asarray(e.agents_T, dtype=np.int64), 1)
+    num_agents = [e.num_agents for e in episodes]
+    judge = judge_step_rewards(
+        debate_U,
+        index_U,
+        author_U,
+        turn_V,
+        np.asarray(a_V, dtype=np.int64),
+        op_V,
+        np.asarray(b_V, dtype=np.int64),
+        num_agents,
+        steps_PG,
+        schedule="sequential",
+        options=options,
+    )
+    row_T = np.repeat(offsets_P1[:-1], np.diff(turn_offsets_P1)) + np.asarray(author_U, dtype=np.int64)
+    index = np.asarray(index_U, dtype=np.int64)
+    agents_T = np.repeat(np.asarray(num_agents, dtype=np.int64), np.diff(turn_offsets_P1))
+    cell_T = judge.step_offsets_PG1[row_T] + index // np.maximum(agents_T, 1)
+    cells_debate = np.repeat(np.repeat(np.arange(len(episodes)), num_agents), steps_PG)
+    generator = judge.generator_N + _step_cells(episodes, judge, cell_T)
+    dual = dual_step_advantages(
+        generator,
+        judge.judge_N,
+        cells_debate,
+        len(episodes),
+        lambda_gen=options.lambda_gen,
+        lambda_judge=options.lambda_judge,
+        estimator=AdvantageOptions(**estimator),
+    )
+    return judge, dual, cell_T
+
+
+def _step_cells(
+    episodes: Sequence[Episode], judge: JudgeStepRewards, cell_T: npt.NDArray[np.int64]
+) -> npt.NDArray[np.float64]:
+    """float64 [N]: each turn's own step reward (−1 for a failed parse in the reference) at its cell."""
+    out = np.zeros(judge.generator_N.shape[0], dtype=np.float64)
+    out[cell_T] = [r for e in episodes for r in e.rewards_T]
+    return out
+
+
+def _judge_datums(
+    episodes: Sequence[Episode],
+    turn_offsets_P1: npt.NDArray[np.int64],
+    cell_T: npt.NDArray[np.int64],
+    dual: DualAdvantages,
+    keep_P: npt.NDArray[np.bool_],
+    options: ScoringOptions,
+) -> tuple[DatumResult | None, npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """One trajectory per turn with tokens of a kept debate; each action token's advantage by its field
+    (``credit="fields"``) or the turn's A_t (``"step"``)."""
+    judge = options.judge
+    assert judge is not None
+    gen = judge.lambda_gen * np.asarray(dual.generator_N, dtype=np.float64)
+    jud = judge.lambda_judge * np.asarray(dual.judge_N, dtype=np.float64)
+    both = np.asarray(dual.advantages, dtype=np.float64)
+    transitions: list[list[TurnTokens]] = []
+    per_token: list[npt.NDArray[np.float64]] = []
+    origin: list[tuple[int, int]] = []
+    for p, e in enumerate(episodes):
+        if not e.tokens_T or not keep_P[p]:
+            continue
+        for k, (agent, tokens) in enumerate(zip(e.agents_T, e.tokens_T, strict=True)):
+            if tokens is None:
+                continue
+            cell = int(cell_T[int(turn_offsets_P1[p]) + k])
+            size = len(tokens[1])  # type: ignore[arg-type]
+            fields = e.fields_T[k] if e.fields_T and judge.credit == "fields" else None
+            if fields is None:
+                values = np.full(size, both[cell])
+            else:
+                code = np.asarray(fields, dtype=np.int64)
+                if code.shape != (size,):
+                    raise ValueError(
+                        f"episodes[{p}].fields_T[{k}] must have one code per action token ({size}), got "
+                        f"shape {code.shape}"
+                    )
+                values = np.select(
+                    [code == FIELD_GENERATOR, code == FIELD_JUDGE], [gen[cell], jud[cell]], both[cell]
+                )
+            if options.negative_advantages == "zero":
+                values = np.maximum(values, 0.0)
+            transitions.append([tokens])
+            per_token.append(values)
+            origin.append((p, agent))
+    if not transitions:
+        return None, _NO_IDS, _NO_IDS
+    trajectories = trajectories_from_lists(transitions, np.zeros(len(transitions)))  # type: ignore[arg-type]
+    built = build_datums(trajectories, mode=options.datum_mode, ac_advantages=np.concatenate(per_token))
+    where = np.asarray(origin, dtype=np.int64).reshape(-1, 2)
+    traj = np.asarray(built.datums.traj_ids_D, dtype=np.int64)
+    return built, where[traj, 0], where[traj, 1]
 
 
 def _rewards_to_go(

@@ -152,6 +152,10 @@ class TrainConfig:
       turn_groups: ``"none"`` (one advantage per agent and debate, the reference); ``"round"`` or
         ``"round_agent"``: turn-level advantages (each turn's reward-to-go, grouped per debate and round,
         or per question group, round and agent: :func:`kernel.score_episodes`).
+      judge_rewards: ``"off"`` (the v1 rewards); ``"default"`` or ``"reference_v2"``: every turn scored
+        as an answer and as a judge (:data:`kernel.JUDGE_PRESETS`, the debate recipe's V2 credit), each
+        stream centred per debate by the estimator, a per-turn advantage (needs ``credit = "turn"``,
+        ``turn_groups = "none"`` and ``correctness_weight = 0``).
       rae_decay: the RAE baseline decay d (``b ← d·b + (1 − d)·x``).
       remove_constant_reward_groups: drop debates whose total returns are all equal (keep one if all are).
       loss_fn: a server-side loss name (:data:`SERVER_LOSSES`) or a kernel loss (:data:`KERNEL_LOSSES`).
@@ -223,6 +227,7 @@ class TrainConfig:
     credit: Literal["turn", "solution"] = "turn"
     negative_advantages: Literal["keep", "zero"] = "keep"
     turn_groups: Literal["none", "round", "round_agent"] = "none"
+    judge_rewards: Literal["off", "default", "reference_v2"] = "off"
     rae_decay: float = 0.95
     remove_constant_reward_groups: bool = False
     loss_fn: str = "importance_sampling"
@@ -380,7 +385,10 @@ class TrainConfig:
         try:
             return self._scoring_options(estimator)
         except ValueError as e:
-            raise ValueError(f"config keys estimator and turn_groups: {e}") from None
+            keys = (
+                "estimator and turn_groups" if self.judge_rewards == "off" else "estimator and judge_rewards"
+            )
+            raise ValueError(f"config keys {keys}: {e}") from None
 
     def _scoring_options(self, estimator: kernel.Estimator) -> kernel.ScoringOptions:
         return kernel.ScoringOptions(
@@ -393,6 +401,7 @@ class TrainConfig:
             negative_advantages=self.negative_advantages,
             turn_groups=self.turn_groups,
             credit=self.credit,
+            judge=None if self.judge_rewards == "off" else kernel.JUDGE_PRESETS[self.judge_rewards],
         )
 
     def _check_streaming(self, estimator: kernel.Estimator) -> None:

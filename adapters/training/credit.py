@@ -8,6 +8,11 @@ tokens that cannot change the agent's own return add only noise to its policy gr
 ``credit = "solution"`` the tokens of the solution block carry it alone; a turn with no solution block
 (one that does not parse) keeps the whole-turn credit, so a malformed turn is still pushed down.
 
+Under judge rewards (``ScoringOptions.judge``, :mod:`kernel._judge_rewards`) a turn carries two
+advantages; :func:`credit_fields` says which tokens carry which: the solution and evaluation blocks the
+generator's (:data:`kernel.FIELD_GENERATOR`), the comparison block the judge's (:data:`kernel.FIELD_JUDGE`),
+the rest of the turn both (:data:`kernel.FIELD_BOTH`).
+
 The block is the one the parser read (:func:`kernel.field_spans` under the run's parse policy: the robust
 parser's last complete answer block after the reasoning, never a ``<solution>`` mentioned inside
 ``<think>`` or a draft before the answer; an unclosed last block runs to the end of the text), found in the
@@ -25,9 +30,9 @@ import numpy as np
 import numpy.typing as npt
 
 from adapters.tinker.renderers import Renderer
-from kernel import ParsePolicy, field_spans
+from kernel import FIELD_BOTH, FIELD_GENERATOR, FIELD_JUDGE, FieldSpan, ParsePolicy, field_spans
 
-__all__ = ["CREDIT_MODES", "Credit", "credit_weights"]
+__all__ = ["CREDIT_MODES", "Credit", "credit_fields", "credit_weights"]
 
 Credit: TypeAlias = Literal["turn", "solution"]
 CREDIT_MODES: Final[tuple[str, ...]] = ("turn", "solution")
@@ -73,12 +78,56 @@ def credit_weights(
     block = field_spans(text, policy=policy).solution
     if block is None:
         return weights
-    start, end = block.start, block.stop
-    first = _tokens_before(renderer, ids, start + 1) - 1  # the token holding character `start`
-    last = _tokens_before(renderer, ids, end)  # tokens needed to cover the block's last character
+    first, last = _token_range(renderer, ids, block)
     weights[:] = 0.0
-    weights[max(first, 0) : max(last, first + 1)] = 1.0
+    weights[first:last] = 1.0
     return weights
+
+
+def credit_fields(
+    renderer: Renderer, action: Sequence[int] | npt.NDArray[np.integer], *, policy: ParsePolicy = "robust"
+) -> npt.NDArray[np.int8]:
+    """int8 [A]: each action token's field code under judge rewards with ``credit="fields"``.
+
+    A token whose characters overlap the solution or evaluation block the parser read (tags included) is
+    :data:`kernel.FIELD_GENERATOR`; one overlapping the comparison block :data:`kernel.FIELD_JUDGE`; any
+    other token, or one overlapping both kinds of block, :data:`kernel.FIELD_BOTH` (a turn with no block
+    found carries both advantages everywhere). Tokens map to characters as in :func:`credit_weights`.
+
+    Examples:
+        >>> from adapters.tinker.renderers import ByteRenderer
+        >>> r = ByteRenderer()
+        >>> text = "<think>x</think><solution>7</solution><comparison>Agent 1 > Agent 2</comparison>ok"
+        >>> ids = r.tokenizer.encode(text)
+        >>> codes = credit_fields(r, ids)
+        >>> [r.text([t for t, c in zip(ids, codes) if c == k]) for k in (1, 2, 0)]
+        ['<solution>7</solution>', '<comparison>Agent 1 > Agent 2</comparison>', '<think>x</think>ok']
+    """
+    ids: list[int] = np.asarray(action, dtype=np.int64).tolist()
+    codes = np.full(len(ids), FIELD_BOTH, dtype=np.int8)
+    if not ids:
+        return codes
+    spans = field_spans(renderer.text(ids), policy=policy)
+    generator = np.zeros(len(ids), dtype=bool)
+    judge = np.zeros(len(ids), dtype=bool)
+    for block, mask in (
+        (spans.solution, generator),
+        (spans.evaluation, generator),
+        (spans.comparison, judge),
+    ):
+        if block is not None:
+            first, last = _token_range(renderer, ids, block)
+            mask[first:last] = True
+    codes[generator & ~judge] = FIELD_GENERATOR
+    codes[judge & ~generator] = FIELD_JUDGE
+    return codes
+
+
+def _token_range(renderer: Renderer, ids: list[int], block: FieldSpan) -> tuple[int, int]:
+    """The tokens ``[first, last)`` whose characters overlap ``block`` (its tags included)."""
+    first = _tokens_before(renderer, ids, block.start + 1) - 1  # the token holding character `start`
+    last = _tokens_before(renderer, ids, block.stop)  # tokens needed to cover the block's last character
+    return max(first, 0), max(last, first + 1)
 
 
 def _tokens_before(renderer: Renderer, ids: list[int], chars: int) -> int:

@@ -32,7 +32,7 @@ from adapters.answers import is_correct
 from adapters.tinker.convert import datums_to_tinker
 from adapters.tinker.renderers import Renderer
 from adapters.training.config import TrainConfig
-from adapters.training.credit import credit_weights
+from adapters.training.credit import credit_fields, credit_weights
 from adapters.training.dataset import Question
 from adapters.training.rollouts import END_REASONS, DebateResult, last_solution
 
@@ -77,7 +77,8 @@ def episodes_of(
     """The played debates as the kernel's episodes: each turn's agent, parse, step reward and token
     arrays, as the rollout's own run of the state machine gave them; each agent's correctness against the
     reference answer; with ``credit="solution"``, each turn's credit weights
-    (:func:`adapters.training.credit.credit_weights`)."""
+    (:func:`adapters.training.credit.credit_weights`); with judge rewards credited by field, each turn's
+    field codes (:func:`adapters.training.credit.credit_fields`)."""
     credit = config.credit != "turn"
     out: list[kernel.Episode] = []
     for r in played:
@@ -93,6 +94,15 @@ def episodes_of(
             if credit
             else ()
         )
+        judge = config.scoring_options.judge
+        fields = (
+            tuple(
+                None if t.arrays is None else credit_fields(renderer, t.arrays[1], policy=config.parse_policy)
+                for t in r.turns
+            )
+            if judge is not None and judge.credit == "fields"
+            else ()
+        )
         tokens = tuple(t.arrays for t in r.turns)
         out.append(
             kernel.Episode(
@@ -105,6 +115,7 @@ def episodes_of(
                 weights_T=weights,
                 correct_G=tuple(float(is_correct(last_solution(r.state, i), answer)) for i in range(n)),
                 group=r.spec.group,
+                fields_T=fields,
             )
         )
     return out
