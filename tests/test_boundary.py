@@ -555,27 +555,21 @@ def test_random_fault_schedules_finish_or_name_the_error_and_resume_exactly_once
 
 
 def test_the_progress_line_shows_debates_ended_early_and_retries() -> None:
-    import io
+    from adapters.cli._progress import step_line
 
-    from adapters.cli.train import _progress
-
-    stream = io.StringIO()
     record = {"phase": "rl", "env/all/ended_early": 2, "env/all/end/sampler_timeout": 0}
     record |= {"env/all/end/sampler_bad_reply": 2, "service/retries": 3.0, "time/total": 0.5}
-    _progress(stream, warm_start_steps=0)(0, 2, record)
-    assert stream.getvalue() == "step 1/2  RL  ended early 2 (sampler_bad_reply)  retries 3  0.50s\n"
+    line = step_line(0, 2, record, warm_start_steps=0)
+    assert line == "step 1/2  RL  ended early 2 (sampler_bad_reply)  retries 3  0.50s"
 
 
 def test_the_progress_line_counts_the_warm_start_and_rl_apart() -> None:
-    import io
+    from adapters.cli._progress import step_line
 
-    from adapters.cli.train import _progress
-
-    stream = io.StringIO()
-    show = _progress(stream, warm_start_steps=2)
-    for step, phase in enumerate(["warm_start", "warm_start", "rl"]):
-        show(step, 3, {"phase": phase, "time/total": 0.25})
-    lines = stream.getvalue().splitlines()
+    phases = ["warm_start", "warm_start", "rl"]
+    lines = [
+        step_line(k, 3, {"phase": p, "time/total": 0.25}, warm_start_steps=2) for k, p in enumerate(phases)
+    ]
     assert lines == [
         "step 1/3  warm start 1/2  0.25s",
         "step 2/3  warm start 2/2  0.25s",

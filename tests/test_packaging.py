@@ -30,9 +30,9 @@ def test_distribution_metadata_and_console_script() -> None:
     assert scripts.get("debate-kernel") == "adapters.cli:main"
     requires = dist.requires or []
     base = [r for r in requires if "extra ==" not in r]
-    assert sorted(r.split(">")[0] for r in base) == ["numpy", "orjson"], base
+    assert sorted(r.split(">")[0] for r in base) == ["numpy", "orjson", "tqdm"], base
     extras = set(dist.metadata.get_all("Provides-Extra") or [])
-    assert {"jax", "tinker", "test", "bench"} <= extras
+    assert {"jax", "tinker", "test", "bench", "wandb", "tensorboard"} <= extras
 
 
 def test_ci_runs_exactly_the_readme_test_command() -> None:

@@ -1,7 +1,8 @@
 """What the ``score`` and ``report`` commands share: the scoring options as arguments, errors on stderr and
 exit statuses, SIGTERM stopping a run as Ctrl-C does, checks of the output paths, reading FILE (a
 transcript file, standard input, a training run's directory or the shipped samples), telling what a file
-holds by its first record (:func:`sniff`), and a progress line."""
+holds by its first record (:func:`sniff`), and the progress display (:class:`Progress`, from
+:mod:`adapters.cli._progress`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ import os
 import signal
 import stat
 import sys
-import time
 from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, Final, NamedTuple
@@ -20,6 +20,7 @@ from typing import IO, Any, Final, NamedTuple
 import kernel
 from adapters import data, pipeline
 from adapters._atomic import same_file
+from adapters.cli._progress import Progress as Progress  # score and report draw it
 from adapters.training.checkpoint import transcript_files
 from adapters.transcripts import LineTooLarge, bounded_lines
 
@@ -233,51 +234,6 @@ def stopped(e: KeyboardInterrupt, written: Sequence[Path], *, note: str = "") ->
     return EXIT_TERMINATED if isinstance(e, Terminated) else EXIT_INTERRUPTED
 
 
-class Progress:
-    """A status line on stderr, rewritten as chunks are scored, when stderr is a terminal (nothing is
-    written otherwise): lines read, the share of the file read when it is a regular file, and lines
-    per second; at most every ``every`` seconds. :meth:`close` clears it, however the run ends."""
-
-    def __init__(self, stream: IO[str], source: object, *, clock: Any = None, every: float = 0.5) -> None:
-        self.stream, self.clock, self.every = stream, clock or time.monotonic, every
-        isatty = getattr(stream, "isatty", None)
-        self.on = bool(isatty is not None and isatty())
-        self.file: Any = None
-        self.total = 0
-        if self.on and hasattr(source, "tell") and hasattr(source, "fileno"):
-            try:
-                info = os.fstat(source.fileno())
-            except (OSError, ValueError):
-                info = None
-            if info is not None and stat.S_ISREG(info.st_mode) and info.st_size > 0:
-                self.file, self.total = source, info.st_size
-        self.start = self.last = self.clock()
-        self.lines = 0
-        self.shown = False
-
-    def update(self, lines: int) -> None:
-        if not self.on or lines == self.lines:
-            return
-        now = self.clock()
-        if now - self.last < self.every:
-            return
-        self.last, self.lines = now, lines
-        text = f"score: {lines:,} lines"
-        if self.file is not None:
-            with contextlib.suppress(OSError, ValueError):
-                text += f", {min(self.file.tell() / self.total, 1.0):.0%} of {self.total / 2**20:,.0f} MB"
-        text += f", {lines / max(now - self.start, 1e-9):,.0f} lines/s"
-        self.stream.write("\r" + text + "\033[K")
-        self.stream.flush()
-        self.shown = True
-
-    def close(self) -> None:
-        if self.shown:
-            self.stream.write("\r\033[K")
-            self.stream.flush()
-            self.shown = False
-
-
 def run_transcripts(file: str | None) -> list[Path]:
     """The transcript files of the training run in directory ``file``, in step order (a run writes
     ``transcripts/step-NNNNNN.jsonl`` per step); [] when ``file`` is not such a directory.
@@ -333,7 +289,7 @@ def open_lines(
 
 class _FileLines:
     """The lines of an open file (:func:`bounded_lines`), with the file's ``tell`` and ``fileno`` for
-    :class:`Progress`."""
+    the progress display."""
 
     def __init__(self, file: IO[bytes]) -> None:
         self.file, self.lines = file, bounded_lines(file)

@@ -49,6 +49,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "-o", "--output", type=Path, default=Path("report.html"), help="HTML file (default report.html)"
     )
     p.add_argument(
+        "--quiet", action="store_true", help="no progress bar (it is drawn on a terminal only, for a file)"
+    )
+    p.add_argument(
         "--max-debates",
         type=common.count_argument,
         default=DEFAULT_MAX_DEBATES,
@@ -160,7 +163,7 @@ def _report(args: argparse.Namespace, written: list[Path]) -> int:
                     common.err(common.refusal(sniffed, args.file, "report"))
                     return common.EXIT_UNUSABLE
                 lines = sniffed.lines
-            progress = common.Progress(sys.stderr, lines)
+            progress = common.Progress(sys.stderr, lines, quiet=args.quiet, label="report")
             stack.callback(progress.close)
             chunks = pipeline.score_chunks(lines, options=options)
             report = render_report(
@@ -202,7 +205,7 @@ def _results_report(
             "options, or leave them out"
         )
         return common.EXIT_UNUSABLE
-    progress = common.Progress(sys.stderr, lines)
+    progress = common.Progress(sys.stderr, lines, quiet=args.quiet, label="report")
     try:
         report = render_results_report(
             _counted(lines, progress),

@@ -84,7 +84,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--limit", type=count_argument, default=None, metavar="N", help="show only the first N table rows"
     )
-    p.add_argument("--quiet", action="store_true", help="print only the summary, not the per-debate table")
+    p.add_argument(
+        "--quiet",
+        action="store_true",
+        help="print only the summary: no per-debate table, no progress bar (drawn only on a terminal)",
+    )
     p.add_argument("--json", action="store_true", help="print the summary as one JSON line instead of text")
     p.add_argument(
         "--jobs",
@@ -288,7 +292,7 @@ def _run(args: argparse.Namespace, outputs: _Outputs) -> int:
         except OSError as e:
             err(f"cannot read {args.file}: {e.strerror or e}{directory_hint(args.file)}")
             return EXIT_UNUSABLE
-        progress = Progress(sys.stderr, lines)
+        progress = Progress(sys.stderr, lines, quiet=args.quiet)
         stack.callback(progress.close)  # the line is cleared before anything else is printed
         spool = _NpzSpool() if outputs.datums is not None else None
         if spool is not None:

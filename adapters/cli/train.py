@@ -10,8 +10,11 @@ that the run starts on a loopback port and stops at its end. ``--service inproce
 local service in this process, ``--service fake`` (hidden, for tests) the in-repo fake, persisted under
 ``RUN_DIR/service``. ``--steps N`` is the run's N optimizer steps in all, its warm start included (the
 config key ``steps`` counts the RL steps after the warm start); ``--steps 0``, or fewer steps than the warm
-start, is refused. One progress line per step on stderr (a bar on a terminal), naming the step of the run
-and of its phase (``step 83/110  RL 3/30``).
+start, is refused. On a terminal, and without ``--quiet``, progress bars on stderr with their rate and
+time left (:class:`adapters.cli._progress.TrainProgress`): the warm start and RL in steps, naming the
+step of the run and of its phase (``step 83/110  RL 3/30``), and each evaluation in debates; nothing when
+stderr is not a terminal. ``--log wandb``, ``--log tensorboard``: the metrics also go to W&B or
+TensorBoard (:mod:`adapters.training.loggers`).
 
 On the local service the keys of :data:`LOCAL_PRESET` replace the config defaults (a config file and
 flags still override them): with no flags at all, ``train`` runs warm start, evaluation, RL on self-play
@@ -37,6 +40,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from adapters._gc import fewer_gc_passes
+from adapters.cli._progress import TrainProgress, evaluation_debates
 from adapters.tinker.memory import one_malloc_arena
 from adapters.training.checkpoint import RUN_FILE, CheckpointError, check_new_run_dir, read_run
 from adapters.training.config import TrainConfig, key_help, load_config
@@ -175,6 +179,22 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=None,
         help="the chat format: auto (the tokenizer's chat template when it has one, the byte renderer for "
         "the byte tokenizer), byte or chat; overrides the config key renderer (default 'auto')",
+    )
+    p.add_argument(
+        "--log",
+        action="append",
+        default=[],
+        metavar="LOGGER",
+        help="also log the metrics, the config and the evaluation tables to wandb (Weights & Biases; "
+        "WANDB_MODE=offline for local files) or tensorboard (RUN_DIR/tensorboard); several: --log "
+        "wandb,tensorboard or --log twice. A resumed run continues the same W&B run and TensorBoard steps. "
+        "Needs the extra of the same name",
+    )
+    p.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress bars (they are drawn on a terminal only: a warm-start bar, an RL bar with the "
+        "step's figures, and a bar of each evaluation's debates)",
     )
     p.add_argument(
         "--skip-checks",
@@ -440,11 +460,19 @@ def _hub_tokenizer(name: str) -> Any:
 
 
 async def _checked_training(
-    config: TrainConfig, service: Any, renderer: Any, *, resume: bool, check: Session | None, question: str
+    config: TrainConfig,
+    service: Any,
+    renderer: Any,
+    *,
+    resume: bool,
+    check: Session | None,
+    question: str,
+    progress: Any = None,
 ) -> Any:
     """The service's contract check in the session ``check`` opens (None: no check; also on resume, so
     that in process the run's client is the service's second either way), then
-    :func:`~adapters.training.train.run_training` on ``service``.
+    :func:`~adapters.training.train.run_training` on ``service``, with ``progress`` as its progress hook
+    (the display and the loggers).
 
     The check asks for what the run will: a training client of the run's ``lora_rank`` (0: full
     fine-tuning), samples of up to ``max_tokens`` tokens, and a probe prompt that is the run's first turn
@@ -472,7 +500,7 @@ async def _checked_training(
         service,
         resume=resume,
         renderer=renderer,
-        progress=_progress(sys.stderr, warm_start_steps=config.warm_start_steps),
+        progress=progress,
     )
 
 
@@ -486,48 +514,6 @@ def _first_turn(config: TrainConfig, renderer: Any, question: str) -> list[int]:
     return ids
 
 
-def _progress(stream: Any, *, warm_start_steps: int) -> Any:
-    """The progress line after each step: the step of the run, then of its phase (``warm start K/W`` or
-    ``RL K/R``; ``RL`` in a run without a warm start), the step's reward and evaluation, early ends,
-    retries, its time."""
-    tty = stream.isatty()
-
-    def show(step: int, total: int, record: dict[str, Any]) -> None:
-        reward = record.get("env/all/reward/total")
-        if step < warm_start_steps:
-            phase = f"warm start {step + 1}/{warm_start_steps}"
-        elif warm_start_steps:
-            phase = f"RL {step + 1 - warm_start_steps}/{total - warm_start_steps}"
-        else:  # every step is RL's
-            phase = "RL"
-        parts = [f"step {step + 1}/{total}", phase]
-        if isinstance(reward, float):
-            parts.append(f"reward {reward:.3f}")
-        if isinstance(record.get("eval/correct"), float):
-            parts.append(f"eval/correct {record['eval/correct']:.3f}")
-        ended = record.get("env/all/ended_early")
-        if ended:
-            worst = max(
-                (k for k in record if k.startswith("env/all/end/sampler_")), key=lambda k: record.get(k) or 0
-            )
-            parts.append(f"ended early {ended} ({worst.rsplit('/', 1)[1]})")
-        if record.get("service/retries"):
-            parts.append(f"retries {record['service/retries']:.0f}")
-        parts.append(f"{record.get('time/total') or 0.0:.2f}s")
-        line = "  ".join(p for p in parts if p)
-        if tty:
-            width = 24
-            done = int(width * (step + 1) / max(total, 1))
-            stream.write(f"\r[{'#' * done}{'.' * (width - done)}] {line}\033[K")
-            if step + 1 == total:
-                stream.write("\n")
-        else:
-            stream.write(line + "\n")
-        stream.flush()
-
-    return show
-
-
 def run(args: argparse.Namespace) -> int:
     """Runs ``train``; returns the exit status: 0 done, 2 bad config / data / run directory, 1 a service
     that cannot start, :data:`EXIT_SERVICE` (3) a service call that failed for good (the message names the
@@ -537,6 +523,7 @@ def run(args: argparse.Namespace) -> int:
         from adapters.tinker.boundary import ServiceError
         from adapters.tinker.contract import ContractError
         from adapters.training.dataset import load_questions
+        from adapters.training.loggers import LoggerError, RunLoggers, Sinks, check_loggers, parse_loggers
         from adapters.training.train import NothingToTrain, check_answers, check_service
     except ImportError as e:
         print(
@@ -548,7 +535,9 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         config = _config(args)
-    except (ValueError, TypeError, OSError) as e:
+        loggers = parse_loggers(args.log)
+        check_loggers(loggers)
+    except (ValueError, TypeError, OSError, LoggerError) as e:
         print(f"debate-kernel train: {e}", file=sys.stderr)
         return 2
     with contextlib.ExitStack() as stack:
@@ -571,6 +560,14 @@ def run(args: argparse.Namespace) -> int:
         except RuntimeError as e:
             print(f"debate-kernel train: {e}", file=sys.stderr)
             return 1
+        sizes = {k: getattr(config, k) for k in ("eval_questions", "eval_repeats", "num_agents")}
+        display = TrainProgress(
+            sys.stderr,
+            warm_start_steps=config.warm_start_steps,
+            evaluation_size=evaluation_debates(len(questions), **sizes),
+            quiet=args.quiet,
+        )
+        sink = Sinks(display, RunLoggers(loggers, config.out, config.to_dict())) if loggers else display
         main = _checked_training(
             config,
             service,
@@ -578,10 +575,14 @@ def run(args: argparse.Namespace) -> int:
             resume=bool(args.resume),
             check=None if args.skip_checks else session,
             question=questions[0].question,
+            progress=sink,
         )
-        try:
-            with fewer_gc_passes():  # the loop's objects are freed by reference counting (adapters._gc)
+        try:  # the bars are cleared, and the loggers closed, before any message below
+            with sink, fewer_gc_passes():  # the loop's objects are freed by reference counting (adapters._gc)
                 result = asyncio.run(main)
+        except LoggerError as e:
+            print(f"debate-kernel train: {e}; --resume {config.out} continues the run", file=sys.stderr)
+            return 2
         except (CheckpointError, DatasetError, ContractError) as e:
             print(f"debate-kernel train: {e}", file=sys.stderr)
             return 2

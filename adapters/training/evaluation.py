@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -49,11 +49,13 @@ async def evaluate(
     fixed: SamplingClient | None,
     *,
     boundary: Boundary | None = None,
+    on_result: Callable[[DebateResult], None] | None = None,
 ) -> dict[str, float]:
     """Fixed-opponent evaluation: for each of the first ``eval_questions`` questions, N debates with the
     policy in role i of debate i and the fixed sampler elsewhere, each played ``eval_repeats`` times
     (repeat k's debates are ``eval{k}-q{p}-r{i}``; ``eval-q{p}-r{i}`` with one repeat); role-averaged
-    metrics. Samples go through ``boundary`` (keyword; default: the rollouts' own, one attempt).
+    metrics. Samples go through ``boundary`` (keyword; default: the rollouts' own, one attempt);
+    ``on_result`` is called with each debate as it ends (a progress display).
 
     Returns:
       ``eval/correct`` (the policy's final solution is right), ``eval/parse_ok`` (share of the policy's
@@ -74,7 +76,11 @@ async def evaluate(
             id_prefix="eval-q" if config.eval_repeats == 1 else f"eval{k}-q",
         )
     ]
-    results = (await run_debates(specs, renderer, config=config.rollout_config, boundary=boundary)).results
+    results = (
+        await run_debates(
+            specs, renderer, config=config.rollout_config, boundary=boundary, on_result=on_result
+        )
+    ).results
     correct: list[float] = []
     parse_ok: list[float] = []
     for r in results:
@@ -111,11 +117,13 @@ async def debate_evaluation(
     policy: SamplingClient,
     *,
     boundary: Boundary | None = None,
+    on_result: Callable[[DebateResult], None] | None = None,
 ) -> dict[str, float]:
     """Did debate help: for each of the first ``eval_questions`` questions, ``eval_repeats`` debates of the
     policy with itself (``evalself{k}-q{p}``) and ``eval_repeats`` direct answers (one agent, one round:
     ``evaldirect{k}-q{p}``). A debate's answer is the majority of its agents' final answers
     (:func:`adapters.answers.majority_answer`); its first-round answer the majority of their first answers.
+    ``on_result``: called with each debate and direct answer as it ends.
 
     Returns:
       :data:`DEBATE_EVAL_NAMES`: ``first_round_majority`` and ``final_majority`` (shares of debates whose
@@ -142,8 +150,13 @@ async def debate_evaluation(
     ]
     debate_config = config.rollout_config
     direct_config = dataclasses.replace(debate_config, num_agents=1, max_rounds=1)
-    debates = (await run_debates(debate_specs, renderer, config=debate_config, boundary=boundary)).results
-    direct = (await run_debates(direct_specs, renderer, config=direct_config, boundary=boundary)).results
+    b, seen = boundary, on_result
+    debates = (
+        await run_debates(debate_specs, renderer, config=debate_config, boundary=b, on_result=seen)
+    ).results
+    direct = (
+        await run_debates(direct_specs, renderer, config=direct_config, boundary=b, on_result=seen)
+    ).results
     first = [_majority(r, first_round=True) for r in debates]
     final = [_majority(r, first_round=False) for r in debates]
     alone = [_majority(r, first_round=False) for r in direct]

@@ -519,11 +519,16 @@ class _Shell:
     async def evaluate(self, step: int) -> None:
         t0 = self.clock()
         c, b = self.config, self.boundary
+        seen = getattr(self.progress, "on_eval_debate", None)  # a display's count of evaluation debates
         self.record.update(
-            await evaluate(c, self.questions, self.renderer, self.sampler, self.fixed, boundary=b)
+            await evaluate(
+                c, self.questions, self.renderer, self.sampler, self.fixed, boundary=b, on_result=seen
+            )
         )
         self.record.update(
-            await debate_evaluation(c, self.questions, self.renderer, self.sampler, boundary=b)
+            await debate_evaluation(
+                c, self.questions, self.renderer, self.sampler, boundary=b, on_result=seen
+            )
         )
         self.record["time/eval"] = self.clock() - t0
         self.queue.put_nowait(pl.Evaluated(step))
@@ -647,7 +652,9 @@ async def run_training(
       resume: continue the run in ``config.out`` from its last complete checkpoint (keyword).
       renderer: the chat format; default the one the config key ``renderer`` chooses for the training
         client's tokenizer (:func:`~adapters.tinker.renderers.choose_renderer`).
-      progress: called after each step's metrics line with ``(step, total_steps, record)``.
+      progress: called after each step's metrics line with ``(step, total_steps, record)`` (a display,
+        loggers: :class:`adapters.training.loggers.Sinks`); its ``on_eval_debate``, if it has one, with
+        each evaluation debate as it ends.
       clock: the clock of the ``time/*`` metrics.
       boundary: where every service call goes through (:mod:`adapters.tinker.boundary`); default one with
         the config's ``deadlines``, ``retry_attempts`` and ``retry_max_s``, its backoff seeded by ``seed``.
