@@ -3,6 +3,7 @@ content matches the scored results (every debate id, every reward, every vote co
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -498,3 +499,144 @@ def test_report_refuses_other_json_lines_saying_what_they_look_like(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"debate-kernel: {path} {words.format(dir=tmp_path)}" in err, err
     assert not out.exists()
+
+
+# --- issue 37: training curves worth opening, runs overlaid --------------------------------------------
+
+
+def _synthetic_run(root: Path, name: str, *, steps: int, warm: int, shift: float) -> Path:
+    """A run directory as ``train`` writes it (``run.json``, ``metrics.jsonl``): a warm start, then RL
+    with an evaluation every 10 steps; the figures wave around (float noise in them, as a run has)."""
+    import math
+
+    from adapters.training import checkpoint as ck
+
+    run = root / name
+    config = {"model": "tiny", "dataset": "yesno", "warm_start_steps": warm, "steps": steps - warm}
+    config |= {"num_agents": 3, "eval_repeats": 6, "eval_questions": 8, "eval_every": 10}
+    ck.init_run(run, config, resume=False)
+    for step in range(steps):
+        rl = step >= warm
+        wave = 0.5 + 0.3 * math.sin(step / 3 + shift)
+        record: dict[str, Any] = {"step": step, "phase": "rl" if rl else "warm_start"}
+        record |= {"optim/loss": 1.5 / (step + 1) + 0.01 * shift, "time/total": 0.2 + wave / 7}
+        record |= {"tokens/prompt": 4000 + 100 * step, "tokens/sampled": 900, "async/dropped_stale": 0}
+        if rl:
+            record |= {"env/all/reward/total": wave / 3, "env/all/correct": wave, "optim/entropy": 1 + wave}
+            record |= {"advantage/std": wave / 2, "advantage/min": -wave, "advantage/max": wave}
+            record |= {"optim/kl_sample_train_v1": wave / 100, "env/all/parse_error": 1 - wave}
+            record |= {"env/all/consensus_reached": wave / 2, "time/sample": 0.1, "time/train": 0.05}
+        if step == warm - 1 or (rl and (step - warm + 1) % 10 == 0):
+            p = round(0.4 + step / (3 * steps) + shift / 10, 2) + 1 / 7 / 1000  # 0.40277780530353385-like
+            record |= {
+                "eval/correct": p,
+                "eval/parse_ok": 0.9,
+                "eval/pairwise_reward": 0.4,
+                "eval/debates": 144.0,
+            }
+            for key in ("first_round_majority", "final_majority", "avg@k", "pass@k", "cons@k"):
+                record[f"eval/debate/{key}"] = min(p + 0.05, 1.0)
+            record |= {"eval/direct/avg@k": p - 0.05, "eval/direct/pass@k": 0.75, "eval/direct/cons@k": 0.5}
+        ck.append_metrics(run, record)
+    return run
+
+
+PROBE = """<script>
+document.addEventListener('DOMContentLoaded', function(){
+  function boxes(svg, sel){return Array.prototype.map.call(svg.querySelectorAll(sel), function(t){
+    var b=t.getBBox(); return [b.x, b.y, b.width, b.height, t.textContent];});}
+  var out=[];
+  document.querySelectorAll('figure[data-chart]').forEach(function(f){
+    var svg=f.querySelector('svg'), vb=svg.viewBox.baseVal;
+    out.push({chart: f.getAttribute('data-chart'), w: vb.width, h: vb.height,
+      x: boxes(svg, '.tick-label.x'), y: boxes(svg, '.tick-label.y'),
+      legend: Array.prototype.map.call(svg.querySelectorAll('.legend-entry'), function(g){
+        var b=g.getBBox();
+        return [g.getAttribute('data-run'), g.getAttribute('data-kind'), b.x+b.width, b.y+b.height];}),
+      smoothed: svg.querySelectorAll('polyline.smoothed').length,
+      raw: svg.querySelectorAll('polyline.raw').length,
+      errorbars: svg.querySelectorAll('line.errorbar').length, marks: svg.querySelectorAll('g.mark').length,
+      baselines: Array.prototype.map.call(svg.querySelectorAll('line.baseline'), function(l){
+        return l.getAttribute('data-kind');})});
+  });
+  document.body.setAttribute('data-probe', JSON.stringify(out));
+});
+</script>"""
+
+
+def _most_digits(text: str) -> int:
+    """The most significant digits of a decimal number in ``text`` (0.40277780530353385: 17).
+
+    >>> _most_digits("0.4028 ± 0.0415, 2,345.7 and 0.007188")
+    5
+    """
+    numbers = re.findall(r"\d[\d,]*\.\d+", text)
+    return max((len(n.replace(",", "").replace(".", "").lstrip("0")) for n in numbers), default=0)
+
+
+def _probe(page: Path, tmp_path: Path) -> list[dict[str, Any]]:
+    """Each chart of a training page as Chromium lays it out: tick labels and legend entries with their
+    boxes, and counts of its lines, error bars and baselines."""
+    import html as html_lib
+
+    probed = tmp_path / ("probed-" + page.name)
+    probed.write_text(
+        page.read_text(encoding="utf-8").replace("</body>", PROBE + "</body>"), encoding="utf-8"
+    )
+    dom, stderr = _render_in_chromium(probed, tmp_path)
+    assert _console_problems(dom, stderr) == []
+    m = re.search(r'data-probe="([^"]*)"', dom)
+    assert m is not None, "the probe did not run"
+    charts: list[dict[str, Any]] = json.loads(html_lib.unescape(m.group(1)))
+    return charts
+
+
+def test_overlaid_training_runs_have_readable_axes_legends_baselines_and_errors(
+    tmp_path: Path, capsys: Any
+) -> None:
+    from adapters.report.training import CURVES
+
+    a = _synthetic_run(tmp_path / "runs", "a", steps=60, warm=10, shift=0.0)
+    b = _synthetic_run(tmp_path / "other", "b", steps=45, warm=5, shift=1.0)
+    out = tmp_path / "compare.html"
+    assert main(["report", str(a), str(b), "-o", str(out)]) == 0
+    assert f"training curves of {a}, {b}" in capsys.readouterr().out
+    charts = _probe(out, tmp_path)
+    assert [c["chart"] for c in charts] == [title for title, _ in CURVES]
+    correctness = {"Correct (training debates)", "Evaluation vs fixed opponents: correct, parse-success"}
+    correctness |= {title for title, _ in CURVES if title.startswith(("Did debate", "Debates over"))}
+    drawn = [c for c in charts if c["x"]]  # "Dropped stale batches" is 0 throughout: still drawn
+    assert len(drawn) == len(CURVES)
+    for c in drawn:
+        name = c["chart"]
+        assert len(c["x"]) >= 4 and len(c["y"]) >= 3, name
+        for axis in ("x", "y"):  # labels inside the chart, none over another
+            boxes = sorted(c[axis], key=lambda t: t[0] if axis == "x" else t[1])
+            assert all(0 <= t[0] and t[0] + t[2] <= c["w"] and 0 <= t[1] <= c["h"] for t in boxes), name
+            for p, q in itertools.pairwise(boxes):
+                assert (p[0] + p[2] <= q[0]) if axis == "x" else (p[1] + p[3] <= q[1]), (name, p, q)
+        assert all(_most_digits(t[4]) <= 3 for t in c["x"] + c["y"]), name
+        runs = [entry[0] for entry in c["legend"] if entry[1] is None]
+        assert {"a", "b"} <= set(runs) and all(e[2] <= c["w"] and e[3] <= c["h"] for e in c["legend"]), name
+        assert sorted(c["baselines"]) == (["chance", "majority"] if name in correctness else []), name
+        assert c["marks"] == 2, name  # where RL starts, in each run
+        if name.startswith(("Evaluation", "Did debate", "Debates over")):  # points, not smoothed
+            assert (c["errorbars"] > 0) == (name in correctness) and c["smoothed"] == 0, name
+        elif name.startswith(("Reward", "Entropy", "Correct")):
+            assert c["smoothed"] >= 2 and c["raw"] >= 2, name  # each run raw, and smoothed over it
+    page = out.read_text(encoding="utf-8")
+    tables = page.split("<h2>Evaluations</h2>")[1]
+    assert "0.4501 ± 0.0415" in tables and "n 144" in tables  # √(p(1 − p)/144), p = 0.45014285…
+    assert _most_digits(re.sub(r"<[^>]*>", " ", tables)) <= 5  # formatted, no raw floats
+    assert "majority answer &#x27;yes&#x27; 0.5" in page and "chance 0.5 (1 of 2 answers)" in page
+
+
+def test_overlay_takes_run_directories_only(tmp_path: Path, capsys: Any) -> None:
+    run = _synthetic_run(tmp_path, "a", steps=3, warm=1, shift=0.0)
+    other = tmp_path / "debates.jsonl"
+    other.write_text(sample_text(), encoding="utf-8")
+    assert main(["report", str(run), str(other), "-o", str(tmp_path / "r.html")]) == 2
+    assert f"{other}: not a directory; report overlays training runs" in capsys.readouterr().err
+    page = tmp_path / "one.html"
+    assert main(["report", str(run), "-o", str(page)]) == 0
+    assert "<h1>Training run a</h1>" in page.read_text(encoding="utf-8")

@@ -1,6 +1,7 @@
 """``debate-kernel report [FILE] -o report.html``: one self-contained HTML page of what FILE holds.
 
-FILE tells what it is: a training run's directory (its training curves), debate transcripts (scored as
+FILE tells what it is: a training run's directory (its training curves; ``report RUN_A RUN_B …`` overlays
+several runs' curves), debate transcripts (scored as
 ``score`` scores them, then drawn), or the results of ``score --out`` (drawn as written: the rewards,
 advantages and votes already computed, nothing scored again), by the first record of the file
 (:func:`adapters.cli._common.sniff`). Any other JSON Lines file is refused in one line that says what it
@@ -46,6 +47,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "score --out, or a training run's directory (its training curves); default: the sample debates",
     )
     p.add_argument(
+        "runs",
+        nargs="*",
+        metavar="RUN_DIR",
+        help="more training run directories, after a first one: their curves overlaid on one page, one "
+        "colour a run",
+    )
+    p.add_argument(
         "-o", "--output", type=Path, default=Path("report.html"), help="HTML file (default report.html)"
     )
     p.add_argument(
@@ -74,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
     written: list[Path] = []
     try:
         with common.sigterm_interrupts():
+            if args.runs:
+                return _training_report(args, written)
             if args.file is not None and Path(args.file).is_dir():
                 return _training_report(args, written)
             return _report(args, written)
@@ -107,17 +117,28 @@ def check_run_output(run_dir: Path, output: Path) -> str | None:
 
 
 def _training_report(args: argparse.Namespace, written: list[Path]) -> int:
-    """Writes the training curves of the run directory ``args.file``; returns the exit status."""
-    run_dir = Path(args.file)
-    refused = check_run_output(run_dir, args.output)
-    if refused is not None:
-        common.err(refused)
+    """Writes the training curves of the run directory ``args.file``, or of it and ``args.runs``
+    overlaid; returns the exit status."""
+    run_dirs = [Path(args.file), *map(Path, args.runs)]
+    not_runs = [str(d) for d in run_dirs if not d.is_dir()]
+    if not_runs:
+        common.err(
+            f"{', '.join(not_runs)}: not a directory; report overlays training runs (RUN_DIR RUN_DIR …), "
+            "and draws one transcript or results file alone"
+        )
         return common.EXIT_UNUSABLE
+    for run_dir in run_dirs:
+        refused = check_run_output(run_dir, args.output)
+        if refused is not None:
+            common.err(refused)
+            return common.EXIT_UNUSABLE
     skipped: list[str] = []
     try:
-        page = render_training_html(run_dir, title=args.title, skipped=skipped)
+        page = render_training_html(
+            run_dirs if len(run_dirs) > 1 else run_dirs[0], title=args.title, skipped=skipped
+        )
     except OSError as e:
-        common.err(f"cannot read {e.filename or run_dir / METRICS}: {e.strerror or e}")
+        common.err(f"cannot read {e.filename or run_dirs[0] / METRICS}: {e.strerror or e}")
         return common.EXIT_UNUSABLE
     except ValueError as e:
         common.err(str(e))
@@ -128,7 +149,7 @@ def _training_report(args: argparse.Namespace, written: list[Path]) -> int:
         common.err(f"warning: left out {len(skipped) - SKIPPED_SHOWN} more unreadable metrics lines")
     if not _write_page(args.output, page, written):
         return common.EXIT_UNUSABLE
-    print(f"wrote {args.output} (training curves of {args.file})")
+    print(f"wrote {args.output} (training curves of {', '.join(map(str, run_dirs))})")
     return 0
 
 
