@@ -91,11 +91,11 @@ def test_train_on_a_terminal_draws_a_bar_per_phase_with_rate_and_time_left(
     shown = term.close()
     assert "warm start: 100%" in shown and "2/2 [" in shown  # the warm start in steps, to its end
     assert "RL: 100%" in shown and "step 4/4  RL 2/2" in shown  # the step of the run beside the bar
-    assert ETA.search(shown) and re.search(r"(steps/s|s/ steps)", shown), shown
+    assert ETA.search(shown) and re.search(r"(step/s|s/step)", shown), shown
     # each evaluation in debates: where RL starts (step 2) and at the end (step 4)
     size = evaluation_debates(64, eval_questions=1, eval_repeats=1, num_agents=2)
     assert "evaluation (step 2): 100%" in shown and f"{size}/{size} [" in shown, shown
-    assert "evaluation (step 4)" in shown and "debates/s" in shown
+    assert "evaluation (step 4)" in shown and "debate/s" in shown
     assert "wrote" in capsys.readouterr().out
 
     # a resumed run's bar starts where the run stands (steps 5-6 of 6: RL 3/4 and 4/4); --quiet: nothing

@@ -179,7 +179,7 @@ class TrainProgress:
         else:
             start, end = self.warm, total
         self.phase = phase
-        self.bar = _bar(self.stream, desc=phase, total=end - start, initial=first - start, unit=" steps")
+        self.bar = _bar(self.stream, desc=phase, total=end - start, initial=first - start, unit="step")
 
     def __call__(self, step: int, total: int, record: Mapping[str, Any]) -> None:
         if not self.on:
@@ -205,7 +205,7 @@ class TrainProgress:
                 self.stream,
                 desc=f"evaluation{at}",
                 total=self.evaluation_size or None,
-                unit=" debates",
+                unit="debate",
                 leave=False,
             )
         self.eval_bar.update(1)
