@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 import tinker
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from adapters.tinker.renderers import ByteRenderer
@@ -107,6 +107,9 @@ def test_equals_the_per_token_overlap_oracle(vocab: list[str], data: st.DataObje
 
 @settings(max_examples=examples(200))
 @given(text=agent_outputs())
+# an unclosed block ending in a character of two bytes: the prefix that ends between them decodes to a
+# replacement character, as many characters long as the whole text (it was credited one byte short)
+@example(text="<think>\nI put the answer in <solution> tags.\n</think>\n\n<solution>\n000\x80")
 def test_credited_byte_tokens_are_the_block_the_parser_read(text: str) -> None:
     """On realistic outputs (reasoning that mentions tags, preambles, drafts, fences, unclosed endings):
     the credited tokens decode to the solution block the parser read, tags included, and its content is

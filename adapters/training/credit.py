@@ -78,7 +78,7 @@ def credit_weights(
     block = field_spans(text, policy=policy).solution
     if block is None:
         return weights
-    first, last = _token_range(renderer, ids, block)
+    first, last = _token_range(renderer, ids, text, block)
     weights[:] = 0.0
     weights[first:last] = 1.0
     return weights
@@ -107,7 +107,8 @@ def credit_fields(
     codes = np.full(len(ids), FIELD_BOTH, dtype=np.int8)
     if not ids:
         return codes
-    spans = field_spans(renderer.text(ids), policy=policy)
+    text = renderer.text(ids)
+    spans = field_spans(text, policy=policy)
     generator = np.zeros(len(ids), dtype=bool)
     judge = np.zeros(len(ids), dtype=bool)
     for block, mask in (
@@ -116,26 +117,31 @@ def credit_fields(
         (spans.comparison, judge),
     ):
         if block is not None:
-            first, last = _token_range(renderer, ids, block)
+            first, last = _token_range(renderer, ids, text, block)
             mask[first:last] = True
     codes[generator & ~judge] = FIELD_GENERATOR
     codes[judge & ~generator] = FIELD_JUDGE
     return codes
 
 
-def _token_range(renderer: Renderer, ids: list[int], block: FieldSpan) -> tuple[int, int]:
-    """The tokens ``[first, last)`` whose characters overlap ``block`` (its tags included)."""
-    first = _tokens_before(renderer, ids, block.start + 1) - 1  # the token holding character `start`
-    last = _tokens_before(renderer, ids, block.stop)  # tokens needed to cover the block's last character
+def _token_range(renderer: Renderer, ids: list[int], text: str, block: FieldSpan) -> tuple[int, int]:
+    """The tokens ``[first, last)`` whose characters overlap ``block`` (its tags included) in ``text``
+    (``renderer.text(ids)``)."""
+    first = _tokens_before(renderer, ids, text, block.start + 1) - 1  # the token holding character `start`
+    last = _tokens_before(renderer, ids, text, block.stop)  # tokens covering the block's last character
     return max(first, 0), max(last, first + 1)
 
 
-def _tokens_before(renderer: Renderer, ids: list[int], chars: int) -> int:
-    """The fewest leading tokens whose decoded text holds at least ``chars`` characters."""
+def _tokens_before(renderer: Renderer, ids: list[int], text: str, chars: int) -> int:
+    """The fewest leading tokens whose decoded text starts with ``text[:chars]``.
+
+    Comparing the characters, not only counting them: a prefix that ends inside a character of several
+    bytes decodes to a replacement character, as long as the whole one but not equal to it."""
+    want = text[:chars]
     lo, hi = 0, len(ids)
     while lo < hi:
         mid = (lo + hi) // 2
-        if len(renderer.text(ids[:mid])) >= chars:
+        if renderer.text(ids[:mid]).startswith(want):
             hi = mid
         else:
             lo = mid + 1
