@@ -103,6 +103,46 @@ def test_a_resumed_run_backfills_what_was_never_logged_and_logs_no_step_twice(tm
     assert len(run_id) == 16 and seen_state[1]["id"] == run_id  # the same W&B run when resumed
 
 
+class _Broken(_Recorder):
+    """A stand-in logger whose ``log`` fails from step ``fails_at`` on."""
+
+    def __init__(self, name: str, events: list[tuple[str, int]], fails_at: int) -> None:
+        super().__init__(name, events)
+        self.fails_at = fails_at
+
+    def log(self, entry: LogEntry) -> None:
+        if entry.step >= self.fails_at:
+            raise OSError(28, "No space left on device")
+        super().log(entry)
+
+
+def test_a_logger_that_fails_is_reported_once_and_a_resume_sends_what_it_missed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    events: dict[str, list[tuple[str, int]]] = {"wandb": [], "tensorboard": []}
+    broken = {"tensorboard": 1}
+
+    def opener(name: str, run_dir: Path, state: dict[str, Any], config: dict[str, Any]) -> _Recorder:
+        if name == "wandb" and "wandb" in broken:
+            raise ConnectionError("W&B is unreachable")
+        return _Broken(name, events[name], broken.get(name, 99))
+
+    hook = RunLoggers(["wandb", "tensorboard"], tmp_path, {}, open_logger=opener)
+    broken["wandb"] = 0
+    for step in range(3):
+        ck.append_metrics(tmp_path, {"step": step, "optim/loss": 1.0})
+        hook(step, 3, {"step": step, "optim/loss": 1.0})
+    hook.close()
+    err = capsys.readouterr().err
+    assert err.count("warning: --log wandb stopped: W&B is unreachable; the run goes on") == 1
+    assert err.count("warning: --log tensorboard stopped: [Errno 28] No space left on device") == 1
+    assert events["tensorboard"] == [("config", 0), ("step", 0), ("closed", 1)]
+    broken.clear()  # resumed with --log: each logger sends the steps it missed
+    RunLoggers(["wandb", "tensorboard"], tmp_path, {}, open_logger=opener)(2, 3, {"step": 2})
+    assert events["tensorboard"][3:] == [("step", 1), ("step", 2)]
+    assert events["wandb"] == [("config", 0), ("step", 0), ("step", 1), ("step", 2)]
+
+
 # --- the real loggers, offline ---------------------------------------------------------------------
 
 

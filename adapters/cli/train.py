@@ -580,9 +580,6 @@ def run(args: argparse.Namespace) -> int:
         try:  # the bars are cleared, and the loggers closed, before any message below
             with sink, fewer_gc_passes():  # the loop's objects are freed by reference counting (adapters._gc)
                 result = asyncio.run(main)
-        except LoggerError as e:
-            print(f"debate-kernel train: {e}; --resume {config.out} continues the run", file=sys.stderr)
-            return 2
         except (CheckpointError, DatasetError, ContractError) as e:
             print(f"debate-kernel train: {e}", file=sys.stderr)
             return 2

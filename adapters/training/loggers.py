@@ -8,7 +8,9 @@ continues the same W&B run, whose id is kept in the run directory (:data:`STATE_
 TensorBoard directory (``RUN_DIR/tensorboard``) at its own steps; every step is logged once: a logger
 keeps the last step it logged in :data:`STATE_FILE` and leaves out steps up to it (the steps a resume
 trains again after its checkpoint keep the values first logged), and when it opens in a run that has
-more lines in ``metrics.jsonl`` than it logged (a run started without it), it logs them first.
+more lines in ``metrics.jsonl`` than it logged (a run started without it), it logs them first. A logger
+that fails during the run is reported on stderr once and left out; the run goes on (``metrics.jsonl``
+has every step, and a later ``--resume`` with ``--log`` sends the steps it missed).
 
 The core is pure (:func:`log_entries`, :func:`config_table`: what to log); the shells
 (:class:`WandbLogger`, :class:`TensorBoardLogger`) write it, and :class:`RunLoggers` is the training
@@ -17,9 +19,11 @@ loop's ``progress`` hook that drives them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
+import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -55,7 +59,9 @@ TENSORBOARD_DIR = "tensorboard"
 
 
 class LoggerError(RuntimeError):
-    """A logger that cannot start (not installed, no W&B credentials, a directory it cannot write)."""
+    """A logger that cannot start (not installed, no W&B credentials, a directory it cannot write). Before
+    the run (:func:`check_loggers`) it stops ``train``; during it (:class:`RunLoggers`) it is reported and
+    the run goes on without that logger."""
 
 
 # ------------------------------------------------------------------------------------------------
@@ -380,21 +386,45 @@ class RunLoggers:
         )
 
     def _open(self, first_step: int) -> list[Logger]:
-        self.state = self._read_state()
+        """Opens each logger (one that cannot open is dropped: :meth:`_drop`) and logs the config once."""
+        try:
+            self.state = self._read_state()
+        except LoggerError as e:
+            self._warn(f"--log: {e}; logging to {', '.join(self.names)} is off for this run")
+            return []
         loggers: list[Logger] = []
         for name in self.names:
             mine = self.state.setdefault(name, {})
             if name == "wandb" and not isinstance(mine.get("id"), str):
                 mine["id"] = _new_wandb_id()
-            loggers.append(self.open_logger(name, self.run_dir, mine, self.config))
+            try:
+                loggers.append(self.open_logger(name, self.run_dir, mine, self.config))
+            except Exception as e:
+                self._drop(name, e)
             self._write_state()  # the W&B id, before anything is logged under it
-        for logger in loggers:
+        for logger in list(loggers):
             mine = self.state[logger.name]
             if not mine.get("config"):
-                logger.log_config(self.config, first_step)
+                try:
+                    logger.log_config(self.config, first_step)
+                except Exception as e:
+                    loggers.remove(logger)
+                    self._drop(logger.name, e)
+                    continue
                 mine["config"] = True
         self._write_state()
         return loggers
+
+    def _drop(self, name: str, error: BaseException) -> None:
+        """Reports a logger that failed, once; the run goes on without it (``metrics.jsonl`` has every
+        step, and a ``--resume`` with ``--log`` sends the steps it missed)."""
+        self._warn(
+            f"--log {name} stopped: {error}; the run goes on (metrics.jsonl has every step; --resume "
+            f"{self.run_dir} --log {name} sends the steps it missed)"
+        )
+
+    def _warn(self, message: str) -> None:
+        print(f"debate-kernel train: warning: {message}", file=sys.stderr)
 
     def __call__(self, step: int, total: int, record: Mapping[str, Any]) -> None:
         if self.loggers is None:
@@ -404,13 +434,20 @@ class RunLoggers:
             records: list[Mapping[str, Any]] = list(earlier)
         else:
             records = [record]
-        for logger in self.loggers:
+        for logger in list(self.loggers):
             mine = self.state[logger.name]
             through = mine.get("logged_through", -1)
-            for entry in log_entries(records, logged_through=through, config=self.config):
-                logger.log(entry)
-                mine["logged_through"] = entry.step
-        self._write_state()
+            try:
+                for entry in log_entries(records, logged_through=through, config=self.config):
+                    logger.log(entry)
+                    mine["logged_through"] = entry.step
+            except Exception as e:
+                self.loggers.remove(logger)
+                self._drop(logger.name, e)
+                with contextlib.suppress(Exception):
+                    logger.close(failed=True)
+        if self.names:
+            self._write_state()
 
     def close(self, *, failed: bool = False) -> None:
         """Closes every logger (idempotent)."""
