@@ -640,3 +640,16 @@ def test_overlay_takes_run_directories_only(tmp_path: Path, capsys: Any) -> None
     page = tmp_path / "one.html"
     assert main(["report", str(run), "-o", str(page)]) == 0
     assert "<h1>Training run a</h1>" in page.read_text(encoding="utf-8")
+
+
+def test_a_long_run_draws_a_few_points_a_pixel_column_and_keeps_its_extremes() -> None:
+    from adapters.report.training import ChartLine, svg_line_chart
+
+    n = 20_000
+    values: list[float | None] = [0.0] * n
+    values[12_345], values[777] = 1.0, -1.0  # one step each: kept however many share their pixel
+    svg = svg_line_chart("t", [ChartLine("x", "#000", range(n), values)])
+    (points,) = re.findall(r'<polyline class="raw" [^>]*points="([^"]*)"', svg)
+    ys = sorted({float(p.split(",")[1]) for p in points.split()})
+    assert len(points.split()) <= 4 * 480 and len(ys) == 3  # the top, the zero line and the bottom
+    ET.fromstring(svg)
