@@ -146,6 +146,29 @@ def test_a_logger_that_fails_is_reported_once_and_a_resume_sends_what_it_missed(
 # --- the real loggers, offline ---------------------------------------------------------------------
 
 
+def test_tensorboard_reopened_drops_what_an_earlier_process_wrote_past_its_recorded_step(
+    tmp_path: Path,
+) -> None:
+    """A process killed after writing steps 4 and 5 but recording only step 2 as logged: the next one
+    writes its restart marker at step 3, and TensorBoard shows its steps from there, the orphans gone."""
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from adapters.training.loggers import TensorBoardLogger
+
+    first = TensorBoardLogger(tmp_path, restart_at=None)
+    for step in range(6):
+        first.log(LogEntry(step, {"x": float(step)}, {}))
+    first.close(failed=True)
+    again = TensorBoardLogger(tmp_path, restart_at=3)
+    for step in (3, 4):
+        again.log(LogEntry(step, {"x": 10.0 + step}, {}))
+    again.close(failed=False)
+    accumulator = EventAccumulator(str(tmp_path / "tensorboard"))
+    accumulator.Reload()
+    assert [(e.step, e.value) for e in accumulator.Scalars("x")] == [(0, 0), (1, 1), (2, 2), (3, 13), (4, 14)]
+
+
 TRAIN = ["train", "--service", "fake", "--batch-size", "2", "--num-agents", "2", "--max-rounds", "1"]
 TRAIN += ["--max-tokens", "256", "--eval-questions", "1", "--warm-start-steps", "1", "--eval-every", "2"]
 TRAIN += ["--save-every", "2", "--log", "wandb,tensorboard"]
