@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 import kernel
 from adapters import _json, pipeline
 from adapters.cli import main
+from adapters.cli._score_jobs import record_line  # read back as the strict encoder's text: tested below
 from adapters.pipeline import stages
 from adapters.transcripts import read_transcripts
 from tools import samples
@@ -75,7 +77,7 @@ def whole_result(lines: list[str], options: pipeline.ScoreOptions) -> pipeline.B
 
 def _whole(lines: list[str], options: pipeline.ScoreOptions) -> tuple[str, dict[str, Any], Any]:
     result = whole_result(lines, options)
-    records = "".join(_json.dumps(r, ensure_ascii=False) + "\n" for r in pipeline.debate_records(result))
+    records = "".join(map(record_line, pipeline.debate_records(result)))
     return records, pipeline.summary(result), result.datums
 
 
@@ -89,9 +91,9 @@ def _streamed(
         chunks += 1
         acc.add(chunk)
         for rec in pipeline.debate_records(dataclasses.replace(chunk, errors=())):
-            parts.append(_json.dumps(rec, ensure_ascii=False) + "\n")
+            parts.append(record_line(rec))
     for rec in pipeline.skipped_records(acc.sorted_errors()):
-        parts.append(_json.dumps(rec, ensure_ascii=False) + "\n")
+        parts.append(record_line(rec))
     return "".join(parts), acc.summary(), acc.datums(), chunks
 
 
@@ -169,10 +171,16 @@ _values = st.recursive(
 
 
 @given(st.dictionaries(st.text(max_size=4), _values, max_size=4))
-def test_record_lines_are_the_strict_encoders_text(rec: dict[str, Any]) -> None:
-    from adapters.cli._score_jobs import record_line
+def test_record_lines_read_back_as_the_strict_encoders_text(rec: dict[str, Any]) -> None:
+    line = record_line(rec)
+    assert line.endswith("\n") and "\n" not in line[:-1]
+    strict = json.loads(_json.dumps(rec, ensure_ascii=False))  # non-finite floats as null
+    assert json.loads(line, parse_constant=_refuse) == strict
+    assert json.dumps(json.loads(line)) == json.dumps(strict)  # the same floats, bit for bit
 
-    assert record_line(rec) == _json.dumps(rec, ensure_ascii=False) + "\n"
+
+def _refuse(name: str) -> None:
+    raise AssertionError(f"{name} is not JSON")
 
 
 @given(st.lists(st.floats(width=32, allow_nan=False, allow_infinity=False), max_size=40))
@@ -183,3 +191,78 @@ def test_exact_logprob_sum_is_the_correctly_rounded_sum(xs: list[float]) -> None
     assert exact / (1 << 172) == math.fsum(xs)
     halves = stages._exact_sum(np.asarray(xs[::2])) + stages._exact_sum(np.asarray(xs[1::2]))
     assert halves == exact  # partial sums merge exactly
+
+
+_finite = st.floats(allow_nan=False, allow_infinity=False)
+
+
+@given(st.lists(st.lists(_finite, max_size=6), max_size=4))
+def test_summary_moments_are_exact_whatever_the_split(parts: list[list[float]]) -> None:
+    from fractions import Fraction
+
+    from adapters.pipeline.summary import _Moments
+
+    m, whole = _Moments(), _Moments()
+    for part in parts:
+        m.add(np.array(part, dtype=np.float64))
+    values = [x for part in parts for x in part]
+    whole.add(np.array(values, dtype=np.float64))
+    assert m.figures() == whole.figures()
+    if not values:
+        assert m.figures() == {"mean": None, "std": None, "min": None, "max": None}
+        return
+    n = len(values)
+    exact = [Fraction(x) for x in values]
+    mean = sum(exact) / n
+    variance = sum((x - mean) ** 2 for x in exact) / n
+    assert m.mean() == float(mean)  # Fraction → float rounds once, to nearest
+    std, ulp = Fraction(m.std()), Fraction(math.ulp(m.std()))  # within 2 ulps of the exact root
+    assert max(std - 2 * ulp, 0) ** 2 <= variance <= (std + 2 * ulp) ** 2
+    assert (m.min, m.max) == (min(values), max(values))
+
+
+@pytest.mark.parametrize(
+    ("values", "want"),
+    [
+        ([1.0, float("nan")], (None, None, None, None)),
+        ([1.0, float("inf")], (None, None, 1.0, None)),
+        ([float("-inf"), 2.0], (None, None, None, 2.0)),
+        ([float("-inf"), float("inf")], (None, None, None, None)),
+    ],
+)
+def test_summary_moments_of_non_finite_values_are_null_where_numpy_is_not_finite(
+    values: list[float], want: tuple[float | None, ...]
+) -> None:
+    from adapters.pipeline.summary import _Moments
+
+    m = _Moments()
+    m.add(np.array(values))
+    x = np.array(values)
+    with np.errstate(invalid="ignore"):
+        numpy = [float(np.mean(x)), float(np.std(x)), float(np.min(x)), float(np.max(x))]
+    assert tuple(m.figures().values()) == want
+    assert [v is None for v in want] == [not np.isfinite(v) for v in numpy]
+
+
+def test_an_id_from_an_earlier_chunk_is_a_duplicate_naming_its_first_line() -> None:
+    line = '{"id": "%s", "question": "q", "num_agents": 2, "turns": [{"agent": 0, "text": "x"}]}'
+    lines = [line % "a", line % "b", line % "c", line % "a", line % "a", line % "b"]
+    want = read_transcripts(lines).errors  # one reader over the whole input
+    for size in (1, 2, 3):
+        chunks = list(pipeline.score_chunks(lines, chunk_size=size))
+        got = sorted((e for c in chunks for e in c.errors), key=lambda e: e.line)
+        assert got == list(want), size
+        assert [r.debate.id for c in chunks for r in c.replayed] == ["a", "b", "c"]
+    assert [e.message for e in want] == [
+        f"id {i!r} was already used on line {n}" for i, n in zip("aab", (1, 1, 2), strict=True)
+    ]
+
+
+def test_seen_ids_merge_their_runs_and_find_every_first_line() -> None:
+    seen = pipeline.SeenIds()
+    for k in range(0, 100, 7):  # runs of 7 ids: merged as a binary counter
+        seen.add([f"id{j}" for j in range(k, min(k + 7, 100))], list(range(k + 1, min(k + 8, 101))))
+    assert (
+        seen.first_lines([f"id{j}" for j in range(-5, 105)]).tolist()
+        == [0] * 5 + list(range(1, 101)) + [0] * 5
+    )

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapters import _json, pipeline
+from adapters import pipeline
 from adapters.cli import _score_jobs, main
 from adapters.cli import score as cli_score
 from tests.test_pipeline_stream import LINES, OPTIONS, _same_datums, _whole
@@ -43,7 +43,7 @@ def _parallel(
             parts.append(part.records)
             table.extend(part.table)
     for rec in pipeline.skipped_records(acc.sorted_errors()):
-        parts.append(_json.dumps(rec, ensure_ascii=False) + "\n")
+        parts.append(_score_jobs.record_line(rec))
     return "".join(parts), acc.summary(), acc.datums(), table
 
 

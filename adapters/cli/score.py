@@ -28,7 +28,7 @@ import numpy as np
 
 from adapters import _json, pipeline
 from adapters._atomic import atomic_write
-from adapters._gc import fewer_gc_passes
+from adapters._gc import CHUNK_GC_THRESHOLDS, fewer_gc_passes
 from adapters.cli._common import (
     EXIT_UNUSABLE,
     Progress,
@@ -280,7 +280,7 @@ def _run(args: argparse.Namespace, outputs: _Outputs) -> int:
     if isinstance(options, int):
         return options
     with contextlib.ExitStack() as stack:
-        stack.enter_context(fewer_gc_passes())
+        stack.enter_context(fewer_gc_passes(CHUNK_GC_THRESHOLDS))
         try:
             source, lines = open_lines(args.file, stack)
             if args.file is not None and not run_transcripts(args.file):
@@ -297,7 +297,8 @@ def _run(args: argparse.Namespace, outputs: _Outputs) -> int:
         spool = _NpzSpool() if outputs.datums is not None else None
         if spool is not None:
             stack.callback(spool.close)
-        acc = pipeline.ScoreAccumulator(options, datum_sink=None if spool is None else spool.add)
+        sink = None if spool is None else spool.add
+        acc = pipeline.ScoreAccumulator(options, datum_sink=sink, keep_values=False)  # flat memory
         keep_rows = 0 if args.quiet or args.json else args.limit
         with outputs:  # commits --out and the datums together, on success only
             table = _score_into(args, lines, options, acc, progress, outputs, keep_rows)
