@@ -10,19 +10,30 @@ steps in order; ``step_offsets_PG1``). Two rewards per cell:
     judge       j_n = (Σ scores + π·#penalties) / (#scores + #penalties)   (0 when nothing counts)
 
 A vote is a strict comparison (``>``; write ``a < b`` as ``b > a``) of two distinct agents whose judged
-steps exist. A comparison of a judge u is scored against the consensus of its pair of steps,
-c = sign(Σ of the pair's votes, +1 when the lexicographically first step won): +1 when it agrees with c
-(``=`` agrees with a tied pair), −1 otherwise. An empty comparison list where the judge could compare at
-least two other agents costs π (``format_penalty``) and counts as one judgment (:func:`format_penalties`).
-The two streams are centred per debate and combined, A = λ_g·(g − ḡ) + λ_j·(j − j̄)
-(:func:`dual_step_advantages`).
+steps exist. A comparison ``A <op> B`` of a judge u is scored against a consensus c ∈ {−1, 0, +1} (+1: A
+better) of the *other* judges' votes (``options.consensus``):
+
+    answers (ours)   c = sign(r_A − r_B),  r_n = W_n^{−u} / V_n^{−u}   (:func:`answer_consensus_scores`)
+    pair             c = sign(Σ of the other judges' votes on the pair {A, B})   (:func:`consensus_scores`)
+
+W_n^{−u}, V_n^{−u}: the votes step n won, and all votes about it, against any opponent, cast by judges
+other than u. The comparison scores +1 when its own sign o (+1 for ``>``, 0 for ``=``) equals c, −1
+otherwise. ``answers`` scores only when c ≠ 0 (another judge voted on each of A and B, and their rates
+differ); ``pair`` when another judge voted on the pair (a tied pair: ``=`` agrees). An empty comparison
+list where the judge could compare at least two other agents costs π (``format_penalty``) and counts as
+one judgment (:func:`format_penalties`). The two streams are centred per debate and combined,
+A = λ_g·(g − ḡ) + λ_j·(j − j̄) (:func:`dual_step_advantages`).
 
 Defaults versus the reference (the debate recipe's V2 at the fork's 2a0b18e2, REFERENCE §12, preset
 ``JUDGE_PRESETS["reference_v2"]``, which reproduces ``rewards_v2.jsonl`` bit for bit):
 
-* leave-one-out consensus: a judge is scored against the other judges' votes only, and a pair nobody
-  else voted on is not scored (the reference counts the judge's own vote, so a lone voter always gets
-  +1 and two opposed voters both get −1, and ``=`` on an unvoted pair scores +1);
+* leave-one-out consensus per answer (``consensus="answers"``): a judge is scored against the other
+  judges' votes on each of the two answers it compared, against any opponent, never its own vote; the
+  reference keys the consensus by the exact pair and counts the judge's own vote, so a lone voter always
+  gets +1, two opposed voters both get −1, and ``=`` on an unvoted pair scores +1. A leave-one-out
+  consensus on the exact pair (``consensus="pair"``) is nearly empty when judges rarely share a pair:
+  with 3 agents in sequential rounds no two judges ever see the same two answers, so it leaves only the
+  format penalty, while each answer there is judged by both other agents;
 * attribution to the answers a judge saw (``attribution="seen"``): in parallel cycles the previous
   cycle's answers, in sequential rounds each agent's latest earlier answer; unknown ids judge nothing
   (the reference attributes by sequential turn order although a cycle answers in parallel, crediting
@@ -73,12 +84,14 @@ BoolArray: TypeAlias = npt.NDArray[np.bool_]
 __all__ = [
     "JUDGED_STEP_RULES",
     "JUDGE_ATTRIBUTIONS",
+    "JUDGE_CONSENSUS",
     "JUDGE_PRESETS",
     "ConsensusScores",
     "DualAdvantages",
     "GeneratorRewards",
     "JudgeOptions",
     "JudgeStepRewards",
+    "answer_consensus_scores",
     "consensus_scores",
     "dual_step_advantages",
     "format_penalties",
@@ -97,7 +110,9 @@ Attribution: TypeAlias = Literal["seen", "reference_v2"]
 JUDGE_ATTRIBUTIONS: Final[tuple[Attribution, ...]] = get_args(Attribution)
 
 Schedule: TypeAlias = Literal["parallel", "sequential"]
-Consensus: TypeAlias = Literal["leave_one_out", "all"]
+Consensus: TypeAlias = Literal["answers", "pair", "pair_with_own_vote"]
+"""What a comparison is scored against (:class:`JudgeOptions`)."""
+JUDGE_CONSENSUS: Final[tuple[Consensus, ...]] = get_args(Consensus)
 NoConsensus: TypeAlias = Literal["skip", "tie"]
 SelfComparisons: TypeAlias = Literal["drop", "count"]
 JudgeCredit: TypeAlias = Literal["fields", "step"]
@@ -113,8 +128,12 @@ class JudgeOptions:
     Attributes:
       attribution: ``"seen"`` (the answers the judge saw) or ``"reference_v2"`` (sequential turn
         arithmetic for every id, :func:`judged_steps`).
-      consensus: ``"leave_one_out"`` (the other judges' votes) or ``"all"`` (the judge's own included).
-      no_consensus: a pair with no counted vote: ``"skip"`` (not scored) or ``"tie"`` (scored as tied).
+      consensus: ``"answers"`` (the other judges' votes on each of the two answers, against any
+        opponent: c = sign(r_A − r_B), :func:`answer_consensus_scores`), ``"pair"`` (the other judges'
+        votes on the exact pair) or ``"pair_with_own_vote"`` (the exact pair, the judge's own vote
+        included: the reference).
+      no_consensus: a comparison without a consensus (``answers``: c = 0; ``pair``: no counted vote):
+        ``"skip"`` (not scored) or ``"tie"`` (scored against c = 0: ``=`` +1, ``>`` −1).
       self_comparisons: comparisons naming their author: ``"drop"`` or ``"count"``.
       format_penalty: π, the judge reward of an empty comparison list (None: no penalty).
       format_exempt_turns: turns with index below this are never penalised (reference 2).
@@ -129,15 +148,15 @@ class JudgeOptions:
 
     Examples:
       >>> JUDGE_PRESETS["reference_v2"].consensus, JudgeOptions().consensus
-      ('all', 'leave_one_out')
+      ('pair_with_own_vote', 'answers')
       >>> JudgeOptions(consensus="mine")
       Traceback (most recent call last):
       ...
-      ValueError: consensus must be one of ('leave_one_out', 'all'), got 'mine'
+      ValueError: consensus must be one of ('answers', 'pair', 'pair_with_own_vote'), got 'mine'
     """
 
     attribution: Attribution = "seen"
-    consensus: Consensus = "leave_one_out"
+    consensus: Consensus = "answers"
     no_consensus: NoConsensus = "skip"
     self_comparisons: SelfComparisons = "drop"
     format_penalty: float | None = -0.5
@@ -149,7 +168,7 @@ class JudgeOptions:
 
     def __post_init__(self) -> None:
         check_choice(self.attribution, "attribution", JUDGE_ATTRIBUTIONS)
-        check_choice(self.consensus, "consensus", get_args(Consensus))
+        check_choice(self.consensus, "consensus", JUDGE_CONSENSUS)
         check_choice(self.no_consensus, "no_consensus", get_args(NoConsensus))
         check_choice(self.self_comparisons, "self_comparisons", get_args(SelfComparisons))
         if self.format_penalty is not None:
@@ -166,7 +185,7 @@ JUDGE_PRESETS: Final[Mapping[str, JudgeOptions]] = MappingProxyType(
         "default": JudgeOptions(),
         "reference_v2": JudgeOptions(
             attribution="reference_v2",
-            consensus="all",
+            consensus="pair_with_own_vote",
             no_consensus="tie",
             self_comparisons="count",
             format_exempt_turns=2,
@@ -316,6 +335,52 @@ def _consensus_scores(
     scored = xp.ones(orient.shape, bool) if where is None else xp.asarray(where, dtype=bool)
     if no_consensus == "skip":
         scored = scored & (count > 0)
+    score = xp.where(orient == consensus, 1.0, -1.0)
+    return ConsensusScores(xp.where(scored, score, 0.0), scored, xp.where(scored, consensus, 0))
+
+
+def _answer_consensus_scores(
+    bk: Backend,
+    orient_V: Any,
+    answer_a_V: Any,
+    answer_b_V: Any,
+    num_answers: int,
+    vote_V: Any,
+    own_a_V: Any,
+    own_b_V: Any,
+    num_own: int,
+    where: Any,
+    no_consensus: str,
+) -> ConsensusScores:
+    xp = bk.xp
+    orient = bk.as_int(orient_V, "orient_V")
+    ans_a, ans_b = bk.as_int(answer_a_V, "answer_a_V"), bk.as_int(answer_b_V, "answer_b_V")
+    votes = xp.asarray(vote_V, dtype=bool)
+    cast = votes.astype(bk.count_dtype)
+    a_won = (votes & (orient > 0)).astype(bk.count_dtype)
+    b_won = (votes & (orient < 0)).astype(bk.count_dtype)
+
+    def tally(ids_a: Any, ids_b: Any, n: int) -> tuple[Any, Any, Any, Any]:
+        """Per comparison: (W, V) of its answer a, then of its answer b, summed over the ids."""
+        wins = bk.segment_sum(a_won, ids_a, n) + bk.segment_sum(b_won, ids_b, n)
+        seen = bk.segment_sum(cast, ids_a, n) + bk.segment_sum(cast, ids_b, n)
+        return (
+            _gather(bk, wins, ids_a),
+            _gather(bk, seen, ids_a),
+            _gather(bk, wins, ids_b),
+            _gather(bk, seen, ids_b),
+        )
+
+    w_a, v_a, w_b, v_b = tally(ans_a, ans_b, num_answers)
+    if own_a_V is not None:  # leave the judge's own votes on each answer out
+        own_a, own_b = bk.as_int(own_a_V, "own_a_V"), bk.as_int(own_b_V, "own_b_V")
+        mine = tally(own_a, own_b, num_own)
+        w_a, v_a, w_b, v_b = w_a - mine[0], v_a - mine[1], w_b - mine[2], v_b - mine[3]
+    # sign(W_a/V_a − W_b/V_b) in integers: exact, the same on both backends
+    consensus = xp.where((v_a > 0) & (v_b > 0), xp.sign(w_a * v_b - w_b * v_a), 0)
+    scored = xp.ones(orient.shape, bool) if where is None else xp.asarray(where, dtype=bool)
+    if no_consensus == "skip":
+        scored = scored & (consensus != 0)
     score = xp.where(orient == consensus, 1.0, -1.0)
     return ConsensusScores(xp.where(scored, score, 0.0), scored, xp.where(scored, consensus, 0))
 
@@ -480,7 +545,7 @@ def consensus_scores(
     where: npt.ArrayLike | None = None,
     no_consensus: NoConsensus = "skip",
 ) -> ConsensusScores:
-    """Each comparison scored against the consensus of the other votes on its pair of steps.
+    """Each comparison scored against the consensus of the other votes on its exact pair of steps.
 
     For comparison v on pair q_v (an unordered pair of steps) saying o_v ∈ {+1, −1, 0} (the first step of
     the pair better, worse, tied), over the votes w (``vote_V``) on the same pair, without those of v's
@@ -533,6 +598,92 @@ def consensus_scores(
         check_same_length(orient_V=o, own_V=own)
         check_group_ids(own, owns, "own_V")
     r = _consensus_scores(NUMPY, o, q, pairs, votes, own, num_own, _where(where, num), no_consensus)
+    return ConsensusScores(
+        np.asarray(r.scores, np.float64), np.asarray(r.scored_V, bool), np.asarray(r.consensus_V, np.int64)
+    )
+
+
+def answer_consensus_scores(
+    orient_V: npt.ArrayLike,
+    answer_a_V: npt.ArrayLike,
+    answer_b_V: npt.ArrayLike,
+    num_answers: int,
+    *,
+    vote_V: npt.ArrayLike,
+    own_a_V: npt.ArrayLike | None = None,
+    own_b_V: npt.ArrayLike | None = None,
+    num_own: int = 0,
+    where: npt.ArrayLike | None = None,
+    no_consensus: NoConsensus = "skip",
+) -> ConsensusScores:
+    """Each comparison ``A <op> B`` scored against the other judges' votes on A and on B separately.
+
+    For comparison v saying o_v ∈ {+1, −1, 0} (A better, worse, tied) about answers A = a_v and B = b_v,
+    over the votes w (``vote_V``, o_w = ±1) without those of v's own groups (``own_a_V`` / ``own_b_V``:
+    the (answer, judge) of each side; leave-one-out) when given:
+
+        W_n = #{w : n won w},   V_n = #{w : n ∈ {a_w, b_w}}     (against any opponent)
+        c_v = sign(W_A/V_A − W_B/V_B) if V_A > 0 and V_B > 0, else 0
+        score_v = +1 if o_v = c_v else −1
+
+    (the sign is taken as sign(W_A·V_B − W_B·V_A), exact). c_v = 0 (nobody else voted on A, or on B, or
+    their rates tie) is no consensus: not scored (``no_consensus="skip"``) or scored as a tie
+    (``"tie"``: ``=`` +1, a strict comparison −1). So a judgment counts when the rest of the debate's
+    votes, on whatever pairs they were cast, rank its two answers the same way (+1) or the other way (−1).
+
+    Args:
+      orient_V: int [V], o_v (+1: a_v better, −1: b_v better, 0: tied).
+      answer_a_V, answer_b_V: int [V], the answers (steps) compared, in ``[0, num_answers]``
+        (``num_answers``: padding).
+      num_answers: number of answers (static).
+      vote_V: bool [V], the comparisons that are votes (strict, o = ±1).
+      own_a_V, own_b_V: int [V] or None, the (answer, judge) group of each side in ``[0, num_own]``; None:
+        the judge's own votes count.
+      num_own: number of (answer, judge) groups.
+      where: bool [V], the comparisons to score (default all).
+      no_consensus: ``"skip"`` or ``"tie"``.
+
+    Returns:
+      :class:`ConsensusScores` (float64 scores, bool scored, int64 consensus c_v).
+
+    Raises:
+      ValueError: ids outside their range, lengths that differ, only one of ``own_a_V`` / ``own_b_V``,
+        an unknown ``no_consensus``.
+
+    References:
+      ours; the reference's consensus is :func:`consensus_scores` on the pair with the judge's own vote.
+
+    Examples:
+      Three sequential agents: judge 2 says answer 0 > answer 1, judge 0 then says 1 > 2, judge 1 says
+      0 > 2. No two judges compared the same pair, yet each answer was judged by two of them:
+
+      >>> o, a, b = [1, 1, 1], [0, 1, 0], [1, 2, 2]  # answers 0, 1, 2; judges 2, 0, 1
+      >>> own_a, own_b = [0, 1, 2], [3, 4, 5]  # (answer, judge) groups, each used once
+      >>> r = answer_consensus_scores(o, a, b, 3, vote_V=[True] * 3, own_a_V=own_a, own_b_V=own_b,
+      ...                             num_own=6)
+      >>> r.consensus_V.tolist(), r.scores.tolist()  # judge 1 is scored by judges 2 and 0
+      ([0, 0, 1], [0.0, 0.0, 1.0])
+    """
+    check_choice(no_consensus, "no_consensus", get_args(NoConsensus))
+    answers = check_int(num_answers, "num_answers", low=0)
+    o = as_int_array(orient_V, "orient_V")
+    ans_a, ans_b = as_int_array(answer_a_V, "answer_a_V"), as_int_array(answer_b_V, "answer_b_V")
+    votes = np.asarray(vote_V, dtype=bool).reshape(-1)
+    num = check_same_length(orient_V=o, answer_a_V=ans_a, answer_b_V=ans_b, vote_V=votes)
+    check_group_ids(ans_a, answers, "answer_a_V")
+    check_group_ids(ans_b, answers, "answer_b_V")
+    if (own_a_V is None) != (own_b_V is None):
+        raise ValueError("own_a_V and own_b_V must be given together (or neither)")
+    own_a = own_b = None
+    if own_a_V is not None and own_b_V is not None:
+        owns = check_int(num_own, "num_own", low=0)
+        own_a, own_b = as_int_array(own_a_V, "own_a_V"), as_int_array(own_b_V, "own_b_V")
+        check_same_length(orient_V=o, own_a_V=own_a, own_b_V=own_b)
+        check_group_ids(own_a, owns, "own_a_V")
+        check_group_ids(own_b, owns, "own_b_V")
+    r = _answer_consensus_scores(
+        NUMPY, o, ans_a, ans_b, answers, votes, own_a, own_b, num_own, _where(where, num), no_consensus
+    )
     return ConsensusScores(
         np.asarray(r.scores, np.float64), np.asarray(r.scored_V, bool), np.asarray(r.consensus_V, np.int64)
     )
@@ -732,7 +883,9 @@ def judge_step_rewards(
       vote      op = ``>``, 0 ≤ a, b < N, a ≠ b, S_a ≥ 0, S_b ≥ 0 (and a, b ≠ u when self-comparisons drop)
       scored    a ≠ b, S_a ≥ 0, S_b ≥ 0, op ∈ {>, =}, the judge's cell exists, a consensus (or ties read)
 
-    then :func:`generator_rewards`, :func:`consensus_scores` on the pairs of steps, :func:`format_penalties`
+    then :func:`generator_rewards`, the consensus (``options.consensus``: :func:`answer_consensus_scores`
+    on the answers, leave-one-out by (answer, judge); :func:`consensus_scores` on the pairs of steps,
+    leave-one-out by (pair, judge) or not), :func:`format_penalties`
     (judgeable others: agents x ≠ u, 0 ≤ x < N, with S_x ≥ 0) and :func:`judge_rewards`. A step s ≥ the
     agent's ``num_steps_PG`` has no cell: votes about it are lost and a judge there is not scored. An
     author outside ``[0, N)`` has no cell either, but its votes count.
@@ -767,8 +920,13 @@ def judge_step_rewards(
       ...                        [OP_GT] * 3, [1, 0, 1], [3], [2, 2, 2])
       >>> r.generator_N.tolist()  # cells: agent 0's steps, agent 1's, agent 2's
       [0.5, 0.0, 0.0, 0.0, 1.0, 0.0]
-      >>> r.scores.tolist(), r.scored_V.tolist()  # nobody else judged any of these pairs
-      ([0.0, 0.0, 0.0], [False, False, False])
+      >>> r.scores.tolist()  # judge 0: others rate answer 2 at 1/1 (judge 1), answer 1 at 0/1 (judge 2)
+      [1.0, 0.0, 0.0]
+      >>> pair = judge_step_rewards([0] * 6, range(6), [0, 1, 2, 0, 1, 2], [3, 4, 5], [2, 2, 0],
+      ...                           [OP_GT] * 3, [1, 0, 1], [3], [2, 2, 2],
+      ...                           options=JudgeOptions(consensus="pair"))
+      >>> pair.scored_V.tolist()  # nobody else judged any of these pairs
+      [False, False, False]
       >>> ref = judge_step_rewards([0] * 6, range(6), [0, 1, 2, 0, 1, 2], [3, 4, 5], [2, 2, 0],
       ...                          [OP_GT] * 3, [1, 0, 1], [3], [2, 2, 2],
       ...                          options=JUDGE_PRESETS["reference_v2"])
@@ -835,28 +993,46 @@ def judge_step_rewards(
     vote = both & (op == OP_GT) & (a >= 0) & (a < n) & (b >= 0) & (b < n)
     gen = generator_rewards(cell(p, n, a, step_a, vote), cell(p, n, b, step_b, vote), num_cells, where=vote)
 
-    # pairs of steps, keyed (debate, first step, second step) with the steps in lexicographic order
     scorable = both & ((op == OP_GT) | (op == OP_EQ)) & (judge_cell_V < num_cells)
-    a_first = (a < b) | ((a == b) & (step_a < step_b))
-    orient = np.where(op == OP_GT, np.where(a_first, 1, -1), 0)
     keyed = vote | scorable
-    first_x, first_s = np.where(a_first, a, b), np.where(a_first, step_a, step_b)
-    second_x, second_s = np.where(a_first, b, a), np.where(a_first, step_b, step_a)
-    pair, num_pairs = _dense_rows(keyed, p, first_x, first_s, second_x, second_s)
-    own = None
-    num_own = 0
-    if options.consensus == "leave_one_out":
-        own, num_own = _dense_rows(keyed, pair, u)
-    scored = consensus_scores(
-        orient,
-        pair,
-        num_pairs,
-        vote_V=vote,
-        own_V=own,
-        num_own=num_own,
-        where=scorable,
-        no_consensus=options.no_consensus,
-    )
+    if options.consensus == "answers":  # each side on its own: answers keyed (debate, agent, step)
+        num_v = int(tv.shape[0])
+        sides = np.concatenate([keyed, keyed])
+        answer, num_answers = _dense_rows(
+            sides, np.concatenate([p, p]), np.concatenate([a, b]), np.concatenate([step_a, step_b])
+        )
+        own, num_own = _own_groups(sides, answer, np.concatenate([u, u]))
+        scored = answer_consensus_scores(
+            np.where(op == OP_GT, 1, 0),
+            answer[:num_v],
+            answer[num_v:],
+            num_answers,
+            vote_V=vote,
+            own_a_V=own[:num_v],
+            own_b_V=own[num_v:],
+            num_own=num_own,
+            where=scorable,
+            no_consensus=options.no_consensus,
+        )
+    else:  # pairs of steps, keyed (debate, first step, second step) with the steps in lexicographic order
+        a_first = (a < b) | ((a == b) & (step_a < step_b))
+        orient = np.where(op == OP_GT, np.where(a_first, 1, -1), 0)
+        first_x, first_s = np.where(a_first, a, b), np.where(a_first, step_a, step_b)
+        second_x, second_s = np.where(a_first, b, a), np.where(a_first, step_b, step_a)
+        pair, num_pairs = _dense_rows(keyed, p, first_x, first_s, second_x, second_s)
+        own_pair, num_own = (
+            (None, 0) if options.consensus == "pair_with_own_vote" else _own_groups(keyed, pair, u)
+        )
+        scored = consensus_scores(
+            orient,
+            pair,
+            num_pairs,
+            vote_V=vote,
+            own_V=own_pair,
+            num_own=num_own,
+            where=scorable,
+            no_consensus=options.no_consensus,
+        )
 
     listed = np.bincount(tv[live_V], minlength=num_u)[:num_u]  # a dropped self-comparison is no comparison
     seen_all = np.where(s_U >= 1, n_U, 0 if rule == "parallel" else t_U % n_U)
@@ -896,6 +1072,13 @@ def judge_step_rewards(
         penalised,
         judgeable.astype(np.int64),
     )
+
+
+def _own_groups(
+    keep: npt.NDArray[np.bool_], key: npt.NDArray[np.int64], judge: npt.NDArray[np.int64]
+) -> tuple[npt.NDArray[np.int64], int]:
+    """The (key, judge) group of each kept comparison: what leave-one-out leaves out of its consensus."""
+    return _dense_rows(keep, key, judge)
 
 
 def _dense_rows(keep: npt.NDArray[np.bool_], *columns: npt.NDArray[Any]) -> tuple[npt.NDArray[np.int64], int]:

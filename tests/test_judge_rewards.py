@@ -141,8 +141,10 @@ def test_options_are_checked_by_name() -> None:
 VARIANTS = [
     DEFAULT,
     REFERENCE,
-    dataclasses.replace(DEFAULT, no_consensus="tie"),
-    dataclasses.replace(DEFAULT, consensus="all", format_penalty=None),
+    dataclasses.replace(DEFAULT, no_consensus="tie", self_comparisons="count"),
+    dataclasses.replace(DEFAULT, consensus="pair"),
+    dataclasses.replace(DEFAULT, consensus="pair", no_consensus="tie"),
+    dataclasses.replace(DEFAULT, consensus="pair_with_own_vote", format_penalty=None),
     dataclasses.replace(REFERENCE, attribution="seen", format_exempt_steps=1),
 ]
 
@@ -187,10 +189,13 @@ def test_jax_twins_match_numpy_under_jit() -> None:
     ) -> Any:
         gen = kj.generator_rewards(w, lo, cells, where=keep)
         sc = kj.consensus_scores(o, q, 8, vote_V=votes, own_V=own, num_own=20, where=keep)
+        ans = kj.answer_consensus_scores(
+            o, q, s % 9, 8, vote_V=votes, own_a_V=own, own_b_V=c, num_own=20, where=keep
+        )
         judge, counts = kj.judge_rewards(c, sc.scores, cells, where=sc.scored_V, penalty_cell_U=pen)
         steps = kj.judged_steps(s, o + 1, 3, rule="sequential")
         dual = kj.dual_step_advantages(gen.rewards, judge, jnp.arange(cells) % 3, 3, lambda_judge=0.5)
-        return gen, sc, judge, counts, steps, dual
+        return gen, sc, judge, counts, steps, dual, ans
 
     for _ in range(3):
         w, lo = rng.integers(0, cells + 1, v), rng.integers(0, cells + 1, v)
@@ -201,6 +206,9 @@ def test_jax_twins_match_numpy_under_jit() -> None:
         got = twins(*(jnp.asarray(x) for x in (w, lo, keep, o, q, own, votes, s, c, pen)))
         gen = kernel.generator_rewards(w, lo, cells, where=keep)
         sc = kernel.consensus_scores(o, q, 8, vote_V=votes, own_V=own, num_own=20, where=keep)
+        ans = kernel.answer_consensus_scores(
+            o, q, s % 9, 8, vote_V=votes, own_a_V=own, own_b_V=c, num_own=20, where=keep
+        )
         judge, counts = kernel.judge_rewards(c, sc.scores, cells, where=sc.scored_V, penalty_cell_U=pen)
         steps = kernel.judged_steps(s, o + 1, 3, rule="sequential")
         dual = kernel.dual_step_advantages(gen.rewards, judge, np.arange(cells) % 3, 3, lambda_judge=0.5)
@@ -211,6 +219,9 @@ def test_jax_twins_match_numpy_under_jit() -> None:
         np.testing.assert_allclose(np.asarray(got[2]), judge, rtol=1e-6)
         np.testing.assert_array_equal(np.asarray(got[3]), counts)
         np.testing.assert_array_equal(np.asarray(got[4]), steps)
+        for field in ("scores", "scored_V", "consensus_V"):
+            np.testing.assert_array_equal(np.asarray(getattr(got[6], field)), getattr(ans, field))
+        assert ans.scored_V.any() and (ans.scores == -1).any()
         np.testing.assert_allclose(np.asarray(got[5].advantages), dual.advantages, rtol=1e-5, atol=1e-6)
         flags = kj.format_penalties(
             jnp.asarray(c % 2), jnp.asarray(s % 4), jnp.asarray(s), jnp.asarray(w % 3)
@@ -241,6 +252,8 @@ BROKEN = {
         OURS, options=dataclasses.replace(DEFAULT, attribution="reference_v2")
     ),
     "unanimous_vote": _silent_judges,
+    # the consensus of the exact pair (leave-one-out): no other judge compared x with y
+    "each_answer_evidence": functools.partial(OURS, options=dataclasses.replace(DEFAULT, consensus="pair")),
     # self-comparisons counted (for the author's own generator reward too) ...
     "never_scores_itself": functools.partial(
         OURS, options=dataclasses.replace(DEFAULT, self_comparisons="count")
@@ -259,7 +272,9 @@ def test_each_check_catches_a_broken_implementation(check: str) -> None:
 
 def test_own_vote_in_the_consensus_is_caught() -> None:
     # ... and a judge scored against a consensus holding its own vote (the reference's consensus)
-    fn = functools.partial(OURS, options=dataclasses.replace(DEFAULT, consensus="all", no_consensus="tie"))
+    fn = functools.partial(
+        OURS, options=dataclasses.replace(DEFAULT, consensus="pair_with_own_vote", no_consensus="tie")
+    )
     outcome = run_judge_suite(
         fn, checks=["never_scores_itself"], raise_on_failure=False, max_examples=examples(60)
     )
@@ -270,6 +285,71 @@ def test_own_vote_in_the_consensus_is_caught() -> None:
         raise_on_failure=False,
         max_examples=examples(60),
     )["never_scores_itself"].startswith("failed")
+
+
+def test_a_consensus_leaving_out_only_the_comparison_itself_is_caught(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the judge's other votes on the same two answers (or copies of the comparison) are its own votes too
+    import kernel._judge_rewards as jr
+
+    def per_comparison(keep: Any, key: Any, judge: Any) -> tuple[Any, int]:
+        return np.where(keep, np.arange(keep.size), keep.size), int(keep.size)
+
+    monkeypatch.setattr(jr, "_own_groups", per_comparison)
+    outcome = run_judge_suite(
+        OURS, checks=["never_scores_itself"], raise_on_failure=False, max_examples=examples(30)
+    )
+    assert outcome["never_scores_itself"].startswith("failed"), outcome
+
+
+# --- three agents in sequential rounds: the project's default training layout -----------------------
+
+
+def _sequential_three(flip: int | None = None) -> dict[int, list[tuple[int, int, int]]]:
+    """3 agents, 3 rounds, answers ranked by agent (0 best, 2 worst); from turn 2 on each judge compares
+    the latest answers of the other two, truthfully except agent ``flip``."""
+    votes = {}
+    for t in range(2, 9):
+        judge = t % 3
+        x, y = sorted({0, 1, 2} - {judge})
+        votes[t] = [(y, OP_GT, x) if judge == flip else (x, OP_GT, y)]
+    return votes
+
+
+def test_three_sequential_agents_get_judge_rewards_that_follow_the_other_judges() -> None:
+    # no two judges ever see the same two answers: the exact-pair consensus scores nothing
+    pair = _one_debate(
+        3, 3, _sequential_three(), schedule="sequential", options=JudgeOptions(consensus="pair")
+    )
+    assert not pair.scored_V.any() and not pair.judge_N.any()
+    # but each answer is judged by both other agents. Cells: agent x's step s is 3x + s. Turn 4: agent 1
+    # says answer (0, 1) > (2, 0); judge 2 saw (0, 1) win (turn 5), judge 0 saw (2, 0) lose (turn 3): +1
+    ours = _one_debate(3, 3, _sequential_three(), schedule="sequential")
+    assert ours.scores.tolist() == [0.0, 0.0, 1.0, 0.0, 0.0, 1.0, 0.0]
+    assert ours.judge_N.tolist() == [0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0]
+    # agent 1 votes against the others: its judgments score -1; with 3 agents each side's rate rests on
+    # one other judge's vote, so its votes also turn the judgments of agents 0 and 2 (turns 3, 5, 6) to -1
+    flipped = _one_debate(3, 3, _sequential_three(flip=1), schedule="sequential")
+    assert flipped.judge_N[[4, 5]].tolist() == [-1.0, -1.0]
+    assert flipped.scores.tolist() == [0.0, -1.0, -1.0, -1.0, -1.0, -1.0, 0.0]
+    assert (flipped.generator_N != ours.generator_N).any()
+
+
+def test_three_sequential_agents_through_the_scoring_core() -> None:
+    """The same debate as an Episode: the judge stream of the turn-level advantages is not constant."""
+    comparisons = _sequential_three()
+    said = tuple(
+        ParsedResponse.make(
+            t % 3, solution="4", votes=tuple(Vote(a, ">", b) for a, _, b in comparisons.get(t, []))
+        )
+        for t in range(9)
+    )
+    episode = Episode(3, tuple(t % 3 for t in range(9)), said, (0.0,) * 9)
+    s = kernel.score_episodes([episode], ScoringOptions(judge=DEFAULT))
+    assert s.judge is not None and s.dual is not None
+    np.testing.assert_array_equal(s.judge.judge_N, [0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0])
+    assert np.ptp(s.dual.judge_N) > 0
 
 
 # --- the scoring core ------------------------------------------------------------------------------------

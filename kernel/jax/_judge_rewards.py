@@ -1,5 +1,6 @@
 """JAX twins of the judge-reward array functions: thin wrappers of the one implementation in
-:mod:`kernel._judge_rewards` (static shapes: ``num_cells``, ``num_pairs``, ``num_own``, ``num_groups``
+:mod:`kernel._judge_rewards` (static shapes: ``num_cells``, ``num_pairs``, ``num_answers``, ``num_own``,
+``num_groups``
 are Python ints the caller keeps fixed; ids at or beyond them are padding and drop out). Under jit ids
 cannot be range-checked; values are float32 unless x64 is on. The host-side assembly
 (:func:`kernel.judge_step_rewards`: dense pair ids from sorted keys) has no twin.
@@ -22,6 +23,7 @@ from kernel._judge_rewards import (
     GeneratorRewards,
     JudgedStepRule,
     NoConsensus,
+    _answer_consensus_scores,
     _consensus_scores,
     _dual,
     _format_penalties,
@@ -33,6 +35,7 @@ from kernel.jax._advantages import grouped_advantages
 from kernel.jax._checks import JAX
 
 __all__ = [
+    "answer_consensus_scores",
     "consensus_scores",
     "dual_step_advantages",
     "format_penalties",
@@ -97,6 +100,40 @@ def consensus_scores(
     pairs = check_int(num_pairs, "num_pairs", low=0)
     owns = check_int(num_own, "num_own", low=0)
     return _consensus_scores(JAX, orient_V, pair_V, pairs, vote_V, own_V, owns, where, no_consensus)
+
+
+def answer_consensus_scores(
+    orient_V: ArrayLike,
+    answer_a_V: ArrayLike,
+    answer_b_V: ArrayLike,
+    num_answers: int,
+    *,
+    vote_V: ArrayLike,
+    own_a_V: ArrayLike | None = None,
+    own_b_V: ArrayLike | None = None,
+    num_own: int = 0,
+    where: ArrayLike | None = None,
+    no_consensus: NoConsensus = "skip",
+) -> ConsensusScores:
+    """score_v = +1 if o_v = sign(W_A/V_A − W_B/V_B) else −1, each answer's win rate over the other
+    judges' votes against any opponent (leave-one-out with ``own_a_V`` / ``own_b_V``); no consensus when
+    a side has no such vote or the rates tie. The twin of :func:`kernel.answer_consensus_scores`.
+
+    Examples:
+      >>> o, a, b = jnp.array([1, 1, 1]), jnp.array([0, 1, 0]), jnp.array([1, 2, 2])
+      >>> r = answer_consensus_scores(o, a, b, 3, vote_V=jnp.ones(3, bool), own_a_V=jnp.array([0, 1, 2]),
+      ...                             own_b_V=jnp.array([3, 4, 5]), num_own=6)
+      >>> r.scores.tolist()
+      [0.0, 0.0, 1.0]
+    """
+    check_choice(no_consensus, "no_consensus", ("skip", "tie"))
+    answers = check_int(num_answers, "num_answers", low=0)
+    owns = check_int(num_own, "num_own", low=0)
+    if (own_a_V is None) != (own_b_V is None):
+        raise ValueError("own_a_V and own_b_V must be given together (or neither)")
+    return _answer_consensus_scores(
+        JAX, orient_V, answer_a_V, answer_b_V, answers, vote_V, own_a_V, own_b_V, owns, where, no_consensus
+    )
 
 
 def judge_rewards(

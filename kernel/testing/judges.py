@@ -14,9 +14,14 @@ Checks (REFERENCE §12 and the defaults of :mod:`kernel._judge_rewards`):
   comparison's score as it was (the reference's sequential attribution depends on the agent order);
 * ``unanimous_vote``: when every agent but x and y writes ``x > y`` on the previous cycle's answers, and
   nothing else, each of those judges gets judge reward +1 (with at least two of them);
-* ``never_scores_itself``: comparisons naming their author change no reward, and copies of a judge's
-  comparison never change the score of that comparison (the reference counts self-votes and scores a
-  judge against a consensus holding its own vote);
+* ``each_answer_evidence``: a judgment that no other judge made on that pair is scored by the other
+  judges' votes on each of its two answers against other opponents: +1 when they rank the two the same
+  way, −1 when the other way (the default ``consensus="answers"``; a consensus keyed by the exact pair
+  scores neither, the reference's own-vote consensus gives +1 to both);
+* ``never_scores_itself``: comparisons naming their author change no reward, and neither copies of a
+  judge's comparison nor the judge's other votes on the same two answers change the score of that
+  comparison (the reference counts self-votes and scores a judge against a consensus holding its own
+  vote);
 * ``matches_reference``: agreement with :func:`reference_judge_step_rewards`, a per-debate Python loop of
   the same semantics (``options``: the :class:`kernel.JudgeOptions` it follows).
 """
@@ -24,6 +29,7 @@ Checks (REFERENCE §12 and the defaults of :mod:`kernel._judge_rewards`):
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from fractions import Fraction
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -38,6 +44,7 @@ __all__ = [
     "JUDGE_CHECKS",
     "JudgeDebates",
     "JudgeInvariants",
+    "check_judge_each_answer_evidence",
     "check_judge_matches_reference",
     "check_judge_never_scores_itself",
     "check_judge_relabel_invariance",
@@ -50,6 +57,7 @@ __all__ = [
 JUDGE_CHECKS: tuple[str, ...] = (
     "relabel_invariance",
     "unanimous_vote",
+    "each_answer_evidence",
     "never_scores_itself",
     "matches_reference",
 )
@@ -156,8 +164,8 @@ def reference_judge_step_rewards(
 
     Examples:
       >>> d = _batch([3], [2], [[], [], [], [(2, OP_GT, 1)], [(2, OP_GT, 0)], [(0, OP_GT, 1)]])
-      >>> [x.tolist() for x in reference_judge_step_rewards(d)]
-      [[0.5, 0.0, 0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 0.0, 0.0, 0.0]]
+      >>> [x.tolist() for x in reference_judge_step_rewards(d)]  # judge 0: answer 2 won, 1 lost elsewhere
+      [[0.5, 0.0, 0.0, 0.0, 1.0, 0.0], [0.0, 1.0, 0.0, 0.0, 0.0, 0.0]]
     """
     d = JudgeDebates(*(np.asarray(x, dtype=np.int64).tolist() for x in debates))
     rows_of: list[list[int]] = []
@@ -232,16 +240,30 @@ def _one_debate(
         s = index[u] // n
         if not (0 <= w < n and s < steps[w]) or a == b or sa < 0 or sb < 0 or op not in (OP_GT, OP_EQ):
             continue
-        first, second = sorted([(a, sa), (b, sb)])
-        says = 0 if op == OP_EQ else 1 if (a, sa) == first else -1
-        others = [
-            (1 if x == first else -1)
-            for judge, x, y in votes
-            if {x, y} == {first, second} and not (options.consensus == "leave_one_out" and judge == w)
-        ]
-        if not others and options.no_consensus == "skip":
-            continue
-        consensus = (sum(others) > 0) - (sum(others) < 0)
+        if options.consensus == "answers":  # each answer's win rate in the other judges' votes
+            says = 1 if op == OP_GT else 0
+            rates = [
+                [int(x == side) for judge, x, y in votes if judge != w and side in (x, y)]
+                for side in ((a, sa), (b, sb))
+            ]
+            if all(rates):
+                diff = Fraction(sum(rates[0]), len(rates[0])) - Fraction(sum(rates[1]), len(rates[1]))
+                consensus = (diff > 0) - (diff < 0)
+            else:
+                consensus = 0
+            if consensus == 0 and options.no_consensus == "skip":
+                continue
+        else:  # the votes on the exact pair
+            first, second = sorted([(a, sa), (b, sb)])
+            says = 0 if op == OP_EQ else 1 if (a, sa) == first else -1
+            others = [
+                (1 if x == first else -1)
+                for judge, x, y in votes
+                if {x, y} == {first, second} and not (options.consensus == "pair" and judge == w)
+            ]
+            if not others and options.no_consensus == "skip":
+                continue
+            consensus = (sum(others) > 0) - (sum(others) < 0)
         total[(w, s)] = total.get((w, s), 0.0) + (1.0 if says == consensus else -1.0)
         count[(w, s)] = count.get((w, s), 0) + 1
     for u in turns:
@@ -372,6 +394,45 @@ def check_judge_unanimous_vote(fn: JudgeFunction, debates: JudgeDebates, *, seed
     _close(name, "judge reward of a unanimous judge", judge[cells], np.ones(len(cells)))
 
 
+def check_judge_each_answer_evidence(fn: JudgeFunction, debates: JudgeDebates, *, seed: int = 0) -> None:
+    """Agents x, y, j, k of the first debate with N ≥ 4, two cycles, cycle 1 only: judge j writes
+    ``x > y``; judge k writes ``x > j`` and ``j > y`` (supports it: j's judge reward +1), or ``y > j``
+    and ``j > x`` (contradicts it: −1). Nobody else compares x with y.
+
+    Args:
+      fn: the judge-reward function under test.
+      debates: the drawn :class:`JudgeDebates`.
+      seed: seeds the choice of x, y, j, k.
+
+    Returns:
+      None; raises AssertionError naming what differs.
+
+    Examples:
+      >>> import functools, kernel
+      >>> d = _batch([4], [1], [[], [], [], []])
+      >>> ours = functools.partial(kernel.judge_step_rewards, schedule="parallel")
+      >>> check_judge_each_answer_evidence(ours, d)
+    """
+    name = "check_judge_each_answer_evidence"
+    big = [int(n) for n in debates.num_agents_P if n >= 4]
+    if not big:
+        return
+    n = big[0]
+    x, y, j, k = (int(v) for v in np.random.default_rng(seed).choice(n, size=4, replace=False))
+    for support, want in ((True, 1.0), (False, -1.0)):
+        rows: list[list[tuple[int, int, int]]] = [[] for _ in range(2 * n)]
+        rows[n + j] = [(x, OP_GT, y)]
+        rows[n + k] = [(x, OP_GT, j), (j, OP_GT, y)] if support else [(y, OP_GT, j), (j, OP_GT, x)]
+        _, judge, _ = _call(name, fn, _batch([n], [2], rows))
+        what = "supported" if support else "contradicted"
+        _close(
+            name,
+            f"judge reward of x > y {what} on each answer",
+            judge[2 * j + 1 : 2 * j + 2],
+            np.full(1, want),
+        )
+
+
 def check_judge_never_scores_itself(fn: JudgeFunction, debates: JudgeDebates, *, seed: int = 0) -> None:
     """Comparisons naming their author change no reward, and copies of a judge's comparison (same turn)
     never change that comparison's score: on a drawn comparison, and on ``x > y`` of one judge that
@@ -421,6 +482,22 @@ def check_judge_never_scores_itself(fn: JudgeFunction, debates: JudgeDebates, *,
     )
     _, _, scores3 = _call(name, fn, copies)
     _close(name, f"score of comparison {v} with two copies of it", scores3[v : v + 1], scores[v : v + 1])
+    # the judge's own votes on each of the two answers, against every other opponent, agreeing with v
+    u = int(debates.turn_V[v])
+    n = int(debates.num_agents_P[debates.debate_U[u]])
+    a, b = int(debates.a_V[v]), int(debates.b_V[v])
+    others = np.asarray([z for z in range(n) if z not in (a, b, int(debates.author_U[u]))], np.int64)
+    if others.size:
+        mine = _appended(
+            debates,
+            np.full(1, u),
+            np.concatenate([np.full(others.size, a), others]),
+            np.full(2 * others.size, OP_GT),
+            np.concatenate([others, np.full(others.size, b)]),
+        )
+        _, _, scores4 = _call(name, fn, mine)
+        what = f"score of comparison {v} with its judge's votes on the same answers"
+        _close(name, what, scores4[v : v + 1], scores[v : v + 1])
     big = [int(n) for n in debates.num_agents_P if n >= 4]
     if big:  # judge 0 says 1 > 2, judge 3 says 2 > 1 (cycle 1); then judge 0 says it twice more
         n = big[0]
@@ -486,6 +563,7 @@ def check_judge_matches_reference(
 _CHECK_FUNCTIONS: Mapping[str, Callable[..., None]] = {
     "relabel_invariance": check_judge_relabel_invariance,
     "unanimous_vote": check_judge_unanimous_vote,
+    "each_answer_evidence": check_judge_each_answer_evidence,
     "never_scores_itself": check_judge_never_scores_itself,
     "matches_reference": check_judge_matches_reference,
 }
@@ -602,6 +680,10 @@ class JudgeInvariants(_JudgeConfig):
     def test_unanimous_vote(self) -> None:
         """A unanimous vote gives every other judge +1."""
         self._check("unanimous_vote")
+
+    def test_each_answer_evidence(self) -> None:
+        """A judgment is scored by the other judges' votes on each of its answers."""
+        self._check("each_answer_evidence")
 
     def test_never_scores_itself(self) -> None:
         """Self-comparisons change nothing; a judge's own copies never change its score."""
