@@ -336,17 +336,20 @@ def test_three_sequential_agents_get_judge_rewards_that_follow_the_other_judges(
     assert (flipped.generator_N != ours.generator_N).any()
 
 
-def test_three_sequential_agents_through_the_scoring_core() -> None:
-    """The same debate as an Episode: the judge stream of the turn-level advantages is not constant."""
-    comparisons = _sequential_three()
+def _sequential_episode(flip: int | None = None) -> Episode:
+    comparisons = _sequential_three(flip)
     said = tuple(
         ParsedResponse.make(
             t % 3, solution="4", votes=tuple(Vote(a, ">", b) for a, _, b in comparisons.get(t, []))
         )
         for t in range(9)
     )
-    episode = Episode(3, tuple(t % 3 for t in range(9)), said, (0.0,) * 9)
-    s = kernel.score_episodes([episode], ScoringOptions(judge=DEFAULT))
+    return Episode(3, tuple(t % 3 for t in range(9)), said, (0.0,) * 9)
+
+
+def test_three_sequential_agents_through_the_scoring_core() -> None:
+    """The same debate as an Episode: the judge stream of the turn-level advantages is not constant."""
+    s = kernel.score_episodes([_sequential_episode()], ScoringOptions(judge=DEFAULT))
     assert s.judge is not None and s.dual is not None
     np.testing.assert_array_equal(s.judge.judge_N, [0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0])
     assert np.ptp(s.dual.judge_N) > 0
@@ -443,6 +446,27 @@ def test_credit_fields_follow_the_blocks_the_parser_read() -> None:
     assert (credit_fields(r, r.tokenizer.encode("no tags")) == FIELD_BOTH).all()
 
 
+def test_training_metrics_log_the_judge_streams() -> None:
+    from adapters.training.prepare import batch_metrics
+
+    episodes = [_sequential_episode(), _sequential_episode(flip=1)]
+    m = batch_metrics(episodes, kernel.score_episodes(episodes, ScoringOptions(judge=DEFAULT)))
+    # 2 debates x 9 cells; judge rewards: +1 twice in the first, -1 for five steps in the second
+    assert m["env/all/reward/judge/mean"] == pytest.approx((2 - 5) / 18)
+    assert m["env/all/reward/judge/std"] > 0 and 0 < m["env/all/reward/gen/mean"] < 1
+    assert m["env/all/reward/total_votes"] == 7 and m["env/all/reward/missing_comparisons"] == 0
+    assert m["env/all/reward/judge/scored"] == (2 + 5) / 2
+    assert m["env/all/reward/judge/agreement"] == pytest.approx(2 / 7)
+    # an empty list after round 0 is a format penalty; without judge rewards the keys are absent
+    e = _sequential_episode()
+    e = dataclasses.replace(
+        e, responses_T=(*e.responses_T[:4], ParsedResponse.make(1, solution="4"), *e.responses_T[5:])
+    )
+    silent = batch_metrics([e], kernel.score_episodes([e], ScoringOptions(judge=DEFAULT)))
+    assert silent["env/all/reward/missing_comparisons"] == 1
+    assert not any("reward/judge" in k for k in batch_metrics(episodes, kernel.score_episodes(episodes)))
+
+
 def test_a_run_trains_on_judge_rewards(tmp_path: Any) -> None:
     """The config key reaches the kernel: a run on the fake trains per-turn, field-credited datums."""
     import asyncio
@@ -457,5 +481,6 @@ def test_a_run_trains_on_judge_rewards(tmp_path: Any) -> None:
     assert config.scoring_options.judge == DEFAULT
     result = asyncio.run(run_training(config, FakeServiceClient(seed=0)))
     assert result.metrics[-1]["optim/num_datums"] > 0
+    assert "env/all/reward/judge/agreement" in result.metrics[-1]
     with pytest.raises(ValueError, match=r"config keys estimator and judge_rewards: .*credit"):
         _ = TrainConfig.from_mapping({**base, "credit": "solution"}).scoring_options

@@ -235,6 +235,33 @@ def batch_metrics(episodes: Sequence[kernel.Episode], scored: kernel.ScoredEpiso
         "advantage/std": float(np.std(advantages)),
         "advantage/min": float(np.min(advantages)),
         "advantage/max": float(np.max(advantages)),
+        **({} if scored.judge is None else _judge_metrics(scored.judge, len(episodes))),
+    }
+
+
+def _judge_metrics(judge: kernel.JudgeStepRewards, debates: int) -> dict[str, Any]:
+    """The judge-reward streams of a step (``judge_rewards`` on): the reference's ``reward/gen/*``,
+    ``reward/judge/*`` (mean and population std over every step of every agent), ``total_votes`` and
+    ``missing_comparisons`` (format penalties) per debate, and ours: the comparisons scored per debate and
+    the share of them that agreed with the other judges (``agreement``, NaN when none was scored)."""
+    scored = int(np.count_nonzero(judge.scored_V))
+    per = max(debates, 1)
+
+    def stats(x: npt.NDArray[np.float64]) -> tuple[float, float]:
+        return (float(np.mean(x)), float(np.std(x))) if x.size else (math.nan, math.nan)
+
+    (gen_mean, gen_std), (judge_mean, judge_std) = stats(judge.generator_N), stats(judge.judge_N)
+    return {
+        "env/all/reward/gen/mean": gen_mean,
+        "env/all/reward/gen/std": gen_std,
+        "env/all/reward/judge/mean": judge_mean,
+        "env/all/reward/judge/std": judge_std,
+        "env/all/reward/total_votes": int(np.count_nonzero(judge.vote_V)) / per,
+        "env/all/reward/missing_comparisons": int(np.count_nonzero(judge.penalised_U)) / per,
+        "env/all/reward/judge/scored": scored / per,
+        "env/all/reward/judge/agreement": (
+            int(np.count_nonzero(judge.scores > 0)) / scored if scored else math.nan
+        ),
     }
 
 
