@@ -11,7 +11,8 @@ train``'s step moved within noise (0.96 ×, 4 pairs), where ``train`` enters it 
 ``score`` goes further (:data:`CHUNK_GC_THRESHOLDS`): the collector counts net allocations (a freed
 object takes one back), and a chunk of 2,048 debates holds fewer than 250,000 container objects at its
 fullest, all freed when the next chunk starts; so no pass runs at all. At :data:`GC_THRESHOLDS` a young
-pass of 14-30 ms ran about twice a chunk: 5-6 % of ``score``'s time.
+pass of 14-30 ms ran about twice a chunk. ``score --out`` of 30 k generated debates, CPU time, 4
+interleaved rounds: 1.06 × (1.05-1.10) at :data:`GC_THRESHOLDS`, 1.23 × (1.18-1.28) at the defaults.
 """
 
 from __future__ import annotations
