@@ -484,3 +484,20 @@ def test_a_run_trains_on_judge_rewards(tmp_path: Any) -> None:
     assert "env/all/reward/judge/agreement" in result.metrics[-1]
     with pytest.raises(ValueError, match=r"config keys estimator and judge_rewards: .*credit"):
         _ = TrainConfig.from_mapping({**base, "credit": "solution"}).scoring_options
+
+
+def test_score_cli_takes_judge_rewards(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """``debate-kernel score --judge-rewards``: each preset reaches the datums; RAE is refused by name."""
+    from adapters.cli import main
+
+    advantages = {}
+    for preset in ("off", "default", "reference_v2"):
+        target = tmp_path / f"{preset}.npz"
+        assert main(["score", "--quiet", "--judge-rewards", preset, "--datums-out", str(target)]) == 0
+        with np.load(target) as npz:
+            advantages[preset] = npz["advantages"]
+    assert not np.array_equal(advantages["off"], advantages["default"])
+    assert not np.array_equal(advantages["default"], advantages["reference_v2"])
+    capsys.readouterr()
+    assert main(["score", "--quiet", "--judge-rewards", "default", "--estimator", "rae"]) == 2
+    assert "--judge-rewards: judge rewards need grouped advantages" in capsys.readouterr().err

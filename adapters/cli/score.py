@@ -26,6 +26,7 @@ from typing import IO, Any
 
 import numpy as np
 
+import kernel
 from adapters import _json, pipeline
 from adapters._atomic import atomic_write
 from adapters._gc import CHUNK_GC_THRESHOLDS, fewer_gc_passes
@@ -97,6 +98,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         metavar="N",
         help="score chunks of the input in N worker processes (0: one per CPU; default 1, this process); "
         "the output is the same for any N",
+    )
+    p.add_argument(
+        "--judge-rewards",
+        default="off",
+        choices=("off", *kernel.JUDGE_PRESETS),
+        help="score every turn as an answer and as a judge (the datums carry each turn's combined "
+        "advantage): 'default' (ours) or 'reference_v2' (the debate recipe's V2); default off",
     )
     p.add_argument(
         "--chunk-size", type=count_argument, default=pipeline.DEFAULT_CHUNK_SIZE, help=argparse.SUPPRESS
@@ -279,6 +287,13 @@ def _run(args: argparse.Namespace, outputs: _Outputs) -> int:
     options = check_options(args, {"--out": args.out, "--datums-out": outputs.datums})
     if isinstance(options, int):
         return options
+    if args.judge_rewards != "off":
+        try:
+            judge = kernel.JUDGE_PRESETS[args.judge_rewards]
+            options = dataclasses.replace(options, scoring=dataclasses.replace(options.scoring, judge=judge))
+        except ValueError as e:  # an estimator the judge rewards cannot use (RAE)
+            err(f"--judge-rewards: {e}")
+            return EXIT_UNUSABLE
     with contextlib.ExitStack() as stack:
         stack.enter_context(fewer_gc_passes(CHUNK_GC_THRESHOLDS))
         try:
