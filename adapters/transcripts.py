@@ -68,7 +68,16 @@ scoring it would take several times its size."""
 _MAX_TOKEN_ID = 2**31 - 1
 _FLOAT32_MAX = 3.4028234663852886e38
 _DEBATE_FIELDS = ("format", "id", "question", "num_agents", "max_rounds", "turns", "meta")
-_TURN_FIELDS = ("agent", "text", "round", "observation_tokens", "action_tokens", "logprobs", "meta")
+_TURN_FIELDS = (
+    "agent",
+    "text",
+    "round",
+    "observation_tokens",
+    "action_tokens",
+    "logprobs",
+    "sequence_id",
+    "meta",
+)
 _DEBATE_FIELD_SET = frozenset(_DEBATE_FIELDS)
 _TURN_FIELD_SET = frozenset(_TURN_FIELDS)
 _INT_TYPE = frozenset({int})
@@ -87,6 +96,9 @@ class Turn:
       action_tokens: sampled token ids (the tokenised ``text``), or None.
       logprobs: sampler log-probabilities, one per action token, or None.
       meta: free-form JSON value carried through unchanged (None when absent).
+      sequence_id: the sampler's id of the sampled sequence (tinker 0.38's ``SampledSequence.sequence_id``,
+        which provenance spans name: session-scoped, so a record of where the turn came from rather than
+        something a later session can train against), or None.
     """
 
     agent: int
@@ -96,6 +108,7 @@ class Turn:
     action_tokens: tuple[int, ...] | None = None
     logprobs: tuple[float, ...] | None = None
     meta: Any = None
+    sequence_id: str | None = None
 
     @property
     def has_tokens(self) -> bool:
@@ -336,6 +349,11 @@ def _turn_from_record(rec: Any, k: int, num_agents: int) -> Turn:
                 f"is round {k // num_agents} (0-based)",
                 k,
             )
+    sequence_id = rec.get("sequence_id")
+    if sequence_id is not None and not isinstance(sequence_id, str):
+        raise _Invalid("wrong_type", f"sequence_id must be a string, got {_type_name(sequence_id)}", k)
+    if sequence_id == "":
+        raise _Invalid("bad_value", "sequence_id must not be empty (leave it out for no sequence)", k)
     present = [name in rec and rec[name] is not None for name in _TURN_FIELDS[3:6]]
     obs = act = lps = None
     if any(present):
@@ -363,6 +381,7 @@ def _turn_from_record(rec: Any, k: int, num_agents: int) -> Turn:
         action_tokens=act,
         logprobs=lps,
         meta=rec.get("meta"),
+        sequence_id=sequence_id,
     )
 
 
@@ -756,6 +775,8 @@ def _turn_to_record(turn: Turn) -> dict[str, Any]:
         rec["observation_tokens"] = obs.tolist() if hasattr(obs, "tolist") else list(obs)
         rec["action_tokens"] = list(turn.action_tokens)
         rec["logprobs"] = list(turn.logprobs or ())
+    if turn.sequence_id is not None:
+        rec["sequence_id"] = turn.sequence_id
     if turn.meta is not None:
         rec["meta"] = turn.meta
     return rec

@@ -230,6 +230,10 @@ class Episode:
       fields_T: per turn, per action token, the stream its tokens carry under judge rewards with
         ``credit="fields"``: :data:`FIELD_GENERATOR` (solution, evaluation), :data:`FIELD_JUDGE`
         (comparison) or :data:`FIELD_BOTH` (the rest); None: all both; ``()``: none.
+      sequences_T: per turn the sampled sequence its action came from, an index ≥ 0 into the caller's
+        sequence ids (the SDK's ``SampledSequence.sequence_id``), −1 for none; ``()``: none. Given, the
+        datums carry provenance spans (``ScoredEpisodes.datums.spans``, :func:`build_datums`'
+        ``sequence_ids_N``).
 
     Raises:
       ValueError / TypeError: lengths that differ, an agent outside ``[0, N)``.
@@ -252,6 +256,7 @@ class Episode:
     correct_G: tuple[float, ...] | None = None
     group: int | None = None
     fields_T: tuple[npt.ArrayLike | None, ...] = ()
+    sequences_T: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         n = check_int(self.num_agents, "num_agents", low=1)
@@ -265,11 +270,14 @@ class Episode:
             ("tokens_T", self.tokens_T),
             ("weights_T", self.weights_T),
             ("fields_T", self.fields_T),
+            ("sequences_T", self.sequences_T),
         ):
             if values and len(values) != t:
                 raise ValueError(f"{name} must be empty or have one entry per turn ({t}), got {len(values)}")
         if t and not (0 <= min(self.agents_T) and max(self.agents_T) < n):
             raise ValueError(f"agents_T must lie in [0, {n}), got {list(self.agents_T)}")
+        if self.sequences_T and min(self.sequences_T) < -1:
+            raise ValueError(f"sequences_T must be >= -1 (-1: no sequence), got {list(self.sequences_T)}")
         if self.correct_G is not None and len(self.correct_G) != n:
             raise ValueError(f"correct_G must have one entry per agent ({n}), got {len(self.correct_G)}")
 
@@ -643,6 +651,7 @@ def _judge_datums(
     transitions: list[list[TurnTokens]] = []
     per_token: list[npt.NDArray[np.float64]] = []
     origin: list[tuple[int, int]] = []
+    sequences: list[int] = []  # each transition's sampled sequence (-1: none)
     for p, e in enumerate(episodes):
         if not e.tokens_T or not keep_P[p]:
             continue
@@ -669,10 +678,16 @@ def _judge_datums(
             transitions.append([tokens])
             per_token.append(values)
             origin.append((p, agent))
+            sequences.append(e.sequences_T[k] if e.sequences_T else -1)
     if not transitions:
         return None, _NO_IDS, _NO_IDS
     trajectories = trajectories_from_lists(transitions, np.zeros(len(transitions)))  # type: ignore[arg-type]
-    built = build_datums(trajectories, mode=options.datum_mode, ac_advantages=np.concatenate(per_token))
+    built = build_datums(
+        trajectories,
+        mode=options.datum_mode,
+        ac_advantages=np.concatenate(per_token),
+        sequence_ids_N=_sequence_ids(episodes, sequences),
+    )
     where = np.asarray(origin, dtype=np.int64).reshape(-1, 2)
     traj = np.asarray(built.datums.traj_ids_D, dtype=np.int64)
     return built, where[traj, 0], where[traj, 1]
@@ -735,6 +750,7 @@ def _datums(
     weights: list[npt.ArrayLike] = []
     advantages: list[float] = []
     origin: list[tuple[int, int]] = []
+    sequences: list[int] = []  # each transition's sampled sequence (-1: none), in transition order
     credit = options.credit != "turn"
     by_turn = options.turn_groups != "none"
     for p, e in enumerate(episodes):
@@ -749,6 +765,7 @@ def _datums(
             units = [[k] for k in turns] if by_turn else [turns] if turns else []
             for unit in units:
                 transitions.append([e.tokens_T[k] for k in unit])  # type: ignore[misc]
+                sequences.extend(e.sequences_T[k] if e.sequences_T else -1 for k in unit)
                 advantages.append(
                     float(turn_advantages_T[first + unit[0]]) if by_turn else float(advantages_PG[base + i])
                 )
@@ -762,10 +779,22 @@ def _datums(
         return None, _NO_IDS, _NO_IDS
     trajectories = trajectories_from_lists(transitions, np.asarray(advantages, dtype=np.float64))  # type: ignore[arg-type]
     ac_weights = np.concatenate([np.asarray(w, dtype=np.float64) for w in weights]) if credit else None
-    built = build_datums(trajectories, mode=options.datum_mode, ac_weights=ac_weights)
+    built = build_datums(
+        trajectories,
+        mode=options.datum_mode,
+        ac_weights=ac_weights,
+        sequence_ids_N=_sequence_ids(episodes, sequences),
+    )
     where = np.asarray(origin, dtype=np.int64).reshape(-1, 2)
     traj = np.asarray(built.datums.traj_ids_D, dtype=np.int64)
     return built, where[traj, 0], where[traj, 1]
+
+
+def _sequence_ids(episodes: Sequence[Episode], sequences_N: list[int]) -> npt.NDArray[np.int64] | None:
+    """``build_datums``' ``sequence_ids_N``: None (no provenance) unless an episode names its sequences."""
+    if not any(e.sequences_T for e in episodes):
+        return None
+    return np.asarray(sequences_N, dtype=np.int64)
 
 
 def episode_metrics(

@@ -393,3 +393,105 @@ _STOP = st.one_of(
 def test_stop_search_equals_a_scan_of_the_tokens(tokens: list[int], stop: Any) -> None:
     # Non-byte ids are written as byte 0 for bytes.find; a match may not cover one (stop "\x00" included).
     assert _stop_length(np.asarray(tokens, np.int64), stop) == _stop_length_by_scan(tokens, stop)
+
+
+# ---- tinker 0.38: sequence ids of a session, stable_reinforce's spans, gspo ------------------------------
+
+
+def _turn_datum(service: FakeServiceClient, *, stability: bool, spans: bool = True) -> types.Datum:
+    """One sampled turn of ``service`` as a datum, with its provenance spans when ``spans``."""
+    from adapters.tinker.convert import datums_to_tinker
+    from kernel import build_datums, trajectories_from_lists
+
+    async def main() -> tuple[list[int], Any]:
+        tc = await service.create_lora_training_client("fake", 4)
+        sampler = await tc.save_weights_and_get_sampling_client(record_stability_info=stability)
+        prompt = tinker.ModelInput.from_ints(list(b"Question:\nWhat is 2 + 2?\n"))
+        return prompt.to_ints(), (await sampler.sample(prompt, 1, PARAMS)).sequences[0]
+
+    prompt, seq = run(main())
+    traj = trajectories_from_lists([[(prompt, seq.tokens, seq.logprobs)]], [1.0])
+    built = build_datums(traj, sequence_ids_N=[0] if spans else None)
+    return datums_to_tinker(built.datums, spans=built.spans, sequence_ids=[seq.sequence_id])[0]
+
+
+def _refusal(service: FakeServiceClient, data: list[types.Datum], loss: str = "stable_reinforce") -> Any:
+    async def main() -> Any:
+        tc = await service.create_lora_training_client("fake", 4)
+        try:
+            await tc.forward_backward(data, loss)  # type: ignore[arg-type]
+        except tinker.RequestFailedError as e:
+            return e
+        return None
+
+    return run(main())
+
+
+def test_sequence_ids_are_the_sessions_fixed_at_submission_and_distinct() -> None:
+    service = FakeServiceClient(seed=0, session="s1")
+
+    async def main() -> list[str]:
+        tc = await service.create_lora_training_client("fake", 4)
+        a, b = (
+            await tc.save_weights_and_get_sampling_client(),
+            await service.create_sampling_client(base_model="fake"),
+        )
+        prompt = tinker.ModelInput.from_ints([1, 2, 3])
+        pending = [a.sample(prompt, 2, PARAMS), b.sample(prompt, 1, PARAMS)]  # ids fixed here, in order
+        later = await a.sample(prompt, 1, PARAMS)
+        return [s.sequence_id for f in pending for s in (await f).sequences] + [
+            later.sequences[0].sequence_id
+        ]
+
+    assert run(main()) == ["s1-0", "s1-1", "s1-2", "s1-3"]
+    assert FakeServiceClient(seed=7).session.name == "fake7"
+
+
+def test_stable_reinforce_needs_spans_naming_sequences_of_this_session_with_stability_info() -> None:
+    from adapters.tinker.boundary import classify
+
+    service = FakeServiceClient(seed=1, session="now")
+    recorded = _turn_datum(service, stability=True)
+    assert run(_accepted(service, [recorded]))  # spans of a recorded sample: trained
+    bare = _turn_datum(service, stability=True, spans=False)
+    unrecorded = _turn_datum(service, stability=False)
+    elsewhere = _turn_datum(FakeServiceClient(seed=1, session="before"), stability=True)  # another session
+    cases = {
+        "data[1] has none": [recorded, bare],
+        "no stability record of sequence 'now-2'": [unrecorded],
+        "no stability record of sequence 'before-0'": [recorded, elsewhere],
+    }
+    for message, data in cases.items():
+        error = _refusal(service, data)
+        assert isinstance(error, tinker.RequestFailedError) and message in str(error), (message, error)
+        assert error.category == types.RequestErrorCategory.User
+        failure = classify(error)
+        assert (failure.cause, failure.transient) == ("request_failed_user", False)  # never retried
+    assert _refusal(service, [bare, unrecorded, elsewhere], "importance_sampling") is None  # spans optional
+
+
+async def _accepted(service: FakeServiceClient, data: list[types.Datum]) -> bool:
+    tc = await service.create_lora_training_client("fake", 4)
+    out = await tc.forward_backward(data, "stable_reinforce")
+    return out.loss_fn_output_type == "stable_reinforce"
+
+
+def test_gspo_is_the_kernels_and_needs_its_thresholds() -> None:
+    from adapters.tinker.fake import forward_backward, initial_model_state
+    from kernel import gspo_loss
+
+    service = FakeServiceClient(seed=2)
+    datum = _turn_datum(service, stability=False)
+    state = initial_model_state("fake", 4, 3)  # weights other than the sampler's: the ratio s is not 1
+    clip = {"clip_low_threshold": 0.9, "clip_high_threshold": 1.1}
+    with pytest.raises(tinker.RequestFailedError, match="clip_low_threshold"):
+        forward_backward(state, [datum], "gspo", {"clip_high_threshold": 1.1})
+    _, out = forward_backward(state, [datum], "gspo", clip)
+    lp = out.loss_fn_outputs[0]["logprobs"].to_numpy()
+    inputs = {k: v.to_numpy() for k, v in datum.loss_fn_inputs.items()}
+    want = gspo_loss(
+        lp, inputs["logprobs"], inputs["advantages"], **clip, ratio_where=inputs["advantages"] != 0
+    )
+    assert out.metrics["loss:sum"] == pytest.approx(float(want.loss), rel=1e-6)
+    _, is_out = forward_backward(state, [datum], "importance_sampling")
+    assert is_out.metrics["loss:sum"] != pytest.approx(out.metrics["loss:sum"])

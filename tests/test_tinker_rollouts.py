@@ -583,3 +583,133 @@ def test_turn_arrays_keep_the_dtypes_they_are_given() -> None:
     floats = types.SampledSequence("stop", "s", tokens_np=np.array([5.0]), logprobs_np=np.array([-0.5]))
     cast = turn_arrays(types.ModelInput.from_ints([1]), floats)
     assert cast is not None and cast[1].dtype == np.int64 and cast[1].tolist() == [5]
+
+
+# ---- provenance: the SDK's sequence ids, from the samples to the datums and transcripts --------------
+
+
+class _Ids:
+    """A sampler that rewrites its sequences' ids: ``""`` (none) for every ``blank``-th sample."""
+
+    def __init__(self, inner: SamplingClient, blank: int) -> None:
+        self.inner, self.blank, self.count = inner, blank, 0
+
+    async def sample(self, prompt: Any, num_samples: int, params: Any) -> Any:
+        response = await self.inner.sample(prompt, num_samples, params)
+        self.count += 1
+        if self.count % self.blank:
+            return response
+        seqs = [
+            types.SampledSequence(s.stop_reason, "", s.tokens_np, s.logprobs_np) for s in response.sequences
+        ]
+        return types.SampleResponse(sequences=seqs)
+
+
+def _check_spans_claim_their_tokens(datum: types.Datum, turns: dict[str, Any]) -> None:
+    """Each span claims tokens of the datum that are the tokens it names: the ``offset``-th on of its
+    sequence's prompt (a prompt span) or of its sampled tokens (a sampled span); the spans tile both
+    sides, input and target."""
+    inputs = datum.model_input.to_ints()
+    targets = datum.loss_fn_inputs["target_tokens"].to_numpy().tolist()
+    sides = ((datum.model_input_spans, inputs), (datum.loss_fn_input_spans, targets))
+    for spans, tokens in sides:
+        assert spans, "a datum with provenance has spans on both sides"
+        at = 0
+        for span in spans:
+            turn = turns[span.sequence_id]
+            prompt = isinstance(span, types.PromptProvenanceSpan)
+            source = turn.prompt.to_ints() if prompt else list(turn.sequence.tokens)
+            assert tokens[at : at + span.length] == source[span.offset : span.offset + span.length]
+            at += span.length
+        assert at == len(tokens)
+
+
+@pytest.mark.parametrize("options", [{}, {"judge_rewards": "default"}, {"turn_groups": "round"}])
+@pytest.mark.parametrize("blank", [1, 3, 10**9])
+def test_every_datum_carries_the_spans_of_the_samples_it_is_made_of(
+    options: dict[str, Any], blank: int
+) -> None:
+    """The loop's datums (``prepare_rl``: the scoring core's one ``build_datums``, then
+    ``datums_to_tinker``) carry spans naming the SDK's sequence ids of their turns, pointing at those
+    turns' own tokens; a datum made of a turn whose sample came without an id has none (the cookbook's
+    rule), the others keep theirs."""
+    from adapters.training.config import TrainConfig
+    from adapters.training.prepare import prepare_rl
+
+    async def main() -> list[DebateResult]:
+        service = FakeServiceClient(seed=5, policy=FakePolicy(yes_rate=0.2))
+        sampler = _Ids(await _sampler(service), blank)
+        specs = self_play(QUESTIONS[:4], sampler, num_agents=3, answers=["3", "7", "15", "14"])
+        return list((await run_debates(specs, RENDERER, config=CONFIG)).results)
+
+    results = run(main())
+    config = TrainConfig(num_agents=3, max_rounds=2, **options)
+    prepared = prepare_rl(config, RENDERER, results, results, np.zeros(3))[0]
+    turns = {t.sequence.sequence_id: t for r in results for t in r.turns if t.sequence.sequence_id}
+    assert len(turns) == sum(1 for r in results for t in r.turns if t.sequence.sequence_id)  # distinct
+    with_spans = [d for d in prepared.data if d.loss_fn_input_spans is not None]
+    for datum in with_spans:
+        _check_spans_claim_their_tokens(datum, turns)
+    assert prepared.data
+    if blank == 1:  # no sample has an id: no datum has provenance
+        assert with_spans == [] and all(d.model_input_spans is None for d in prepared.data)
+    elif blank > len(turns) + 10:  # every sample has one: every datum carries spans
+        assert len(with_spans) == len(prepared.data)
+    else:
+        assert 0 < len(with_spans) < len(prepared.data)
+
+
+def test_transcripts_keep_each_turns_sequence_id() -> None:
+    async def main() -> list[DebateResult]:
+        sampler = _Ids(await _sampler(FakeServiceClient(seed=3, session="run-a")), 4)
+        return list(
+            (
+                await run_debates(self_play(QUESTIONS[:2], sampler, num_agents=3), RENDERER, config=CONFIG)
+            ).results
+        )
+
+    results = run(main())
+    read = read_transcripts("\n".join(transcript_lines(results)))
+    assert read.errors == ()
+    got = [t.sequence_id for d in read.debates for t in d.turns]
+    want = [t.sequence.sequence_id or None for r in results for t in r.turns]
+    assert got == want and None in got and all(i is None or i.startswith("run-a-") for i in got)
+
+
+def test_every_datum_a_run_sends_carries_spans_of_its_session_also_after_a_resume(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A gspo run on the fake: every datum of every forward_backward names, in its spans, sequences its
+    own process sampled; after a crash, the resumed process (a new session) samples again what was not
+    trained, so its datums name only its own sequences (nothing sampled before the crash is carried)."""
+    from adapters.tinker import fake
+    from adapters.training.config import TrainConfig
+    from adapters.training.train import run_training
+
+    sent: list[tuple[str, types.Datum]] = []
+    original = fake.FakeTrainingClient.forward_backward
+
+    def recording(self: Any, data: list[types.Datum], loss_fn: Any, config: Any = None) -> Any:
+        sent.extend((self.service.session.name, d) for d in data)
+        return original(self, data, loss_fn, config)
+
+    monkeypatch.setattr(fake.FakeTrainingClient, "forward_backward", recording)
+    keys = {"batch_size": 2, "num_agents": 2, "max_rounds": 2, "max_tokens": 128, "eval_every": 0}
+    keys |= {"loss_fn": "gspo", "loss_fn_config": {"clip_low_threshold": 0.8, "clip_high_threshold": 1.2}}
+    config = TrainConfig.from_mapping({**keys, "steps": 4, "save_every": 2, "out": str(tmp_path / "run")})
+    root = tmp_path / "service"
+    plan = FaultPlan(at={("optim_step", 3): Fault("crash", after=True)})  # step 3 trained, then killed
+    crashing, _ = with_faults(FakeServiceClient(seed=0, root=root, session="before"), plan)
+    with pytest.raises(BaseExceptionGroup) as crash:  # the simulated SIGKILL, out of the loop's task group
+        asyncio.run(run_training(config, crashing))
+    assert crash.value.subgroup(SimulatedCrash) is not None
+    before = len(sent)
+    asyncio.run(run_training(config, FakeServiceClient(seed=0, root=root, session="after"), resume=True))
+    assert 0 < before < len(sent)
+    for k, (session, datum) in enumerate(sent):
+        assert datum.loss_fn_input_spans and datum.model_input_spans, k
+        named = {
+            s.sequence_id.rsplit("-", 1)[0] for s in (*datum.model_input_spans, *datum.loss_fn_input_spans)
+        }
+        assert named == {session}, (k, named, session)
+    assert {s for s, _ in sent[before:]} == {"after"}

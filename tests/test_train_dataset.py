@@ -18,10 +18,13 @@ from adapters.training.dataset import (
     Question,
     batch_at,
     cursor_at,
+    epoch_order,
+    epoch_steps,
     load_questions,
     parse_questions,
 )
 from adapters.training.train import run_training
+from adapters.transcripts import read_transcript_file
 from tests._marks import SHORT_SAMPLES
 
 SMALL = {"batch_size": 2, "num_agents": 2, "max_rounds": 2, "max_tokens": 128, "eval_questions": 1}
@@ -201,3 +204,64 @@ def test_loop_options_run_on_the_fake(tmp_path: Path, options: dict[str, object]
     assert all(m["optim/num_datums"] > 0 or m["data/constant_groups_removed"] for m in rl)
     if options.get("kl_penalty_coef"):
         assert all(isinstance(m["optim/kl_penalty"], float) for m in rl)
+
+
+def _stream(batch: int, n: int, seed: int, start: int, count: int) -> list[list[int]]:
+    """Batches ``start`` to ``start + count`` as a run reaches them: from the cursor a checkpoint of
+    batch ``start`` stores, each batch's cursor handed to the next."""
+    cursor, out = cursor_at(start, batch, n), []
+    for _ in range(count):
+        idx, cursor = batch_at(cursor, batch, n, seed=seed)
+        out.append(idx)
+    return out
+
+
+@given(st.integers(1, 7), st.integers(1, 11), st.integers(0, 2**32 - 1), st.integers(0, 12))
+def test_a_resumed_run_sees_the_order_the_original_would_have(
+    batch: int, n: int, seed: int, resume_at: int
+) -> None:
+    original = _stream(batch, n, seed, 0, resume_at + 4)
+    assert _stream(batch, n, seed, resume_at, 4) == original[resume_at:]
+    # the order is the stream of epoch orders, each computed alone from (size, seed, epoch)
+    flat = [i for b in original for i in b]
+    epochs = -(-len(flat) // n)
+    assert flat == [int(i) for e in range(epochs) for i in epoch_order(n, seed, e)][: len(flat)]
+
+
+@given(st.integers(1, 7), st.integers(1, 11), st.integers(0, 2**32 - 1), st.integers(1, 4))
+def test_num_epochs_plays_every_question_once_per_epoch(batch: int, n: int, seed: int, k: int) -> None:
+    steps = epoch_steps(k, n, batch)
+    assert (steps - 1) * batch < k * n <= steps * batch  # the fewest batches that hold k epochs
+    flat = [i for b in _stream(batch, n, seed, 0, steps) for i in b]
+    for e in range(k):
+        assert sorted(flat[e * n : (e + 1) * n]) == list(range(n))  # each question once in epoch e
+    rest = [int(i) for e in range(k, k + batch) for i in epoch_order(n, seed, e)]  # the completion:
+    assert flat[k * n :] == rest[: len(flat) - k * n]  # the next epochs' first questions
+
+
+def test_epoch_helpers_name_bad_arguments() -> None:
+    with pytest.raises(ValueError, match="num_epochs must be an int >= 1"):
+        epoch_steps(0, 4, 2)
+    with pytest.raises(ValueError, match="batch_size must be an int >= 1"):
+        epoch_steps(1, 4, True)
+    with pytest.raises(ValueError, match="num_questions must be >= 1"):
+        epoch_order(0, 0, 0)
+    with pytest.raises(ValueError, match="config key num_epochs must be >= 0"):
+        TrainConfig(num_epochs=-1)
+
+
+@SHORT_SAMPLES
+def test_a_run_of_num_epochs_plays_each_question_that_many_times_in_epoch_order(tmp_path: Path) -> None:
+    data = tmp_path / "three.jsonl"
+    texts = [f"What is {a} + 1?" for a in (3, 5, 7)]
+    data.write_text("".join(f'{{"question": "{q}", "answer": "x"}}\n' for q in texts))
+    options = {**SMALL, "max_rounds": 1, "steps": 99, "num_epochs": 2, "eval_every": 0, "save_every": 0}
+    config = TrainConfig.from_mapping({**options, "dataset": str(data), "out": str(tmp_path / "run")})
+    result = asyncio.run(run_training(config, FakeServiceClient(seed=0)))
+    assert [m["step"] for m in result.metrics] == [0, 1, 2]  # ⌈2 × 3 / 2⌉ steps, not 99
+    played = []
+    for step in range(3):
+        debates = read_transcript_file(tmp_path / "run" / "transcripts" / f"step-{step:06d}.jsonl").debates
+        played += [texts.index(d.question) for d in sorted(debates, key=lambda d: d.id)]
+    orders = [int(i) for e in range(2) for i in epoch_order(3, config.seed, e)]
+    assert played == orders and sorted(played) == [0, 0, 1, 1, 2, 2]

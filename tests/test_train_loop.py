@@ -76,10 +76,17 @@ def _run_until_crash(config: TrainConfig, service: Any) -> bool:
     return False
 
 
-def _figures(run_dir: Path) -> tuple[list[dict[str, Any]], dict[str, bytes]]:
-    """A run's metrics without its timings, and its transcript files."""
+def _figures(run_dir: Path) -> tuple[list[dict[str, Any]], dict[str, list[Any]]]:
+    """A run's metrics without its timings, and its transcripts without the sampled sequences' ids (the
+    session's: each service names them its own way), each turn checked to have one."""
     metrics = [{k: v for k, v in m.items() if not k.startswith("time/")} for m in ck.read_metrics(run_dir)]
-    return metrics, {p.name: p.read_bytes() for p in ck.transcript_files(run_dir)}
+    transcripts = {}
+    for path in ck.transcript_files(run_dir):
+        records = [json.loads(line) for line in path.read_text().splitlines()]
+        for turn in (t for r in records for t in r["turns"]):
+            assert isinstance(turn.pop("sequence_id"), str)
+        transcripts[path.name] = records
+    return metrics, transcripts
 
 
 @SHORT_SAMPLES

@@ -54,6 +54,7 @@ def _err(rec: Any, line: int = 5) -> TranscriptError:
 def test_a_good_line_reads_every_field() -> None:
     rec = _rec(format=FORMAT, meta={"source": "unit"})
     rec["turns"][0].update(round=0, observation_tokens=[1, 2], action_tokens=[3], logprobs=[-0.5], meta=[1])
+    rec["turns"][0]["sequence_id"] = "session-0"
     d = parse_line(json.dumps(rec), 9)
     assert isinstance(d, Debate)
     assert (d.id, d.question, d.num_agents, d.max_rounds, d.line, d.meta) == (
@@ -75,6 +76,7 @@ def test_a_good_line_reads_every_field() -> None:
         [1],
     )
     assert t0.has_tokens and not d.turns[1].has_tokens
+    assert (t0.sequence_id, d.turns[1].sequence_id) == ("session-0", None)
     assert [t.agent for t in d.turns] == [0, 1, 2, 0, 1, 2]
 
 
@@ -177,6 +179,8 @@ def _turn_err(k: int, turn: Any, **over: Any) -> TranscriptError:
             "wrong_type",
             "logprobs must hold numbers",
         ),
+        (1, {"agent": 1, "text": "x", "sequence_id": 7}, "wrong_type", "sequence_id must be a string, got"),
+        (1, {"agent": 1, "text": "x", "sequence_id": ""}, "bad_value", "sequence_id must not be empty"),
     ],
 )
 def test_wrong_turns_name_the_turn(k: int, turn: Any, reason: str, needle: str) -> None:
@@ -281,6 +285,7 @@ def _debates(draw: st.DrawFn) -> Debate:
                 if act is not None
                 else None,
                 meta=draw(st.one_of(st.none(), st.integers(), st.text(max_size=5))),
+                sequence_id=draw(st.one_of(st.none(), st.text(min_size=1, max_size=8))),
             )
         )
     return Debate(

@@ -26,6 +26,15 @@ What the fake guarantees, so tests can assert on training:
   arithmetic questions ``a op b`` are answered right more often as the version grows. Token logprobs
   are a hash of (parameters, position, previous token, token), the same in the sampler and in
   ``forward_backward`` for the same weights, so importance ratios are exactly 1 on-policy.
+- Sampled sequences get ids as tinker 0.38 gives them: fixed when the request is submitted, distinct
+  within the service's :class:`Session` (``"{session}-{n}"``). ``stable_reinforce`` refuses, as Tinker
+  does, a batch with a datum that has no provenance spans (:data:`SPAN_LOSSES`), and one whose spans name
+  a sequence this session did not sample with ``record_stability_info=True`` (a sampler of another
+  session, or of a run before a restart: the recorded data is session-scoped). Refusals are the SDK's
+  ``RequestFailedError`` in the ``User`` category, what a request the service rejects raises.
+  ``gspo`` is :func:`kernel.gspo_loss` with Tinker's required ``clip_low_threshold`` /
+  ``clip_high_threshold``; ``stable_reinforce``'s value is the importance-sampling one (Tinker documents
+  its inputs, not its objective).
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import random
 import re
@@ -51,14 +61,16 @@ from adapters.futures import CompletedFuture, DeferredFuture, completed
 from adapters.tinker.protocol import CustomLossFn
 from adapters.tinker.tokens import prompt_ids
 from adapters.tokenizers import ByteTokenizer
-from kernel import Vote, render_response
+from kernel import Vote, gspo_loss, render_response
 
 __all__ = [
+    "SPAN_LOSSES",
     "FakePolicy",
     "FakeSamplingClient",
     "FakeServiceClient",
     "FakeTrainingClient",
     "ModelState",
+    "Session",
     "TrainEvent",
     "TrainedStep",
     "batch_fingerprint",
@@ -67,13 +79,50 @@ __all__ = [
     "initial_model_state",
     "load_state_file",
     "optim_step",
+    "provenance_refusal",
     "sample",
+    "span_ids",
     "token_logprobs",
 ]
 
 _URI: Final = "fake://"
 _END_ID: Final = ByteTokenizer().special_id("<|end|>")
 _MASK64: Final = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+SPAN_LOSSES: Final = frozenset({"stable_reinforce"})
+"""Losses whose every datum must carry provenance spans (tinker 0.38, cookbook 0.6.1)."""
+
+
+class Session:
+    """The sequences one service session sampled: ids fixed at submission, ``"{name}-{n}"``, and which
+    were sampled with ``record_stability_info`` (what ``stable_reinforce`` may name).
+
+    Examples:
+        >>> s = Session("fake0")
+        >>> s.issue(2, stability=True), s.issue(1, stability=False)
+        (['fake0-0', 'fake0-1'], ['fake0-2'])
+        >>> s.unrecorded(["fake0-1", "fake0-2", "other-0"])
+        ['fake0-2', 'other-0']
+    """
+
+    def __init__(self, name: str) -> None:
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"name must be a non-empty str, got {name!r}")
+        self.name = name
+        self.count = 0
+        self.recorded: set[str] = set()
+
+    def issue(self, n: int, *, stability: bool) -> list[str]:
+        """``n`` new sequence ids; remembered as recorded when ``stability``."""
+        ids = [f"{self.name}-{self.count + j}" for j in range(n)]
+        self.count += n
+        if stability:
+            self.recorded.update(ids)
+        return ids
+
+    def unrecorded(self, ids: Sequence[str]) -> list[str]:
+        """The ids of ``ids`` (in order) this session holds no stability record of."""
+        return [i for i in ids if i not in self.recorded]
 
 
 def _digest(*parts: str) -> str:
@@ -503,6 +552,61 @@ def _input(datum: types.Datum, name: str, length: int, default: float) -> npt.ND
     return arr
 
 
+def provenance_refusal(data: Sequence[types.Datum], loss_fn: str) -> str | None:
+    """Why a service refuses ``data`` for ``loss_fn`` for want of provenance spans (None: it does not).
+
+    Examples:
+        >>> d = types.Datum(model_input=tinker.ModelInput.from_ints([1, 2]),
+        ...                 loss_fn_inputs={"target_tokens": np.array([2, 3])})
+        >>> provenance_refusal([d], "ppo") is None
+        True
+        >>> provenance_refusal([d], "stable_reinforce")
+        'stable_reinforce needs provenance spans on every datum (Datum.with_provenance); data[0] has none'
+    """
+    if loss_fn not in SPAN_LOSSES:
+        return None
+    for d, datum in enumerate(data):
+        if not datum.loss_fn_input_spans:
+            return (
+                f"{loss_fn} needs provenance spans on every datum (Datum.with_provenance); data[{d}] has none"
+            )
+    return None
+
+
+def span_ids(data: Sequence[types.Datum]) -> list[str]:
+    """The sequence ids the datums' spans name, each once, in order of appearance.
+
+    Examples:
+        >>> d = types.Datum(model_input=tinker.ModelInput.from_ints([1, 2]),
+        ...                 loss_fn_inputs={"target_tokens": np.array([2, 3])})
+        >>> d = d.with_provenance(
+        ...     model_input=[types.PromptProvenanceSpan(sequence_id="a", length=2)],
+        ...     loss_fn_inputs=[types.PromptProvenanceSpan(sequence_id="a", offset=1, length=1),
+        ...                     types.SampledProvenanceSpan(sequence_id="b", length=1)])
+        >>> span_ids([d])
+        ['a', 'b']
+    """
+    seen: dict[str, None] = {}
+    for datum in data:
+        for span in (*(datum.model_input_spans or ()), *(datum.loss_fn_input_spans or ())):
+            seen.setdefault(span.sequence_id, None)
+    return list(seen)
+
+
+def _user_error(message: str) -> tinker.RequestFailedError:
+    """The SDK's error for a request the service rejected as the user's fault."""
+    return tinker.RequestFailedError(message, "fake-request", types.RequestErrorCategory.User)
+
+
+def _gspo_thresholds(config: Mapping[str, float | str] | None) -> tuple[float, float]:
+    """``(clip_low_threshold, clip_high_threshold)`` of a gspo request (both required)."""
+    got = dict(config or {})
+    missing = [k for k in ("clip_low_threshold", "clip_high_threshold") if k not in got]
+    if missing:
+        raise _user_error(f"gspo needs loss_fn_config keys {missing} (Tinker documents no defaults)")
+    return float(got["clip_low_threshold"]), float(got["clip_high_threshold"])
+
+
 def forward_backward(
     state: ModelState,
     data: Sequence[types.Datum],
@@ -515,8 +619,13 @@ def forward_backward(
     losses −Σ exp(lp − q)·A (q the sampler logprobs, A the advantages). The "gradient" is the batch
     fingerprint appended to ``pending``.
 
+    ``gspo`` is :func:`kernel.gspo_loss` (its ``sequence_ratio_mask`` read where a datum has one, else
+    the tokens with a nonzero advantage, as the local service does).
+
     Raises:
         ValueError: for an empty batch, an unknown loss name, or a datum whose inputs do not line up.
+        tinker.RequestFailedError: (category ``User``) a ``stable_reinforce`` datum without provenance
+            spans, a ``gspo`` request without its clip thresholds.
 
     Examples:
         >>> d = types.Datum(model_input=tinker.ModelInput.from_ints([1, 2, 3]),
@@ -532,6 +641,10 @@ def forward_backward(
         raise ValueError(f"loss_fn must be one of {list(known)}, got {loss_fn!r}")
     if not data:
         raise ValueError("data must hold at least one datum")
+    refusal = provenance_refusal(data, loss_fn)
+    if refusal is not None:
+        raise _user_error(refusal)
+    clip = _gspo_thresholds(loss_fn_config) if loss_fn == "gspo" else None
     outputs: list[dict[str, types.TensorData]] = []
     total = 0.0
     lp_D, inputs_D = _batch_logprobs(state.params, data)
@@ -539,6 +652,14 @@ def forward_backward(
         n = lp.shape[0]
         if loss_fn == "cross_entropy":
             total -= float(np.sum(_input(datum, "weights", n, 1.0) * lp))
+        elif clip is not None:
+            q, a = _input(datum, "logprobs", n, 0.0), _input(datum, "advantages", n, 0.0)
+            ratio_where = _input(datum, "sequence_ratio_mask", n, math.nan)
+            mask = a != 0 if np.isnan(ratio_where).all() else ratio_where != 0  # the local service's default
+            loss = gspo_loss(
+                lp, q, a, clip_low_threshold=clip[0], clip_high_threshold=clip[1], ratio_where=mask
+            )
+            total += float(loss.loss)
         else:
             q = _input(datum, "logprobs", n, 0.0)
             total -= float(np.sum(np.exp(lp - q) * _input(datum, "advantages", n, 0.0)))
@@ -622,6 +743,8 @@ class FakeServiceClient:
         root: directory for saved states (``root/states/NAME.json``) and the event log
             (``root/events.jsonl``); None keeps saved states in memory (one process only).
         policy: the scripted policy's settings.
+        session: the name of the session's sequence ids (default ``f"fake{seed}"``); a process that
+            resumes a run is a new session, whose name should differ.
 
     Examples:
         >>> import asyncio
@@ -635,11 +758,17 @@ class FakeServiceClient:
     """
 
     def __init__(
-        self, *, seed: int = 0, root: str | os.PathLike[str] | None = None, policy: FakePolicy = FakePolicy()
+        self,
+        *,
+        seed: int = 0,
+        root: str | os.PathLike[str] | None = None,
+        policy: FakePolicy = FakePolicy(),
+        session: str | None = None,
     ) -> None:
         self.seed = seed
         self.root = Path(root).resolve() if root is not None else None
         self.policy = policy
+        self.session = Session(session if session is not None else f"fake{seed}")
         self.events: list[TrainEvent] = []
         self._memory: dict[str, str] = {}
         self._clients = 0
@@ -680,9 +809,14 @@ class FakeServiceClient:
         return completed(client)
 
     def create_sampling_client(
-        self, model_path: str | None = None, base_model: str | None = None
+        self,
+        model_path: str | None = None,
+        base_model: str | None = None,
+        *,
+        record_stability_info: bool = False,
     ) -> CompletedFuture[FakeSamplingClient]:
-        """A sampler on a saved state (``model_path``) or on fresh weights of ``base_model``."""
+        """A sampler on a saved state (``model_path``) or on fresh weights of ``base_model``; its samples
+        are recorded for ``stable_reinforce`` when ``record_stability_info``."""
         if model_path is not None:
             try:
                 state = (
@@ -696,7 +830,12 @@ class FakeServiceClient:
             state = initial_model_state(base_model, 1, self.seed)
         else:
             return CompletedFuture(error=ValueError("pass model_path or base_model"))
-        return completed(FakeSamplingClient(state, self.policy))
+        return completed(self._sampler(state, record_stability_info))
+
+    def _sampler(self, state: ModelState, record_stability_info: bool) -> FakeSamplingClient:
+        return FakeSamplingClient(
+            state, self.policy, session=self.session, record_stability_info=record_stability_info
+        )
 
     def trained_batches(self) -> list[str]:
         """Fingerprints of every forward_backward this service ran, in order (including discarded work)."""
@@ -735,10 +874,20 @@ class FakeTrainingClient:
         loss_fn: types.LossFnType,
         loss_fn_config: Mapping[str, float | str] | None = None,
     ) -> CompletedFuture[types.ForwardBackwardOutput]:
-        """See :func:`forward_backward`; errors arrive through the future."""
+        """See :func:`forward_backward`; errors arrive through the future. A ``stable_reinforce`` batch
+        whose spans name a sequence this session holds no stability record of is refused (the SDK's
+        ``RequestFailedError``, category ``User``)."""
         try:
+            if loss_fn in SPAN_LOSSES and provenance_refusal(data, loss_fn) is None:
+                unknown = self.service.session.unrecorded(span_ids(data))
+                if unknown:
+                    raise _user_error(
+                        f"{loss_fn}: no stability record of sequence {unknown[0]!r} in this session "
+                        f"({len(unknown)} such): sample with record_stability_info=True, in the session "
+                        "that trains"
+                    )
             self.state, out = forward_backward(self.state, data, loss_fn, loss_fn_config)
-        except ValueError as e:
+        except (ValueError, tinker.RequestFailedError) as e:
             return CompletedFuture(error=e)
         self._record("forward_backward", self.state.pending[-1])
         return completed(out)
@@ -779,10 +928,11 @@ class FakeTrainingClient:
         return completed(types.SaveWeightsResponse(path=path))
 
     def save_weights_and_get_sampling_client(
-        self, name: str | None = None
+        self, name: str | None = None, *, record_stability_info: bool = False
     ) -> CompletedFuture[FakeSamplingClient]:
-        """A sampler on a snapshot of the current weights."""
-        return completed(FakeSamplingClient(self.state, self.service.policy))
+        """A sampler on a snapshot of the current weights (its samples recorded for ``stable_reinforce``
+        when ``record_stability_info``)."""
+        return completed(self.service._sampler(self.state, record_stability_info))
 
     def get_tokenizer(self) -> ByteTokenizer:
         """The fake's tokenizer: :class:`ByteTokenizer`."""
@@ -792,21 +942,46 @@ class FakeTrainingClient:
 class FakeSamplingClient:
     """A sampler on a frozen snapshot of weights; satisfies :class:`~adapters.tinker.protocol.SamplingClient`.
 
-    ``state`` is the snapshot: its ``version`` is the policy version of every sample.
+    ``state`` is the snapshot: its ``version`` is the policy version of every sample. Sequence ids come
+    from ``session`` (a sampler of its own when None), fixed when a sample is submitted.
     """
 
-    def __init__(self, state: ModelState, policy: FakePolicy = FakePolicy()) -> None:
+    def __init__(
+        self,
+        state: ModelState,
+        policy: FakePolicy = FakePolicy(),
+        *,
+        session: Session | None = None,
+        record_stability_info: bool = False,
+    ) -> None:
         self.state = dataclasses.replace(state, pending=())
         self.policy = policy
+        self.session = session if session is not None else Session(f"sampler-{state.params[:8]}")
+        self.record_stability_info = record_stability_info
 
     def sample(
         self, prompt: tinker.ModelInput, num_samples: int, sampling_params: types.SamplingParams
     ) -> CompletedFuture[types.SampleResponse]:
         """See :func:`sample`; errors arrive through the future. The samples are computed on the first
         ``result()`` (a :class:`DeferredFuture`: a pure function of this snapshot and the arguments), so
-        under injected latency the fake computes while the caller waits, as a remote service does."""
+        under injected latency the fake computes while the caller waits, as a remote service does. The
+        sequence ids are the session's, fixed now (as tinker 0.38 fixes them when a request is submitted)."""
         state, policy = self.state, self.policy
-        return DeferredFuture(lambda: sample(state, prompt, num_samples, sampling_params, policy=policy))
+        if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
+            return CompletedFuture(error=ValueError(f"num_samples must be an int >= 1, got {num_samples!r}"))
+        ids = self.session.issue(num_samples, stability=self.record_stability_info)
+
+        def run() -> types.SampleResponse:
+            response = sample(state, prompt, num_samples, sampling_params, policy=policy)
+            return dataclasses.replace(
+                response,
+                sequences=[
+                    dataclasses.replace(seq, sequence_id=i)
+                    for seq, i in zip(response.sequences, ids, strict=True)
+                ],
+            )
+
+        return DeferredFuture(run)
 
     def compute_logprobs(self, prompt: tinker.ModelInput) -> CompletedFuture[list[float | None]]:
         """Logprob of every prompt token given the ones before (None for the first), under this snapshot."""

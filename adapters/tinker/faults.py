@@ -469,7 +469,7 @@ def _bad_sample(variant: str, response: types.SampleResponse) -> types.SampleRes
             ids[0] = 1_000_000
         else:  # empty
             ids, lps = ids[:0], lps[:0]
-        seqs.append(types.SampledSequence(seq.stop_reason, "fault", tokens_np=ids, logprobs_np=lps))
+        seqs.append(types.SampledSequence(seq.stop_reason, seq.sequence_id, tokens_np=ids, logprobs_np=lps))
     return types.SampleResponse(sequences=seqs)
 
 
@@ -508,12 +508,12 @@ class _FaultyServiceClient:
         )
 
     def create_sampling_client(
-        self, model_path: str | None = None, base_model: str | None = None
+        self, model_path: str | None = None, base_model: str | None = None, **options: Any
     ) -> Future[SamplingClient]:
-        inner = self.faults.inner
+        inner: Any = self.faults.inner  # options (record_stability_info): passed on as given
         return self.faults.call(  # type: ignore[no-any-return]
             "create_sampling_client",
-            lambda: inner.create_sampling_client(model_path, base_model),
+            lambda: inner.create_sampling_client(model_path, base_model, **options),
             lambda sc: _FaultySamplingClient(sc, self.faults),
         )
 
@@ -553,10 +553,14 @@ class _FaultyTrainingClient:
     def save_state(self, name: str) -> Future[types.SaveWeightsResponse]:
         return self.faults.call("save_state", lambda: self.inner.save_state(name))  # type: ignore[no-any-return]
 
-    def save_weights_and_get_sampling_client(self, name: str | None = None) -> Future[SamplingClient]:
+    def save_weights_and_get_sampling_client(
+        self, name: str | None = None, *, record_stability_info: bool = False
+    ) -> Future[SamplingClient]:
+        save: Any = self.inner.save_weights_and_get_sampling_client
+        stability = {"record_stability_info": True} if record_stability_info else {}  # tinker 0.38's
         return self.faults.call(  # type: ignore[no-any-return]
             "save_weights_and_get_sampling_client",
-            lambda: self.inner.save_weights_and_get_sampling_client(name),
+            lambda: save(name, **stability),
             lambda sc: _FaultySamplingClient(
                 sc, self.faults, self.inner if self.faults.plan.unfrozen else None
             ),

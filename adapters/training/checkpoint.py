@@ -77,6 +77,7 @@ _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 RESUMABLE_KEYS = frozenset(
     {
         "steps",
+        "num_epochs",
         "out",
         "save_every",
         "eval_every",

@@ -103,6 +103,9 @@ class TrainConfig:
       lora_rank: LoRA rank of the trained adapter; 0 trains every weight (full fine-tuning), which only
         the local service offers (``create_full_training_client``; Tinker trains LoRA adapters).
       steps: RL steps (optimizer steps on debate batches), after the warm-start steps.
+      num_epochs: 0: the run is ``steps`` long; k ≥ 1: ``steps`` is replaced by the batches that play every
+        question of the dataset k times (``adapters.training.dataset.epoch_steps``: ⌈k·Q / batch_size⌉,
+        the last batch completed from the next epoch's order), each epoch in its own seeded order.
       warm_start_steps: cross-entropy steps on well-formed turns written with ``kernel.render_response``
         before RL (0: none).
       warm_start_learning_rate: the warm start's learning rate (None: ``learning_rate``).
@@ -206,6 +209,7 @@ class TrainConfig:
     model: str = "tiny"
     lora_rank: int = 32
     steps: int = 10
+    num_epochs: int = 0
     warm_start_steps: int = 0
     warm_start_learning_rate: float | None = None
     warm_start_lr_decay: float = 1.0
@@ -283,6 +287,7 @@ class TrainConfig:
         non_negative = (
             "lora_rank",
             "steps",
+            "num_epochs",
             "warm_start_steps",
             "save_every",
             "eval_every",
@@ -449,6 +454,22 @@ class TrainConfig:
         if self.warm_start_steps > 1:
             lr *= 1.0 - (1.0 - self.warm_start_lr_decay) * step / (self.warm_start_steps - 1)
         return lr
+
+    def for_dataset(self, num_questions: int) -> TrainConfig:
+        """This config for a dataset of ``num_questions``: with ``num_epochs`` set, ``steps`` becomes the
+        batches of that many epochs (itself otherwise).
+
+        Examples:
+            >>> TrainConfig(num_epochs=2, batch_size=16).for_dataset(64).steps
+            8
+            >>> TrainConfig(steps=3).for_dataset(64).steps
+            3
+        """
+        if self.num_epochs == 0:
+            return self
+        from adapters.training.dataset import epoch_steps
+
+        return dataclasses.replace(self, steps=epoch_steps(self.num_epochs, num_questions, self.batch_size))
 
     @property
     def total_steps(self) -> int:

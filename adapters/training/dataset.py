@@ -5,9 +5,12 @@ A dataset file holds one JSON object per line, ``{"question": str, "answer": str
 a UTF-8 byte order mark at the start is skipped; blank lines are skipped; any other line, or any other
 key, is an error naming its line number. Batches come from a
 seeded shuffle per epoch: batch ``b`` of size ``B`` is positions ``[bB, (b+1)B)`` of the infinite stream
-``order(0) ++ order(1) ++ …``, where ``order(e)`` is the permutation of ``np.random.default_rng((seed,
-e))``. The cursor ``(epoch, position)`` therefore fixes everything that follows, and is what a
-checkpoint stores.
+``order(0) ++ order(1) ++ …``, where ``order(e)`` (:func:`epoch_order`) is the permutation of
+``np.random.default_rng((seed, e))``: a function of (dataset size, seed, epoch) alone, so epoch ``e``'s
+order is the same whether the run got there in one go or resumed on the way. The cursor ``(epoch,
+position)`` therefore fixes everything that follows, and is what a checkpoint stores. A run of
+``num_epochs = k`` is :func:`epoch_steps` batches long: every question is played k times, the last batch
+completed from epoch k's order when ``B`` does not divide ``kQ``.
 
 Correctness (the ``correctness_weight`` reward and ``eval/correct``) is :mod:`adapters.answers`'.
 """
@@ -32,6 +35,8 @@ __all__ = [
     "Question",
     "batch_at",
     "cursor_at",
+    "epoch_order",
+    "epoch_steps",
     "load_questions",
     "parse_questions",
 ]
@@ -169,9 +174,44 @@ def load_questions(path: str | Path) -> tuple[Question, ...]:
     return parse_questions(text, source=str(path))
 
 
-def _order(num_questions: int, seed: int, epoch: int) -> np.ndarray:
+def epoch_order(num_questions: int, seed: int, epoch: int) -> np.ndarray:
+    """The order of epoch ``epoch``: a permutation of ``range(num_questions)`` that depends on
+    ``(num_questions, seed, epoch)`` alone (``np.random.default_rng((seed, epoch))``).
+
+    Examples:
+      >>> sorted(epoch_order(5, seed=0, epoch=3).tolist())
+      [0, 1, 2, 3, 4]
+      >>> same = epoch_order(50, seed=0, epoch=1).tolist() == epoch_order(50, seed=0, epoch=1).tolist()
+      >>> same, epoch_order(50, seed=0, epoch=0).tolist() == epoch_order(50, seed=0, epoch=1).tolist()
+      (True, False)
+    """
+    if num_questions < 1 or seed < 0 or epoch < 0:
+        raise ValueError(
+            f"num_questions must be >= 1, seed and epoch >= 0; got {num_questions}, {seed}, {epoch}"
+        )
     order: np.ndarray = np.random.default_rng((seed, epoch)).permutation(num_questions)
     return order
+
+
+_order = epoch_order
+
+
+def epoch_steps(num_epochs: int, num_questions: int, batch_size: int) -> int:
+    """The batches of a run that plays every question ``num_epochs`` times: ⌈num_epochs·Q / B⌉ (the last
+    one completed from the next epoch's order when B does not divide num_epochs·Q).
+
+    Examples:
+      >>> epoch_steps(2, 64, 16), epoch_steps(1, 10, 4), epoch_steps(3, 10, 4)
+      (8, 3, 8)
+    """
+    for name, value in (
+        ("num_epochs", num_epochs),
+        ("num_questions", num_questions),
+        ("batch_size", batch_size),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+    return -(-num_epochs * num_questions // batch_size)
 
 
 def batch_at(cursor: Cursor, batch_size: int, num_questions: int, *, seed: int) -> tuple[list[int], Cursor]:

@@ -78,9 +78,11 @@ def episodes_of(
     arrays, as the rollout's own run of the state machine gave them; each agent's correctness against the
     reference answer; with ``credit="solution"``, each turn's credit weights
     (:func:`adapters.training.credit.credit_weights`); with judge rewards credited by field, each turn's
-    field codes (:func:`adapters.training.credit.credit_fields`)."""
+    field codes (:func:`adapters.training.credit.credit_fields`); each turn's sampled sequence, an index
+    into :func:`sequence_ids` of ``played`` (the datums' provenance spans name them)."""
     credit = config.credit != "turn"
     out: list[kernel.Episode] = []
+    first = 0  # the index of the debate's first turn among the turns of every played debate
     for r in played:
         n = r.state.num_agents
         answer = r.spec.answer
@@ -104,6 +106,8 @@ def episodes_of(
             else ()
         )
         tokens = tuple(t.arrays for t in r.turns)
+        sequences = tuple(first + k if t.sequence.sequence_id else -1 for k, t in enumerate(r.turns))
+        first += len(r.turns)
         out.append(
             kernel.Episode(
                 n,
@@ -116,9 +120,16 @@ def episodes_of(
                 correct_G=tuple(float(is_correct(last_solution(r.state, i), answer)) for i in range(n)),
                 group=r.spec.group,
                 fields_T=fields,
+                sequences_T=sequences,
             )
         )
     return out
+
+
+def sequence_ids(played: Sequence[DebateResult]) -> list[str]:
+    """The SDK's sequence id of every turn of ``played``, debates and turns in order (``""`` where the
+    sampler gave none): what :func:`episodes_of`'s ``sequences_T`` index."""
+    return [t.sequence.sequence_id or "" for r in played for t in r.turns]
 
 
 def rl_stages(
@@ -177,7 +188,11 @@ def prepare_rl(
     if stages is None:
         return Prepared([], [], rl_record(results, None) if record else {}, [], []), baselines_K
     built = stages.scored.datums
-    data = [] if built is None else datums_to_tinker(built.datums, copy=False)  # ours alone: lent
+    data = (  # the datums are ours alone: lent; each with provenance spans where its turns have ids
+        []
+        if built is None
+        else datums_to_tinker(built.datums, copy=False, spans=built.spans, sequence_ids=sequence_ids(played))
+    )
     if built is not None and c.loss_fn == "gspo":  # the sequence ratio over the sampled tokens alone
         add_ratio_masks(data, built.datums)
     trained = 0 if built is None else int(built.datums.offsets_D1[-1])

@@ -334,11 +334,12 @@ class DebateResult:
 
 def _transcript_turn(turn: RolloutTurn) -> TranscriptTurn:
     """A transcript turn, with tokens only when the sampler gave one finite logprob per token (all three or
-    none: as :func:`turn_arrays`)."""
+    none: as :func:`turn_arrays`), and the sampled sequence's id when the sampler gave one."""
     tokens = tuple(map(int, turn.sequence.tokens))
     logprobs = turn.sequence.logprobs
+    sequence_id = turn.sequence.sequence_id or None  # the SDK's id of the sample, which spans name
     if turn.arrays is None or logprobs is None or len(logprobs) != len(tokens) or None in logprobs:
-        return TranscriptTurn(agent=turn.agent_id, text=turn.text, round=turn.round)
+        return TranscriptTurn(agent=turn.agent_id, text=turn.text, round=turn.round, sequence_id=sequence_id)
     return TranscriptTurn(
         agent=turn.agent_id,
         text=turn.text,
@@ -347,6 +348,7 @@ def _transcript_turn(turn: RolloutTurn) -> TranscriptTurn:
         observation_tokens=TokenArray(prompt_ids(turn.prompt)),
         action_tokens=tokens,
         logprobs=tuple(map(float, logprobs)),
+        sequence_id=sequence_id,
     )
 
 

@@ -758,6 +758,7 @@ async def _run_training(
 ) -> TrainResult:
     """:func:`run_training`'s body."""
     questions = load_questions(config.dataset)
+    config = config.for_dataset(len(questions))  # num_epochs: the run's steps
     check_answers(config, questions)
     if not resume:
         check_service(config, service_client)
