@@ -29,9 +29,16 @@ goal of issue 33: within 10 %. As ``debate-kernel train``,
 this process then has one malloc arena (:func:`adapters.tinker.memory.one_malloc_arena`), two CPU
 devices and the persistent compilation cache; the server has the same.
 
-``python -m benchmarks local [--quick] [--only peer|paths] [--rounds R] [--size small] [--batch B --seq S
---new N --prompt-len P]``. The peer runs only if torch and transformers import; otherwise it is reported
-as skipped.
+Part 1 on a Hugging Face checkpoint (issue 40): ``--model PATH`` loads the checkpoint directory on both
+sides (:func:`adapters.local.hf.load`; ``AutoModelForCausalLM.from_pretrained``), ``--hf llama|qwen3``
+first writes a random one (:data:`HF_CONFIGS`: GQA, Llama 3 RoPE scaling or Qwen3's q/k norms and tied
+embeddings, a vocabulary of 8192). LoRA training is then measured on both sides too: ours with Tinker's
+targets (attention, MLP, output layer), the peer with ``peft`` on the same modules, rank 32, the base
+frozen on both.
+
+``python -m benchmarks local [--quick] [--only peer|paths] [--rounds R] [--size small | --model PATH |
+--hf llama|qwen3] [--batch B --seq S --new N --prompt-len P]``. The peer runs only if torch and
+transformers import; otherwise it is reported as skipped.
 """
 
 from __future__ import annotations
@@ -66,18 +73,74 @@ _PATHS_QUICK = {
 """``--quick``: the shapes of ``benchmarks learning --quick``."""
 
 
+HF_CONFIGS: dict[str, dict[str, Any]] = {
+    "llama": {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "vocab_size": 8192,
+        "hidden_size": 256,
+        "intermediate_size": 768,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "max_position_embeddings": 4096,
+        "rope_theta": 500000.0,
+        "rope_scaling": {
+            "rope_type": "llama3",
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 1024,
+        },
+        "rms_norm_eps": 1e-5,
+        "tie_word_embeddings": False,
+    },
+    "qwen3": {
+        "architectures": ["Qwen3ForCausalLM"],
+        "model_type": "qwen3",
+        "vocab_size": 8192,
+        "hidden_size": 256,
+        "intermediate_size": 768,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "head_dim": 32,
+        "max_position_embeddings": 4096,
+        "rms_norm_eps": 1e-6,
+        "tie_word_embeddings": True,
+    },
+}
+"""``--hf``'s random checkpoints (about 7 M parameters, a third of them the output layer's)."""
+
+
+def _random_checkpoint(arch: str, folder: Path) -> str:
+    """Writes a random ``arch`` checkpoint of :data:`HF_CONFIGS` into ``folder`` (transformers' init)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.for_model(**{k: v for k, v in HF_CONFIGS[arch].items() if k != "architectures"})
+    config.architectures = HF_CONFIGS[arch]["architectures"]
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(config).save_pretrained(folder)
+    return str(folder)
+
+
 def _ours(
-    size: str, batch: int, prompt_len: int, new: int, seq: int
+    size: str, batch: int, prompt_len: int, new: int, seq: int, path: str | None = None
 ) -> tuple[dict[str, float], dict[str, Step]]:
     """Our figures that are not timings, and the steps to time: ``sample``, ``train``, ``train_lora``."""
     import jax
     import jax.numpy as jnp
 
-    from adapters.local import devices, train_step
+    from adapters.local import devices, hf, train_step
+    from adapters.local import lora as lo
     from adapters.local import model as m
 
-    cfg = m.SIZES[size]
-    params = m.init_params(cfg, jax.random.key(0))
+    if path is None:
+        cfg = m.SIZES[size]
+        params = m.init_params(cfg, jax.random.key(0))
+    else:
+        cfg, params = hf.load(path)
     prompt = list(np.random.default_rng(0).integers(0, 256, prompt_len))
 
     def sample() -> Any:
@@ -100,7 +163,8 @@ def _ours(
         return grad(weights, tokens)
 
     out["train_compile_s"] = time_compile(train)
-    lora = devices.replicated(mesh, m.init_lora(cfg, 32, jax.random.key(2)))
+    targets = m.LORA_TARGETS if path is None else lo.targets()  # a checkpoint: Tinker's default targets
+    lora = devices.replicated(mesh, m.init_lora(cfg, 32, jax.random.key(2), targets))
     arrays = (tokens, tokens, mask, ones, jnp.zeros_like(ones))
     grads = jax.tree_util.tree_map(jnp.zeros_like, lora)
 
@@ -146,17 +210,18 @@ def _logprob_gap(cfg: Any, params: Any, prompt: list[int], result: Any) -> float
 
 
 def _peer(
-    size: str, batch: int, prompt_len: int, new: int, seq: int
+    size: str, batch: int, prompt_len: int, new: int, seq: int, path: str | None = None
 ) -> tuple[dict[str, float], dict[str, Step]] | None:
-    """The peer's figures that are not timings and its ``sample`` and ``train`` steps (None: no torch)."""
+    """The peer's figures that are not timings and its ``sample`` and ``train`` steps, and
+    ``train_lora`` on a checkpoint when ``peft`` imports (None: no torch)."""
     try:
         import torch
-        from transformers import LlamaConfig, LlamaForCausalLM
+        from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
     except ImportError:
         return None
     from adapters.local import model as m
 
-    cfg = m.SIZES[size]
+    cfg = m.SIZES.get(size, m.SIZES["tiny"])
     hf = LlamaConfig(
         vocab_size=cfg.vocab_size,
         hidden_size=cfg.d_model,
@@ -175,7 +240,10 @@ def _peer(
     torch.set_float32_matmul_precision("highest")  # full float32, as ours
     device = "cuda" if torch.cuda.is_available() else "cpu"
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-    model = LlamaForCausalLM(hf).to(device).eval()
+    if path is None:
+        model = LlamaForCausalLM(hf).to(device).eval()
+    else:
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).to(device).eval()
     prompt = torch.tensor(np.random.default_rng(0).integers(0, 256, (1, prompt_len)), device=device)
     prompt = prompt.repeat(batch, 1)
 
@@ -206,7 +274,34 @@ def _peer(
 
     out["torch_threads"] = float(torch.get_num_threads())
     out["on_gpu"] = float(device == "cuda")
-    return out, {"sample": sample, "train": step}
+    steps: dict[str, Step] = {"sample": sample, "train": step}
+    if path is not None:
+        lora_step = _peer_lora(path, tokens, device, sync)
+        if lora_step is not None:
+            steps["train_lora"] = lora_step
+    return out, steps
+
+
+def _peer_lora(path: str, tokens: Any, device: str, sync: Callable[[], Any]) -> Step | None:
+    """The peer's LoRA training step (``peft``, rank 32, α 32, Tinker's targets; None without peft)."""
+    try:
+        import torch
+        from peft import LoraConfig, get_peft_model
+        from transformers import AutoModelForCausalLM
+    except ImportError:
+        return None
+    base = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).to(device)
+    modules = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "lm_head"]
+    config = LoraConfig(r=32, lora_alpha=32, lora_dropout=0.0, target_modules=modules)
+    model = get_peft_model(base, config).train()
+
+    def step() -> None:
+        model.zero_grad(set_to_none=True)
+        logits = model(tokens).logits
+        torch.log_softmax(logits, -1).gather(-1, tokens[..., None]).sum().backward()
+        sync()
+
+    return step
 
 
 def evaluations(warm_start_steps: int, steps: int, eval_every: int) -> int:
@@ -356,6 +451,8 @@ def main(argv: list[str]) -> int:
         help="measured runs per path in part 2 (default 3; 1 with --quick)",
     )
     parser.add_argument("--size", default=None, help="tiny, small or base (default small; tiny with --quick)")
+    parser.add_argument("--model", default=None, metavar="PATH", help="a Hugging Face checkpoint directory")
+    parser.add_argument("--hf", choices=sorted(HF_CONFIGS), help="a random checkpoint of this architecture")
     parser.add_argument("--batch", type=int, default=None, help="rows sampled / trained at once")
     parser.add_argument("--seq", type=int, default=None, help="training sequence length")
     parser.add_argument("--new", type=int, default=None, help="tokens sampled per row")
@@ -409,14 +506,21 @@ def _print_paths(paths: dict[str, Any], *, quick: bool) -> None:
 def _peer_part(args: argparse.Namespace) -> dict[str, Any]:
     """Part 1: ours against torch + transformers; prints its table and returns its figures."""
     size = args.size or ("tiny" if args.quick else "small")
+    path = args.model
+    if args.hf is not None:
+        import tempfile
+
+        path = _random_checkpoint(args.hf, Path(tempfile.mkdtemp(prefix=f"bench-{args.hf}-")))
+    if path is not None:
+        size = args.hf or Path(path).name
     batch, prompt_len, new, seq = (4, 16, 16, 32) if args.quick else (8, 64, 64, 128)
     batch = args.batch or batch
     prompt_len = args.prompt_len or prompt_len
     new = args.new or new
     seq = args.seq or seq
     repeat = 2 if args.quick else 9
-    ours, ours_steps = _ours(size, batch, prompt_len, new, seq)
-    found = _peer(size, batch, prompt_len, new, seq)
+    ours, ours_steps = _ours(size, batch, prompt_len, new, seq, path)
+    found = _peer(size, batch, prompt_len, new, seq, path)
     peer, peer_steps = found if found is not None else (None, {})
     best = _alternately(ours_steps, peer_steps, repeat)
     ours["sample_tok_s"] = batch * new / best["ours_sample"]
@@ -425,6 +529,8 @@ def _peer_part(args: argparse.Namespace) -> dict[str, Any]:
     if peer is not None:
         peer["sample_tok_s"] = batch * new / best["peer_sample"]
         peer["train_tok_s"] = batch * seq / best["peer_train"]
+        if "peer_train_lora" in best:
+            peer["train_lora_tok_s"] = batch * seq / best["peer_train_lora"]
     threads = int(peer["torch_threads"]) if peer else 0
     platform = _platform()
     on_gpu = bool(peer and peer.get("on_gpu"))
@@ -436,7 +542,18 @@ def _peer_part(args: argparse.Namespace) -> dict[str, Any]:
     if peer:
         for row in rows:
             row.append(row[1] / row[2])
-    rows.append(["training tok/s (LoRA r=32)", ours["train_lora_tok_s"], "-", "-"])
+    if peer and "train_lora_tok_s" in peer:
+        lora_peer = peer["train_lora_tok_s"]
+        rows.append(
+            [
+                "training tok/s (LoRA r=32; peer: peft)",
+                ours["train_lora_tok_s"],
+                lora_peer,
+                ours["train_lora_tok_s"] / lora_peer,
+            ]
+        )
+    else:
+        rows.append(["training tok/s (LoRA r=32)", ours["train_lora_tok_s"], "-", "-"])
     rows.append(["sampler vs trainer max |Δ logprob|", ours["sampler_trainer_max_abs_dlogprob"], "-", "-"])
     title = (
         f"local JAX ({platform}, training on {ours['train_devices']:.0f} device(s)) vs torch+transformers, "
@@ -454,5 +571,7 @@ def _peer_part(args: argparse.Namespace) -> dict[str, Any]:
         figures.update({f"peer_{k}": v for k, v in peer.items()})
         figures["sample_ratio"] = ours["sample_tok_s"] / peer["sample_tok_s"]
         figures["train_ratio"] = ours["train_tok_s"] / peer["train_tok_s"]
+        if "train_lora_tok_s" in peer:
+            figures["train_lora_ratio"] = ours["train_lora_tok_s"] / peer["train_lora_tok_s"]
     figures["size"] = size
     return figures

@@ -7,6 +7,11 @@ Binds ``--host`` (loopback by default) and ``--port`` (0: a free port), prints e
 ``TINKER_API_KEY=tml-local``. Checkpoints (``tinker://RUN/...``) live under ``--root`` (default: a
 fresh temporary folder). JAX's persistent compilation cache is on as in ``debate-kernel train``.
 
+``--model PATH`` of a Hugging Face checkpoint directory (dense Llama 3.x or Qwen3: ``config.json``, the
+safetensors weights, ``tokenizer.json`` and ``tokenizer_config.json``; :mod:`adapters.local.hf`) serves
+that model, its weights checked before the ready line, and reports the directory as the tokenizer, so the
+SDK's ``get_tokenizer()`` loads the checkpoint's own (with its chat template).
+
 ``--model fake`` serves the in-repo fake service instead (:mod:`adapters.serve.engine`: a scripted
 debate policy and the byte tokenizer, without JAX): a test and demo engine, whose model learns nothing,
 for trying the SDK path quickly; the training loop's tests run through the SDK against it.
@@ -57,8 +62,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--model",
         required=True,
         metavar="NAME_OR_PATH",
-        help="tiny, small, base or a .safetensors file; or fake, the in-repo fake service (a scripted "
-        "policy that learns nothing, without JAX: for tests and demos)",
+        help="tiny, small, base, a .safetensors file, or a Hugging Face checkpoint directory (Llama 3.x, "
+        "Qwen3); or fake, the in-repo fake service (a scripted policy that learns nothing, without JAX: "
+        "for tests and demos)",
     )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=0, help="port to bind (default: 0, a free port)")
@@ -140,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
         core = (
             MisbehavingCore(misbehaviours=misbehaviours, **options) if misbehaviours else ServeCore(**options)
         )
-        core.tokenizer_id = str(write_tokenizer(root))
+        core.tokenizer_id = _tokenizer_id(args.model, root, write_tokenizer)
         family, kind, proto, _, address = socket.getaddrinfo(args.host, args.port, type=socket.SOCK_STREAM)[0]
         sock = socket.socket(family, kind, proto)  # proto: asyncio sets TCP_NODELAY only on TCP sockets
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -171,6 +177,17 @@ def run(args: argparse.Namespace) -> int:
             _stop_at_end_of_stdin()
         asyncio.run(Server(config).serve(sockets=[sock]))
     return 0
+
+
+def _tokenizer_id(model: str, root: Path, write_tokenizer: Any) -> str:
+    """What ``get_info`` reports as the tokenizer: a checkpoint's own directory (its tokenizer checked
+    here), else the byte tokenizer written under ``root``."""
+    if (Path(model) / "config.json").is_file():  # the fake engine starts without importing JAX
+        from adapters.local import hf
+
+        hf.CheckpointTokenizer(model)  # no tokenizer.json, or one that does not load: a clear error now
+        return str(Path(model).resolve())
+    return str(write_tokenizer(root))
 
 
 def _stop_at_end_of_stdin() -> None:

@@ -4,7 +4,9 @@ Config: ``--config FILE`` (TOML, keys of :class:`adapters.training.config.TrainC
 ``--resume RUN_DIR`` the run's own config (``run.json``; a key it lacks, added after the run started, takes
 its default) is the base, under the file's keys and the flags, which must still agree with the run's
 outside the keys a resume may change. Service, always through the ``tinker`` SDK: ``TINKER_API_KEY`` set
-and ``--model`` not a local model name → ``tinker.ServiceClient()`` (``TINKER_BASE_URL`` for a
+and ``--model`` not a local model (a name of :data:`LOCAL_MODELS`, or a Hugging Face checkpoint directory:
+``config.json``, safetensors weights, ``tokenizer.json``; dense Llama 3.x or Qwen3) →
+``tinker.ServiceClient()`` (``TINKER_BASE_URL`` for a
 self-hosted server); otherwise a ``debate-kernel serve`` of the local JAX service (:mod:`adapters.local`)
 that the run starts on a loopback port and stops at its end. ``--service inprocess`` (hidden) runs the
 local service in this process, ``--service fake`` (hidden, for tests) the in-repo fake, persisted under
@@ -16,9 +18,10 @@ step of the run and of its phase (``step 83/110  RL 3/30``), and each evaluation
 stderr is not a terminal. ``--log wandb``, ``--log tensorboard``: the metrics also go to W&B or
 TensorBoard (:mod:`adapters.training.loggers`).
 
-On the local service the keys of :data:`LOCAL_PRESET` replace the config defaults (a config file and
-flags still override them): with no flags at all, ``train`` runs warm start, evaluation, RL on self-play
-debates and a final evaluation on the shipped yes/no set, sized for about 5 minutes on 2 CPU cores.
+On the local service's built-in models the keys of :data:`LOCAL_PRESET` replace the config defaults (a
+config file and flags still override them; a Hugging Face checkpoint keeps the defaults): with no flags
+at all, ``train`` runs warm start, evaluation, RL on self-play debates and a final evaluation on the
+shipped yes/no set, sized for about 5 minutes on 2 CPU cores.
 JAX's persistent compilation cache (``$XDG_CACHE_HOME/debate-kernel/jax``, or ``~/.cache/…``; set
 ``DEBATE_KERNEL_JAX_CACHE`` to another folder, or to an empty string to turn it off) lets later runs
 skip compilation. JAX's CPU backend is split into two devices (:func:`adapters.local.split_cpu`), over
@@ -231,8 +234,8 @@ STEPS_HELP: Final = (
 
 def _config(args: argparse.Namespace) -> TrainConfig:
     config = _plain_config(args)
-    if not args.resume and _is_local(args.service, config):
-        # the local preset sits under the config file and the flags: rebuild over it
+    if not args.resume and _is_local(args.service, config) and not _checkpoint(config.model):
+        # the local preset (sized for the built-in models) sits under the config file and the flags
         config = _plain_config(args, base=TrainConfig.from_mapping(LOCAL_PRESET))
     if args.steps is not None:
         config = TrainConfig.from_mapping(
@@ -277,10 +280,27 @@ def _rl_steps(total: int, warm_start_steps: int) -> int:
     return total - warm_start_steps
 
 
+def _checkpoint(model: str) -> bool:
+    """Whether ``model`` is a directory with a ``config.json`` (a Hugging Face checkpoint)."""
+    return (Path(model) / "config.json").is_file()
+
+
 def _is_local(kind: str, config: TrainConfig) -> bool:
     if kind in ("fake", "tinker"):
         return False
-    return kind == "local" or not os.environ.get("TINKER_API_KEY") or config.model in LOCAL_MODELS
+    local_model = config.model in LOCAL_MODELS or _checkpoint(config.model)
+    return kind == "local" or not os.environ.get("TINKER_API_KEY") or local_model
+
+
+def _check_local_model(local: Any, model: str) -> None:
+    """A weights file or checkpoint the local service cannot use is a clear error here, not deep in the
+    run (a checkpoint's config, weight files and tokenizer are checked without reading the weights)."""
+    if model in LOCAL_MODELS:
+        return
+    if local.hf.is_checkpoint(model):
+        local.hf.check(model)
+    else:
+        local.model.load_weights(model)
 
 
 def _plain_config(args: argparse.Namespace, *, base: TrainConfig | None = None) -> TrainConfig:
@@ -334,9 +354,8 @@ def _service(kind: str, config: TrainConfig, stack: contextlib.ExitStack) -> tup
 
         fake = FakeServiceClient(seed=config.seed, root=Path(config.out) / "service")
         return fake, _same_client(fake)
-    if kind == "tinker" or (
-        kind == "auto" and os.environ.get("TINKER_API_KEY") and config.model not in LOCAL_MODELS
-    ):
+    local_model = config.model in LOCAL_MODELS or _checkpoint(config.model)
+    if kind == "tinker" or (kind == "auto" and os.environ.get("TINKER_API_KEY") and not local_model):
         import tinker
 
         return _closed_at_exit(tinker.ServiceClient(), stack), _own_session(tinker.ServiceClient)
@@ -354,11 +373,11 @@ def _service(kind: str, config: TrainConfig, stack: contextlib.ExitStack) -> tup
             tinker_hint = ""
         raise ValueError(
             f"model {model!r}{did_you_mean(model, LOCAL_MODELS)} is not served by the local service, which "
-            f"runs {', '.join(LOCAL_MODELS)} or the path of an existing .safetensors file{tinker_hint}"
+            f"runs {', '.join(LOCAL_MODELS)}, the path of an existing .safetensors file or of a Hugging Face "
+            f"checkpoint directory{tinker_hint}"
         )
     if kind != "inprocess":
-        if model not in LOCAL_MODELS:  # a file the server cannot use is a clear error here, exit 2
-            local.model.load_weights(model)
+        _check_local_model(local, model)  # a file the server cannot use is a clear error here, exit 2
         import tinker
 
         from adapters.serve.process import API_KEY, ServedClient, ServerError, served
@@ -378,8 +397,7 @@ def _service(kind: str, config: TrainConfig, stack: contextlib.ExitStack) -> tup
     local.devices.compilation_cache(0.5)
     one_malloc_arena()  # XLA's threads allocate from glibc's main arena (adapters.tinker.memory)
     local.split_cpu()  # training calls run data-parallel over the cores (before JAX's first computation)
-    if model not in LOCAL_MODELS:
-        local.model.load_weights(model)  # a file it cannot use is a clear error now, not deep in the run
+    _check_local_model(local, model)
     inprocess = local.LocalServiceClient(seed=config.seed, root=Path(config.out) / "service")
     return inprocess, _same_client(inprocess)
 
@@ -442,8 +460,10 @@ def _renderer(kind: str, service: Any, config: TrainConfig) -> Any:
     from adapters.tinker.renderers import choose_renderer, load_tokenizer
     from adapters.tokenizers import ByteTokenizer
 
-    if not isinstance(service, tinker.ServiceClient):  # the local models, the fake: the byte tokenizer
-        tokenizer: Any = ByteTokenizer()
+    if _checkpoint(config.model) and not isinstance(service, tinker.ServiceClient):
+        tokenizer: Any = load_tokenizer(config.model)  # a checkpoint on the local service: its own
+    elif not isinstance(service, tinker.ServiceClient):  # the local models, the fake: the byte tokenizer
+        tokenizer = ByteTokenizer()
     else:
         local = Path(config.model).is_dir()
         try:

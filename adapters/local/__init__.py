@@ -5,6 +5,8 @@ Needs the ``local`` extra (optax, safetensors) and JAX. ``LocalServiceClient`` s
 
 - :mod:`adapters.local.model`: the decoder-only transformer (sizes, forward pass, KV-cache sampling,
   weight files);
+- :mod:`adapters.local.hf`: Hugging Face checkpoints (dense Llama 3.x, Qwen3) read and exported;
+- :mod:`adapters.local.lora`: LoRA targets (Tinker's flags) and adapter files;
 - :mod:`adapters.local.train_step`: one training call's arithmetic (datums checked and packed, the
   losses, jitted forward / backward, AdamW);
 - :mod:`adapters.local.state`: a training client's state and its checkpoint file;
@@ -13,6 +15,8 @@ Needs the ``local`` extra (optax, safetensors) and JAX. ``LocalServiceClient`` s
   snapshots, batched sampling).
 """
 
+from adapters.local import hf as hf
+from adapters.local import lora as lora
 from adapters.local.devices import CPU_DEVICES, split_cpu
 from adapters.local.model import SIZES, ModelConfig
 from adapters.local.service import LocalSamplingClient, LocalServiceClient, LocalTrainingClient, serves

@@ -3,14 +3,19 @@
 Architecture (Llama-style): token embedding → ``num_layers`` × [RMSNorm → causal multi-head attention
 with rotary positions → residual; RMSNorm → SwiGLU MLP → residual] → RMSNorm → output projection.
 Layers are stacked along a leading axis and run with ``jax.lax.scan``, so compile time does not grow
-with depth.
+with depth. The same function runs the dense Llama 3.x and Qwen3 checkpoints of Hugging Face
+(:mod:`adapters.local.hf`): grouped-query attention (``num_kv_heads`` key/value heads, each shared by
+``num_heads / num_kv_heads`` query heads), a head size of its own (``head_size``), Qwen3's RMSNorm of
+every query and key head before RoPE (``qk_norm``), Llama 3's RoPE frequency scaling
+(``rope_scaling``) and an output layer tied to the embedding (``tie_embeddings``).
 
     RMSNorm(x) = x / √(mean(x²) + ε) · g;   SwiGLU(x) = (silu(x·W_gate) ⊙ x·W_up)·W_down;
-    RoPE rotates each (x_i, x_{i+d/2}) pair of a head by angle p·base^(−2i/d) at position p.
+    RoPE rotates each (x_i, x_{i+d/2}) pair of a head by angle p·θ_i at position p, θ_i = base^(−2i/d)
+    (Llama 3: θ_i / factor for long wavelengths, blended in between; :func:`rope_frequencies`).
 
-LoRA: each projection W ∈ {wq, wk, wv, wo, w_gate, w_up, w_down} gets W + (α/r)·A·B with A [d_in, r]
-(seeded normal, std 1/√d_in) and B [r, d_out] (zeros), so a fresh adapter leaves the model unchanged.
-The base weights stay frozen; only A and B are trained.
+LoRA: each projection W ∈ {wq, wk, wv, wo, w_gate, w_up, w_down} (and optionally the output layer
+``lm_head``) gets W + (α/r)·A·B with A [d_in, r] (seeded normal, std 1/√d_in) and B [r, d_out] (zeros),
+so a fresh adapter leaves the model unchanged. The base weights stay frozen; only A and B are trained.
 
 Sampling (:func:`generate_rows`, :func:`generate`) runs a batched prefill of many prompts and the
 whole decode loop under one ``jax.jit`` with a KV cache, each row at its own position with its own key
@@ -35,6 +40,7 @@ import numpy as np
 from adapters._atomic import atomic_write
 
 __all__ = [
+    "ALL_LORA_TARGETS",
     "LORA_TARGETS",
     "SIZES",
     "GenerateResult",
@@ -43,22 +49,29 @@ __all__ = [
     "bucket",
     "bucket_fine",
     "check_row",
+    "config_from_json",
     "forward",
     "generate",
     "generate_rows",
     "init_lora",
     "init_params",
     "load_weights",
+    "lora_shapes",
     "merge_lora",
     "num_params",
+    "rope_frequencies",
     "save_weights",
     "token_logprobs",
+    "unembedding",
 ]
 
 Params = dict[str, Any]
 
 LORA_TARGETS = ("wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down")
-"""The projections that get LoRA adapters."""
+"""The projections that get LoRA adapters by default (attention and MLP of every layer)."""
+
+ALL_LORA_TARGETS = (*LORA_TARGETS, "lm_head")
+"""Every weight that can get a LoRA adapter: the layers' projections and the output layer."""
 
 LORA_ALPHA = 32.0
 """LoRA scale numerator: the adapter's update is (α/r)·A·B."""
@@ -94,10 +107,19 @@ class ModelConfig(NamedTuple):
     max_seq_len: int = 4096
     rope_base: float = 10000.0
     norm_eps: float = 1e-5
+    num_kv_heads: int = 0  # key/value heads (grouped-query attention); 0: num_heads
+    head_size: int = 0  # per-head size; 0: d_model // num_heads
+    qk_norm: bool = False  # RMSNorm of each query and key head before RoPE (Qwen3)
+    tie_embeddings: bool = False  # the output layer is embed.T (no lm_head weight)
+    rope_scaling: tuple[float, float, float, int] | None = None  # Llama 3: factor, low, high, original
 
     @property
     def head_dim(self) -> int:
-        return self.d_model // self.num_heads
+        return self.head_size or self.d_model // self.num_heads
+
+    @property
+    def kv_heads(self) -> int:
+        return self.num_kv_heads or self.num_heads
 
 
 SIZES: dict[str, ModelConfig] = {
@@ -118,8 +140,11 @@ def bucket(n: int, *, minimum: int = 1) -> int:
     return 1 << (max(int(n), int(minimum), 1) - 1).bit_length()
 
 
+_INT_FIELDS = ("vocab_size", "d_model", "num_layers", "num_heads", "d_ff", "max_seq_len")
+
+
 def _check_config(cfg: ModelConfig) -> None:
-    for name in ("vocab_size", "d_model", "num_layers", "num_heads", "d_ff", "max_seq_len"):
+    for name in (*_INT_FIELDS, "num_kv_heads", "head_size"):
         value = getattr(cfg, name)
         if isinstance(value, bool) or not isinstance(value, int | np.integer):
             raise ValueError(f"ModelConfig.{name} must be an int, got {value!r}")
@@ -127,14 +152,81 @@ def _check_config(cfg: ModelConfig) -> None:
         value = getattr(cfg, name)
         if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
             raise ValueError(f"ModelConfig.{name} must be a finite number > 0, got {value!r}")
-    if cfg.d_model % cfg.num_heads or cfg.head_dim % 2:
-        raise ValueError(
-            f"d_model ({cfg.d_model}) must be a multiple of num_heads ({cfg.num_heads}) "
-            "with an even head size"
-        )
-    for name in ("vocab_size", "d_model", "num_layers", "num_heads", "d_ff", "max_seq_len"):
+    for name in ("qk_norm", "tie_embeddings"):
+        if not isinstance(getattr(cfg, name), bool):
+            raise ValueError(f"ModelConfig.{name} must be a bool, got {getattr(cfg, name)!r}")
+    for name in _INT_FIELDS:
         if getattr(cfg, name) < 1:
             raise ValueError(f"ModelConfig.{name} must be >= 1, got {getattr(cfg, name)}")
+    if cfg.num_kv_heads < 0 or cfg.head_size < 0:
+        raise ValueError(
+            f"ModelConfig.num_kv_heads and head_size must be >= 0 (0: the default), got "
+            f"{cfg.num_kv_heads} and {cfg.head_size}"
+        )
+    if cfg.head_size == 0 and cfg.d_model % cfg.num_heads:
+        raise ValueError(
+            f"d_model ({cfg.d_model}) must be a multiple of num_heads ({cfg.num_heads}) when head_size is 0"
+        )
+    if cfg.head_dim % 2:
+        raise ValueError(f"the head size must be even (RoPE rotates pairs), got {cfg.head_dim}")
+    if cfg.num_heads % cfg.kv_heads:
+        raise ValueError(f"num_heads ({cfg.num_heads}) must be a multiple of num_kv_heads ({cfg.kv_heads})")
+    if cfg.rope_scaling is not None:
+        ok = isinstance(cfg.rope_scaling, tuple) and len(cfg.rope_scaling) == 4
+        factor, low, high, original = cfg.rope_scaling if ok else (0, 0, 0, 0)
+        if not (ok and factor >= 1 and 0 < low < high and original >= 1):
+            raise ValueError(
+                "ModelConfig.rope_scaling must be (factor >= 1, low_freq_factor > 0, high_freq_factor > "
+                f"low_freq_factor, original_max_position_embeddings >= 1), got {cfg.rope_scaling!r}"
+            )
+
+
+def config_from_json(text: str) -> ModelConfig:
+    """The :class:`ModelConfig` that ``json.dumps(cfg._asdict())`` wrote (lists back to tuples), checked.
+
+    Raises:
+        ValueError: the text is not such a config (naming what is wrong).
+
+    Examples:
+        >>> cfg = SIZES["tiny"]._replace(rope_scaling=(8.0, 1.0, 4.0, 8192))
+        >>> config_from_json(json.dumps(cfg._asdict())) == cfg
+        True
+    """
+    try:
+        fields = json.loads(text)
+        if isinstance(fields.get("rope_scaling"), list):
+            fields["rope_scaling"] = tuple(fields["rope_scaling"])
+        cfg = ModelConfig(**fields)
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise ValueError(f"not a model config: {exc}") from exc
+    _check_config(cfg)
+    return cfg
+
+
+def rope_frequencies(cfg: ModelConfig) -> np.ndarray:
+    """The rotary angle per position of each of a head's d/2 pairs: θ_i = base^(−2i/d), float32 [d/2].
+
+    With ``rope_scaling`` = (factor s, low l, high h, original context C) (Llama 3): a pair whose
+    wavelength λ_i = 2π/θ_i exceeds C/l turns s times slower (θ_i/s); one shorter than C/h is unchanged;
+    in between θ_i·((1 − w)/s + w) with w = (C/λ_i − l)/(h − l).
+
+    Examples:
+        >>> rope_frequencies(ModelConfig(d_model=8, num_heads=2))
+        array([1.  , 0.01], dtype=float32)
+    """
+    half = cfg.head_dim // 2
+    theta = 1.0 / cfg.rope_base ** (np.arange(half, dtype=np.float64) / half)
+    if cfg.rope_scaling is not None:
+        factor, low, high, original = cfg.rope_scaling
+        wavelength = 2 * math.pi / theta
+        w = (original / wavelength - low) / (high - low)
+        blended = theta * ((1 - w) / factor + w)
+        theta = np.where(
+            wavelength > original / low,
+            theta / factor,
+            np.where(wavelength < original / high, theta, blended),
+        )
+    return theta.astype(np.float32)
 
 
 def init_params(cfg: ModelConfig, key: jax.Array) -> Params:
@@ -155,6 +247,7 @@ def init_params(cfg: ModelConfig, key: jax.Array) -> Params:
     """
     _check_config(cfg)
     d, f, n_l, v = cfg.d_model, cfg.d_ff, cfg.num_layers, cfg.vocab_size
+    q, kv = cfg.num_heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim
     keys = iter(jax.random.split(key, 9))
     depth = 1.0 / math.sqrt(2.0 * n_l)
 
@@ -163,21 +256,23 @@ def init_params(cfg: ModelConfig, key: jax.Array) -> Params:
 
     layers = {
         "attn_norm": jnp.ones((n_l, d), jnp.float32),
-        "wq": normal((n_l, d, d), d**-0.5),
-        "wk": normal((n_l, d, d), d**-0.5),
-        "wv": normal((n_l, d, d), d**-0.5),
-        "wo": normal((n_l, d, d), d**-0.5 * depth),
+        "wq": normal((n_l, d, q), d**-0.5),
+        "wk": normal((n_l, d, kv), d**-0.5),
+        "wv": normal((n_l, d, kv), d**-0.5),
+        "wo": normal((n_l, q, d), q**-0.5 * depth),
         "mlp_norm": jnp.ones((n_l, d), jnp.float32),
         "w_gate": normal((n_l, d, f), d**-0.5),
         "w_up": normal((n_l, d, f), d**-0.5),
         "w_down": normal((n_l, f, d), f**-0.5 * depth),
     }
-    return {
-        "embed": normal((v, d), 1.0),
-        "layers": layers,
-        "final_norm": jnp.ones((d,), jnp.float32),
-        "lm_head": normal((d, v), d**-0.5),
-    }
+    if cfg.qk_norm:
+        layers["q_norm"] = jnp.ones((n_l, cfg.head_dim), jnp.float32)
+        layers["k_norm"] = jnp.ones((n_l, cfg.head_dim), jnp.float32)
+    params = {"embed": normal((v, d), 1.0), "layers": layers, "final_norm": jnp.ones((d,), jnp.float32)}
+    lm_head = normal((d, v), d**-0.5)
+    if not cfg.tie_embeddings:
+        params["lm_head"] = lm_head
+    return params
 
 
 def num_params(tree: Any) -> int:
@@ -185,19 +280,37 @@ def num_params(tree: Any) -> int:
     return sum(int(np.prod(x.shape)) for x in jax.tree_util.tree_leaves(tree))
 
 
-def init_lora(cfg: ModelConfig, rank: int, key: jax.Array) -> Params:
-    """LoRA adapters for every projection in :data:`LORA_TARGETS`: A ~ N(0, 1/d_in), B = 0.
+def lora_shapes(cfg: ModelConfig) -> dict[str, tuple[int, int]]:
+    """(d_in, d_out) of every weight in :data:`ALL_LORA_TARGETS` (``lm_head``: [D, V])."""
+    d, f = cfg.d_model, cfg.d_ff
+    q, kv = cfg.num_heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim
+    return {
+        "wq": (d, q),
+        "wk": (d, kv),
+        "wv": (d, kv),
+        "wo": (q, d),
+        "w_gate": (d, f),
+        "w_up": (d, f),
+        "w_down": (f, d),
+        "lm_head": (d, cfg.vocab_size),
+    }
+
+
+def init_lora(cfg: ModelConfig, rank: int, key: jax.Array, targets: tuple[str, ...] = LORA_TARGETS) -> Params:
+    """LoRA adapters for every weight in ``targets``: A ~ N(0, 1/d_in), B = 0.
 
     Args:
         cfg: the model shape.
         rank: r ≥ 1.
         key: a PRNG key.
+        targets: names from :data:`ALL_LORA_TARGETS` (default: :data:`LORA_TARGETS`). Each target's
+            A is drawn from its own key, the same whichever others are chosen.
 
     Returns:
-        ``{target: {"a": [L, d_in, r], "b": [L, r, d_out]}}``, float32.
+        ``{target: {"a": [L, d_in, r], "b": [L, r, d_out]}}``, float32 (``lm_head``: no [L] axis).
 
     Raises:
-        ValueError: rank < 1.
+        ValueError: rank < 1, or a target that is not in :data:`ALL_LORA_TARGETS` (or none).
 
     Examples:
         >>> lora = init_lora(SIZES["tiny"], 4, jax.random.key(0))
@@ -206,17 +319,26 @@ def init_lora(cfg: ModelConfig, rank: int, key: jax.Array) -> Params:
     """
     if not isinstance(rank, int) or rank < 1:
         raise ValueError(f"rank must be an int >= 1, got {rank!r}")
-    d, f, n_l = cfg.d_model, cfg.d_ff, cfg.num_layers
-    dims = {"wq": (d, d), "wk": (d, d), "wv": (d, d), "wo": (d, d), "w_gate": (d, f), "w_up": (d, f)}
-    dims["w_down"] = (f, d)
-    keys = jax.random.split(key, len(LORA_TARGETS))
-    return {
-        name: {
-            "a": jax.random.normal(k, (n_l, dims[name][0], rank), jnp.float32) * dims[name][0] ** -0.5,
-            "b": jnp.zeros((n_l, rank, dims[name][1]), jnp.float32),
+    unknown = [t for t in targets if t not in ALL_LORA_TARGETS]
+    if unknown or not targets or len(set(targets)) != len(targets):
+        raise ValueError(
+            f"targets must be distinct names from {list(ALL_LORA_TARGETS)} (at least one), "
+            f"got {list(targets)}"
+        )
+    dims = lora_shapes(cfg)
+    keys = dict(zip(LORA_TARGETS, jax.random.split(key, len(LORA_TARGETS)), strict=True))
+    keys["lm_head"] = jax.random.fold_in(key, len(LORA_TARGETS))
+    out: Params = {}
+    for name in ALL_LORA_TARGETS:  # in a fixed order, whatever the order of ``targets``
+        if name not in targets:
+            continue
+        layers = () if name == "lm_head" else (cfg.num_layers,)
+        d_in, d_out = dims[name]
+        out[name] = {
+            "a": jax.random.normal(keys[name], (*layers, d_in, rank), jnp.float32) * d_in**-0.5,
+            "b": jnp.zeros((*layers, rank, d_out), jnp.float32),
         }
-        for name, k in zip(LORA_TARGETS, keys, strict=True)
-    }
+    return out
 
 
 def merge_lora(params: Params, lora: Params | None) -> Params:
@@ -232,22 +354,34 @@ def merge_lora(params: Params, lora: Params | None) -> Params:
     if lora is None:
         return params
     layers = dict(params["layers"])
+    out = {**params}
     for name, ab in lora.items():
         rank = ab["a"].shape[-1]
+        if name == "lm_head":  # a tied output layer becomes a weight of its own: embed.T + ΔW
+            delta = _mm(ab["a"], ab["b"]) * (LORA_ALPHA / rank)
+            head = unembedding(params)
+            out["lm_head"] = head + delta.astype(head.dtype)
+            continue
         delta = _einsum("lir,lro->lio", ab["a"], ab["b"]) * (LORA_ALPHA / rank)
         layers[name] = layers[name] + delta.astype(layers[name].dtype)
-    return {**params, "layers": layers}
+    out["layers"] = layers
+    return out
+
+
+def unembedding(params: Params) -> jax.Array:
+    """The output layer [D, V]: ``lm_head``, or the transposed embedding when the two are tied."""
+    head: jax.Array = params["lm_head"] if "lm_head" in params else params["embed"].T
+    return head
 
 
 def _rms_norm(x: jax.Array, gain: jax.Array, eps: float) -> jax.Array:
     return x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + eps) * gain
 
 
-def _rope(x: jax.Array, positions: jax.Array, base: float) -> jax.Array:
-    """Rotates x [B, T, H, dh] at positions [T] (half-split pairs, as in Llama)."""
+def _rope(x: jax.Array, positions: jax.Array, freqs: np.ndarray) -> jax.Array:
+    """Rotates x [B, T, H, dh] at positions [T] by ``freqs`` [dh/2] (half-split pairs, as in Llama)."""
     half = x.shape[-1] // 2
-    freqs = base ** (-jnp.arange(half, dtype=x.dtype) / half)
-    angles = positions.astype(x.dtype)[:, None] * freqs[None, :]  # [T, half]
+    angles = positions.astype(x.dtype)[:, None] * jnp.asarray(freqs, x.dtype)[None, :]  # [T, half]
     cos, sin = jnp.cos(angles)[None, :, None, :], jnp.sin(angles)[None, :, None, :]
     x1, x2 = x[..., :half], x[..., half:]
     return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
@@ -259,21 +393,41 @@ def _mlp(cfg: ModelConfig, x: jax.Array, lp: Params) -> jax.Array:
     return out
 
 
-def _qkv(cfg: ModelConfig, x: jax.Array, lp: Params, positions: jax.Array) -> tuple[jax.Array, ...]:
+def _project(cfg: ModelConfig, x: jax.Array, lp: Params) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """The heads of x [B, T, D] before RoPE: q [B, T, H, dh]; k, v [B, T, KV, dh] (q and k normed per
+    head under ``qk_norm``)."""
     b, t, _ = x.shape
     h = _rms_norm(x, lp["attn_norm"], cfg.norm_eps)
-    shape = (b, t, cfg.num_heads, cfg.head_dim)
-    q = _rope(_mm(h, lp["wq"]).reshape(shape), positions, cfg.rope_base)
-    k = _rope(_mm(h, lp["wk"]).reshape(shape), positions, cfg.rope_base)
-    return q, k, _mm(h, lp["wv"]).reshape(shape)
+    q = _mm(h, lp["wq"]).reshape(b, t, cfg.num_heads, cfg.head_dim)
+    k = _mm(h, lp["wk"]).reshape(b, t, cfg.kv_heads, cfg.head_dim)
+    v = _mm(h, lp["wv"]).reshape(b, t, cfg.kv_heads, cfg.head_dim)
+    if cfg.qk_norm:
+        q = _rms_norm(q, lp["q_norm"], cfg.norm_eps)
+        k = _rms_norm(k, lp["k_norm"], cfg.norm_eps)
+    return q, k, v
+
+
+def _qkv(cfg: ModelConfig, x: jax.Array, lp: Params, positions: jax.Array) -> tuple[jax.Array, ...]:
+    q, k, v = _project(cfg, x, lp)
+    freqs = rope_frequencies(cfg)
+    return _rope(q, positions, freqs), _rope(k, positions, freqs), v
 
 
 def _attend(q: jax.Array, k: jax.Array, v: jax.Array, allowed: jax.Array) -> jax.Array:
-    """q [B, T, H, dh], k and v [B, S, H, dh], allowed bool [T, S] → [B, T, H·dh]."""
-    scores = _einsum("bthd,bshd->bhts", q, k) * (q.shape[-1] ** -0.5)
-    scores = jnp.where(allowed[None, None], scores, -1e30)
-    out = _einsum("bhts,bshd->bthd", jax.nn.softmax(scores, axis=-1), v)
-    return out.reshape(*out.shape[:2], -1)
+    """q [B, T, H, dh], k and v [B, S, KV, dh], allowed bool [T, S] → [B, T, H·dh]; query head j reads
+    key/value head j // (H / KV) (grouped-query attention)."""
+    b, t, n_h, dh = q.shape
+    n_kv = k.shape[2]
+    if n_kv == n_h:
+        scores = _einsum("bthd,bshd->bhts", q, k) * (dh**-0.5)
+        scores = jnp.where(allowed[None, None], scores, -1e30)
+        out = _einsum("bhts,bshd->bthd", jax.nn.softmax(scores, axis=-1), v)
+        return out.reshape(b, t, -1)
+    grouped = q.reshape(b, t, n_kv, n_h // n_kv, dh)
+    scores = _einsum("btkgd,bskd->bkgts", grouped, k) * (dh**-0.5)
+    scores = jnp.where(allowed[None, None, None], scores, -1e30)
+    out = _einsum("bkgts,bskd->btkgd", jax.nn.softmax(scores, axis=-1), v)
+    return out.reshape(b, t, -1)
 
 
 def _causal_attend(q: jax.Array, k: jax.Array, v: jax.Array, block: int) -> jax.Array:
@@ -306,7 +460,7 @@ def _run_layers(
 
     x = params["embed"][tokens_B_T]
     x, (k, v) = jax.lax.scan(_with_kept(layer, keep), x, params["layers"])
-    logits: jax.Array = _mm(_rms_norm(x, params["final_norm"], cfg.norm_eps), params["lm_head"])
+    logits: jax.Array = _mm(_rms_norm(x, params["final_norm"], cfg.norm_eps), unembedding(params))
     return logits, (k, v)
 
 
@@ -463,11 +617,10 @@ class SampleRow(NamedTuple):
     stop_sequences: tuple[tuple[int, ...], ...] = ()
 
 
-def _rope_rows(x: jax.Array, positions_B: jax.Array, base: float) -> jax.Array:
+def _rope_rows(x: jax.Array, positions_B: jax.Array, freqs: np.ndarray) -> jax.Array:
     """:func:`_rope` for one new token per row, x [B, 1, H, dh], each row at its own position."""
     half = x.shape[-1] // 2
-    freqs = base ** (-jnp.arange(half, dtype=x.dtype) / half)
-    angles = positions_B.astype(x.dtype)[:, None] * freqs[None, :]  # [B, half]
+    angles = positions_B.astype(x.dtype)[:, None] * jnp.asarray(freqs, x.dtype)[None, :]  # [B, half]
     cos, sin = jnp.cos(angles)[:, None, None, :], jnp.sin(angles)[:, None, None, :]
     x1, x2 = x[..., :half], x[..., half:]
     return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
@@ -528,32 +681,37 @@ def _generate(params: Params, rows: _RowArrays, *, cfg: ModelConfig, max_new: in
     cache_len = p_b + max_new
     logits, (k_pre, v_pre) = _run_layers(cfg, params, rows.prompts_B_P)  # k_pre [L, B, P, H, dh]
     # heads before positions: each step's attention reads the cache as it lies (no transpose of it)
-    shape = (cfg.num_layers, batch, cfg.num_heads, cache_len, cfg.head_dim)
+    shape = (cfg.num_layers, batch, cfg.kv_heads, cache_len, cfg.head_dim)
     k_cache = jnp.zeros(shape, k_pre.dtype).at[:, :, :, :p_b].set(k_pre.transpose(0, 1, 3, 2, 4))
     v_cache = jnp.zeros(shape, v_pre.dtype).at[:, :, :, :p_b].set(v_pre.transpose(0, 1, 3, 2, 4))
     row = jnp.arange(batch)
     first = logits[row, rows.lengths_B - 1]
     n_stop_tokens = rows.stops_B_S_L.shape[-1]
     layers = params["layers"]
+    freqs = rope_frequencies(cfg)
+    group = cfg.num_heads // cfg.kv_heads
 
     def decode(token_B: jax.Array, pos_B: jax.Array, kc: jax.Array, vc: jax.Array) -> tuple[jax.Array, ...]:
         allowed = jnp.arange(cache_len)[None, :] <= pos_B[:, None]  # [B, S]
         x = params["embed"][token_B][:, None]
         for layer in range(cfg.num_layers):  # unrolled: the cache is updated in place, row by row
             lp = {name: w[layer] for name, w in layers.items()}
-            h = _rms_norm(x, lp["attn_norm"], cfg.norm_eps)
-            heads = (batch, 1, cfg.num_heads, cfg.head_dim)
-            q = _rope_rows(_mm(h, lp["wq"]).reshape(heads), pos_B, cfg.rope_base)
-            k = _rope_rows(_mm(h, lp["wk"]).reshape(heads), pos_B, cfg.rope_base)
-            v = _mm(h, lp["wv"]).reshape(heads)
+            q, k, v = _project(cfg, x, lp)
+            q, k = _rope_rows(q, pos_B, freqs), _rope_rows(k, pos_B, freqs)
             kc = kc.at[layer, row, :, pos_B].set(k[:, 0])
             vc = vc.at[layer, row, :, pos_B].set(v[:, 0])
-            scores = _einsum("bhd,bhsd->bhs", q[:, 0], kc[layer]) * (cfg.head_dim**-0.5)
-            scores = jnp.where(allowed[:, None, :], scores, -1e30)
-            out = _einsum("bhs,bhsd->bhd", jax.nn.softmax(scores, axis=-1), vc[layer])
+            if group == 1:
+                scores = _einsum("bhd,bhsd->bhs", q[:, 0], kc[layer]) * (cfg.head_dim**-0.5)
+                scores = jnp.where(allowed[:, None, :], scores, -1e30)
+                out = _einsum("bhs,bhsd->bhd", jax.nn.softmax(scores, axis=-1), vc[layer])
+            else:  # query head j reads key/value head j // group
+                grouped = q[:, 0].reshape(batch, cfg.kv_heads, group, cfg.head_dim)
+                scores = _einsum("bkgd,bksd->bkgs", grouped, kc[layer]) * (cfg.head_dim**-0.5)
+                scores = jnp.where(allowed[:, None, None, :], scores, -1e30)
+                out = _einsum("bkgs,bksd->bkgd", jax.nn.softmax(scores, axis=-1), vc[layer])
             x = x + _mm(out.reshape(batch, 1, -1), lp["wo"])
             x = _mlp(cfg, x, lp)
-        logits = _mm(_rms_norm(x, params["final_norm"], cfg.norm_eps), params["lm_head"])
+        logits = _mm(_rms_norm(x, params["final_norm"], cfg.norm_eps), unembedding(params))
         return logits[:, 0], kc, vc
 
     def cond(state: tuple[Any, ...]) -> jax.Array:
@@ -790,6 +948,8 @@ def save_weights(path: str | Path, cfg: ModelConfig, params: Params) -> None:
     """
     from safetensors.numpy import save
 
+    if cfg.tie_embeddings and "lm_head" in params:  # an adapter on the tied output layer untied it
+        cfg = cfg._replace(tie_embeddings=False)
     flat = {k: np.asarray(v) for k, v in _flatten(params).items()}
     atomic_write_bytes(Path(path), save(flat, metadata={"config": json.dumps(cfg._asdict())}))
 
@@ -819,8 +979,7 @@ def load_weights(path: str | Path) -> tuple[ModelConfig, Params]:
     path = Path(path)
     meta, flat = read_tensors(path, f"weights file {str(path)!r}")
     try:
-        cfg = ModelConfig(**json.loads(meta["config"]))
-        _check_config(cfg)
+        cfg = config_from_json(meta["config"])
     except Exception as exc:
         raise ValueError(f"weights file {str(path)!r} has no valid 'config' metadata: {exc}") from exc
     expected = jax.eval_shape(lambda: init_params(cfg, jax.random.key(0)))

@@ -41,7 +41,8 @@ import numpy as np
 from tinker import types
 
 from adapters.futures import AwaitableFuture, CompletedFuture, completed, failed
-from adapters.local import devices, train_step
+from adapters.local import devices, hf, train_step
+from adapters.local import lora as lo
 from adapters.local import model as m
 from adapters.local import state as st
 from adapters.local.devices import CPU_DEVICES, split_cpu
@@ -66,14 +67,19 @@ def _run(work: Callable[[], Any]) -> CompletedFuture[Any]:
 
 
 def serves(base_model: str) -> bool:
-    """Whether ``base_model`` names a model this service can start from: a size of :data:`SIZES`, or an
-    existing ``.safetensors`` file (whose contents :func:`~adapters.local.model.load_weights` checks).
+    """Whether ``base_model`` names a model this service can start from: a size of :data:`SIZES`, an
+    existing ``.safetensors`` file (whose contents :func:`~adapters.local.model.load_weights` checks), or
+    a Hugging Face checkpoint directory (:mod:`adapters.local.hf`, which checks its architecture).
 
     Examples:
         >>> serves("tiny"), serves("Qwen/Qwen3-8B")
         (True, False)
     """
-    return base_model in m.SIZES or (base_model.endswith(".safetensors") and Path(base_model).is_file())
+    return (
+        base_model in m.SIZES
+        or (base_model.endswith(".safetensors") and Path(base_model).is_file())
+        or hf.is_checkpoint(base_model)
+    )
 
 
 def _resolve_base(base_model: str, seed: int) -> tuple[m.ModelConfig, m.Params]:
@@ -82,11 +88,13 @@ def _resolve_base(base_model: str, seed: int) -> tuple[m.ModelConfig, m.Params]:
     if base_model in m.SIZES:
         cfg = m.SIZES[base_model]
         return cfg, m.init_params(cfg, jax.random.key(seed))
+    if hf.is_checkpoint(base_model):
+        return hf.load(base_model)
     if serves(base_model):
         return m.load_weights(base_model)
     raise ValueError(
-        f"unknown base_model {base_model!r}: expected one of {sorted(m.SIZES)} "
-        "or the path of an existing .safetensors weights file"
+        f"unknown base_model {base_model!r}: expected one of {sorted(m.SIZES)}, the path of an existing "
+        ".safetensors weights file or of a Hugging Face checkpoint directory (Llama 3.x, Qwen3)"
     )
 
 
@@ -114,16 +122,25 @@ class _Queued(NamedTuple):
 class LocalSamplingClient:
     """Samples from one frozen set of weights (satisfies ``protocol.SamplingClient``)."""
 
-    def __init__(self, cfg: m.ModelConfig, params: m.Params, *, seed: int = 0, name: str = "sampler") -> None:
+    def __init__(
+        self,
+        cfg: m.ModelConfig,
+        params: m.Params,
+        *,
+        seed: int = 0,
+        name: str = "sampler",
+        tokenizer: Any = None,
+    ) -> None:
         self._cfg, self._params, self._seed, self._name = cfg, params, seed, name
         self._calls = itertools.count()
-        self._tokenizer = ByteTokenizer()
+        self._tokenizer = ByteTokenizer() if tokenizer is None else tokenizer  # encodes stop strings
         self._queue: list[_Queued] = []
         self._flush_pending = False
 
-    def get_tokenizer(self) -> ByteTokenizer:
-        """The byte tokenizer every local model uses."""
-        return self._tokenizer
+    def get_tokenizer(self) -> Any:
+        """The model's tokenizer: the byte tokenizer of the built-in models, or a checkpoint's own
+        (``transformers``, with its chat template)."""
+        return hf.hf_tokenizer(self._tokenizer)
 
     def _stops(self, stop: str | Sequence[str] | Sequence[int] | None) -> list[list[int]]:
         if stop is None:
@@ -339,9 +356,9 @@ class LocalTrainingClient:
         """The LoRA rank (0 for full fine-tuning)."""
         return self._state.rank
 
-    def get_tokenizer(self) -> ByteTokenizer:
-        """The byte tokenizer every local model uses."""
-        return ByteTokenizer()
+    def get_tokenizer(self) -> Any:
+        """The model's tokenizer (see :meth:`LocalSamplingClient.get_tokenizer`)."""
+        return hf.hf_tokenizer(hf.tokenizer_for(self._state.base_model))
 
     def _apply(
         self, batch: train_step.Batch, loss_fn: str, options: tuple[tuple[str, float], ...], *, backward: bool
@@ -541,12 +558,24 @@ class LocalTrainingClient:
         if devices.row_mesh() is not None:  # sampling runs on one device (rows are not split there)
             params = jax.device_put(params, jax.devices()[0])
         if name is not None:
-            m.save_weights(self._service._path("weights", name), self._state.cfg, params)
+            self._save_sampler(self._service._path("weights", name), params)
         self._made = (step, index + 1)
         # The sampler's random stream is named by the optimizer step and the samplers made since it, not
         # by a count over the client's life: a run resumed from a saved state samples as the first run did.
         label = f"{self._name}-t{step}-s{index}"
-        return LocalSamplingClient(self._state.cfg, params, seed=self._service.seed, name=label)
+        tokenizer = hf.tokenizer_for(self._state.base_model)
+        return LocalSamplingClient(
+            self._state.cfg, params, seed=self._service.seed, name=label, tokenizer=tokenizer
+        )
+
+    def _save_sampler(self, path: Path, params: m.Params) -> None:
+        """Sampler weights: the adapter alone over a Hugging Face checkpoint (:func:`lora.save_adapter`),
+        else the merged weights (:func:`~adapters.local.model.save_weights`)."""
+        s = self._state
+        if s.rank > 0 and hf.is_checkpoint(s.base_model):
+            lo.save_adapter(path, s.cfg, s.trainable, s.base_model)
+        else:
+            m.save_weights(path, s.cfg, params)
 
     def save_weights_and_get_sampling_client(
         self, name: str | None = None
@@ -555,11 +584,13 @@ class LocalTrainingClient:
         return _run(lambda: self._snapshot(name))
 
     def save_weights_for_sampler(self, name: str) -> CompletedFuture[types.SaveWeightsForSamplerResponse]:
-        """Saves the merged weights to ``ROOT/weights/NAME.safetensors`` (a base model for later runs)."""
+        """Saves the merged weights to ``ROOT/weights/NAME.safetensors`` (a base model for later runs); on a
+        Hugging Face checkpoint a LoRA run saves the adapter alone (:func:`adapters.local.lora.save_adapter`,
+        read back by :func:`adapters.local.hf.load_weights_file`)."""
 
         def work() -> types.SaveWeightsForSamplerResponse:
             path = self._service._path("weights", name)
-            m.save_weights(path, self._state.cfg, self.merged_params())
+            self._save_sampler(path, self.merged_params())
             return types.SaveWeightsForSamplerResponse(path=str(path))
 
         return _run(work)
@@ -607,31 +638,44 @@ class LocalServiceClient:
             )
         return self.root / kind / f"{name}.safetensors"
 
-    def _new(self, base_model: str, rank: int) -> LocalTrainingClient:
+    def _new(
+        self, base_model: str, rank: int, targets: tuple[str, ...] = m.LORA_TARGETS
+    ) -> LocalTrainingClient:
         cfg, base = _resolve_base(base_model, self.seed)
         if rank > cfg.d_model:  # every adapted matrix has d_model rows or columns: no longer low-rank
             raise ValueError(f"rank must be at most the model's d_model ({cfg.d_model}), got {rank}")
         index = next(self._clients)
         if rank > 0:
-            lora = m.init_lora(cfg, rank, jax.random.fold_in(jax.random.key(self.seed), 1 + index))
+            key = jax.random.fold_in(jax.random.key(self.seed), 1 + index)
+            lora = m.init_lora(cfg, rank, key, targets)
             state = st.fresh_state(cfg, base, lora, rank, base_model)
         else:
             state = st.fresh_state(cfg, None, base, 0, base_model)
         return LocalTrainingClient(self, state, name=f"run{index}")
 
     def create_lora_training_client(
-        self, base_model: str, rank: int = 32
+        self,
+        base_model: str,
+        rank: int = 32,
+        *,
+        train_mlp: bool = True,
+        train_attn: bool = True,
+        train_unembed: bool = True,
     ) -> CompletedFuture[LocalTrainingClient]:
         """A fresh LoRA run: base weights frozen, rank-``rank`` adapters trained.
 
-        ``base_model``: a built-in size (``"tiny"``, ``"small"``, ``"base"``) or a ``.safetensors``
-        weights file written by :func:`adapters.local.model.save_weights`.
+        ``base_model``: a built-in size (``"tiny"``, ``"small"``, ``"base"``), a ``.safetensors``
+        weights file written by :func:`adapters.local.model.save_weights`, or a Hugging Face checkpoint
+        directory (:mod:`adapters.local.hf`). Adapters on the MLP and attention projections of every
+        layer (``train_mlp``, ``train_attn``) and on the output layer (``train_unembed``), as the SDK's
+        flags of the same names (:func:`adapters.local.lora.targets`).
         """
 
         def work() -> LocalTrainingClient:
             if not isinstance(rank, int) or isinstance(rank, bool) or rank < 1:
                 raise ValueError(f"rank must be an int >= 1, got {rank!r}")
-            return self._new(base_model, rank)
+            chosen = lo.targets(train_attn=train_attn, train_mlp=train_mlp, train_unembed=train_unembed)
+            return self._new(base_model, rank, chosen)
 
         return _run(work)
 
@@ -659,10 +703,12 @@ class LocalServiceClient:
             if (model_path is None) == (base_model is None):
                 raise ValueError("give exactly one of model_path and base_model")
             if model_path is not None:
-                cfg, params = m.load_weights(model_path)
+                cfg, params, base = hf.load_weights_file(model_path)
             else:
                 assert base_model is not None
-                cfg, params = _resolve_base(base_model, self.seed)
-            return LocalSamplingClient(cfg, params, seed=self.seed, name=f"sampler{next(self._clients)}")
+                (cfg, params), base = _resolve_base(base_model, self.seed), base_model
+            name = f"sampler{next(self._clients)}"
+            tokenizer = hf.tokenizer_for(base)
+            return LocalSamplingClient(cfg, params, seed=self.seed, name=name, tokenizer=tokenizer)
 
         return _run(work)

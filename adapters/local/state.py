@@ -1,6 +1,8 @@
 """A training client's state and its file: weights (the frozen base and the trained LoRA adapters, or
 every weight), AdamW's state, and the model config, in one safetensors file written atomically and read
-back bit for bit, every tensor checked against the model's shapes."""
+back bit for bit, every tensor checked against the model's shapes. A LoRA run on a Hugging Face
+checkpoint (:mod:`adapters.local.hf`) does not copy the frozen base into its file: the file names the
+checkpoint's directory (``base_model``), which is read again, and must still match, when it is loaded."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from adapters.local import hf
 from adapters.local import model as m
 from adapters.local.train_step import adamw
 
@@ -53,7 +56,7 @@ def write_state(path: Path, state: State) -> None:
     from safetensors.numpy import save
 
     flat: dict[str, np.ndarray] = {}
-    if state.frozen is not None:
+    if state.frozen is not None and not hf.is_checkpoint(state.base_model):
         flat.update({f"frozen.{k}": np.asarray(v) for k, v in m._flatten(state.frozen).items()})
     flat.update({f"trainable.{k}": np.asarray(v) for k, v in m._flatten(state.trainable).items()})
     for i, leaf in enumerate(jax.tree_util.tree_leaves(state.opt_state)):
@@ -83,8 +86,7 @@ def read_state(path: str | Path) -> State:
             f"(format {meta.get('format')!r}, expected {STATE_FORMAT!r})"
         )
     try:
-        cfg = m.ModelConfig(**json.loads(meta["config"]))
-        m._check_config(cfg)
+        cfg = m.config_from_json(meta["config"])
         rank, step, base_model = int(meta["rank"]), int(meta["step"]), meta["base_model"]
     except Exception as exc:
         raise ValueError(f"{where} has corrupt metadata: {exc}") from exc
@@ -98,8 +100,15 @@ def read_state(path: str | Path) -> State:
     expected_params = jax.eval_shape(lambda: m.init_params(cfg, key))
     if rank > 0:
         frozen: m.Params | None = m._unflatten(parts["frozen"])
+        if not parts["frozen"] and hf.is_checkpoint(base_model):  # the base stays in its checkpoint
+            base_cfg, frozen = hf.load(base_model)
+            if base_cfg != cfg:
+                raise ValueError(f"{where} was trained on {cfg}, but {base_model!r} now holds {base_cfg}")
         m._check_like(expected_params, frozen, f"{where} (base weights)")
-        expected_trainable = jax.eval_shape(lambda: m.init_lora(cfg, rank, key))
+        targets = tuple(
+            t for t in m.ALL_LORA_TARGETS if any(k.startswith(f"{t}.") for k in parts["trainable"])
+        )
+        expected_trainable = jax.eval_shape(lambda: m.init_lora(cfg, rank, key, targets or m.LORA_TARGETS))
     else:
         frozen, expected_trainable = None, expected_params
     trainable = m._unflatten(parts["trainable"])

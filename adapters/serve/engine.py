@@ -137,15 +137,20 @@ def engine(model: str) -> Engine:
         return Engine(
             FAKE_CONTEXT, ByteTokenizer.vocab_size, ".json", lambda seed, root: _FakeService(seed, root)
         )
+    from adapters.local import hf
     from adapters.local import model as m
     from adapters.local.service import LocalServiceClient, serves
 
     if not serves(model):
         raise ValueError(
             f"unknown model {model!r}: expected one of {sorted(m.SIZES)}, the path of an existing "
-            f".safetensors weights file, or {FAKE!r} (the in-repo fake, for tests)"
+            f".safetensors weights file or of a Hugging Face checkpoint directory, or {FAKE!r} (the "
+            "in-repo fake, for tests)"
         )
-    cfg = m.SIZES[model] if model in m.SIZES else m.load_weights(model)[0]
+    if hf.is_checkpoint(model):
+        cfg = hf.load(model)[0]  # the weights checked (and kept for every run) before serving
+    else:
+        cfg = m.SIZES[model] if model in m.SIZES else m.load_weights(model)[0]
 
     def local(seed: int, root: Path) -> EngineService:
         return LocalServiceClient(seed=seed, root=root)
