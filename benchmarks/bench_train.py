@@ -38,6 +38,16 @@
    dataset order: the parts of the debates that ended are computed while the slower ones are still
    sampled.
 
+4. Async modes in one run: on-policy (``max_steps_off_policy = 0``), paced async (k = 1: at most
+   ``batch_size × (k + 1)`` groups started and not trained, the oldest finished trained first, nothing
+   discarded) and the rule the loop had before, drop-stale (k = 1, a finished group more than k versions
+   old is dropped when a step takes its groups and a fresh one sampled instead; re-created in
+   :func:`_pacing` as a peer), with stragglers (each sample 0-100 ms) and 200 ms per forward_backward:
+   wall time per step, debates sampled, debates trained, and those sampled but not trained (dropped, or
+   still sampling when the run ended). At most 16 debates a step: with 64, the in-process fake's CPU
+   time dominates a step on a 2-core machine and no mode can hide latency (measured: 2.2 s a step
+   on-policy, 3.3 s paced, its 128 concurrent debates contending for the same cores).
+
 Everything runs with :func:`adapters._gc.fewer_gc_passes`, as ``debate-kernel train`` runs the loop
 (the default collector thresholds cost 174 ms over 12 steps of part 2, 1.7 % of a step).
 
@@ -47,12 +57,15 @@ Everything runs with :func:`adapters._gc.fewer_gc_passes`, as ``debate-kernel tr
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import selectors
 import statistics
 import tempfile
 import time
+from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -245,24 +258,71 @@ def _with_latency(
     }
 
 
-def _async_wall(debates: int, steps: int, sample_s: float, fb_s: float) -> dict[str, float]:
-    """Wall time per step with ``max_steps_off_policy = 1`` (sampling of the next batch overlaps training)."""
+PACING_MODES = ("on-policy", "paced", "drop-stale")
+"""The modes part 4 compares: ``max_steps_off_policy`` 0; 1 with the loop's pacing rule; 1 with the rule
+the loop had before it (a finished group sampled more than k versions before the step that would take
+it is dropped and a fresh one sampled in its place), re-created here as a peer."""
 
+
+@contextlib.contextmanager
+def _pacing(mode: str, counts: dict[str, int]) -> Iterator[None]:
+    """Counts the groups the planner starts (``counts["sampled"]``) and, for ``"drop-stale"``, drops the
+    finished groups older than k versions when a step is about to take its groups
+    (``counts["dropped"]``): the planner patched for the duration, the loop's own code otherwise."""
+    from adapters.training import planner as pl
+
+    start, step, advance = pl.start, pl.step, pl._advance
+
+    def counted(out: tuple[Any, tuple[Any, ...]]) -> tuple[Any, tuple[Any, ...]]:
+        counts["sampled"] += sum(len(r.groups) for r in out[1] if isinstance(r, pl.Sample))
+        return out
+
+    def dropping(config: Any, s: Any, out: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]]:
+        if s.phase == "idle" and s.step >= config.warm_start_steps:
+            fresh = tuple(x for x in s.ready if s.step - x[1] <= config.max_steps_off_policy)
+            counts["dropped"] += len(s.ready) - len(fresh)
+            s = replace(s, ready=fresh)  # not counted as trained: the run samples others in their place
+        return advance(config, s, out)
+
+    pl.start = lambda *a, **k: counted(start(*a, **k))  # type: ignore[assignment]
+    pl.step = lambda *a, **k: counted(step(*a, **k))  # type: ignore[assignment]
+    if mode == "drop-stale":
+        pl._advance = dropping  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        pl.start, pl.step, pl._advance = start, step, advance  # type: ignore[assignment]
+
+
+def _async_modes(debates: int, steps: int, fb_s: float) -> dict[str, dict[str, float]]:
+    """Part 4: per mode, wall time per step, debates sampled and trained, staleness, with stragglers
+    (each sample waits a uniform 0-100 ms) and ``fb_s`` per forward_backward; one group = one debate."""
     from adapters.tinker.fake import FakeServiceClient
     from adapters.tinker.faults import FaultPlan, with_faults
     from adapters.training.train import run_training
 
-    with tempfile.TemporaryDirectory() as tmp:
-        plan = FaultPlan(latency={"sample": sample_s, "forward_backward": fb_s})
-        service, _ = with_faults(FakeServiceClient(seed=0), plan)
-        config = _config(Path(tmp) / "run", debates, steps, max_steps_off_policy=1)
-        t0 = time.perf_counter()
-        result = _run(run_training(config, service))
-        wall = (time.perf_counter() - t0) / steps
-    return {
-        "wall_per_step_s": wall,
-        "dropped": float(result.metrics[-1]["async/dropped_stale"]),
-    }
+    out: dict[str, dict[str, float]] = {}
+    for mode in PACING_MODES:
+        counts = {"sampled": 0, "dropped": 0}
+        with tempfile.TemporaryDirectory() as tmp, _pacing(mode, counts):
+            plan = FaultPlan(seed=1, rates={"delay": 1.0}, max_delay=0.1, latency={"forward_backward": fb_s})
+            service, _ = with_faults(FakeServiceClient(seed=0), plan)
+            k = 0 if mode == "on-policy" else 1
+            config = _config(Path(tmp) / "run", debates, steps, max_steps_off_policy=k)
+            t0 = time.perf_counter()
+            result = _run(run_training(config, service))
+            wall = time.perf_counter() - t0
+        rows = result.metrics
+        trained = sum(m["env/all/total_episodes"] for m in rows)
+        out[mode] = {
+            "wall_per_step_s": wall / steps,
+            "debates_sampled": float(counts["sampled"] * config.group_size),
+            "debates_trained": float(trained),
+            "debates_dropped": float(counts["dropped"] * config.group_size),
+            "staleness_mean": statistics.fmean(m["async/staleness_mean"] for m in rows),
+            "staleness_max": float(max(m["async/staleness_max"] for m in rows)),
+        }
+    return out
 
 
 def _stragglers(debates: int, steps: int, minibatches: int, order: str = "completion") -> float:
@@ -376,18 +436,39 @@ def _main(argv: list[str]) -> int:
             ["rest (refresh, metrics not overlapped)", lat["rest_s"], 0.0, lat["rest_s"]],
         ],
     )
-    asy = _async_wall(debates, 2 if quick else 4, 0.05, 0.2)
+    # latency-bound: with 64 debates a step the fake's CPU time on 2 cores dominates
+    paced_debates = min(debates, 16)
+    modes = _async_modes(paced_debates, 3 if quick else 8, 0.2)
+    base = modes["on-policy"]["wall_per_step_s"]
     print_table(
-        "train: same latencies, async (max_steps_off_policy = 1)",
-        ["wall s per step", "sync step / async step", "dropped stale batches"],
+        f"train: async modes, {paced_debates} debates a step, stragglers (samples 0-100 ms), 200 ms per "
+        "forward_backward, in one run (paced: at most batch x (k + 1) started and not trained; drop-stale: "
+        "the old rule, a peer)",
+        [
+            "mode (k)",
+            "wall s per step",
+            "on-policy / mode",
+            "debates sampled",
+            "debates trained",
+            "sampled, not trained",
+            "staleness mean",
+            "staleness max",
+        ],
         [
             [
-                asy["wall_per_step_s"],
-                lat["step_s"] / asy["wall_per_step_s"],
-                asy["dropped"],
+                f"{mode} ({0 if mode == 'on-policy' else 1})",
+                r["wall_per_step_s"],
+                base / r["wall_per_step_s"],
+                r["debates_sampled"],
+                r["debates_trained"],
+                r["debates_sampled"] - r["debates_trained"],
+                r["staleness_mean"],
+                r["staleness_max"],
             ]
+            for mode, r in modes.items()
         ],
     )
+    asy = {f"{mode.replace('-', '_')}_{k}": v for mode, r in modes.items() for k, v in r.items()}
     stream_steps = 2 if quick else 5
     whole = _stragglers(debates, stream_steps, 0)
     cases = [(4, "completion"), (8, "completion"), (8, "dataset")]

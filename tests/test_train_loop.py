@@ -22,6 +22,7 @@ from adapters.tinker.fake import FakeServiceClient
 from adapters.tinker.faults import Fault, FaultPlan, SimulatedCrash, with_faults
 from adapters.tinker.renderers import ByteRenderer
 from adapters.training import checkpoint as ck
+from adapters.training import train as train_module
 from adapters.training.config import TrainConfig
 from adapters.training.dataset import load_questions
 from adapters.training.train import METRIC_NAMES, run_training
@@ -153,6 +154,20 @@ def _trained_once_across_a_crash(
     assert all(c == 1 for c in counts.values()), counts  # no batch twice
     trained = sum(m["optim/num_substeps"] for m in ck.read_metrics(result.run_dir))
     assert len(lineage) == trained  # none lost
+    assert _groups_written(result.run_dir) == list(range(config.total_steps * config.batch_size))
+
+
+def _groups_written(run_dir: Path) -> list[int]:
+    """The groups of every debate in the run's transcripts (debate ``g{group}-d{j}``), each debate checked
+    to appear once, sorted."""
+    ids = [
+        json.loads(line)["id"]
+        for path in ck.transcript_files(run_dir)
+        for line in path.read_text().splitlines()
+        if line.strip()
+    ]
+    assert len(ids) == len(set(ids)), collections.Counter(ids).most_common(3)
+    return sorted({int(i.split("-")[0][1:]) for i in ids})
 
 
 @settings(max_examples=examples(12), deadline=None, suppress_health_check=list(HealthCheck))
@@ -261,13 +276,69 @@ def test_substep_k_plus_1_is_submitted_before_substep_k_is_awaited(tmp_path: Pat
 
 
 @pytest.mark.parametrize("k", [1, 2])
-def test_async_mode_respects_the_staleness_bound(tmp_path: Path, k: int, fake_backend: Backend) -> None:
+def test_paced_async_trains_every_group_once_and_logs_its_staleness(
+    tmp_path: Path, k: int, fake_backend: Backend
+) -> None:
+    """max_steps_off_policy = k: samples run up to k steps ahead, nothing sampled is discarded (every
+    group of the run is in the transcripts once, each with its group_size debates) and each step logs the
+    staleness of its groups."""
     plan = FaultPlan(seed=k, rates={"delay": 0.5}, max_delay=0.01)
     service, _ = with_faults(fake_backend.service(), plan)
-    config = _config(tmp_path, steps=5, max_steps_off_policy=k, eval_every=0)
+    config = _config(tmp_path, steps=5, max_steps_off_policy=k, eval_every=0, group_size=2)
     result = asyncio.run(run_training(config, service))
     assert [m["step"] for m in result.metrics] == list(range(5))
-    assert all(0 <= m["staleness"] <= k for m in result.metrics)
+    assert _groups_written(result.run_dir) == list(range(5 * config.batch_size))
+    for m in result.metrics:
+        assert m["env/all/total_episodes"] == config.batch_size * config.group_size
+        low, mean, high = (m[f"async/staleness_{x}"] for x in ("min", "mean", "max"))
+        assert 0 <= low <= mean <= high == m["staleness"] == m["step"] - m["policy_version"]
+    assert result.metrics[0]["async/staleness_max"] == 0  # the first step's groups: the first weights
+
+
+class _Kinds(_Recorder):
+    """A fake training client that takes ``kind`` (as tinker 0.38's does), logging each sampler's kind and
+    tagging the sampler with it (the fake's samplers stay snapshots: the loop cannot tell)."""
+
+    def save_weights_and_get_sampling_client(self, name: str | None = None, *, kind: str = "snapshot") -> Any:
+        self.log.append(kind)
+        future = self.inner.save_weights_and_get_sampling_client(name)
+        future.result().kind = kind
+        return future
+
+
+def test_inflight_samplers_train_and_every_evaluation_samples_a_snapshot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kinds: list[str] = []
+    evaluated: list[str] = []
+    for name in ("evaluate", "debate_evaluation"):
+        original = getattr(train_module, name)
+
+        async def checked(
+            config: Any, questions: Any, renderer: Any, policy: Any, *a: Any, _f: Any = original, **kw: Any
+        ) -> Any:
+            evaluated.append(policy.kind)
+            return await _f(config, questions, renderer, policy, *a, **kw)
+
+        monkeypatch.setattr(train_module, name, checked)
+    service = _RecordingService(FakeServiceClient(seed=0), kinds)
+    service._client = lambda fut: _kinds_client(fut, kinds)  # type: ignore[method-assign]
+    config = _config(tmp_path, steps=3, eval_every=1, max_steps_off_policy=1, sampler_kind="inflight")
+    result = asyncio.run(run_training(config, service))  # type: ignore[arg-type]
+    assert [m["step"] for m in result.metrics] == [0, 1, 2]
+    # the first sampler and one a step are inflight; the fixed policy and each evaluation's are snapshots
+    assert kinds.count("inflight") == 4 and kinds.count("snapshot") == 1 + 3
+    assert evaluated == ["snapshot"] * 6
+
+
+async def _kinds_client(fut: Any, log: list[str]) -> Any:
+    return _Kinds(await fut, log)
+
+
+def test_inflight_samplers_are_refused_where_the_service_makes_none(tmp_path: Path) -> None:
+    config = _config(tmp_path, steps=1, sampler_kind="inflight")
+    with pytest.raises(ValueError, match=r"sampler_kind 'inflight' needs a service.*takes no 'kind'"):
+        asyncio.run(run_training(config, FakeServiceClient(seed=0)))
 
 
 def test_resume_refuses_another_runs_config(tmp_path: Path, fake_backend: Backend) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import bisect
+import itertools
+from dataclasses import dataclass, field, replace
 
 import pytest
 from hypothesis import given
@@ -34,8 +36,9 @@ class Sim:
     chunks: int
     outstanding: list[pl.Event] = field(default_factory=list)
     submitted: set[tuple[int, int]] = field(default_factory=set)
-    trained: list[int] = field(default_factory=list)  # batches trained in the current lineage
-    staleness: list[int] = field(default_factory=list)
+    trained: list[int] = field(default_factory=list)  # groups trained in the current lineage, in order
+    staleness: list[int] = field(default_factory=list)  # of each group trained
+    step_sizes: list[int] = field(default_factory=list)  # groups of each RL step trained
     metrics: list[int] = field(default_factory=list)
     checkpoint: tuple[LoopState, list[int], int] | None = None
     candidate: tuple[LoopState, list[int], int] | None = None
@@ -44,14 +47,24 @@ class Sim:
     current: Prepare | PreparePart | None = None
     parts: list[int] = field(default_factory=list)  # the parts of the current step prepared, in order
     parts_submitted: set[tuple[int, int]] = field(default_factory=set)
+    open: set[int] = field(default_factory=set)  # groups started and not trained, in this lineage
+    ready: set[tuple[int, int]] = field(default_factory=set)  # (group, version) finished, not taken
+    most_open: int = 0
 
     def run(self, reqs: tuple[pl.Request, ...], state: LoopState) -> None:
         for r in reqs:
             self.order.append(r)
             match r:
-                case Sample(batch, version):
-                    first = pl.Streamed(batch, version, 0) if self.config.stream_parts else None
-                    self.outstanding.append(first or pl.Sampled(batch, version))
+                case Sample(groups, version):
+                    assert not self.open & set(groups)  # a group is started once (per lineage)
+                    self.open |= set(groups)
+                    self.most_open = max(self.most_open, len(self.open))
+                    assert len(self.open) <= self.config.cap  # the pacing rule
+                    if self.config.stream_parts:
+                        (batch,) = groups
+                        self.outstanding.append(pl.Streamed(batch, version, 0))
+                    else:
+                        self.outstanding.extend(pl.Sampled(g, version) for g in groups)
                 case PreparePart(step, batch, version, part):
                     assert self.config.stream_parts and step >= self.config.warm_start_steps
                     if part == 0:
@@ -67,6 +80,12 @@ class Sim:
                     self.parts_submitted.add((step, part))
                 case Prepare():
                     self.current = r
+                    if not r.warm:  # the oldest finished groups (version, then dataset order)
+                        taken = set(r.groups)
+                        assert taken <= self.ready and len(taken) == len(r.groups)
+                        left = sorted(self.ready - taken, key=lambda x: (x[1], x[0]))
+                        assert not left or max((v, g) for g, v in taken) < (left[0][1], left[0][0])
+                        self.ready -= taken
                     n = 0 if r.warm else self.chunks
                     self.outstanding.append(pl.Prepared(r.step, max(n, 1 if r.warm else 0)))
                 case SubmitSubstep(step, index):
@@ -88,9 +107,13 @@ class Sim:
                     if isinstance(self.current, PreparePart):  # every part, once
                         assert self.parts == list(range(self.config.stream_parts))
                         assert all((step, j) in self.parts_submitted for j in self.parts)
-                    if isinstance(self.current, PreparePart) or not self.current.warm:
-                        self.trained.append(self.current.batch)
-                        self.staleness.append(step - self.current.version)
+                        groups = ((self.current.batch, self.current.version),)
+                    else:
+                        groups = self.current.groups
+                    if groups:
+                        self.trained.extend(g for g, _ in groups)
+                        self.staleness.extend(step - v for _, v in groups)
+                        self.step_sizes.append(len(groups))
                     self.outstanding.append(pl.SamplerReady(step + 1))
                 case Evaluate(step):
                     self.outstanding.append(pl.Evaluated(step))
@@ -98,10 +121,19 @@ class Sim:
                     self.metrics.append(step)
                     self.outstanding.append(pl.MetricsWritten(step))
                 case Save(step):
-                    self.candidate = (pl.checkpoint_state(state), list(self.trained), len(self.metrics))
+                    saved = (pl.checkpoint_state(state), list(self.trained), len(self.metrics))
+                    self.candidate = saved
                     self.outstanding.append(pl.Saved(step))
                 case Finish():
                     self.finished = True
+
+    def release(self) -> None:
+        """``SamplerReady``: the step's groups are trained (the planner counts them until now)."""
+        current = self.current
+        if isinstance(current, PreparePart):
+            self.open.discard(current.batch)
+        elif current is not None:
+            self.open -= {g for g, _ in current.groups}
 
 
 def drive(config: PlanConfig, chunks: int, data: st.DataObject, crashes: int) -> Sim:
@@ -121,9 +153,15 @@ def drive(config: PlanConfig, chunks: int, data: st.DataObject, crashes: int) ->
                 saved, trained, kept = sim.checkpoint
                 sim.trained = list(trained)
             del sim.metrics[kept:]
+            del sim.staleness[len(sim.trained) :]
+            sizes = list(itertools.accumulate(sim.step_sizes))
+            del sim.step_sizes[bisect.bisect_right(sizes, len(sim.trained)) :]
             sim.outstanding.clear()
             sim.submitted.clear()
             sim.parts_submitted.clear()
+            sim.open.clear()
+            sim.ready.clear()
+            sim.current = None
             state, reqs = pl.start(config, saved)
             sim.run(reqs, state)
             continue
@@ -133,6 +171,10 @@ def drive(config: PlanConfig, chunks: int, data: st.DataObject, crashes: int) ->
             b, v, j = event.batch, event.version, event.part
             more = j + 1 < config.stream_parts
             sim.outstanding.append(pl.Streamed(b, v, j + 1) if more else pl.Sampled(b, v))
+        if isinstance(event, pl.Sampled) and not config.stream_parts:
+            sim.ready.add((event.group, event.version))
+        if isinstance(event, pl.SamplerReady):
+            sim.release()
         if isinstance(event, pl.Saved):
             sim.checkpoint = sim.candidate  # the marker file exists: the checkpoint counts
         state, reqs = pl.step(config, state, event)
@@ -141,12 +183,24 @@ def drive(config: PlanConfig, chunks: int, data: st.DataObject, crashes: int) ->
 
 
 configs = st.builds(
-    PlanConfig,
-    total_steps=st.integers(1, 8),
-    num_substeps=st.integers(1, 3),
-    save_every=st.integers(0, 3),
-    eval_every=st.integers(0, 3),
-    max_steps_off_policy=st.integers(0, 3),
+    lambda total, warm, substeps, save, ev, k, g, final: PlanConfig(
+        total_steps=total + warm,
+        warm_start_steps=warm,
+        num_substeps=substeps,
+        save_every=save,
+        eval_every=ev,
+        max_steps_off_policy=k,
+        groups_per_step=g,
+        final_groups=min(final, g),
+    ),
+    st.integers(1, 6),
+    st.integers(0, 1),
+    st.integers(1, 3),
+    st.integers(0, 3),
+    st.integers(0, 3),
+    st.integers(0, 3),
+    st.integers(1, 3),
+    st.integers(0, 3),
 )
 
 
@@ -184,7 +238,7 @@ def test_streamed_steps_prepare_and_submit_every_part_once_in_order(
 def test_a_streamed_step_starts_with_its_first_part_and_overlaps_sampling() -> None:
     config = PlanConfig(total_steps=1, num_substeps=2, stream_parts=4)
     state, reqs = pl.start(config)
-    assert reqs == (Sample(0, 0),)
+    assert reqs == (Sample((0,), 0),)
     state, reqs = pl.step(config, state, pl.Streamed(0, 0, 0))
     assert reqs == (PreparePart(0, 0, 0, 0),)  # the rest of the batch is still being sampled
     state, reqs = pl.step(config, state, pl.Streamed(0, 0, 1))
@@ -220,28 +274,44 @@ def test_streaming_refuses_off_policy_and_parts_that_do_not_split_into_substeps(
         pl.step(config, state, pl.Sampled(0, 0))  # after every part
 
 
+def _rl_range(config: PlanConfig) -> list[int]:
+    first = config.warm_start_steps * config.groups_per_step
+    return list(range(first, first + config.rl_groups))
+
+
 @given(configs, st.integers(0, 4), st.data(), st.integers(0, 3))
-def test_every_batch_trained_at_most_once_and_steps_written_once(
+def test_every_group_trained_exactly_once_and_steps_written_once_across_crashes(
     config: PlanConfig, chunks: int, data: st.DataObject, crashes: int
 ) -> None:
+    """Paced async: at most G × (k + 1) groups started and not trained (checked in ``Sim`` at every
+    request), each step takes the oldest finished groups (``Sim``), and after any crashes every group of
+    the run is trained exactly once (nothing sampled is discarded) and every step is written once."""
     chunks = min(chunks, config.num_substeps)
     sim = drive(config, chunks, data, crashes)
     assert sim.metrics == list(range(config.total_steps))  # every step exactly once, in order
-    assert len(sim.trained) == config.total_steps
-    assert len(set(sim.trained)) == len(sim.trained)  # no batch twice
-    assert all(s <= config.max_steps_off_policy for s in sim.staleness)  # the staleness bound
+    assert sorted(sim.trained) == _rl_range(config)  # every group once
+    assert all(s >= 0 for s in sim.staleness)
+    g, final = config.groups_per_step, config.final_groups or config.groups_per_step
+    rl_steps = config.total_steps - config.warm_start_steps
+    assert sim.step_sizes == [g] * (rl_steps - 1) + [final]  # full batches, then a final short one
 
 
 @given(configs, st.data())
-def test_on_policy_trains_batches_in_order_with_staleness_zero(
+def test_on_policy_trains_groups_in_order_with_staleness_zero(
     config: PlanConfig, data: st.DataObject
 ) -> None:
-    config = PlanConfig(
-        total_steps=config.total_steps, num_substeps=config.num_substeps, save_every=config.save_every
-    )
+    config = replace(config, max_steps_off_policy=0)
     sim = drive(config, config.num_substeps, data, crashes=2)
-    assert sim.trained == list(range(config.total_steps))
+    assert sim.trained == _rl_range(config)
     assert set(sim.staleness) <= {0}
+
+
+@given(configs, st.data())
+def test_sampling_runs_ahead_up_to_the_cap(config: PlanConfig, data: st.DataObject) -> None:
+    """Without crashes the cap is reached whenever the run has that many groups left: sampling is not
+    held back by training (and the ``Sim`` checks it is never exceeded)."""
+    sim = drive(config, 1, data, crashes=0)
+    assert sim.most_open == min(config.cap, config.rl_groups)
 
 
 @given(st.integers(1, 5), st.integers(0, 3), st.data())
@@ -250,7 +320,7 @@ def test_warm_start_steps_come_first_without_sampling(total: int, warm: int, dat
     sim = drive(config, 1, data, crashes=0)
     prepares = [r for r in sim.order if isinstance(r, Prepare)]
     assert [p.warm for p in prepares] == [True] * warm + [False] * total
-    assert [r.batch for r in sim.order if isinstance(r, Sample)][:1] in ([], [warm])
+    assert [r.groups for r in sim.order if isinstance(r, Sample)][:1] in ([], [(warm,)])
     assert sim.trained == list(range(warm, warm + total))
 
 
@@ -279,15 +349,15 @@ def test_pipelined_order_for_three_substeps() -> None:
 def test_on_policy_sampling_of_the_next_batch_starts_when_its_sampler_is_ready() -> None:
     config = PlanConfig(total_steps=3, eval_every=1, save_every=1)
     state, reqs = pl.start(config)
-    assert reqs == (Sample(0, 0),)
+    assert reqs == (Sample((0,), 0),)
     state, reqs = pl.step(config, state, pl.Sampled(0, 0))
-    assert reqs == (Prepare(0, 0, 0, False),)  # nothing else: the current sampler is about to go stale
+    assert reqs == (Prepare(0, ((0, 0),), 0, False),)  # nothing else: the sampler is about to go stale
     state, reqs = pl.step(config, state, pl.Prepared(0, 1))
     state, reqs = pl.step(config, state, pl.SubstepDone(0, 0))
     assert reqs == (RefreshSampler(0),)  # not yet: batch 1 needs the weights after step 0
     state, reqs = pl.step(config, state, pl.SamplerReady(1))
     # the sampler of version 1 is ready: batch 1 starts before step 0's evaluation, metrics and save
-    assert reqs == (Sample(1, 1), Evaluate(0))
+    assert reqs == (Sample((1,), 1), Evaluate(0))
     state, reqs = pl.step(config, state, pl.Evaluated(0))
     assert reqs == (WriteMetrics(0),)
     state, reqs = pl.step(config, state, pl.MetricsWritten(0))
@@ -296,24 +366,41 @@ def test_on_policy_sampling_of_the_next_batch_starts_when_its_sampler_is_ready()
     state, reqs = pl.step(config, state, pl.Saved(0))
     assert reqs == ()  # batch 1 is still being sampled
     state, reqs = pl.step(config, state, pl.Sampled(1, 1))
-    assert reqs == (Prepare(1, 1, 1, False),)  # staleness 0
+    assert reqs == (Prepare(1, ((1, 1),), 1, False),)  # staleness 0
 
 
-def test_async_mode_drops_stale_batches_and_counts_them() -> None:
-    config = PlanConfig(total_steps=3, max_steps_off_policy=1)
+def test_paced_async_trains_the_oldest_finished_groups_and_carries_the_rest_over() -> None:
+    config = PlanConfig(total_steps=3, max_steps_off_policy=1, groups_per_step=2, final_groups=1)
     state, reqs = pl.start(config)
-    assert reqs == (Sample(0, 0), Sample(1, 0))
-    state, reqs = pl.step(config, state, pl.Sampled(1, 0))  # batch 1 arrives first and is trained first
-    assert reqs == (Sample(2, 0), Prepare(0, 1, 0, False))  # sampling goes on while step 0 trains
-    for event in (pl.Prepared(0, 0), pl.SamplerReady(1), pl.MetricsWritten(0)):
+    assert reqs == (Sample((0, 1, 2, 3), 0),)  # G × (k + 1) = 4 groups ahead
+    state, reqs = pl.step(config, state, pl.Sampled(3, 0))
+    assert reqs == ()  # a step waits for G finished groups
+    state, reqs = pl.step(config, state, pl.Sampled(1, 0))  # finished first, trained first
+    assert reqs == (Prepare(0, ((1, 0), (3, 0)), 0, False),)
+    state, reqs = pl.step(config, state, pl.Sampled(0, 0))
+    assert reqs == () and state.ready == ((0, 0),)  # carried over; 4 started and not trained: no more
+    for event in (pl.Prepared(0, 1), pl.SubstepDone(0, 0)):
         state, reqs = pl.step(config, state, event)
-    state, reqs = pl.step(config, state, pl.Sampled(2, 0))  # staleness 1 − 0 = 1: trained
-    assert reqs == (Prepare(1, 2, 0, False),)
-    for event in (pl.Prepared(1, 0), pl.SamplerReady(2), pl.MetricsWritten(1)):
+    state, reqs = pl.step(config, state, pl.SamplerReady(1))
+    assert reqs == (Sample((4,), 1), WriteMetrics(0))  # 1 + 2 + 1 = 5 groups in all: one more
+    state, reqs = pl.step(config, state, pl.Sampled(4, 1))
+    state, reqs = pl.step(config, state, pl.MetricsWritten(0))
+    # group 2 is still sampling: the step takes the finished ones, oldest weights first
+    assert reqs == (Prepare(1, ((0, 0), (4, 1)), 1, False),)
+    for event in (pl.Prepared(1, 1), pl.SubstepDone(1, 0), pl.SamplerReady(2), pl.MetricsWritten(1)):
         state, reqs = pl.step(config, state, event)
-    state, reqs = pl.step(config, state, pl.Sampled(0, 0))  # staleness 2 − 0 > 1: dropped, replaced
-    assert state.dropped == 1
-    assert reqs == (Sample(3, 2),)
+    assert reqs == () and state.trained == 4 and state.unfinished == 1
+    state, reqs = pl.step(config, state, pl.Sampled(2, 0))
+    assert reqs == (Prepare(2, ((2, 0),), 2, False),)  # the final short batch: a slow group, staleness 2
+
+
+def test_old_checkpoint_states_read_as_groups() -> None:
+    config = PlanConfig(total_steps=4, groups_per_step=3)
+    old = {"step": 1, "version": 1, "next_batch": 3, "to_sample": [2], "dropped": 0}
+    state = pl.state_from_dict(old, config)
+    assert (state.next_group, state.to_sample, state.trained) == (9, (6, 7, 8), 3)
+    with pytest.raises(ValueError, match="needs the run's PlanConfig"):
+        pl.state_from_dict(old)
 
 
 def test_unexpected_events_are_errors() -> None:
@@ -326,7 +413,7 @@ def test_unexpected_events_are_errors() -> None:
 
 
 def test_state_round_trips_through_dict() -> None:
-    s = LoopState(step=3, version=3, next_batch=7, to_sample=(5,), dropped=2)
+    s = LoopState(step=3, version=3, next_group=7, to_sample=(5,), trained=2)
     assert pl.state_from_dict(pl.state_to_dict(s)) == s
     with pytest.raises(ValueError, match="malformed"):
         pl.state_from_dict({"step": 1})

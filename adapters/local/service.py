@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import tempfile
+import weakref
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
@@ -120,7 +121,9 @@ class _Queued(NamedTuple):
 
 
 class LocalSamplingClient:
-    """Samples from one frozen set of weights (satisfies ``protocol.SamplingClient``)."""
+    """Samples from one set of weights (satisfies ``protocol.SamplingClient``): frozen for a snapshot
+    sampler; an inflight sampler's move to the weights of each later inflight save of its training
+    client (:meth:`LocalTrainingClient.save_weights_and_get_sampling_client`), from its next call on."""
 
     def __init__(
         self,
@@ -340,6 +343,7 @@ class LocalTrainingClient:
     def __init__(self, service: LocalServiceClient, state: st.State, *, name: str) -> None:
         self._service, self._state, self._name = service, state, name
         self._made = (state.step, 0)  # (optimizer step, samplers made at it)
+        self._inflight: weakref.WeakSet[LocalSamplingClient] = weakref.WeakSet()  # shared-target samplers
 
     @property
     def step(self) -> int:
@@ -578,10 +582,28 @@ class LocalTrainingClient:
             m.save_weights(path, s.cfg, params)
 
     def save_weights_and_get_sampling_client(
-        self, name: str | None = None
+        self, name: str | None = None, *, kind: Literal["snapshot", "inflight"] = "snapshot"
     ) -> CompletedFuture[LocalSamplingClient]:
-        """A sampler over a snapshot of the current weights (also saved under ``name`` if given)."""
-        return _run(lambda: self._snapshot(name))
+        """A sampler over the current weights (also saved under ``name`` if given).
+
+        ``kind`` is tinker 0.38's ``SamplingClientKind``: ``"snapshot"`` freezes them; ``"inflight"``
+        publishes them to every inflight sampler of this client, the earlier ones included (each adopts
+        them at its next call; a call already running finishes on the weights it started with), and
+        returns a new one on them.
+
+        Raises:
+          ValueError: another ``kind`` (in the future).
+        """
+        if kind not in ("snapshot", "inflight"):
+            return failed(ValueError(f"kind must be 'snapshot' or 'inflight', got {kind!r}"))
+        return _run(lambda: self._snapshot(name) if kind == "snapshot" else self._publish(name))
+
+    def _publish(self, name: str | None) -> LocalSamplingClient:
+        client = self._snapshot(name)
+        for earlier in self._inflight:
+            earlier._params = client._params
+        self._inflight.add(client)
+        return client
 
     def save_weights_for_sampler(self, name: str) -> CompletedFuture[types.SaveWeightsForSamplerResponse]:
         """Saves the merged weights to ``ROOT/weights/NAME.safetensors`` (a base model for later runs); on a

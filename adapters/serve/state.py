@@ -33,6 +33,7 @@ from tinker.types.get_server_capabilities_response import SupportedModel
 
 from adapters.futures import CompletedFuture
 from adapters.serve.engine import EngineSampler, EngineService, EngineTrainer, engine
+from adapters.tinker.contract import inflight_refusal
 
 __all__ = ["LOSSES", "Job", "ServeCore", "ServeError", "failure"]
 
@@ -454,8 +455,9 @@ class ServeCore:
         return self._job(work, model_id=req.model_id)
 
     def save_weights_for_sampler(self, req: types.SaveWeightsForSamplerRequest) -> Job:
-        """Sampler weights under a name (``save_weights_for_sampler``), or a snapshot sampler with a new
-        sampling session (``save_weights_and_get_sampling_client``)."""
+        """Sampler weights under a name (``save_weights_for_sampler``), or a snapshot or inflight sampler
+        (``kind``, where the trainer makes them: the local service's) with a new sampling session
+        (``save_weights_and_get_sampling_client``)."""
         run = self._run(req.model_id)
         if req.path is not None:
             name = _checked_name(req.path)
@@ -466,12 +468,18 @@ class ServeCore:
                 return types.SaveWeightsForSamplerResponseInternal(path=uri)
 
             return self._job(save, model_id=req.model_id)
-        if req.kind != "snapshot":
-            raise ServeError(f"debate-kernel serve only makes snapshot samplers, not {req.kind!r}")
+        kind = req.kind
+        if kind not in ("snapshot", "inflight"):
+            raise ServeError(f"debate-kernel serve makes snapshot and inflight samplers, not {kind!r}")
+        if kind == "inflight" and inflight_refusal(run.client) is not None:
+            raise ServeError(
+                f"this model's trainer makes snapshot samplers only: {inflight_refusal(run.client)}"
+            )
         sampler_id = f"{run.session_id}:sample:{req.sampling_session_seq_id}"
 
         def snapshot() -> types.SaveWeightsForSamplerResponseInternal:
-            client = run.client.save_weights_and_get_sampling_client().result()
+            save: Any = run.client.save_weights_and_get_sampling_client  # ``kind``: checked above
+            client = (save(kind="inflight") if kind == "inflight" else save()).result()
             self._samplers[sampler_id] = _Sampler(client, run.client.base_model, None)
             return types.SaveWeightsForSamplerResponseInternal(sampling_session_id=sampler_id)
 

@@ -51,6 +51,8 @@ __all__ = [
     "check_contract",
     "choose_stop_token",
     "enforce_contract",
+    "inflight_refusal",
+    "judge_inflight",
     "judge_logprobs",
     "judge_sample_count",
     "judge_sample_logprobs",
@@ -69,15 +71,17 @@ CHECK_NAMES: Final[tuple[str, ...]] = (
     "vocabulary",
     "frozen_snapshot",
 )
-"""The checks of a :class:`ContractReport`, in the order they are reported."""
+"""The checks of a :class:`ContractReport`, in the order they are reported; ``inflight_sampler``
+(:func:`judge_inflight`) follows them when the run asks for inflight samplers."""
 
 OPTION_DEPENDENCIES: Final[Mapping[str, tuple[str, ...]]] = {
     "frozen_snapshot": ("kl_penalty_coef", "max_steps_off_policy", "eval_questions"),
+    "inflight_sampler": ("sampler_kind",),
 }
 """Config keys that need a check, by check: a key is in use when its value is > 0. Each of these samples
 a sampler made before later optimizer steps: the KL reference and the evaluation's fixed opponents are
 the initial (or warm-started) weights; off-policy sampling uses samplers up to k versions old. A check
-not named here is needed by every run."""
+not named here is needed by every run; ``sampler_kind`` is in use when it is ``"inflight"``."""
 
 DEFAULT_PROMPT: Final[tuple[int, ...]] = tuple(b"Question:\nWhat is 2 + 2?\n")
 """The probe prompt when none is given: 25 ASCII byte values (ids < 128, valid in any vocabulary of at
@@ -359,6 +363,75 @@ def _mean_gap(a: Sequence[Any], b: Sequence[Any]) -> float:
     return float(np.mean(np.abs(x - y), where=both)) if both.any() else math.nan
 
 
+def inflight_refusal(training: object) -> str | None:
+    """Why ``training`` cannot make inflight samplers, or None when it can: its
+    ``save_weights_and_get_sampling_client`` must take tinker 0.38's ``kind`` keyword (the SDK's, the
+    local service's; the fake's and an engine's do not).
+
+    Examples:
+        >>> class Snapshots:
+        ...     def save_weights_and_get_sampling_client(self, name=None): ...
+        >>> inflight_refusal(Snapshots())
+        "Snapshots.save_weights_and_get_sampling_client takes no 'kind' (tinker 0.38's inflight samplers)"
+        >>> from adapters.local.service import LocalTrainingClient
+        >>> inflight_refusal(LocalTrainingClient.__new__(LocalTrainingClient)) is None
+        True
+    """
+    save = getattr(training, "save_weights_and_get_sampling_client", None)
+    name = f"{type(training).__name__}.save_weights_and_get_sampling_client"
+    if save is None:
+        return f"{type(training).__name__} has no save_weights_and_get_sampling_client"
+    try:
+        params = inspect.signature(save).parameters
+    except (TypeError, ValueError):
+        return f"{name} has no signature to read"
+    if "kind" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return None
+    return f"{name} takes no 'kind' (tinker 0.38's inflight samplers)"
+
+
+def judge_inflight(
+    refusal: str | None,
+    before: Sequence[Any] = (),
+    live_after: Sequence[Any] = (),
+    new_after: Sequence[Any] = (),
+    *,
+    tolerance: float = 1e-2,
+) -> CheckResult:
+    """Whether the service makes inflight samplers (``kind="inflight"``) that sample saved weights.
+
+    ``refusal``: :func:`inflight_refusal` of the training client (None: it takes ``kind``). Then three
+    ``compute_logprobs`` replies of one prompt: ``before`` from an inflight sampler made before an
+    ``optim_step``; ``live_after`` from the same sampler after a second inflight save; ``new_after`` from a
+    snapshot made after the step. Tinker guarantees weights saved when the sampler was made *or newer*
+    (the update propagates asynchronously), so the check passes when ``live_after`` is within tol of
+    either ``before`` or ``new_after``.
+
+    Examples:
+        >>> a, b = [None, -1.0, -2.0], [None, -0.5, -1.0]
+        >>> judge_inflight(None, a, b, b).passed, judge_inflight(None, a, a, b).passed
+        (True, True)
+        >>> judge_inflight(None, a, [None, 0.0, 0.0], b).got
+        'the inflight sampler differs from the old weights by 1.5 and from the new by 0.75 (mean |Δ|)'
+        >>> judge_inflight("no kind").passed
+        False
+    """
+    expected = "inflight samplers (kind='inflight') on the weights saved when made, or newer"
+    if refusal is not None:
+        return CheckResult("inflight_sampler", False, expected, refusal)
+    old, new = _mean_gap(before, live_after), _mean_gap(new_after, live_after)
+    if math.isnan(old) or math.isnan(new):
+        got = "no prompt position with finite logprobs in every reply, so nothing to compare"
+    elif old <= tolerance or new <= tolerance:
+        return CheckResult("inflight_sampler", True, expected, "the saved or newer weights")
+    else:
+        got = (
+            f"the inflight sampler differs from the old weights by {old:.3g} and from the new by {new:.3g} "
+            "(mean |Δ|)"
+        )
+    return CheckResult("inflight_sampler", False, expected, got)
+
+
 def judge_snapshot(
     before: Sequence[Any],
     old_after: Sequence[Any],
@@ -457,7 +530,8 @@ def refused_options(report: ContractReport, config_values: Mapping[str, Any]) ->
     for check in report.failures:
         for key in OPTION_DEPENDENCIES.get(check.name, ()):
             value = config_values.get(key)
-            if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+            number = isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+            if number or (key == "sampler_kind" and value == "inflight"):
                 out.append(Refusal(key, value, check))
     return out
 
@@ -505,6 +579,7 @@ async def check_contract(
     max_tokens: int = 16,
     seed: int = 0,
     boundary: Boundary | None = None,
+    sampler_kind: str = "snapshot",
 ) -> ContractReport:
     """Runs every check of :data:`CHECK_NAMES` against ``service`` on a throwaway LoRA training client.
 
@@ -533,6 +608,9 @@ async def check_contract(
         boundary: where every call goes through (its deadlines, retries of transient failures, and
             :class:`~adapters.tinker.boundary.ServiceError` for a call that fails for good), as the run's
             own calls do; None: called directly (their exceptions propagate).
+        sampler_kind: the run's; ``"inflight"`` adds the ``inflight_sampler`` check
+            (:func:`judge_inflight`: two inflight saves, one before the step and one after, and one more
+            ``compute_logprobs``).
 
     Returns:
         The :class:`ContractReport`; :func:`enforce_contract` turns it into a decision.
@@ -580,9 +658,16 @@ async def check_contract(
         return list(await call("compute_logprobs", lambda: sampler.compute_logprobs(model_input)))
 
     training: TrainingClient = await call("create", create)
+    inflight: CheckResult | None = None
     try:
         old = await call("refresh", training.save_weights_and_get_sampling_client)
         before = await logprobs(old)
+        refusal = inflight_refusal(training) if sampler_kind == "inflight" else None
+        live: SamplingClient | None = None
+        if sampler_kind == "inflight" and refusal is None:
+            save: Any = training.save_weights_and_get_sampling_client
+            live = await call("refresh", lambda: save(kind="inflight"))
+            live_before = await logprobs(live)
         params = types.SamplingParams(max_tokens=max_tokens, temperature=1.0, seed=seed)
         free = await call("sample", lambda: old.sample(model_input, num_samples, params))
         stop = choose_stop_token(free, vocab_size=vocab_size)
@@ -595,6 +680,11 @@ async def check_contract(
         new_after = await logprobs(await call("refresh", training.save_weights_and_get_sampling_client))
         old_after = await logprobs(old)
         new_later = await logprobs(await call("refresh", training.save_weights_and_get_sampling_client))
+        if live is not None:
+            await call("refresh", lambda: save(kind="inflight"))  # publishes the new weights to ``live``
+            inflight = judge_inflight(None, live_before, await logprobs(live), new_after, tolerance=tolerance)
+        elif sampler_kind == "inflight":
+            inflight = judge_inflight(refusal)
     finally:
         await _close(training)
     responses = [free] if stopped is None else [free, stopped]
@@ -606,5 +696,6 @@ async def check_contract(
             judge_stop(stopped, stop_token=stop),
             judge_vocabulary(responses, vocab_size=vocab_size),
             judge_snapshot(before, old_after, new_after, new_later, tolerance=tolerance),
+            *(() if inflight is None else (inflight,)),
         )
     )

@@ -185,8 +185,16 @@ class TrainConfig:
       eval_questions: questions per evaluation (each gives N debates, one per role of the policy).
       eval_repeats: how many times an evaluation plays each of those debates (fresh samples each time):
         ``eval_questions × N × eval_repeats`` debates, a standard error √R smaller than one pass.
-      max_steps_off_policy: 0 trains on-policy (sample, then train); k > 0 samples up to k batches ahead
-        while training, and drops (and counts) a batch sampled more than k policy versions ago.
+      max_steps_off_policy: k, tinker-cookbook 0.6.1's ``steps_ahead``: at most ``batch_size × (k + 1)``
+        groups (a question's ``group_size`` debates) started and not yet trained; a step trains the
+        ``batch_size`` finished groups sampled from the oldest weights, the rest carry over, and nothing
+        sampled is discarded (``async/staleness_*`` in the metrics). 0 trains on-policy (sample, then
+        train).
+      sampler_kind: ``"snapshot"``: each step's sampler is a frozen copy of the weights after it;
+        ``"inflight"`` (tinker 0.38's ``save_weights_and_get_sampling_client(kind="inflight")``, where the
+        service supports it): one mutable sampler that running rollouts keep using as later steps publish
+        newer weights, so an async debate may mix versions (its stamped version is the oldest it may have
+        used). The KL reference, the fixed opponents and every evaluation sample a snapshot.
       max_tokens: the most tokens sampled for one turn.
       temperature: the sampling temperature.
       max_concurrent_debates: debates sampled at once.
@@ -249,6 +257,7 @@ class TrainConfig:
     eval_questions: int = 8
     eval_repeats: int = 1
     max_steps_off_policy: int = 0
+    sampler_kind: Literal["snapshot", "inflight"] = "snapshot"
     max_tokens: int = 512
     temperature: float = 1.0
     max_concurrent_debates: int = 64

@@ -7,7 +7,8 @@ interleavings and crash points (``tests/test_train_planner.py``).
 
 One step ``s`` (``0 ≤ s < total_steps``; the first ``warm_start_steps`` are warm-start steps)::
 
-    Prepare(s, batch) → Prepared(s, n) → SubmitSubstep(s, 0), SubmitSubstep(s, 1), AwaitSubstep(s, 0)
+    Prepare(s, groups, v, warm) → Prepared(s, n) → SubmitSubstep(s, 0), SubmitSubstep(s, 1),
+      AwaitSubstep(s, 0)
       → SubstepDone(s, 0) → SubmitSubstep(s, 2), AwaitSubstep(s, 1) → … → SubstepDone(s, n − 1)
       → RefreshSampler(s) → SamplerReady(s + 1) → [Evaluate(s) → Evaluated(s)]
       → WriteMetrics(s) → MetricsWritten(s) → [Save(s) → Saved(s)] → next step, or Finish
@@ -17,10 +18,30 @@ One step ``s`` (``0 ≤ s < total_steps``; the first ``warm_start_steps`` are wa
 before its checkpoint: a checkpoint at step ``s`` implies metrics lines ``0 … s`` exist (resume truncates
 any later lines), so every step appears exactly once across crashes.
 
+Sampling (RL steps only). The unit is a *group*: one question's ``group_size`` debates, numbered in
+dataset order (group ``g`` is question ``g mod G`` of dataset batch ``g div G``, ``G = groups_per_step``).
+``Sample(groups, v)`` starts those groups with the sampler of policy version ``v`` (the weights after
+``v`` optimizer steps); ``Sampled(g, v)`` reports one group finished. The pacing rule is
+tinker-cookbook 0.6.1's: with ``k = max_steps_off_policy`` (its ``steps_ahead``), at most ``G × (k + 1)``
+groups are started and not yet trained (sampling, finished, or in the step being trained, until the
+sampler with that step's weights is in use), and as many are started as the rule allows, with the sampler
+in use. A step takes the ``G`` finished groups sampled from the *oldest* weights (then in dataset order);
+the others carry over to later steps. Every group sampled is trained, once: nothing is dropped. The last
+RL step trains ``final_groups`` groups (a final short batch) when the run's groups do not fill it.
+With ``k = 0`` this is on-policy: the next ``G`` groups start when the sampler of the weights they will be
+trained on is ready (``SamplerReady(s + 1)``), so their sampling overlaps the evaluation, metrics line and
+checkpoint of step ``s``. A group trained at step ``s`` has staleness ``s − v``; a slow group may be
+trained later than ``k`` steps after it started (the rule caps the groups ahead, not their age), and the
+shell logs the staleness of every step (``async/staleness_{min,mean,max}``).
+
+A checkpoint lists the groups that were started but not trained (``to_sample``): a resumed run samples
+them again, with its current sampler, so every group is trained exactly once across crashes.
+
 Streaming (``stream_parts = P > 0``, on-policy only; tinker-cookbook's ``StreamMinibatchConfig``): the
-batch of an RL step is cut into P parts in dataset order, ``P / num_substeps`` a substep. The shell reports
-``Streamed(b, v, j)`` as soon as every debate of parts ``0 … j`` has finished, and ``Sampled(b, v)`` after
-the last; the step starts with the first part::
+unit is the step's whole batch (``groups_per_step = 1``: group ``b`` is batch ``b``), cut into P parts in
+dataset order, ``P / num_substeps`` a substep. The shell reports ``Streamed(b, v, j)`` as soon as every
+debate of parts ``0 … j`` has finished, and ``Sampled(b, v)`` after the last; the step starts with the
+first part::
 
     PreparePart(s, b, v, 0) → PartPrepared(s, 0) → SubmitPart(s, 0), PreparePart(s, b, v, 1) → …
       → SubmitPart(s, j) [the last part of substep k: its optim_step too], AwaitSubstep(s, k) → …
@@ -30,25 +51,15 @@ so a part's forward_backward runs on the service while later debates are still b
 is prepared at a time, in order; ``AwaitSubstep(s, k)`` follows the submission of substep k's last part
 and the end of substep k − 1 (substeps are awaited one at a time, in order).
 
-Sampling (RL steps only; batch ``b`` holds the questions of dataset batch ``b``): ``Sample(b, v)`` asks
-for the debates of batch ``b`` with the sampler of policy version ``v`` (the weights after ``v``
-optimizer steps). With ``max_steps_off_policy = 0`` a batch is requested only with the sampler of the
-weights it will be trained on, and when nothing else is pending (on-policy, staleness 0): the batch of step
-``s + 1`` as soon as ``SamplerReady(s + 1)`` arrives, so its sampling overlaps the evaluation, metrics line
-and checkpoint of step ``s``. With ``k > 0`` up to ``k + 1`` batches are
-sampled or waiting while training goes on; a batch is trained at step ``s`` only if ``s − v ≤ k``,
-else it is dropped and counted (its questions are not retried). A checkpoint lists batches that were
-sampled but not trained (``to_sample``): a resumed run samples them again, so no batch is lost or
-trained twice.
-
 Examples:
-    >>> cfg = PlanConfig(total_steps=1, num_substeps=1)
+    >>> cfg = PlanConfig(total_steps=1, num_substeps=1, groups_per_step=2)
     >>> state, reqs = start(cfg)
     >>> reqs
-    (Sample(batch=0, version=0),)
+    (Sample(groups=(0, 1), version=0),)
+    >>> state, reqs = step(cfg, state, Sampled(1, 0))
     >>> state, reqs = step(cfg, state, Sampled(0, 0))
     >>> reqs
-    (Prepare(step=0, batch=0, version=0, warm=False),)
+    (Prepare(step=0, groups=((0, 0), (1, 0)), version=0, warm=False),)
 """
 
 from __future__ import annotations
@@ -100,8 +111,12 @@ class PlanConfig:
       save_every: save after step s when ``(s + 1) % save_every == 0``; the last step always saves.
       eval_every: evaluate after step s when ``(s + 1) % eval_every == 0`` (RL steps); also after the last,
         and after the last warm-start step (the policy RL starts from).
-      max_steps_off_policy: k (0: on-policy).
+      max_steps_off_policy: k, tinker-cookbook's ``steps_ahead``: at most ``groups_per_step × (k + 1)``
+        groups started and not yet trained (0: on-policy).
       stream_parts: P, the parts an RL batch is streamed in (a multiple of ``num_substeps``); 0: off.
+      groups_per_step: G, the groups an RL step trains (the config's ``batch_size``; 1 when streaming,
+        whose unit is the whole batch).
+      final_groups: the groups of the last RL step, ``1 … G`` (a final short batch); 0: G.
     """
 
     total_steps: int
@@ -111,13 +126,21 @@ class PlanConfig:
     eval_every: int = 0
     max_steps_off_policy: int = 0
     stream_parts: int = 0
+    groups_per_step: int = 1
+    final_groups: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("total_steps", "warm_start_steps", "save_every", "eval_every", "max_steps_off_policy"):
+        names = ("total_steps", "warm_start_steps", "save_every", "eval_every", "max_steps_off_policy")
+        for name in (*names, "final_groups"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-        if self.num_substeps < 1:
-            raise ValueError(f"num_substeps must be >= 1, got {self.num_substeps}")
+        for name in ("num_substeps", "groups_per_step"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.final_groups > self.groups_per_step:
+            raise ValueError(
+                f"final_groups must be <= groups_per_step = {self.groups_per_step}, got {self.final_groups}"
+            )
         if self.warm_start_steps > self.total_steps:
             raise ValueError("warm_start_steps must be <= total_steps")
         if self.stream_parts < 0 or self.stream_parts % self.num_substeps:
@@ -127,11 +150,34 @@ class PlanConfig:
             )
         if self.stream_parts and self.max_steps_off_policy:
             raise ValueError("stream_parts needs on-policy training (max_steps_off_policy = 0)")
+        if self.stream_parts and self.groups_per_step != 1:
+            raise ValueError(
+                f"stream_parts samples a step's batch as one unit: groups_per_step must be 1, "
+                f"got {self.groups_per_step}"
+            )
 
     @property
     def parts_per_substep(self) -> int:
         """Parts of one substep when streaming (0 when not)."""
         return self.stream_parts // self.num_substeps
+
+    @property
+    def rl_groups(self) -> int:
+        """The groups the run trains in all: G per RL step, the last one ``final_groups`` when set.
+
+        Examples:
+          >>> PlanConfig(total_steps=4, warm_start_steps=1, groups_per_step=3, final_groups=2).rl_groups
+          8
+        """
+        rl_steps = self.total_steps - self.warm_start_steps
+        if rl_steps == 0:
+            return 0
+        return (rl_steps - 1) * self.groups_per_step + (self.final_groups or self.groups_per_step)
+
+    @property
+    def cap(self) -> int:
+        """The most groups started and not yet trained: ``G × (k + 1)``."""
+        return self.groups_per_step * (self.max_steps_off_policy + 1)
 
 
 # ---- requests (planner → shell) ---------------------------------------------------------------------
@@ -139,18 +185,21 @@ class PlanConfig:
 
 @dataclass(frozen=True, slots=True)
 class Sample:
-    """Roll out the debates of dataset batch ``batch`` with the sampler of policy ``version``."""
+    """Roll out the debates of ``groups`` (one ``Sampled`` each as it finishes) with the sampler of policy
+    ``version`` (when streaming: the one group is dataset batch ``groups[0]``)."""
 
-    batch: int
+    groups: tuple[int, ...]
     version: int
 
 
 @dataclass(frozen=True, slots=True)
 class Prepare:
-    """Turn batch ``batch`` into datums for ``step`` (kernel stages; rendered turns when ``warm``)."""
+    """Turn ``groups`` (``(group, version)`` each, oldest first) into datums for ``step`` (kernel stages);
+    a warm-start step (``warm``, no groups) renders the turns of dataset batch ``step``. ``version``: the
+    sampler in use."""
 
     step: int
-    batch: int
+    groups: tuple[tuple[int, int], ...]
     version: int
     warm: bool
 
@@ -242,9 +291,9 @@ Request: TypeAlias = (
 
 @dataclass(frozen=True, slots=True)
 class Sampled:
-    """The debates of ``batch`` (sampled with policy ``version``) are ready."""
+    """The debates of group ``group`` (sampled with policy ``version``) have all finished."""
 
-    batch: int
+    group: int
     version: int
 
 
@@ -327,14 +376,15 @@ class LoopState:
     Attributes:
       step: optimizer steps completed (the step in progress, when ``phase`` is not idle).
       version: policy version of the sampler in use.
-      next_batch: the next never-requested dataset batch.
-      to_sample: batches to request before ``next_batch`` (sampled before a crash, never trained).
-      inflight: ``(batch, version)`` being sampled.
-      ready: ``(batch, version)`` sampled, waiting to be trained.
-      current: ``(batch, version)`` being trained (``(-1, -1)`` when idle or warm).
+      next_group: the next never-requested group.
+      to_sample: groups to request before ``next_group`` (started before a crash, never trained).
+      inflight: ``(group, version)`` being sampled.
+      ready: ``(group, version)`` sampled, waiting to be trained.
+      current: ``(group, version)`` of the step being trained, held (counted as started and not trained)
+        until the sampler with its weights is in use; ``()`` when idle or warm.
+      trained: groups trained in all (released from ``current``).
       phase: where the step in progress is.
       chunks: substeps of the step in progress; ``done_chunks`` of them finished.
-      dropped: batches dropped as too stale, in all.
       arrived: streaming: ``(batch, parts)`` for each batch whose parts are arriving (entry dropped at
         its ``Sampled``).
       streaming: streaming: the batch the current (or just finished) step took from ``inflight`` before
@@ -345,41 +395,58 @@ class LoopState:
 
     step: int = 0
     version: int = 0
-    next_batch: int = 0
+    next_group: int = 0
     to_sample: tuple[int, ...] = ()
     inflight: tuple[tuple[int, int], ...] = ()
     ready: tuple[tuple[int, int], ...] = ()
-    current: tuple[int, int] = (-1, -1)
+    current: tuple[tuple[int, int], ...] = ()
+    trained: int = 0
     phase: Phase = "idle"
     chunks: int = 0
     done_chunks: int = 0
-    dropped: int = 0
     arrived: tuple[tuple[int, int], ...] = ()
     streaming: tuple[int, int] = (-1, -1)
     parts_done: int = 0
     part_pending: bool = False
 
+    @property
+    def unfinished(self) -> int:
+        """Groups started and not yet trained (what the pacing rule caps)."""
+        return len(self.inflight) + len(self.ready) + len(self.current)
+
 
 def start(config: PlanConfig, resumed: LoopState | None = None) -> tuple[LoopState, tuple[Request, ...]]:
     """The first state and requests: fresh, or from a checkpoint's state (:func:`checkpoint_state`).
 
+    Raises:
+      ValueError: ``resumed`` is not a checkpoint's state (not idle, or something in flight).
+
     Examples:
-      >>> cfg = PlanConfig(total_steps=3, warm_start_steps=1)
+      >>> cfg = PlanConfig(total_steps=3, warm_start_steps=1, groups_per_step=2)
       >>> state, reqs = start(cfg)
       >>> state.phase, reqs
-      ('preparing', (Prepare(step=0, batch=0, version=0, warm=True),))
-      >>> start(cfg, LoopState(step=2, version=2, next_batch=3, to_sample=(2,)))[1]
-      (Sample(batch=2, version=2),)
+      ('preparing', (Prepare(step=0, groups=(), version=0, warm=True),))
+      >>> start(cfg, LoopState(step=2, version=2, next_group=4, to_sample=(1,), trained=2))[1]
+      (Sample(groups=(1, 4), version=2),)
     """
-    state = resumed if resumed is not None else LoopState(next_batch=config.warm_start_steps)
-    if state.phase != "idle" or state.inflight or state.ready or state.arrived or state.streaming != (-1, -1):
+    # group g is question g mod G of dataset batch g div G: RL starts after the warm-start steps' batches
+    fresh = LoopState(next_group=config.warm_start_steps * config.groups_per_step)
+    state = resumed if resumed is not None else fresh
+    if (
+        state.phase != "idle"
+        or state.inflight
+        or state.ready
+        or state.current
+        or state.arrived
+        or state.streaming != (-1, -1)
+    ):
         raise ValueError("a resumed state must come from checkpoint_state (idle, nothing in flight)")
     return _advance(config, state, ())
 
 
 def checkpoint_state(state: LoopState) -> LoopState:
     """The state a checkpoint stores, taken when ``Save(s)`` is requested: the state after step ``s``,
-    idle, with sampled-but-untrained batches moved to ``to_sample`` (a resumed run samples them again).
+    idle, with started-but-untrained groups moved to ``to_sample`` (a resumed run samples them again).
 
     Raises:
       ValueError: the state is not saving.
@@ -392,12 +459,12 @@ def checkpoint_state(state: LoopState) -> LoopState:
       >>> reqs, state.phase, state.inflight
       ((Save(step=0),), 'saving', ((1, 1),))
       >>> saved = checkpoint_state(state)
-      >>> saved.step, saved.phase, saved.inflight, saved.to_sample
-      (1, 'idle', (), (1,))
+      >>> saved.step, saved.phase, saved.inflight, saved.to_sample, saved.trained
+      (1, 'idle', (), (1,), 1)
     """
     if state.phase != "saving":
         raise ValueError(f"checkpoint_state needs a state that is saving, got phase {state.phase!r}")
-    pending = sorted({*state.to_sample, *(b for b, _ in state.inflight), *(b for b, _ in state.ready)})
+    pending = sorted({*state.to_sample, *(g for g, _ in state.inflight), *(g for g, _ in state.ready)})
     return replace(
         _step_done(state), inflight=(), ready=(), to_sample=tuple(pending), arrived=(), streaming=(-1, -1)
     )
@@ -421,24 +488,24 @@ def step(config: PlanConfig, state: LoopState, event: Event) -> tuple[LoopState,
     out: list[Request] = []
     s = state
     match event:
-        case Sampled(batch, version) if s.streaming == (batch, version):
-            if _arrived(s, batch) != config.stream_parts:
+        case Sampled(group, version) if s.streaming == (group, version):
+            if _arrived(s, group) != config.stream_parts:
                 _unexpected(event, s)
-            s = replace(s, streaming=(-1, -1), arrived=_without(s.arrived, batch))
-        case Sampled(batch, version):
-            if (batch, version) not in s.inflight:
+            s = replace(s, streaming=(-1, -1), arrived=_without(s.arrived, group))
+        case Sampled(group, version):
+            if (group, version) not in s.inflight:
                 _unexpected(event, s)
-            if config.stream_parts and _arrived(s, batch) != config.stream_parts:
+            if config.stream_parts and _arrived(s, group) != config.stream_parts:
                 _unexpected(event, s)
-            inflight = tuple(x for x in s.inflight if x != (batch, version))
-            arrived = _without(s.arrived, batch)
-            s = replace(s, inflight=inflight, ready=(*s.ready, (batch, version)), arrived=arrived)
+            inflight = tuple(x for x in s.inflight if x != (group, version))
+            arrived = _without(s.arrived, group)
+            s = replace(s, inflight=inflight, ready=(*s.ready, (group, version)), arrived=arrived)
         case Streamed(batch, version, part):
             mine = s.streaming == (batch, version) or (batch, version) in s.inflight
             if not config.stream_parts or not mine or part != _arrived(s, batch):
                 _unexpected(event, s)
             s = replace(s, arrived=(*_without(s.arrived, batch), (batch, part + 1)))
-            if s.phase == "streaming" and s.current == (batch, version):
+            if s.phase == "streaming" and s.current == ((batch, version),):
                 s = _next_part(config, s, out)
         case PartPrepared(step_, part):
             _expect(s, "streaming", step_, event)
@@ -488,7 +555,8 @@ def step(config: PlanConfig, state: LoopState, event: Event) -> tuple[LoopState,
         case SamplerReady(version):
             if s.phase != "refreshing" or version != s.step + 1:
                 _unexpected(event, s)
-            s = replace(s, version=version)
+            # the step's groups are trained: the sampler with their weights is in use
+            s = replace(s, version=version, current=(), trained=s.trained + len(s.current))
             if _eval_due(s.step, config):
                 s = replace(s, phase="evaluating")
                 out.append(Evaluate(s.step))
@@ -532,7 +600,7 @@ def _step_done(s: LoopState) -> LoopState:
         s,
         step=s.step + 1,
         phase="idle",
-        current=(-1, -1),
+        current=(),
         chunks=0,
         done_chunks=0,
         parts_done=0,
@@ -552,8 +620,8 @@ def _without(arrived: tuple[tuple[int, int], ...], batch: int) -> tuple[tuple[in
 def _next_part(config: PlanConfig, s: LoopState, out: list[Request]) -> LoopState:
     """Streaming: requests the step's next part when it has arrived and no part is being prepared (a
     batch whose ``Sampled`` came before its step started has every part)."""
-    batch, version = s.current
-    available = _arrived(s, batch) if s.streaming == s.current else config.stream_parts
+    ((batch, version),) = s.current
+    available = _arrived(s, batch) if s.streaming == (batch, version) else config.stream_parts
     if s.part_pending or s.parts_done >= available:
         return s
     out.append(PreparePart(s.step, batch, version, s.parts_done))
@@ -572,27 +640,24 @@ def _unexpected(event: Event, s: LoopState) -> None:
 def _advance(
     config: PlanConfig, s: LoopState, out: tuple[Request, ...]
 ) -> tuple[LoopState, tuple[Request, ...]]:
-    """Drops stale batches, starts the next step when idle, requests sampling within the window."""
+    """Starts the next step when idle and its groups are there, then starts as many groups as the pacing
+    rule allows (first: the shell starts the rollouts before the step's bookkeeping)."""
     reqs = list(out)
-    k = config.max_steps_off_policy
-    if s.phase == "idle" and s.step < config.total_steps:
-        fresh = tuple(x for x in s.ready if s.step - x[1] <= k)
-        if len(fresh) != len(s.ready):
-            s = replace(s, ready=fresh, dropped=s.dropped + len(s.ready) - len(fresh))
     if s.phase == "idle" and s.step < config.total_steps:
         if s.step < config.warm_start_steps:
-            s = replace(s, phase="preparing", current=(s.step, s.version))
-            reqs.append(Prepare(s.step, s.step, s.version, True))
+            s = replace(s, phase="preparing", current=())
+            reqs.append(Prepare(s.step, (), s.version, True))
         elif config.stream_parts:
             s = _start_streaming(config, s, reqs)
-        elif s.ready:
-            batch, version = min(s.ready)
-            s = replace(s, ready=tuple(x for x in s.ready if x != (batch, version)))
-            s = replace(s, phase="preparing", current=(batch, version))
-            reqs.append(Prepare(s.step, batch, version, False))
-    if s.phase != "done" and _training_step(s) >= config.warm_start_steps:
+        else:
+            n = min(config.groups_per_step, config.rl_groups - s.trained)
+            if len(s.ready) >= n:  # the n finished groups of the oldest weights, then in dataset order
+                ready = sorted(s.ready, key=lambda x: (x[1], x[0]))
+                s = replace(s, ready=tuple(ready[n:]), phase="preparing", current=tuple(ready[:n]))
+                reqs.append(Prepare(s.step, s.current, s.version, False))
+    if s.phase != "done" and s.version >= config.warm_start_steps:  # RL's sampler is in use
         s, sample = _request_samples(config, s)
-        reqs[:0] = sample  # first: the shell starts the rollouts before the step's bookkeeping
+        reqs[:0] = sample
     if s.phase == "idle" and s.step >= config.total_steps:
         s = replace(s, phase="done")
         reqs.append(Finish())
@@ -612,7 +677,7 @@ def _start_streaming(config: PlanConfig, s: LoopState, reqs: list[Request]) -> L
     s = replace(
         s,
         phase="streaming",
-        current=(batch, version),
+        current=((batch, version),),
         chunks=config.num_substeps,
         done_chunks=0,
         parts_done=0,
@@ -621,69 +686,78 @@ def _start_streaming(config: PlanConfig, s: LoopState, reqs: list[Request]) -> L
     return _next_part(config, s, reqs)
 
 
-def _training_step(s: LoopState) -> int:
-    """The step that will train a batch requested now: the next one while a step is in progress."""
-    return s.step + (1 if s.phase not in ("idle", "done") else 0)
-
-
 def _request_samples(config: PlanConfig, s: LoopState) -> tuple[LoopState, list[Request]]:
-    k = config.max_steps_off_policy
-    out: list[Request] = []
-    window = k + 1
-    while True:
-        pending = len(s.inflight) + len(s.ready)
-        in_progress = s.phase not in ("idle", "done")
-        remaining = config.total_steps - s.step - (1 if in_progress else 0)
-        if pending >= min(window, remaining):
-            break
-        if k == 0 and s.version != _training_step(s):
-            break  # on-policy: only with the sampler of the weights the batch will be trained on
-        if s.to_sample:
-            batch, to_sample = s.to_sample[0], s.to_sample[1:]
-            s = replace(s, to_sample=to_sample)
-        else:
-            batch = s.next_batch
-            s = replace(s, next_batch=batch + 1)
-        s = replace(s, inflight=(*s.inflight, (batch, s.version)))
-        out.append(Sample(batch, s.version))
-    return s, out
+    """Starts groups (those of ``to_sample`` first) while fewer than ``G × (k + 1)`` are started and not
+    trained and the run still has groups to train, with the sampler in use."""
+    count = min(config.cap - s.unfinished, config.rl_groups - s.trained - s.unfinished)
+    if count <= 0:
+        return s, []
+    redo, to_sample = s.to_sample[:count], s.to_sample[count:]
+    fresh = tuple(range(s.next_group, s.next_group + count - len(redo)))
+    groups = (*redo, *fresh)
+    s = replace(
+        s,
+        to_sample=to_sample,
+        next_group=s.next_group + len(fresh),
+        inflight=(*s.inflight, *((g, s.version) for g in groups)),
+    )
+    return s, [Sample(groups, s.version)]
 
 
 def state_to_dict(state: LoopState) -> dict[str, Any]:
     """A checkpoint state (from :func:`checkpoint_state`) as a JSON-ready dict.
 
     Examples:
-      >>> state_to_dict(LoopState(step=2, version=2, next_batch=4, to_sample=(3,), dropped=1))
-      {'step': 2, 'version': 2, 'next_batch': 4, 'to_sample': [3], 'dropped': 1}
+      >>> state_to_dict(LoopState(step=2, version=2, next_group=8, to_sample=(5,), trained=4))
+      {'step': 2, 'version': 2, 'next_group': 8, 'to_sample': [5], 'trained': 4}
     """
     s = state
     return {
         "step": s.step,
         "version": s.version,
-        "next_batch": s.next_batch,
+        "next_group": s.next_group,
         "to_sample": list(s.to_sample),
-        "dropped": s.dropped,
+        "trained": s.trained,
     }
 
 
-def state_from_dict(d: dict[str, Any]) -> LoopState:
-    """The inverse of :func:`state_to_dict`.
+def state_from_dict(d: dict[str, Any], config: PlanConfig | None = None) -> LoopState:
+    """The inverse of :func:`state_to_dict`. A state saved before the pacing rule (its unit the dataset
+    batch: ``next_batch``, batches in ``to_sample``, a count of ``dropped`` batches) is read as groups with
+    ``config`` (its ``groups_per_step`` and ``warm_start_steps``).
 
     Raises:
-      ValueError: a missing or malformed field.
+      ValueError: a missing or malformed field; an old state without ``config``.
 
     Examples:
-      >>> state = state_from_dict({"step": 2, "version": 2, "next_batch": 4, "to_sample": [3], "dropped": 1})
+      >>> state = state_from_dict({"step": 2, "version": 2, "next_group": 8, "to_sample": [3], "trained": 4})
       >>> state.phase, state.to_sample, state_from_dict(state_to_dict(state)) == state
       ('idle', (3,), True)
+      >>> old = {"step": 2, "version": 2, "next_batch": 4, "to_sample": [3], "dropped": 1}
+      >>> state = state_from_dict(old, PlanConfig(total_steps=5, warm_start_steps=1, groups_per_step=2))
+      >>> state.next_group, state.to_sample, state.trained
+      (8, (6, 7), 2)
     """
     try:
-        return LoopState(
-            step=int(d["step"]),
-            version=int(d["version"]),
-            next_batch=int(d["next_batch"]),
-            to_sample=tuple(int(b) for b in d["to_sample"]),
-            dropped=int(d["dropped"]),
+        step_, version = int(d["step"]), int(d["version"])
+        to_sample = tuple(int(g) for g in d["to_sample"])
+        if "next_group" in d:
+            return LoopState(
+                step=step_,
+                version=version,
+                next_group=int(d["next_group"]),
+                to_sample=to_sample,
+                trained=int(d["trained"]),
+            )
+        if config is None:
+            raise ValueError("a state saved by batches (next_batch) needs the run's PlanConfig")
+        g, warm = config.groups_per_step, config.warm_start_steps
+        return LoopState(  # batch b was groups b·G … b·G + G − 1, the warm-start steps' batches included
+            step=step_,
+            version=version,
+            next_group=int(d["next_batch"]) * g,
+            to_sample=tuple(b * g + j for b in to_sample for j in range(g)),
+            trained=max(step_ - warm, 0) * g,
         )
     except (KeyError, TypeError, ValueError) as e:
         raise ValueError(f"loop state is malformed: {e!r}") from None

@@ -23,7 +23,7 @@ import random
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -42,6 +42,7 @@ from adapters.tinker.boundary import (
     check_forward_backward,
     check_logprobs,
 )
+from adapters.tinker.contract import inflight_refusal
 from adapters.tinker.memory import freed_memory_kept
 from adapters.tinker.protocol import SamplingClient, ServiceClient, TrainingClient
 from adapters.tinker.renderers import Renderer, choose_renderer
@@ -131,7 +132,9 @@ METRIC_NAMES = (
     "optim/num_datums",
     "optim/num_substeps",
     "optim/kl_penalty",
-    "async/dropped_stale",
+    "async/staleness_min",
+    "async/staleness_mean",
+    "async/staleness_max",
     "data/constant_groups_removed",
     "time/sample",
     "time/prepare",
@@ -157,6 +160,8 @@ evaluation steps). NaN marks a value that does not exist for the step
 cause), ``time/retries`` the seconds they cost.
 ``tokens/*`` account the step's tokens: its prompts (``prompt_cached``: billed as prefix-cache hits, where
 the service reports them), its samples, and its datums' (``trained``; warm-start steps sample nothing).
+``async/staleness_*`` summarise ``step − v`` over the step's groups, ``v`` the policy version that
+sampled each (0 on-policy; NaN on warm-start steps); ``policy_version`` is the oldest group's.
 ``time/step`` runs from the step's Prepare to its metrics line, ``time/total`` from
 the previous step's metrics line (or the loop's start) to this one's: the run's wall time per step. In
 on-policy mode the next batch's sampling starts as soon as its sampler is ready, while the step still
@@ -201,7 +206,8 @@ class _Shell:
     clock: Callable[[], float]
     boundary: Boundary = field(default_factory=lambda: Boundary())
     queue: asyncio.Queue[pl.Event] = field(default_factory=asyncio.Queue)
-    batches: dict[int, tuple[list[DebateResult], float]] = field(default_factory=dict)
+    groups: dict[int, tuple[list[DebateResult], float]] = field(default_factory=dict)  # finished groups:
+    # their debates in order, their sampling time
     prepared: Prepared | None = None
     futures: dict[int, tuple[list[tuple[Any, int]], Any]] = field(default_factory=dict)  # per substep:
     # (forward_backward future, its datums) of each request, the optim_step future
@@ -233,18 +239,28 @@ class _Shell:
         )
         return [self.questions[i] for i in idx]
 
+    def group_questions(self, groups: Sequence[int]) -> list[Question]:
+        """The question of each group: group g is question g mod G of dataset batch g div G."""
+        size = self.config.batch_size
+        batches = {b: self.batch_questions(b) for b in {g // size for g in groups}}
+        return [batches[g // size][g % size] for g in groups]
+
     # ---- requests -----------------------------------------------------------------------------------
 
     def execute(self, tg: asyncio.TaskGroup, state: pl.LoopState, request: pl.Request) -> None:
         match request:
-            case pl.Sample(batch, version):
-                task = tg.create_task(self.sample(batch, version, self.sampler))
+            case pl.Sample(groups, version):
+                if self.config.stream_minibatches:
+                    sampling = self.sample(groups[0], version, self.sampler)
+                else:
+                    sampling = self.sample_groups(groups, version, self.sampler)
+                task = tg.create_task(sampling)
                 self.sampling_tasks.add(task)
                 task.add_done_callback(self.sampling_tasks.discard)
             case pl.Prepare():
                 self.step_start = self.clock()
                 tg.create_task(self.prepare(request, state))
-            case pl.PreparePart(step, batch, version, part):
+            case pl.PreparePart(part=part):
                 if part == 0:
                     self.step_start = self.clock()
                 tg.create_task(self.prepare_part(request))
@@ -275,7 +291,43 @@ class _Shell:
                 for task in list(self.sampling_tasks):
                     task.cancel()
 
+    async def sample_groups(self, groups: Sequence[int], version: int, sampler: SamplingClient) -> None:
+        """Rolls out the debates of ``groups`` in one batch of rollouts and reports each group as soon as
+        its ``group_size`` debates have ended (``Sampled``), with their time since the request."""
+        t0, size = self.clock(), self.config.group_size
+        qs = [q for q in self.group_questions(groups) for _ in range(size)]
+        played = self_play(
+            [q.question for q in qs],
+            sampler,
+            num_agents=self.config.num_agents,
+            answers=[q.answer for q in qs],
+        )
+        specs = [  # debate j of group g: its id and kernel group unique across the run
+            replace(spec, group=groups[i // size] * size + i % size, id=f"g{groups[i // size]}-d{i % size}")
+            for i, spec in enumerate(played)
+        ]
+        done: dict[int, list[DebateResult]] = {}
+
+        def on_result(result: DebateResult) -> None:
+            g = groups[result.index // size]
+            debates = done.setdefault(g, [])
+            debates.append(result)
+            if len(debates) == size:
+                debates.sort(key=lambda r: r.index)
+                self.groups[g] = (debates, self.clock() - t0)
+                self.queue.put_nowait(pl.Sampled(g, version))
+
+        await run_debates(
+            specs,
+            self.renderer,
+            config=self.rollout_config,
+            policy_version=version,
+            on_result=on_result,
+            boundary=self.boundary,
+        )
+
     async def sample(self, batch: int, version: int, sampler: SamplingClient) -> None:
+        """Streaming: rolls out dataset batch ``batch`` as one unit, reporting its parts as they end."""
         t0 = self.clock()
         qs = [q for q in self.batch_questions(batch) for _ in range(self.config.group_size)]
         specs = self_play(
@@ -285,17 +337,14 @@ class _Shell:
             answers=[q.answer for q in qs],
             id_prefix=f"b{batch}-q",
         )
-        on_result = self.stream(batch, version, len(specs), t0) if self.config.stream_minibatches else None
-        result = await run_debates(
+        await run_debates(
             specs,
             self.renderer,
             config=self.rollout_config,
             policy_version=version,
-            on_result=on_result,
+            on_result=self.stream(batch, version, len(specs), t0),
             boundary=self.boundary,
         )
-        if on_result is None:
-            self.batches[batch] = (list(result.results), self.clock() - t0)
         self.queue.put_nowait(pl.Sampled(batch, version))
 
     def stream(self, batch: int, version: int, num_debates: int, t0: float) -> Callable[[DebateResult], None]:
@@ -317,20 +366,24 @@ class _Shell:
 
     async def prepare(self, request: pl.Prepare, state: pl.LoopState) -> None:
         t0 = self.clock()
+        version = request.version
         if request.warm:
-            prepared = prepare_warm(self.config, self.renderer, self.batch_questions(request.batch))
+            prepared = prepare_warm(self.config, self.renderer, self.batch_questions(request.step))
         else:
-            results, sample_time = self.batches.pop(request.batch)
+            taken = [self.groups.pop(g) for g, _ in request.groups]
+            results = [r for debates, _ in taken for r in debates]
             played = [r for r in results if r.turns]
             self.unwritten = (request.step, results)
             prepared, self.rae = prepare_rl(self.config, self.renderer, results, played, self.rae)
             prepared.record.update(_end_counts(results))
-            prepared.record["time/sample"] = sample_time
+            prepared.record["time/sample"] = max(t for _, t in taken)
+            prepared.record.update(staleness_metrics(request.step, [v for _, v in request.groups]))
+            version = min(v for _, v in request.groups)
             if self.config.kl_penalty_coef > 0 and prepared.data:
                 prepared.finish()
                 total, count = await self.kl_penalty(prepared, request.step)
                 prepared.record["optim/kl_penalty"] = total / max(count, 1)
-        prepared.record.update(_step_fields(request.step, request.warm, request.version, self.clock() - t0))
+        prepared.record.update(_step_fields(request.step, request.warm, version, self.clock() - t0))
         self.prepared = prepared
         self.outputs = []
         self.futures = {}
@@ -405,6 +458,7 @@ class _Shell:
             total, count = streamed.kl
             whole.record["optim/kl_penalty"] = total / max(count, 1)
         whole.record.update(_step_fields(step, False, streamed.version, streamed.prepare_time))
+        whole.record.update(staleness_metrics(step, [streamed.version]))
         self.streamed = None
 
     def start_transcript_write(self) -> None:
@@ -508,28 +562,33 @@ class _Shell:
 
     async def refresh(self, step: int) -> None:
         training, call = self.training, self.boundary.call
-        self.sampler = await call("refresh", training.save_weights_and_get_sampling_client, step=step)
+        self.sampler = await call("refresh", _sampler_maker(training, self.config.sampler_kind), step=step)
         if step + 1 == self.config.warm_start_steps or self.fixed is None:
             # the fixed policy (evaluation opponents, KL reference): the initial or warm-started weights
-            self.fixed = self.sampler
+            self.fixed = await self.snapshot(step)
             # one name per save: a Tinker server refuses to save over an existing name
             self.fixed_state_path = (await self.saved_state(f"fixed-{step + 1:06d}", step))[0].path
         self.queue.put_nowait(pl.SamplerReady(step + 1))
+
+    async def snapshot(self, step: int) -> SamplingClient:
+        """A frozen sampler of the current weights: the one in use, or with ``sampler_kind = "inflight"``
+        a new one (what evaluations and the fixed policy sample)."""
+        if self.config.sampler_kind == "snapshot":
+            return self.sampler
+        return await self.boundary.call(
+            "refresh", self.training.save_weights_and_get_sampling_client, step=step
+        )
 
     async def evaluate(self, step: int) -> None:
         t0 = self.clock()
         c, b = self.config, self.boundary
         seen = getattr(self.progress, "on_eval_debate", None)  # a display's count of evaluation debates
+        policy = await self.snapshot(step)  # evaluations sample fixed weights, whatever sampler_kind
+        qs = self.questions
         self.record.update(
-            await evaluate(
-                c, self.questions, self.renderer, self.sampler, self.fixed, boundary=b, on_result=seen
-            )
+            await evaluate(c, qs, self.renderer, policy, self.fixed, boundary=b, on_result=seen)
         )
-        self.record.update(
-            await debate_evaluation(
-                c, self.questions, self.renderer, self.sampler, boundary=b, on_result=seen
-            )
-        )
+        self.record.update(await debate_evaluation(c, qs, self.renderer, policy, boundary=b, on_result=seen))
         self.record["time/eval"] = self.clock() - t0
         self.queue.put_nowait(pl.Evaluated(step))
 
@@ -549,7 +608,6 @@ class _Shell:
         record.update(self.record)
         record.update(self.train_metrics())
         record.update(self.boundary.stats.take())
-        record["async/dropped_stale"] = state.dropped
         record["optim/num_datums"] = len(p.data)
         record["optim/num_substeps"] = len(p.chunks)
         now = self.clock()
@@ -614,10 +672,9 @@ class _Shell:
             if any(t.cancelled() or t.exception() is not None for t in pending):
                 return  # the failed write ends the group: no checkpoint after a lost file
         response, check = await self.saved_state(f"step-{step + 1:06d}", step)
-        n = len(self.questions)
-        cursor = cursor_at(
-            saved.to_sample[0] if saved.to_sample else saved.next_batch, self.config.batch_size, n
-        )
+        n, size = len(self.questions), self.config.batch_size
+        first = saved.to_sample[0] if saved.to_sample else saved.next_group  # the first group not trained
+        cursor = cursor_at(first // size, size, n)
         run_dir = self.run.run_dir
         fixed = self.fixed_state_path
         payload = {
@@ -627,7 +684,7 @@ class _Shell:
             "fixed_state_path": None if fixed is None else ck.stored_path(run_dir, fixed),
             "policy_version": saved.version,
             "dataset_cursor": {"epoch": cursor.epoch, "position": cursor.position},
-            "rng": {"kind": "counter", "seed": self.config.seed, "next_batch": saved.next_batch},
+            "rng": {"kind": "counter", "seed": self.config.seed, "next_group": saved.next_group},
             "rae_baselines": self.rae.tolist(),
         }
         ck.save_checkpoint(self.run, step + 1, payload)
@@ -770,7 +827,7 @@ async def _run_training(
     fixed_client: TrainingClient | None = None
     rest = _rest_client(service_client)
     if latest is not None:
-        saved = _saved_loop(run, latest, config.num_agents)
+        saved = _saved_loop(run, latest, config.num_agents, plan_config(config))
         recorded = latest.state.get("state_check")
         if rest is not None and isinstance(recorded, dict) and recorded.get("listed"):
             listing = await _listing(boundary, rest, saved.state_path, "restore", None)
@@ -789,12 +846,19 @@ async def _run_training(
         boundary.vocab_size = _vocab_size(training.get_tokenizer())
     if config.warm_start_steps > 0:
         check_warm_turns_fit(config, renderer, questions)
-    sampler = await boundary.call("refresh", training.save_weights_and_get_sampling_client)
+    if config.sampler_kind == "inflight" and (refusal := inflight_refusal(training)) is not None:
+        raise ValueError(f"config key sampler_kind 'inflight' needs a service that makes them: {refusal}")
+    sampler = await boundary.call("refresh", _sampler_maker(training, config.sampler_kind))
     fixed: SamplingClient | None = None
     if fixed_client is not None:
         fixed = await boundary.call("refresh", fixed_client.save_weights_and_get_sampling_client)
     elif config.warm_start_steps == 0:
-        fixed = sampler
+        snapshot = config.sampler_kind == "snapshot"
+        fixed = (
+            sampler
+            if snapshot
+            else await boundary.call("refresh", training.save_weights_and_get_sampling_client)
+        )
         fixed_state_path = (await _save_verified(boundary, training, "fixed", None, rest))[0].path
     shell = _Shell(
         config,
@@ -814,15 +878,7 @@ async def _run_training(
     shell.metrics = list(kept)
     shell.rest = rest
     shell.last_end = clock()
-    plan = pl.PlanConfig(
-        total_steps=config.total_steps,
-        warm_start_steps=config.warm_start_steps,
-        num_substeps=config.num_substeps,
-        save_every=config.save_every,
-        eval_every=config.eval_every,
-        max_steps_off_policy=config.max_steps_off_policy,
-        stream_parts=config.num_substeps * config.stream_minibatches,
-    )
+    plan = plan_config(config)
     if resumed is not None and resumed.step >= plan.total_steps:
         return TrainResult(run.run_dir, shell.metrics)
     with freed_memory_kept():
@@ -840,6 +896,21 @@ async def _run_training(
 
 
 # ---------------------------------------------------------------------------------------------------------
+
+
+def plan_config(config: TrainConfig) -> pl.PlanConfig:
+    """The planner's constants of a run: its unit is a question's group of debates, ``batch_size`` a
+    step, or the whole batch when streaming."""
+    return pl.PlanConfig(
+        total_steps=config.total_steps,
+        warm_start_steps=config.warm_start_steps,
+        num_substeps=config.num_substeps,
+        save_every=config.save_every,
+        eval_every=config.eval_every,
+        max_steps_off_policy=config.max_steps_off_policy,
+        stream_parts=config.num_substeps * config.stream_minibatches,
+        groups_per_step=1 if config.stream_minibatches else config.batch_size,
+    )
 
 
 def check_service(config: TrainConfig, service_client: ServiceClient) -> None:
@@ -887,7 +958,7 @@ class _SavedLoop(NamedTuple):
     rae: npt.NDArray[np.float64]
 
 
-def _saved_loop(run: ck.RunInfo, latest: ck.Checkpoint, num_agents: int) -> _SavedLoop:
+def _saved_loop(run: ck.RunInfo, latest: ck.Checkpoint, num_agents: int, plan: pl.PlanConfig) -> _SavedLoop:
     """The loop state of ``latest``, its saved-state paths resolved against the run directory.
 
     Raises:
@@ -898,7 +969,7 @@ def _saved_loop(run: ck.RunInfo, latest: ck.Checkpoint, num_agents: int) -> _Sav
     if "loop" not in state:
         raise ck.CheckpointError(f'checkpoint {where} is unusable: it has no "loop" state')
     try:
-        loop = pl.state_from_dict(state["loop"])
+        loop = pl.state_from_dict(state["loop"], plan)
     except ValueError as e:
         raise ck.CheckpointError(f"checkpoint {where} is unusable: {e}") from None
     state_path = _saved_state_path(run, state.get("state_path"), "state_path", where)
@@ -1025,6 +1096,15 @@ async def _save_verified(
     raise ServiceError("save_state", "unverified", problem, step=step, attempts=2, transient=False)
 
 
+def _sampler_maker(training: TrainingClient, kind: str) -> Callable[[], Any]:
+    """The call that makes the run's sampler of the current weights: a snapshot, or with ``kind``
+    ``"inflight"`` tinker 0.38's shared inflight sampler (the service's support is checked at the start)."""
+    if kind == "snapshot":
+        return training.save_weights_and_get_sampling_client
+    save: Any = training.save_weights_and_get_sampling_client
+    return lambda: save(kind=kind)
+
+
 def _returning(future: Any) -> Callable[[], Any]:
     """A request maker that hands back an already submitted ``future`` (a call that is never replayed)."""
     return lambda: future
@@ -1056,6 +1136,22 @@ def _end_counts(results: Sequence[DebateResult]) -> dict[str, int]:
 def _write_transcripts(path: Path, debates: Sequence[Debate]) -> None:
     """``debates`` as JSON Lines in ``path``, atomically (a fsynced temporary file, renamed)."""
     ck.write_text_atomic(path, "".join(dumps_debate(d) + "\n" for d in debates))
+
+
+def staleness_metrics(step: int, versions: Sequence[int]) -> dict[str, float]:
+    """``async/staleness_{min,mean,max}`` of a step: ``step − v`` over the policy versions ``v`` that
+    sampled its groups.
+
+    Examples:
+      >>> staleness_metrics(5, [5, 4, 4, 2])
+      {'async/staleness_min': 0.0, 'async/staleness_mean': 1.25, 'async/staleness_max': 3.0}
+    """
+    ages = [step - v for v in versions]
+    return {
+        "async/staleness_min": float(min(ages)),
+        "async/staleness_mean": sum(ages) / len(ages),
+        "async/staleness_max": float(max(ages)),
+    }
 
 
 def _step_fields(step: int, warm: bool, version: int, prepare_time: float) -> dict[str, Any]:
