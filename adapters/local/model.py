@@ -387,9 +387,22 @@ def _rope(x: jax.Array, positions: jax.Array, freqs: np.ndarray) -> jax.Array:
     return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
 
 
+def _lin(x: jax.Array, lp: Params, name: str) -> jax.Array:
+    """x·W for the weight ``name`` of ``lp``, plus (α/r)·(x·A)·B when ``lp["lora"]`` holds its adapter.
+
+    Unmerged, the backward pass of a frozen W is only the product that carries the gradient to x: no
+    [d_in, d_out] gradient of W + (α/r)·A·B is formed (a third fewer multiplications than the merged
+    form), and the adapter's gradients cost rank-r products."""
+    y = _mm(x, lp[name])
+    ab = lp.get("lora", {}).get(name)
+    if ab is None:
+        return y
+    return y + _mm(_mm(x, ab["a"]), ab["b"]) * (LORA_ALPHA / ab["a"].shape[-1])
+
+
 def _mlp(cfg: ModelConfig, x: jax.Array, lp: Params) -> jax.Array:
     h = _rms_norm(x, lp["mlp_norm"], cfg.norm_eps)
-    out: jax.Array = x + _mm(jax.nn.silu(_mm(h, lp["w_gate"])) * _mm(h, lp["w_up"]), lp["w_down"])
+    out: jax.Array = x + _lin(jax.nn.silu(_lin(h, lp, "w_gate")) * _lin(h, lp, "w_up"), lp, "w_down")
     return out
 
 
@@ -398,9 +411,9 @@ def _project(cfg: ModelConfig, x: jax.Array, lp: Params) -> tuple[jax.Array, jax
     head under ``qk_norm``)."""
     b, t, _ = x.shape
     h = _rms_norm(x, lp["attn_norm"], cfg.norm_eps)
-    q = _mm(h, lp["wq"]).reshape(b, t, cfg.num_heads, cfg.head_dim)
-    k = _mm(h, lp["wk"]).reshape(b, t, cfg.kv_heads, cfg.head_dim)
-    v = _mm(h, lp["wv"]).reshape(b, t, cfg.kv_heads, cfg.head_dim)
+    q = _lin(h, lp, "wq").reshape(b, t, cfg.num_heads, cfg.head_dim)
+    k = _lin(h, lp, "wk").reshape(b, t, cfg.kv_heads, cfg.head_dim)
+    v = _lin(h, lp, "wv").reshape(b, t, cfg.kv_heads, cfg.head_dim)
     if cfg.qk_norm:
         q = _rms_norm(q, lp["q_norm"], cfg.norm_eps)
         k = _rms_norm(k, lp["k_norm"], cfg.norm_eps)
@@ -447,7 +460,7 @@ def _causal_attend(q: jax.Array, k: jax.Array, v: jax.Array, block: int) -> jax.
 
 
 def _run_layers(
-    cfg: ModelConfig, params: Params, tokens_B_T: jax.Array
+    cfg: ModelConfig, params: Params, tokens_B_T: jax.Array, lora: Params | None = None
 ) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
     b, t = tokens_B_T.shape
     positions = jnp.arange(t)
@@ -455,12 +468,17 @@ def _run_layers(
 
     def layer(x: jax.Array, lp: Params) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
         q, k, v = _qkv(cfg, x, lp, positions)
-        x = x + _mm(_causal_attend(q, k, v, block), lp["wo"])
+        x = x + _lin(_causal_attend(q, k, v, block), lp, "wo")
         return _mlp(cfg, x, lp), (k, v)
 
+    lora = lora or {}
+    layers = params["layers"]
+    if any(name != "lm_head" for name in lora):  # each layer's slice of its adapters rides the scan
+        layers = {**layers, "lora": {name: ab for name, ab in lora.items() if name != "lm_head"}}
     x = params["embed"][tokens_B_T]
-    x, (k, v) = jax.lax.scan(_with_kept(layer, keep), x, params["layers"])
-    logits: jax.Array = _mm(_rms_norm(x, params["final_norm"], cfg.norm_eps), unembedding(params))
+    x, (k, v) = jax.lax.scan(_with_kept(layer, keep), x, layers)
+    top = {"w": unembedding(params), "lora": {"w": lora["lm_head"]} if "lm_head" in lora else {}}
+    logits: jax.Array = _lin(_rms_norm(x, params["final_norm"], cfg.norm_eps), top, "w")
     return logits, (k, v)
 
 
@@ -523,13 +541,16 @@ def _with_kept(layer: Callable[..., Any], keep: Kept) -> Callable[..., Any]:
     return jax.checkpoint(layer, prevent_cse=False, policy=policy)
 
 
-def forward(cfg: ModelConfig, params: Params, tokens_B_T: jax.Array) -> jax.Array:
+def forward(cfg: ModelConfig, params: Params, tokens_B_T: jax.Array, lora: Params | None = None) -> jax.Array:
     """Next-token logits for every position.
 
     Args:
         cfg: the model shape.
-        params: a params pytree (LoRA merged).
+        params: a params pytree (LoRA merged, or the base of ``lora``).
         tokens_B_T: int32 [B, T] token ids (right padding is harmless: attention is causal).
+        lora: adapters (:func:`init_lora`) applied unmerged, x·W + (α/r)·(x·A)·B: the same function as
+            ``forward(cfg, merge_lora(params, lora), …)`` up to float rounding, and cheaper to
+            differentiate with respect to the adapters.
 
     Returns:
         float [B, T, V]: logits for the token after each position.
@@ -539,19 +560,24 @@ def forward(cfg: ModelConfig, params: Params, tokens_B_T: jax.Array) -> jax.Arra
         >>> forward(cfg, init_params(cfg, jax.random.key(0)), jnp.zeros((2, 3), jnp.int32)).shape
         (2, 3, 262)
     """
-    return _run_layers(cfg, params, tokens_B_T)[0]
+    return _run_layers(cfg, params, tokens_B_T, lora)[0]
 
 
 def token_logprobs(
-    cfg: ModelConfig, params: Params, tokens_B_T: jax.Array, targets_B_T: jax.Array
+    cfg: ModelConfig,
+    params: Params,
+    tokens_B_T: jax.Array,
+    targets_B_T: jax.Array,
+    lora: Params | None = None,
 ) -> jax.Array:
     """log p(target_t | tokens_≤t) for every position.
 
     Args:
         cfg: the model shape.
-        params: a params pytree (LoRA merged).
+        params: a params pytree (LoRA merged, or the base of ``lora``).
         tokens_B_T: int32 [B, T] inputs.
         targets_B_T: int32 [B, T] the token to score at each position.
+        lora: adapters applied unmerged (see :func:`forward`).
 
     Returns:
         float [B, T].
@@ -563,7 +589,7 @@ def token_logprobs(
         >>> lp.shape, bool(jnp.all(lp < 0))
         ((1, 4), True)
     """
-    logits = forward(cfg, params, tokens_B_T)
+    logits = forward(cfg, params, tokens_B_T, lora)
     logp = jax.nn.log_softmax(logits, axis=-1)
     return _pick(logp, targets_B_T)
 

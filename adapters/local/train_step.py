@@ -234,7 +234,11 @@ def forward_backward(
     ratio = rest[0] if rest else None
 
     def objective(trainable: m.Params) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
-        lp = m.token_logprobs(cfg, merged(frozen, trainable), tokens, targets)
+        lp = (
+            m.token_logprobs(cfg, trainable, tokens, targets)
+            if frozen is None
+            else m.token_logprobs(cfg, frozen, tokens, targets, lora=trainable)  # unmerged: cheaper backward
+        )
         result = token_loss(loss_fn, lp, first, second, mask, dict(options), ratio)
         return result.loss, (lp, result.per_token_loss)
 
