@@ -397,7 +397,8 @@ def _lin(x: jax.Array, lp: Params, name: str) -> jax.Array:
     ab = lp.get("lora", {}).get(name)
     if ab is None:
         return y
-    return y + _mm(_mm(x, ab["a"]), ab["b"]) * (LORA_ALPHA / ab["a"].shape[-1])
+    update: jax.Array = _mm(_mm(x, ab["a"]), ab["b"]) * (LORA_ALPHA / ab["a"].shape[-1])
+    return y + update
 
 
 def _mlp(cfg: ModelConfig, x: jax.Array, lp: Params) -> jax.Array:
