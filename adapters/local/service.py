@@ -514,7 +514,9 @@ class LocalTrainingClient:
         # the optimizer state on the devices the weights are on (as optim_step returns it): a fresh state
         # placed elsewhere would compile the step a second time
         opt_state = devices.replicated(devices.row_mesh(), s.opt_state)
-        trainable, opt_state, grads, norm = train_step.optim_step(s.trainable, opt_state, s.grads, hyper, clip)
+        trainable, opt_state, grads, norm = train_step.optim_step(
+            s.trainable, opt_state, s.grads, hyper, clip
+        )
         self._state = s._replace(trainable=trainable, opt_state=opt_state, grads=grads, step=s.step + 1)
         return types.OptimStepResponse(metrics={"grad_norm": float(norm)})
 
