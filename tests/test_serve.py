@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,16 +21,21 @@ from typing import Any
 import numpy as np
 import pytest
 import tinker
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tinker import types
 from tinker.lib.client_connection_pool_type import ClientConnectionPoolType
 from tinker.proto.request_conv import forward_backward_request_to_proto
 from tinker.proto.response_conv import deserialize_forward_backward_output, deserialize_sample_response
 
+from adapters.local import model as local_model
 from adapters.local.service import LocalSamplingClient, LocalServiceClient, LocalTrainingClient
 from adapters.serve import wire
+from adapters.serve.app import BATCH_ROWS, _Worker, row_batches
 from adapters.serve.process import ServerError, first_line, served
-from adapters.serve.state import ServeCore, ServeError
+from adapters.serve.state import Job, ServeCore, ServeError
 from adapters.tokenizers import ByteTokenizer
+from tests._profile import examples
 
 READY_TIMEOUT = 120.0
 """Seconds a server may take to print its ready line before the test fails (generous: a loaded machine
@@ -188,6 +194,95 @@ def test_a_finished_session_frees_its_runs_and_samplers(tmp_path: Path) -> None:
         core.get_sampler(f"{closed}:sample:0")
     assert core.get_info(types.GetInfoRequest(model_id=kept)).lora_rank == RANK
     assert core.resolve(f"tinker://{gone}/weights/state", kind="weights")[0].is_file()
+
+
+def _sample_requests(session_id: str) -> list[types.SampleRequest]:
+    """Five one-row requests of one sampler: numbered by the sampler (no seed) or seeded, with stops."""
+    params = [
+        types.SamplingParams(
+            max_tokens=6, temperature=1.0, seed=None if i % 3 else 40 + i, stop=["e"] * (i % 2)
+        )
+        for i in range(5)
+    ]
+    return [
+        types.SampleRequest(
+            sampling_session_id=f"{session_id}:sample:0",
+            seq_id=i,
+            num_samples=1,
+            prompt=types.ModelInput.from_ints(list(f"{i}+{i}=".encode())),
+            sampling_params=params[i],
+        )
+        for i in range(5)
+    ]
+
+
+def _sampling_core(root: Path) -> tuple[ServeCore, str]:
+    core = ServeCore(model="tiny", root=root)
+    session = core.create_session(
+        types.CreateSessionRequest(tags=[], user_metadata=None, sdk_version="0.38.0")
+    )
+    req = types.CreateSamplingSessionRequest(
+        session_id=session.session_id, sampling_session_seq_id=0, base_model="tiny"
+    )
+    core.create_sampling_session(req)
+    return core, session.session_id
+
+
+def _sequences(response: types.SampleResponse) -> list[tuple[list[int], str, list[float]]]:
+    return [(s.tokens, s.stop_reason, list(s.logprobs or [])) for s in response.sequences]
+
+
+def test_concurrent_samples_are_batched_and_equal_one_by_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Samples waiting together run in batches of BATCH_ROWS rows and give what each request gives one by
+    one, on a fresh server of the same seed: the same tokens and stop reasons, logprobs equal up to the
+    float rounding of a differently shaped program (a batch of 4 rows against 1); a request's random
+    stream (its seed, or its number in the sampler's requests) does not depend on the batch it is in."""
+    calls: list[int] = []
+    real = local_model.generate_rows
+
+    def counting(cfg: Any, params: Any, rows: list[Any], **kw: Any) -> Any:
+        calls.append(len(rows))
+        return real(cfg, params, rows, **kw)
+
+    monkeypatch.setattr(local_model, "generate_rows", counting)
+    alone_core, alone_session = _sampling_core(tmp_path / "alone")
+    one_by_one = [_sequences(alone_core.asample(r).work()) for r in _sample_requests(alone_session)]
+    assert calls == [1] * 5
+    calls.clear()
+
+    core, session = _sampling_core(tmp_path / "batched")
+    worker = _Worker(poll_seconds=1.0, try_again_first=0)
+    gate = threading.Event()  # holds the worker, so that every sample waits before the first runs
+    worker.submit(Job(types.UntypedAPIFuture(request_id="gate"), lambda: gate.wait()))
+    jobs = [core.asample(r) for r in _sample_requests(session)]
+    for job in jobs:
+        worker.submit(job)
+    gate.set()
+    together = [_sequences(worker.pending[j.future.request_id].result(timeout=600)) for j in jobs]
+    worker.pool.shutdown()
+    assert calls == [4, 1]  # four requests in one call (a size of BATCH_ROWS), the fifth alone
+    for mine, theirs in zip(together, one_by_one, strict=True):
+        assert [(t, why) for t, why, _ in mine] == [(t, why) for t, why, _ in theirs]
+        for (_, _, lp_a), (_, _, lp_b) in zip(mine, theirs, strict=True):
+            np.testing.assert_allclose(lp_a, lp_b, atol=1e-5)
+    assert len({tuple(t) for seqs in together for t, _, _ in seqs}) > 3  # the requests drew apart
+
+
+@settings(max_examples=examples(30))
+@given(st.lists(st.integers(1, 70), max_size=40))
+def test_row_batches_cover_every_request_once_in_order_in_the_batch_sizes(rows: list[int]) -> None:
+    batches = row_batches(rows)
+    assert [i for b in batches for i in b] == list(range(len(rows)))
+    for batch in batches:
+        taken = sum(rows[i] for i in batch)
+        assert len(batch) == 1 or taken <= BATCH_ROWS[0]
+        left = sum(rows[batch[0] :])
+        if len(batch) > 1:  # several requests: within the largest size the rows left can fill
+            assert taken <= max(b for b in BATCH_ROWS if b <= left)
+    if rows and all(r == 1 for r in rows):  # one row each: every batch of several is exactly a size
+        assert all(len(b) in BATCH_ROWS for b in batches if len(b) > 1)
 
 
 # --- the server through the SDK ----------------------------------------------------------------------

@@ -7,18 +7,24 @@ core, and encodes the SDK response type (JSON, or protobuf for ``SampleResponse`
 
 Futures: the work of a request answered with a future runs on one worker thread, in submission order
 (so one training run's requests keep the order the SDK sends them in, and the event loop stays free
-for heartbeats and polls). ``retrieve_future`` waits up to :data:`POLL_SECONDS` for the result and
-otherwise answers ``try_again``; a failed job answers ``RequestFailedResponse``, which the SDK raises
-as ``tinker.RequestFailedError`` with the message. A request refused outright gets a 4xx whose JSON
-body is a ``RequestFailedResponse`` too (the SDK raises ``tinker.BadRequestError``,
-``NotFoundError`` … with the message in it); an unknown route gets a 404 of the same shape.
+for heartbeats and polls). Concurrent samples of one sampler run together (:class:`_Worker`), in
+batches of :data:`BATCH_ROWS` rows: requests of one row each (a debate's turn) never need a program of
+a row count outside those five, however many come together. ``retrieve_future`` waits up to
+:data:`POLL_SECONDS` for the result and otherwise answers ``try_again``; a failed job answers
+``RequestFailedResponse``, which the SDK raises as ``tinker.RequestFailedError`` with the message. A
+request refused outright gets a 4xx whose JSON body is a ``RequestFailedResponse`` too (the SDK raises
+``tinker.BadRequestError``, ``NotFoundError`` … with the message in it); an unknown route gets a 404
+of the same shape.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import contextlib
+import threading
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -34,11 +40,23 @@ from tinker.types.try_again_response import TryAgainResponse
 from adapters.serve import wire
 from adapters.serve.state import Job, ServeCore, ServeError, failure
 
-__all__ = ["POLL_SECONDS", "create_app"]
+__all__ = ["BATCH_ROWS", "POLL_SECONDS", "create_app", "row_batches"]
 
 POLL_SECONDS = 20.0
 """How long ``retrieve_future`` waits for a result before answering ``try_again`` (the SDK's own
 timeout for the poll is 45 s)."""
+
+BATCH_ROWS = (64, 32, 16, 8, 4)
+"""The rows of a batched sampling call: sizes the local service keeps as they are (at least its
+``_MIN_ROWS``, powers of two up to its ``_MAX_ROWS``), so that whatever number of requests come together,
+the batches need only these five row shapes. Fewer rows than the smallest run one request at a time."""
+
+GATHER_QUIET_S = 0.003
+"""A sample waits until no request has come for this long, so that the samples a client sends at once
+(its concurrent debates' turns) arrive before their batch starts: they reach the server one by one."""
+
+GATHER_MAX_S = 0.03
+"""The longest a sample waits for others."""
 
 M = TypeVar("M", bound=pydantic.BaseModel)
 Handler = Callable[[Request], Awaitable[Response]]
@@ -93,8 +111,45 @@ def _result(value: Any) -> Response:
     return _json(value)
 
 
+def row_batches(rows: list[int]) -> list[list[int]]:
+    """Consecutive requests of ``rows[i]`` rows each, split into batches: each batch the largest of
+    :data:`BATCH_ROWS` that the rows left can fill (a request is never split, and one too big for the
+    size goes alone); once fewer rows are left than the smallest size, one request per batch.
+
+    Args:
+        rows: each request's rows (``num_samples``), in submission order.
+
+    Returns:
+        The requests' indices, batch by batch, in submission order.
+
+    Examples:
+        >>> [len(b) for b in row_batches([1] * 31)]
+        [16, 8, 4, 1, 1, 1]
+        >>> row_batches([2, 3, 1, 5])
+        [[0, 1, 2], [3]]
+    """
+    out: list[list[int]] = []
+    start = 0
+    while start < len(rows):
+        left = sum(rows[start:])
+        size = next((b for b in BATCH_ROWS if b <= left), 0)
+        batch, taken = [start], rows[start]
+        while start + len(batch) < len(rows) and taken + rows[start + len(batch)] <= size:
+            taken += rows[start + len(batch)]
+            batch.append(start + len(batch))
+        out.append(batch)
+        start += len(batch)
+    return out
+
+
 class _Worker:
     """Runs jobs on one thread in submission order and keeps their futures until retrieved.
+
+    Samples run together: the worker takes every sample job waiting at the head of the queue (after
+    :data:`GATHER_QUIET_S` without a new request, at most :data:`GATHER_MAX_S`), and runs each sampler's
+    in :func:`row_batches`, each batch in one event loop, where the local service samples its requests in
+    one call. Each sampler's requests are made in submission order, so they are numbered (and their
+    random streams drawn) as one by one. Any other job runs alone.
 
     ``try_again_first`` injects a fault for tests: every future answers ``try_again`` that many times
     before its result, as a busy server would."""
@@ -104,11 +159,51 @@ class _Worker:
         self.pending: dict[str, concurrent.futures.Future[Any]] = {}
         self.delays: dict[str, int] = {}
         self.poll_seconds, self.try_again_first = poll_seconds, try_again_first
+        self.waiting: collections.deque[tuple[Job, concurrent.futures.Future[Any]]] = collections.deque()
+        self.lock = threading.Lock()  # the waiting queue: appended by the event loop, taken by the worker
+        self.arrivals = 0
 
     def submit(self, job: Job) -> JSONResponse:
-        self.pending[job.future.request_id] = self.pool.submit(job.work)
+        """Queues ``job`` (its work runs on the worker thread) and answers its future."""
+        outcome: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self.pending[job.future.request_id] = outcome
         self.delays[job.future.request_id] = self.try_again_first
+        with self.lock:
+            self.waiting.append((job, outcome))
+            self.arrivals += 1
+        self.pool.submit(self._run_next)  # one call per job; a call finding the queue empty does nothing
         return _json(job.future)
+
+    def _take_samples(self) -> list[tuple[Job, concurrent.futures.Future[Any]]]:
+        """The sample jobs at the head of the queue (up to the first job of another kind)."""
+        taken = []
+        with self.lock:
+            while self.waiting and self.waiting[0][0].together is not None:
+                taken.append(self.waiting.popleft())
+        return taken
+
+    def _run_next(self) -> None:
+        """On the worker thread: the oldest waiting job, or the samples waiting at the queue's head."""
+        with self.lock:
+            if not self.waiting:
+                return
+            alone = self.waiting.popleft() if self.waiting[0][0].together is None else None
+        if alone is not None:
+            _settle(alone[1], alone[0].work)
+            return
+        start, seen = time.monotonic(), -1
+        while seen != self.arrivals and time.monotonic() - start < GATHER_MAX_S:
+            seen = self.arrivals
+            time.sleep(GATHER_QUIET_S)
+        by_sampler: dict[str | None, list[tuple[Job, concurrent.futures.Future[Any]]]] = {}
+        for item in self._take_samples():
+            by_sampler.setdefault(item[0].batch, []).append(item)
+        for same in by_sampler.values():
+            for batch in row_batches([job.rows for job, _ in same]):
+                if len(batch) == 1:
+                    _settle(same[batch[0]][1], same[batch[0]][0].work)
+                else:
+                    asyncio.run(_together([same[i] for i in batch]))
 
     async def call(self, work: Callable[[], M]) -> M:
         """Runs ``work`` after every job submitted before it and waits for it."""
@@ -126,6 +221,26 @@ class _Worker:
         self.delays.pop(request_id, None)
         exc = future.exception()
         return _json(failure(exc)) if exc is not None else _result(future.result())
+
+
+def _settle(outcome: concurrent.futures.Future[Any], work: Callable[[], Any]) -> None:
+    """``outcome`` gets what ``work()`` returns, or the exception it raises."""
+    try:
+        outcome.set_result(work())
+    except Exception as exc:
+        outcome.set_exception(exc)
+
+
+async def _together(batch: list[tuple[Job, concurrent.futures.Future[Any]]]) -> None:
+    """Runs a batch's jobs in one event loop, their requests made in queue order; each outcome is its
+    own job's (a request that fails, fails alone)."""
+    jobs = [job.together() for job, _ in batch if job.together is not None]
+    results = await asyncio.gather(*jobs, return_exceptions=True)
+    for (_, outcome), result in zip(batch, results, strict=True):
+        if isinstance(result, BaseException):
+            outcome.set_exception(result)
+        else:
+            outcome.set_result(result)
 
 
 def _routes(core: ServeCore, worker: _Worker) -> list[Route]:

@@ -19,9 +19,10 @@ Paths: ``tinker://RUN/weights/NAME`` (``save_state``) is ``ROOT/runs/RUN/states/
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -63,10 +64,20 @@ class ServeError(Exception):
 
 
 class Job(NamedTuple):
-    """A request answered with a future: the promise sent at once, the work run later."""
+    """A request answered with a future: the promise sent at once, the work run later.
+
+    ``batch``: jobs with the same key that wait together may run together, each through ``together``
+    (a coroutine doing what ``work`` does), in one event loop: concurrent samples of one sampler then
+    share the local service's batched call (:class:`~adapters.local.service.LocalSamplingClient`), which
+    numbers and seeds each request as one by one. ``rows``: the rows the job samples. None: the job runs
+    alone, through ``work``.
+    """
 
     future: types.UntypedAPIFuture
     work: Callable[[], Result]
+    batch: str | None = None
+    together: Callable[[], Awaitable[Result]] | None = None
+    rows: int = 1
 
 
 def failure(exc: BaseException) -> types.RequestFailedResponse:
@@ -173,11 +184,13 @@ class ServeCore:
     # --- answered at once -------------------------------------------------------------------------
 
     def client_config(self) -> types.ClientConfigResponse:
-        """The SDK's feature flags for this server: API-key auth, plain httpx, uncompressed protobuf,
+        """The SDK's feature flags for this server: API-key auth, the SDK's default pyqwest transport
+        (through httpx's own transport and pool the client spent 4.8-5.0 CPU s on a shortened default run
+        of ``benchmarks local --only paths``, through pyqwest 2.6-2.9 s), uncompressed protobuf,
         per-request ``retrieve_future`` polling and client-side custom losses."""
         return types.ClientConfigResponse(
             pjwt_auth_enabled=False,
-            use_pyqwest_transport=False,
+            use_pyqwest_transport=True,
             proto_compress_fwdbwd=False,
             sample_use_retrieve_futures=False,
             custom_loss_server_side=False,
@@ -506,4 +519,16 @@ class ServeCore:
             )
 
         ids = _sequence_ids(sampler_id, req.seq_id, req.num_samples)
-        return self._job(work, sample_sequence_ids=ids)
+        job = self._job(work, sample_sequence_ids=ids)
+        if req.prompt_logprobs:  # scored on its own (compute_logprobs has no batched call)
+            return job
+
+        async def together() -> types.SampleResponse:
+            sampler = self._samplers.get(sampler_id)
+            if sampler is None:
+                raise ValueError(f"unknown sampling session {sampler_id!r}")
+            pending: Any = sampler.client.sample(req.prompt, req.num_samples, req.sampling_params)
+            out: types.SampleResponse = await pending if inspect.isawaitable(pending) else pending.result()
+            return out
+
+        return job._replace(batch=f"sample:{sampler_id}", together=together, rows=req.num_samples)
