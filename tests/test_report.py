@@ -520,7 +520,7 @@ def _synthetic_run(root: Path, name: str, *, steps: int, warm: int, shift: float
         wave = 0.5 + 0.3 * math.sin(step / 3 + shift)
         record: dict[str, Any] = {"step": step, "phase": "rl" if rl else "warm_start"}
         record |= {"optim/loss": 1.5 / (step + 1) + 0.01 * shift, "time/total": 0.2 + wave / 7}
-        record |= {"tokens/prompt": 4000 + 100 * step, "tokens/sampled": 900, "async/dropped_stale": 0}
+        record |= {"tokens/prompt": 4000 + 100 * step, "tokens/sampled": 900, "async/staleness_mean": 0.5}
         if rl:
             record |= {"env/all/reward/total": wave / 3, "env/all/correct": wave, "optim/entropy": 1 + wave}
             record |= {"advantage/std": wave / 2, "advantage/min": -wave, "advantage/max": wave}
@@ -605,7 +605,7 @@ def test_overlaid_training_runs_have_readable_axes_legends_baselines_and_errors(
     assert [c["chart"] for c in charts] == [title for title, _ in CURVES]
     correctness = {"Correct (training debates)", "Evaluation vs fixed opponents: correct, parse-success"}
     correctness |= {title for title, _ in CURVES if title.startswith(("Did debate", "Debates over"))}
-    drawn = [c for c in charts if c["x"]]  # "Dropped stale batches" is 0 throughout: still drawn
+    drawn = [c for c in charts if c["x"]]  # the staleness chart is 0.5 throughout: still drawn
     assert len(drawn) == len(CURVES)
     for c in drawn:
         name = c["chart"]

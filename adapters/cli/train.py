@@ -62,11 +62,12 @@ LOCAL_MODELS = ("tiny", "small", "base")
 LOCAL_PRESET: dict[str, Any] = {
     "model": "tiny",
     "lora_rank": 0,
-    "dataset": "yesno",
+    "dataset": "sign",
+    "eval_split": 0.25,
     "observation": "compact",
     "history_rounds": 1,
-    "warm_start_steps": 80,
-    "warm_start_answers": "shuffled",
+    "warm_start_steps": 150,
+    "warm_start_answers": "reference",
     "warm_start_learning_rate": 1e-2,
     "warm_start_lr_decay": 0.1,
     "steps": 30,
@@ -78,9 +79,9 @@ LOCAL_PRESET: dict[str, Any] = {
     "credit": "solution",
     "negative_advantages": "zero",
     "correctness_weight": 2.0,
-    "eval_every": 10,
-    "eval_questions": 8,
-    "eval_repeats": 6,
+    "eval_every": 15,
+    "eval_questions": 16,
+    "eval_repeats": 3,
     "save_every": 0,
     "max_tokens": 256,
 }
@@ -513,6 +514,7 @@ async def _checked_training(
                 rank=config.lora_rank,
                 max_tokens=max(config.max_tokens, 2),
                 boundary=config_boundary(config),  # its calls retried and named as the run's are
+                sampler_kind=config.sampler_kind,  # inflight: checks the service can make such samplers
             )
         enforce_contract(report, config.to_dict())
     return await run_training(

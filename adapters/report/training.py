@@ -64,7 +64,10 @@ CURVES: tuple[tuple[str, tuple[str, ...]], ...] = (
         "Debates over k repeats: avg@k, pass@k, cons@k",
         ("eval/debate/avg@k", "eval/debate/pass@k", "eval/debate/cons@k"),
     ),
-    ("Dropped stale batches (cumulative)", ("async/dropped_stale",)),
+    (
+        "Staleness: steps between a trained group's sampler and the weights it trains",
+        ("async/staleness_min", "async/staleness_mean", "async/staleness_max"),
+    ),
 )
 """Charts: a title and the metric names drawn in it. Series measured only on some steps (``eval/*``,
 every ``eval_every`` steps) are drawn as points joined by a line, with their standard errors."""
