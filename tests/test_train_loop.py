@@ -559,6 +559,11 @@ def test_group_size_plays_each_question_in_that_many_debates(tmp_path: Path, fak
         questions = [d.question for d in debates]
         assert len({d.id for d in debates}) == len(debates)  # distinct ids
         assert sorted(questions.count(q) for q in set(questions)) == [3, 3]
+        # a question's debates share its group (turn_groups = "round_agent" compares their turns): the
+        # g in their ids "g{g}-d{j}", as their questions say
+        groups = {d.id: d.meta["group"] for d in debates}
+        assert all(g == int(i.split("-")[0][1:]) for i, g in groups.items()), groups
+        assert len({(d.question, d.meta["group"]) for d in debates}) == 2
     with pytest.raises(ValueError, match="config key group_size must be >= 1, got 0"):
         TrainConfig.from_mapping({"group_size": 0})
 

@@ -302,8 +302,9 @@ class _Shell:
             num_agents=self.config.num_agents,
             answers=[q.answer for q in qs],
         )
-        specs = [  # debate j of group g: its id and kernel group unique across the run
-            replace(spec, group=groups[i // size] * size + i % size, id=f"g{groups[i // size]}-d{i % size}")
+        specs = [  # debate j of group g: its id unique across the run; its group the question's (g), shared
+            # by the group's debates, which turn-level advantages per (round, agent) compare
+            replace(spec, group=groups[i // size], id=f"g{groups[i // size]}-d{i % size}")
             for i, spec in enumerate(played)
         ]
         done: dict[int, list[DebateResult]] = {}
