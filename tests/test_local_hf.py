@@ -198,7 +198,8 @@ def test_next_token_logprobs_match_transformers(checkpoints: dict[str, Checkpoin
     assert want.std() > 0.5  # the weights make the test sensitive: logprobs far from uniform
 
 
-@pytest.mark.parametrize("arch", ["llama", pytest.param("qwen3", marks=EXHAUSTIVE)])
+@EXHAUSTIVE  # the fast tier checks the Llama decode through serve (test_sdk_sampling_from_serve_…)
+@pytest.mark.parametrize("arch", list(ARCHS))
 def test_kv_cache_decode_equals_the_full_forward(checkpoints: dict[str, Checkpoint], arch: str) -> None:
     ck = checkpoints[arch]
     rows = [
@@ -376,6 +377,9 @@ def test_unsupported_and_missing_files_are_named(checkpoints: dict[str, Checkpoi
     first.unlink()
     with pytest.raises(ValueError, match=f"shard file .*{first.name}.* is missing"):
         hf.load(shard)
+    stale = copy("stale_index")  # an unsharded save over a sharded one: model.safetensors wins
+    (stale / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"x": "gone.safetensors"}}))
+    assert hf.load(stale)[0] == checkpoints["qwen3"].cfg
     no_tokenizer = copy("no_tokenizer")
     (no_tokenizer / "tokenizer.json").unlink()
     with pytest.raises(ValueError, match=r"has no tokenizer\.json"):
@@ -415,11 +419,15 @@ def test_sdk_sampling_from_serve_gives_transformers_logprobs(
         prompt = theirs.encode(TEXTS[0], add_special_tokens=False)
         params = types.SamplingParams(max_tokens=10, temperature=1.0, seed=3)
         response = sampler.sample(types.ModelInput.from_ints(prompt), 2, params).result()
-        for seq in response.sequences:
-            full = np.asarray([[*prompt, *seq.tokens]])
-            with torch.no_grad():
-                want = _torch_logprobs(ck.net, full).numpy()[0, len(prompt) - 1 :]
+        full = np.zeros(PROBE, np.int64)  # right padding: the forward is causal
+        for b, seq in enumerate(response.sequences):
             assert len(seq.tokens) == 10
-            np.testing.assert_allclose(np.asarray(seq.logprobs), want, atol=1e-4)
+            full[b, : len(prompt) + 10] = [*prompt, *seq.tokens]
+        sampled = slice(len(prompt) - 1, len(prompt) + 9)
+        got = np.asarray([seq.logprobs for seq in response.sequences])
+        with torch.no_grad():
+            np.testing.assert_allclose(got, _torch_logprobs(ck.net, full).numpy()[:, sampled], atol=1e-4)
+        # the server's KV-cache decode against our own full forward of the same tokens
+        np.testing.assert_allclose(got, _our_logprobs(ck, full)[:, sampled], atol=2e-5)
     finally:
         service.close("success").result(timeout=30)

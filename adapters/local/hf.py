@@ -182,9 +182,10 @@ def check(path: str | Path) -> m.ModelConfig:
 
 
 def _weight_files(folder: Path) -> list[Path]:
-    """The safetensors files of a checkpoint: the shards its index names, or ``model.safetensors``."""
+    """The safetensors files of a checkpoint: ``model.safetensors``, else the shards its index names
+    (transformers' order: an unsharded save over a sharded one leaves the old index behind)."""
     index = folder / "model.safetensors.index.json"
-    if index.is_file():
+    if index.is_file() and not (folder / "model.safetensors").is_file():
         try:
             weight_map = json.loads(index.read_text("utf-8"))["weight_map"]
         except (OSError, ValueError, KeyError, TypeError) as exc:
