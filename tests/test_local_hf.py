@@ -313,11 +313,13 @@ def _lora_run(ck: Checkpoint, tmp_path: Path, *, peft: bool) -> None:
     assert base == str(ck.path) and cfg == ck.cfg
     np.testing.assert_allclose(_our_logprobs(ck, probe, params), want, atol=1e-6)
 
-    out = hf.export(tmp_path / "merged", ck.cfg, merged, source=ck.path)
+    out = hf.export_file(state, tmp_path / "merged")  # the state's merged weights, as a HF directory
     again = transformers.AutoModelForCausalLM.from_pretrained(str(out)).eval()
     with torch.no_grad():
         assert np.abs(_torch_logprobs(again, probe).numpy() - want).max() < 1e-4
     assert transformers.AutoTokenizer.from_pretrained(str(out)).chat_template == CHAT_TEMPLATE
+    from_sampler = hf.load(hf.export_file(sampler_file, tmp_path / "merged2"))  # the adapter file's too
+    np.testing.assert_allclose(_our_logprobs(ck, probe, from_sampler[1]), want, atol=1e-6)
     if peft:  # a PEFT adapter over a fresh copy of the base (PEFT changes the model it wraps)
         from peft import PeftModel
 

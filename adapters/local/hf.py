@@ -35,6 +35,7 @@ __all__ = [
     "check",
     "config_dict",
     "export",
+    "export_file",
     "hf_tokenizer",
     "is_checkpoint",
     "load",
@@ -419,3 +420,33 @@ def load_weights_file(path: str | Path) -> tuple[m.ModelConfig, m.Params, str]:
             f"{base_model!r} now has {base_cfg}"
         )
     return cfg, m.merge_lora(base, adapter), base_model
+
+
+def export_file(path: str | Path, out_dir: str | Path) -> Path:
+    """The merged weights of a run on a Hugging Face checkpoint, from its saved state (``save_state``) or
+    its sampler weights (``save_weights_for_sampler``), written as a Hugging Face directory (:func:`export`).
+
+    Examples:
+        >>> export_file("/no/such.safetensors", "/tmp/out")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: cannot read weights file '/no/such.safetensors': ...
+
+    Raises:
+        ValueError: the file cannot be read, or its run did not start from a Hugging Face checkpoint.
+    """
+    from adapters.local import state as st
+    from adapters.local.train_step import merged
+
+    meta, _ = m.read_tensors(path, f"weights file {str(path)!r}")
+    if meta.get("format") == st.STATE_FORMAT:
+        state = st.read_state(path)
+        cfg, params, base = state.cfg, merged(state.frozen, state.trainable), state.base_model
+    else:
+        cfg, params, base = load_weights_file(path)
+    if not is_checkpoint(base):
+        raise ValueError(
+            f"{str(path)!r} was not trained from a Hugging Face checkpoint (its base is {base!r}): "
+            "there is no config.json or tokenizer to export it with"
+        )
+    return export(out_dir, cfg, params, source=base)
