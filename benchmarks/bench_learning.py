@@ -3,10 +3,13 @@
 Part 1 runs the run ``debate-kernel train`` makes with no flags (:data:`adapters.cli.train.LOCAL_PRESET`
 on the local JAX service; ``--quick``: the tiny model for a few steps) and prints, at the start of RL
 (the evaluation after the warm start) and at its end (the last evaluation): parse-success rate,
-correctness and mean pairwise reward against the fixed opponents (the warm-started policy), the training
-debates' correctness over the first and the last RL steps, the on-policy KL between the sampler's and
-the trainer's logprobs of the sampled tokens (the same weights must give the same numbers: ~0), the
-wall time, and the evaluation curve.
+correctness on the held-out questions and mean pairwise reward against the fixed opponents (the
+warm-started policy), beside what no learning scores on those questions (``eval/chance`` and
+``eval/majority_baseline``, always the most common training answer), the training debates' correctness
+over the first and the last RL steps, the on-policy KL between the sampler's and the trainer's logprobs
+of the sampled tokens (the same weights must give the same numbers: ~0), the wall time with the
+machine's load average at the start and the end (a shared machine's wall time is inflated), and the
+evaluation curve.
 
 Part 2 times batched sampling against its peer, the same requests one by one on the same service:
 ``concurrency`` concurrent ``sample()`` calls (one per debate, as rollouts make them) gathered into
@@ -20,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import math
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -45,8 +49,9 @@ def _mean(values: list[Any]) -> float:
 
 
 def _learning(quick: bool, out: str | None) -> dict[str, Any]:
-    from adapters.cli.train import LOCAL_PRESET, _compilation_cache
+    from adapters.cli.train import LOCAL_PRESET
     from adapters.local import LocalServiceClient, split_cpu
+    from adapters.local.devices import compilation_cache
     from adapters.training.config import TrainConfig
     from adapters.training.train import run_training
 
@@ -54,11 +59,13 @@ def _learning(quick: bool, out: str | None) -> dict[str, Any]:
     run_dir = out or tempfile.mkdtemp(prefix="bench-learning-")
     values = {**LOCAL_PRESET, **(_QUICK if quick else {}), "out": run_dir}
     config = TrainConfig.from_mapping(values)
-    _compilation_cache()
+    compilation_cache(0.5)  # as the CLI does (its persistent cache; DEBATE_KERNEL_JAX_CACHE="" turns it off)
     service = LocalServiceClient(seed=config.seed, root=Path(run_dir) / "service")
+    load_start = os.getloadavg()
     t0 = time.perf_counter()
     result = asyncio.run(run_training(config, service))
     wall = time.perf_counter() - t0
+    load_end = os.getloadavg()
     records = result.metrics
     evals = [r for r in records if isinstance(r.get("eval/correct"), float)]
     rl = [r for r in records if r.get("phase") == "rl"]
@@ -67,6 +74,10 @@ def _learning(quick: bool, out: str | None) -> dict[str, Any]:
     figures: dict[str, Any] = {
         "run_dir": run_dir,
         "wall_s": wall,
+        "load_avg_start": list(load_start),
+        "load_avg_end": list(load_end),
+        "dataset": config.dataset,
+        "eval_split": config.eval_split,
         "warm_start_steps": config.warm_start_steps,
         "rl_steps": config.steps,
         "start_step": start.get("step"),
@@ -78,7 +89,7 @@ def _learning(quick: bool, out: str | None) -> dict[str, Any]:
         "train_correct_first": _mean([r.get("env/all/correct") for r in rl[:k]]),
         "train_correct_last": _mean([r.get("env/all/correct") for r in rl[-k:]]),
     }
-    for key in ("parse_ok", "correct", "pairwise_reward"):
+    for key in ("parse_ok", "correct", "pairwise_reward", "chance", "majority_baseline"):
         figures[f"eval_{key}_start"] = start.get(f"eval/{key}", math.nan)
         figures[f"eval_{key}_end"] = end.get(f"eval/{key}", math.nan)
     figures["eval_curve"] = [
@@ -150,12 +161,19 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     figures = _learning(args.quick, args.out)
     print_table(
-        "Learning: the default run (fixed-opponent evaluation at the start and the end of RL)",
+        f"Learning: the default run ({figures['dataset']}, {figures['eval_split']:.0%} held out; "
+        "fixed-opponent evaluation at the start and the end of RL)",
         ["figure", "start of RL", "end of RL"],
         [
             ["step", figures["start_step"], figures["end_step"]],
             ["eval parse-success", figures["eval_parse_ok_start"], figures["eval_parse_ok_end"]],
-            ["eval correct", figures["eval_correct_start"], figures["eval_correct_end"]],
+            ["eval correct (held out)", figures["eval_correct_start"], figures["eval_correct_end"]],
+            ["  chance", figures["eval_chance_start"], figures["eval_chance_end"]],
+            [
+                "  majority-answer baseline",
+                figures["eval_majority_baseline_start"],
+                figures["eval_majority_baseline_end"],
+            ],
             [
                 "eval pairwise reward",
                 figures["eval_pairwise_reward_start"],
@@ -174,7 +192,10 @@ def main(argv: list[str]) -> int:
         [[s, c, p, w] for s, c, p, w in figures["eval_curve"]],
     )
     print(f"\non-policy KL(sampler ‖ trainer), max over RL steps: {figures['kl_sample_train_max']:.3e}")
-    print(f"wall time: {figures['wall_s']:.1f} s ({figures['run_dir']})")
+    load = "; load average (1, 5, 15 min) {} at the start, {} at the end".format(
+        *(", ".join(f"{x:.2f}" for x in figures[k]) for k in ("load_avg_start", "load_avg_end"))
+    )
+    print(f"wall time: {figures['wall_s']:.1f} s on {os.cpu_count()} CPUs{load} ({figures['run_dir']})")
     if not args.skip_batching:
         b = _batching(args.quick)
         print_table(

@@ -9,6 +9,9 @@
   chance baseline, for measuring what RL adds to a format-only warm start.
 - ``repeat.jsonl``: 160 questions "Which digit is repeated in 555…5?" (each digit 0-9 written 8 to 23
   times, shuffled): the answer is the question's only digit, a 10 % chance baseline.
+- ``sign.jsonl``: 400 questions "Is N positive or negative?" (N from -999 to 999, not 0, half of each
+  sign; written by ``python -m tools.make_sign``): a one-byte rule the tiny local model learns from
+  labelled turns, the local preset's set, a quarter held out for evaluation.
 - ``sample_bank.jsonl``: the questions behind them, each with its answer, a derivation and wrong answers
   with their flawed derivations and rebuttals (the generator's raw material).
 """

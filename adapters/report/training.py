@@ -483,18 +483,18 @@ def read_run_curves(run_dir: str | Path, *, label: str | None = None) -> RunCurv
     baselines: dict[str, AnswerBaselines | None] = {"train": None, "eval": None}
     dataset = config.get("dataset")
     if isinstance(dataset, str) and dataset:
-        from adapters.training.dataset import DatasetError, load_questions
+        from adapters.training.dataset import DatasetError, load_split
 
-        try:
-            questions = load_questions(dataset)
-        except DatasetError as e:
+        share, other = config.get("eval_split") or 0.0, config.get("eval_dataset") or ""
+        try:  # the run's own training and evaluation questions (a held-out split, or another set)
+            split = load_split(dataset, eval_split=float(share), eval_dataset=str(other))
+        except (DatasetError, TypeError, ValueError) as e:
             notes.append(f"no baselines: the dataset cannot be read ({e})")
         else:
-            answers = [q.answer for q in questions]
             first = config.get("eval_questions")
-            baselines["train"] = answer_baselines(answers)
+            baselines["train"] = answer_baselines([q.answer for q in split.train])
             if isinstance(first, int):
-                baselines["eval"] = answer_baselines(answers[:first])
+                baselines["eval"] = answer_baselines([q.answer for q in split.eval[:first]])
     return RunCurves(label or path.name, path, records, config, baselines, skipped, notes)
 
 

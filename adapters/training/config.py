@@ -185,6 +185,12 @@ class TrainConfig:
       eval_questions: questions per evaluation (each gives N debates, one per role of the policy).
       eval_repeats: how many times an evaluation plays each of those debates (fresh samples each time):
         ``eval_questions × N × eval_repeats`` debates, a standard error √R smaller than one pass.
+      eval_split: the share of ``dataset`` held out from training and evaluated instead, in [0, 1): the
+        ⌈share · n⌉ questions whose BLAKE2b-64 digests of their text are the smallest (deterministic:
+        not the seed, nor the lines' order; :func:`adapters.training.dataset.split_questions`); 0
+        evaluates on the training questions themselves.
+      eval_dataset: a question set (file or shipped name) evaluated instead of ``dataset``, which then
+        trains in full; "" (the default): ``dataset`` by ``eval_split``. Not both.
       max_steps_off_policy: k, tinker-cookbook 0.6.1's ``steps_ahead``: at most ``batch_size × (k + 1)``
         groups (a question's ``group_size`` debates) started and not yet trained; a step trains the
         ``batch_size`` finished groups sampled from the oldest weights, the rest carry over, and nothing
@@ -256,6 +262,8 @@ class TrainConfig:
     eval_every: int = 20
     eval_questions: int = 8
     eval_repeats: int = 1
+    eval_split: float = 0.0
+    eval_dataset: str = ""
     max_steps_off_policy: int = 0
     sampler_kind: Literal["snapshot", "inflight"] = "snapshot"
     max_tokens: int = 512
@@ -343,6 +351,13 @@ class TrainConfig:
         for name in ("learning_rate", "eps"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"config key {name} must be a finite number > 0, got {getattr(self, name)}")
+        if not 0.0 <= self.eval_split < 1.0:
+            raise ValueError(f"config key eval_split must be in [0, 1), got {self.eval_split}")
+        if self.eval_split and self.eval_dataset:
+            raise ValueError(
+                f"config keys eval_split ({self.eval_split}) and eval_dataset ({self.eval_dataset!r}) both "
+                "choose the evaluation questions: set one of them"
+            )
         for name in ("beta1", "beta2", "rae_decay"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ValueError(f"config key {name} must be in [0, 1), got {getattr(self, name)}")

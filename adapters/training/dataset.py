@@ -12,18 +12,25 @@ position)`` therefore fixes everything that follows, and is what a checkpoint st
 ``num_epochs = k`` is :func:`epoch_steps` batches long: every question is played k times, the last batch
 completed from epoch k's order when ``B`` does not divide ``kQ``.
 
+Held out for evaluation (:func:`split_questions`, config key ``eval_split``): the questions whose
+BLAKE2b-64 digests of their UTF-8 text are the smallest, a fixed share of the set, whatever the seed and
+the order of the lines; or another set (``eval_dataset``).
+
 Correctness (the ``correctness_weight`` reward and ``eval/correct``) is :mod:`adapters.answers`'.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 
 from adapters import data
+from adapters.answers import answer_key
 from kernel.checks import check_type, did_you_mean
 
 __all__ = [
@@ -33,12 +40,15 @@ __all__ = [
     "Cursor",
     "DatasetError",
     "Question",
+    "Split",
     "batch_at",
     "cursor_at",
     "epoch_order",
     "epoch_steps",
     "load_questions",
+    "load_split",
     "parse_questions",
+    "split_questions",
 ]
 
 FIELDS = ("question", "answer", "kind")
@@ -50,12 +60,14 @@ SHIPPED: dict[str, str] = {
     "arithmetic": "arithmetic.jsonl",
     "parity": "parity.jsonl",
     "repeat": "repeat.jsonl",
+    "sign": "sign.jsonl",
     "yesno": "yesno.jsonl",
 }
 """Dataset names that read a shipped file of :mod:`adapters.data`: ``sample`` (64 word problems),
 ``arithmetic`` (700 short checked questions of seven kinds), ``parity`` (400 "Is N even or odd?"),
-``repeat`` (160 "Which digit is repeated in 777…7?": the answer is the one digit of the question) and
-``yesno`` (eight fixed yes/no questions, the local preset's task)."""
+``repeat`` (160 "Which digit is repeated in 777…7?": the answer is the one digit of the question),
+``sign`` (400 "Is -395 positive or negative?", half of each answer: the local preset's task, a quarter
+held out) and ``yesno`` (eight fixed yes/no questions)."""
 
 
 class DatasetError(ValueError):
@@ -252,3 +264,101 @@ def cursor_at(batch_index: int, batch_size: int, num_questions: int) -> Cursor:
     """
     start = batch_index * batch_size
     return Cursor(start // num_questions, start % num_questions)
+
+
+class Split(NamedTuple):
+    """A run's questions: ``train`` (what the warm start and RL draw batches from) and ``eval`` (what the
+    evaluations play, the first ``eval_questions`` of them)."""
+
+    train: tuple[Question, ...]
+    eval: tuple[Question, ...]
+
+
+def _digest(question: Question) -> bytes:
+    return hashlib.blake2b(question.question.encode("utf-8"), digest_size=8).digest()
+
+
+def split_questions(questions: tuple[Question, ...], share: float) -> Split:
+    """Holds out ``k = ⌈share · n⌉`` of ``n`` questions for evaluation, deterministically.
+
+    The questions are ranked by the BLAKE2b-64 digest of their UTF-8 text (ties, i.e. repeated texts, by
+    line); the first ``k`` are held out, with any later repeats of the last one's text, so that no text
+    is on both sides. ``eval`` is in digest order interleaved by answer (the first of each answer, in the
+    order the answers first occur there, then the second of each, …): its first ``eval_questions`` are a
+    pseudo-random pick, whatever the file's order, holding the answers as evenly as the held-out set
+    allows (so that a constant answer scores the same on them as on the held-out set). ``train`` is in
+    file order. The split depends on the texts only: not on
+    the seed, nor on the lines' order. ``share = 0`` holds out nothing and evaluates on the training set.
+
+    Raises:
+      ValueError: ``share`` not in [0, 1), or a split that leaves no training question.
+
+    Examples:
+      >>> qs = tuple(Question(f"q{i}", str(i % 2)) for i in range(8))
+      >>> split = split_questions(qs, 0.25)
+      >>> len(split.train), len(split.eval), sorted(split.train + split.eval) == sorted(qs)
+      (6, 2, True)
+      >>> split_questions(qs[::-1], 0.25).eval == split.eval  # the lines' order does not matter
+      True
+      >>> split_questions(qs, 0.0) == Split(qs, qs)
+      True
+    """
+    if not (isinstance(share, int | float) and 0 <= share < 1):
+        raise ValueError(f"share must be a number in [0, 1), got {share!r}")
+    if share == 0:
+        return Split(questions, questions)
+    ranked = sorted(range(len(questions)), key=lambda i: (_digest(questions[i]), i))
+    k = math.ceil(share * len(questions))
+    while 0 < k < len(ranked) and questions[ranked[k]].question == questions[ranked[k - 1]].question:
+        k += 1
+    held = set(ranked[:k])
+    if len(held) == len(questions):
+        raise ValueError(
+            f"holding out {share} of {len(questions)} questions leaves none to train on: "
+            "lower the share, or add questions"
+        )
+    return Split(
+        tuple(q for i, q in enumerate(questions) if i not in held),
+        _interleaved([questions[i] for i in ranked[:k]]),
+    )
+
+
+def _interleaved(questions: list[Question]) -> tuple[Question, ...]:
+    """``questions`` round-robin by answer (:func:`adapters.answers.answer_key`), each answer's in order."""
+    by_answer: dict[str | None, list[Question]] = {}
+    for q in questions:
+        by_answer.setdefault(answer_key(q.answer) if q.answer is not None else None, []).append(q)
+    queues = list(by_answer.values())
+    return tuple(
+        queue[i] for i in range(max(map(len, queues), default=0)) for queue in queues if i < len(queue)
+    )
+
+
+def load_split(dataset: str, *, eval_split: float = 0.0, eval_dataset: str = "") -> Split:
+    """A run's training and evaluation questions (config keys ``dataset``, ``eval_split``,
+    ``eval_dataset``): ``eval_dataset`` set → all of ``dataset`` trains and ``eval_dataset`` is evaluated;
+    else :func:`split_questions` of ``dataset`` by ``eval_split``.
+
+    Raises:
+      DatasetError: as :func:`load_questions`, for either set; both ``eval_split`` and ``eval_dataset``
+        given; a split that leaves no training question.
+
+    Examples:
+      >>> split = load_split("sign", eval_split=0.25)
+      >>> len(split.train), len(split.eval)
+      (300, 100)
+      >>> {q.question for q in split.train} & {q.question for q in split.eval}
+      set()
+    """
+    questions = load_questions(dataset)
+    if eval_dataset:
+        if eval_split:
+            raise DatasetError(
+                f"config keys eval_split ({eval_split}) and eval_dataset ({eval_dataset!r}) both choose the "
+                "evaluation questions: set one of them"
+            )
+        return Split(questions, load_questions(eval_dataset))
+    try:
+        return split_questions(questions, eval_split)
+    except ValueError as e:
+        raise DatasetError(f"{dataset}: config key eval_split: {e}") from None

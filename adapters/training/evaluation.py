@@ -6,7 +6,9 @@
   produces — the majority of the agents' first answers (a plain majority vote, before any debate), the
   majority of their final answers (the debate's consensus answer) — and ``avg@k`` / ``pass@k`` /
   ``cons@k`` over ``eval_repeats`` debates per question, against the same policy answering alone (one
-  agent, one round: the direct baseline) on the same questions.
+  agent, one round: the direct baseline) on the same questions;
+- what no learning scores (:func:`answer_baselines`): ``eval/chance`` and ``eval/majority_baseline`` on
+  the questions evaluated, beside ``eval/correct``.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 import kernel
-from adapters.answers import is_correct, k_sample_figures, majority_answer
+from adapters.answers import answer_key, is_correct, k_sample_figures, majority_answer
 from adapters.tinker.boundary import Boundary
 from adapters.tinker.protocol import SamplingClient
 from adapters.tinker.renderers import Renderer
@@ -26,7 +28,7 @@ from adapters.training.config import TrainConfig
 from adapters.training.dataset import Question
 from adapters.training.rollouts import DebateResult, fixed_opponents, last_solution, run_debates, self_play
 
-__all__ = ["DEBATE_EVAL_NAMES", "debate_evaluation", "evaluate"]
+__all__ = ["BASELINE_NAMES", "DEBATE_EVAL_NAMES", "answer_baselines", "debate_evaluation", "evaluate"]
 
 DEBATE_EVAL_NAMES = (
     "eval/debate/first_round_majority",
@@ -39,6 +41,44 @@ DEBATE_EVAL_NAMES = (
     "eval/direct/cons@k",
 )
 """The metrics of :func:`debate_evaluation` (k = ``eval_repeats``)."""
+BASELINE_NAMES = ("eval/chance", "eval/majority_baseline")
+"""The metrics of :func:`answer_baselines`."""
+
+
+def answer_baselines(train: Sequence[Question], evaluated: Sequence[Question]) -> dict[str, float]:
+    """What answering without reading the question scores on the ``evaluated`` questions, knowing only
+    the ``train`` questions' answers (answers compared as :func:`adapters.answers.is_correct` does).
+
+    With A the distinct training answers (:func:`adapters.answers.answer_key`), m the most common of
+    them (ties: the one met first) and a_q the answer of evaluated question q (n of them):
+    ``eval/chance`` = (1/n) Σ_q |{a ∈ A : a = a_q}| / |A| (a uniformly random training answer),
+    ``eval/majority_baseline`` = (1/n) Σ_q [m = a_q] (always answering m). A question without an answer
+    counts as wrong, as ``eval/correct`` counts it.
+
+    Returns:
+      :data:`BASELINE_NAMES`: the two accuracies; NaN for both when either set is empty or no training
+      question has an answer.
+
+    Examples:
+      >>> qs = [Question("a", "yes"), Question("b", "Yes"), Question("c", "no")]
+      >>> answer_baselines(qs, [Question("d", "no"), Question("e", "yes")])
+      {'eval/chance': 0.5, 'eval/majority_baseline': 0.5}
+      >>> answer_baselines(qs, [Question("f", "yes")])
+      {'eval/chance': 0.5, 'eval/majority_baseline': 1.0}
+    """
+    first: dict[str, str] = {}
+    counts: dict[str, int] = {}
+    for q in train:
+        key = answer_key(q.answer) if q.answer is not None else None
+        if key is not None:
+            first.setdefault(key, q.answer or "")
+            counts[key] = counts.get(key, 0) + 1
+    if not counts or not evaluated:
+        return dict.fromkeys(BASELINE_NAMES, math.nan)
+    majority = max(counts, key=counts.__getitem__)  # the first key of the highest count: met first
+    chance = [sum(is_correct(first[k], q.answer) for k in counts) / len(counts) for q in evaluated]
+    always = [float(is_correct(first[majority], q.answer)) for q in evaluated]
+    return {"eval/chance": float(np.mean(chance)), "eval/majority_baseline": float(np.mean(always))}
 
 
 async def evaluate(

@@ -49,8 +49,8 @@ from adapters.tinker.renderers import Renderer, choose_renderer
 from adapters.training import checkpoint as ck
 from adapters.training import planner as pl
 from adapters.training.config import TrainConfig
-from adapters.training.dataset import DatasetError, Question, batch_at, cursor_at, load_questions
-from adapters.training.evaluation import debate_evaluation, evaluate
+from adapters.training.dataset import DatasetError, Question, batch_at, cursor_at, load_split
+from adapters.training.evaluation import answer_baselines, debate_evaluation, evaluate
 from adapters.training.kernel_loss import kernel_loss
 from adapters.training.prepare import (
     SERVICE_ENDS,
@@ -205,6 +205,7 @@ class _Shell:
     progress: Callable[[int, int, dict[str, Any]], None] | None
     clock: Callable[[], float]
     boundary: Boundary = field(default_factory=lambda: Boundary())
+    eval_set: tuple[Question, ...] = ()  # what evaluations play (config keys eval_split, eval_dataset)
     queue: asyncio.Queue[pl.Event] = field(default_factory=asyncio.Queue)
     groups: dict[int, tuple[list[DebateResult], float]] = field(default_factory=dict)  # finished groups:
     # their debates in order, their sampling time
@@ -585,11 +586,12 @@ class _Shell:
         c, b = self.config, self.boundary
         seen = getattr(self.progress, "on_eval_debate", None)  # a display's count of evaluation debates
         policy = await self.snapshot(step)  # evaluations sample fixed weights, whatever sampler_kind
-        qs = self.questions
+        qs = self.eval_set
         self.record.update(
             await evaluate(c, qs, self.renderer, policy, self.fixed, boundary=b, on_result=seen)
         )
         self.record.update(await debate_evaluation(c, qs, self.renderer, policy, boundary=b, on_result=seen))
+        self.record.update(answer_baselines(self.questions, qs[: c.eval_questions]))
         self.record["time/eval"] = self.clock() - t0
         self.queue.put_nowait(pl.Evaluated(step))
 
@@ -815,7 +817,8 @@ async def _run_training(
     boundary: Boundary,
 ) -> TrainResult:
     """:func:`run_training`'s body."""
-    questions = load_questions(config.dataset)
+    split = load_split(config.dataset, eval_split=config.eval_split, eval_dataset=config.eval_dataset)
+    questions = split.train
     config = config.for_dataset(len(questions))  # num_epochs: the run's steps
     check_answers(config, questions)
     if not resume:
@@ -877,6 +880,7 @@ async def _run_training(
         boundary,
     )
     shell.metrics = list(kept)
+    shell.eval_set = split.eval
     shell.rest = rest
     shell.last_end = clock()
     plan = plan_config(config)
