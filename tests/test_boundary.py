@@ -49,6 +49,7 @@ TRANSIENT = {
     "timeout",
     "request_failed_server",
     "request_failed_unknown",
+    "promise_expired",
 }
 SMALL = {"batch_size": 2, "num_agents": 2, "max_rounds": 2, "max_tokens": 128, "eval_questions": 1}
 HANG_S = 0.05  # the deadline of a call that never completes (no other call meets a deadline this small)

@@ -72,6 +72,10 @@ def _injected(log: Path) -> list[str]:
         ("sample:418:1", "unknown kind '418' in 'sample:418:1'; kinds: 429, 500, 503, drop,"),
         ("get_info:failed-user:1", "get_info is not answered with a future, so it cannot get failed-user"),
         ("sample:500:0", "needs a COUNT >= 1 and an AFTER >= 0"),
+        (
+            "optim_step:paused-capacity:1",
+            "paused-capacity is an answer to a poll: its call is retrieve_future",
+        ),
         ("sample:500:1:-1", "needs a COUNT >= 1 and an AFTER >= 0"),
     ],
 )
@@ -107,6 +111,7 @@ def test_transient_faults_are_absorbed_by_the_sdk_or_retried_by_the_boundary(tmp
         "optim_step:drop:1",
         "retrieve_future:429:1",
         "retrieve_future:500:1:5",
+        "retrieve_future:paused-capacity:1:8",  # a poll of a training client future: a queue pause
     ]
     model, log, extra = _server_args(tmp_path, faults)
     run = tmp_path / "run"
@@ -133,6 +138,8 @@ def test_transient_faults_are_absorbed_by_the_sdk_or_retried_by_the_boundary(tmp
     assert (
         sum(m["service/retries"] for m in metrics) == 3 and sum(m["service/failures"] for m in metrics) == 0
     )
+    # the SDK polled again and told the training client's observer, which the boundary watches
+    assert sum(m.get("service/pauses/paused_capacity", 0) for m in metrics) >= 1
     assert re.search(r"step \d/2 .* retries [1-3] ", err)  # the progress line of a step that had them
     assert "Traceback" not in log.read_text()  # the dropped connection is not logged as an error
 

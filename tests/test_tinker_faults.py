@@ -130,7 +130,20 @@ def test_plan_validation() -> None:
         FaultPlan(rates={"crash": 0.1})
     with pytest.raises(ValueError, match="rates must sum to at most 1"):
         FaultPlan(rates={"error": 0.6, "hang": 0.6})
-    assert set(FAULT_KINDS) == {"error", "hang", "cancel", "delay", "crash", "sdk_error", "bad_reply"}
+    assert set(FAULT_KINDS) == {
+        "error",
+        "hang",
+        "cancel",
+        "delay",
+        "crash",
+        "sdk_error",
+        "bad_reply",
+        "pause",
+    }
+    with pytest.raises(ValueError, match="a pause's variant must be one of"):
+        Fault("pause", variant="paused_forever")
+    with pytest.raises(ValueError, match="rates: kind must be one of"):
+        FaultPlan(rates={"pause": 0.1})
     with pytest.raises(ValueError, match="an sdk_error's variant must be one of"):
         Fault("sdk_error", variant="teapot")
     with pytest.raises(ValueError, match="a bad_reply's variant must be one of"):
@@ -304,3 +317,119 @@ def test_a_deferred_outcome_is_computed_halfway_to_its_deadline_not_at_submissio
             await bad
 
     asyncio.run(main())
+
+
+# ---- tinker 0.38's queue-state pauses: waited out, not failures -------------------------------------------
+
+
+def _paused_sample(watch: bool, *, then_hang: bool = False) -> tuple[Any, dict[str, float]]:
+    """A sample whose queue is paused 0.3 s, under a 0.05 s deadline and no retry; with ``then_hang``, a
+    second sample that never completes."""
+    from adapters.tinker.boundary import Boundary, RetryPolicy, ServiceError
+
+    at = {("sample", 0): Fault("pause", delay=0.3, variant="paused_rate_limit"), ("sample", 1): Fault("hang")}
+
+    async def main() -> tuple[Any, dict[str, float]]:
+        service, _ = with_faults(FakeServiceClient(seed=0), FaultPlan(at=at))
+        tc = await service.create_lora_training_client("fake", 1)
+        sampler = await tc.save_weights_and_get_sampling_client()
+        boundary = Boundary({"sample": 0.05}, RetryPolicy(max_attempts=1))
+        if watch:
+            boundary.watch(sampler)
+            boundary.watch(sampler)  # once per client: a second call changes nothing
+        got: list[Any] = []
+        for _ in range(2 if then_hang else 1):
+            try:
+                reply = await boundary.call("sample", lambda: sampler.sample(PROMPT, 1, PARAMS))
+                got.append(len(reply.sequences))
+            except ServiceError as e:
+                got.append(e.cause)
+        return got, boundary.stats.take()
+
+    return asyncio.run(main())
+
+
+def test_a_paused_queue_is_waited_out_and_counted_as_a_pause_not_a_failure() -> None:
+    got, stats = _paused_sample(watch=True, then_hang=True)
+    # the pause outlasts the deadline and the sample arrives; the next call's deadline runs again
+    assert got == [1, "deadline"]
+    assert stats["service/retries"] == 0 and stats["service/failures"] == 1  # the hang alone
+    assert stats["service/pauses/paused_rate_limit"] == 1 and stats["time/paused"] > 0
+    got, stats = _paused_sample(watch=False)  # unwatched, the deadline runs through the pause
+    assert got == ["deadline"] and "time/paused" not in stats
+
+
+def test_training_clients_report_pauses_too_and_reports_from_another_thread_count() -> None:
+    import threading
+
+    from tinker.lib.api_future_impl import QueueState
+    from tinker.lib.queue_state_logger import QueueStateLogger
+
+    from adapters.tinker.boundary import Boundary, RetryPolicy
+
+    class SdkLike:  # the SDK's training client: its futures report to its QueueStateLogger
+        def __init__(self) -> None:
+            self._queue_state_logger = QueueStateLogger("model", "Training")
+
+    async def main() -> dict[str, float]:
+        client, boundary = SdkLike(), Boundary({"optim_step": 0.05}, RetryPolicy(max_attempts=1))
+        boundary.watch(client)
+        released = asyncio.Event()
+
+        async def step() -> str:  # a request whose reply arrives once the pause is over
+            await released.wait()
+            return "stepped"
+
+        def report(state: QueueState) -> None:
+            thread = threading.Thread(
+                target=client._queue_state_logger.on_queue_state_change, args=(state, None)
+            )
+            thread.start()
+            thread.join()
+
+        report(QueueState.PAUSED_CAPACITY)
+        call = asyncio.ensure_future(boundary.call("optim_step", step))
+        done, _ = await asyncio.wait({call}, timeout=0.3)  # six deadlines' time, paused: no failure
+        assert not done
+        report(QueueState.ACTIVE)
+        released.set()
+        assert await call == "stepped"
+        return boundary.stats.take()
+
+    stats = asyncio.run(main())
+    assert stats["service/pauses/paused_capacity"] == 1 and stats["service/failures"] == 0
+
+
+def test_a_pause_in_a_rollout_does_not_end_its_debate() -> None:
+    from adapters.tinker.renderers import ByteRenderer
+    from adapters.training.rollouts import RolloutConfig, run_debates, self_play
+
+    config = RolloutConfig(num_agents=2, max_rounds=1, sample_timeout=0.05)
+    plan = FaultPlan(at={("sample", 1): Fault("pause", delay=0.3)})
+
+    async def main() -> Any:
+        service, _ = with_faults(FakeServiceClient(seed=0), plan)
+        tc = await service.create_lora_training_client("fake", 1)
+        sampler = await tc.save_weights_and_get_sampling_client()
+        return await run_debates(
+            self_play(["What is 1 + 2?"], sampler, num_agents=2), ByteRenderer(), config=config
+        )
+
+    batch = asyncio.run(main())
+    assert batch.end_counts.keys() <= {"max_rounds", "consensus"} and len(batch.results[0].turns) == 2
+
+
+def test_a_run_waits_out_a_paused_training_queue(tmp_path: Path) -> None:
+    from adapters.training.config import TrainConfig
+    from adapters.training.train import run_training
+
+    keys = {"batch_size": 2, "num_agents": 2, "max_rounds": 1, "max_tokens": 64, "eval_every": 0, "steps": 2}
+    config = TrainConfig.from_mapping(
+        {**keys, "out": str(tmp_path / "run"), "deadlines": {"optim_step": 0.05}}
+    )
+    plan = FaultPlan(at={("optim_step", 0): Fault("pause", delay=0.3, variant="paused_capacity")})
+    service, faults = with_faults(FakeServiceClient(seed=0), plan)
+    result = asyncio.run(run_training(config, service))
+    assert [m["step"] for m in result.metrics] == [0, 1] and faults.injected[0][2].kind == "pause"
+    assert result.metrics[0]["service/pauses/paused_capacity"] == 1 and result.metrics[0]["time/paused"] > 0
+    assert all(m["service/failures"] == 0 and m["service/retries"] == 0 for m in result.metrics)

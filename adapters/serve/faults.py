@@ -23,11 +23,16 @@ Kinds (:data:`KINDS`):
 - ``failed-server``, ``failed-user``: for calls answered with a future, a future whose result is a
   ``RequestFailedResponse`` of that category (the SDK's ``RequestFailedError``); on ``retrieve_future``,
   that answer to the poll.
+- ``paused-capacity``, ``paused-rate-limit`` (``retrieve_future`` only): the poll is answered
+  ``try_again`` with that ``queue_state`` (``paused_capacity``, ``paused_rate_limit``), as Tinker 0.38
+  answers while a request waits in a paused queue; the request itself goes on, and a later poll gets it.
 
 What the SDK 0.38 does with each: it retries HTTP 429 and 5xx and dropped connections itself (a submission
 up to 5 minutes with exponential backoff from 1 s, a poll without end), so those rarely reach its caller;
 a failed future is raised at once as ``RequestFailedError``, which the boundary retries (``Server``
-category) or not (``User``).
+category) or not (``User``); a ``try_again`` is polled again, its queue state reported to the client's
+queue-state observer (``paused``, then ``active`` with the result), which the boundary watches: a pause
+is waited out, counted in ``service/pauses/STATE``.
 """
 
 from __future__ import annotations
@@ -37,12 +42,13 @@ import itertools
 import json
 import logging
 from collections.abc import Callable, Sequence
-from typing import Final
+from typing import Final, Literal
 
 import pydantic
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from tinker import types
+from tinker.types.try_again_response import TryAgainResponse
 
 __all__ = [
     "CALLS",
@@ -92,8 +98,23 @@ FUTURE_CALLS: Final = frozenset(
 """The calls answered with a future (or, ``retrieve_future``, with its result): the only ones that can
 get ``failed-server`` or ``failed-user``."""
 
-KINDS: Final[tuple[str, ...]] = ("429", "500", "503", "drop", "failed-server", "failed-user")
+KINDS: Final[tuple[str, ...]] = (
+    "429",
+    "500",
+    "503",
+    "drop",
+    "failed-server",
+    "failed-user",
+    "paused-capacity",
+    "paused-rate-limit",
+)
 """The kinds of fault (see the module docstring)."""
+
+_PAUSED: Final[dict[str, Literal["paused_capacity", "paused_rate_limit"]]] = {
+    "paused-capacity": "paused_capacity",
+    "paused-rate-limit": "paused_rate_limit",
+}
+"""The ``queue_state`` of each pause kind."""
 
 _CATEGORY = {
     "failed-server": types.RequestErrorCategory.Server,
@@ -116,13 +137,16 @@ def parse_fault(text: str) -> RouteFault:
 
     Raises:
         ValueError: an unknown call or kind (naming the known ones), a count that is not an int ≥ 1, an
-            AFTER that is not an int ≥ 0, or a ``failed-*`` kind on a call not answered with a future.
+            AFTER that is not an int ≥ 0, a ``failed-*`` kind on a call not answered with a future, or a
+            ``paused-*`` kind on a call other than ``retrieve_future``.
 
     Examples:
         >>> parse_fault("sample:500:2")
         RouteFault(call='sample', kind='500', count=2, after=0)
         >>> parse_fault("save_state:failed-server:2:1")
         RouteFault(call='save_state', kind='failed-server', count=2, after=1)
+        >>> parse_fault("retrieve_future:paused-capacity:3")
+        RouteFault(call='retrieve_future', kind='paused-capacity', count=3, after=0)
     """
     parts = text.split(":")
     if len(parts) not in (3, 4):
@@ -134,6 +158,8 @@ def parse_fault(text: str) -> RouteFault:
         raise ValueError(f"--fault: unknown kind {kind!r} in {text!r}; kinds: {', '.join(KINDS)}")
     if kind in _CATEGORY and call not in FUTURE_CALLS:
         raise ValueError(f"--fault: {call} is not answered with a future, so it cannot get {kind}")
+    if kind in _PAUSED and call != "retrieve_future":
+        raise ValueError(f"--fault: {kind} is an answer to a poll: its call is retrieve_future, not {call}")
     if not all(n.isdigit() for n in numbers) or int(numbers[0]) < 1:
         raise ValueError(f"--fault: {text!r} needs a COUNT >= 1 and an AFTER >= 0 (integers)")
     return RouteFault(call, kind, int(numbers[0]), int(numbers[1]) if len(numbers) > 1 else 0)
@@ -241,6 +267,11 @@ class FaultMiddleware:
             error=f"injected fault: {what}",
             category=_CATEGORY.get(fault.kind, types.RequestErrorCategory.Server),
         )
+        if fault.kind in _PAUSED:  # the request waits in a paused queue; a later poll gets its result
+            request_id = str(_json_field(body, "request_id"))
+            paused = TryAgainResponse(request_id=request_id, queue_state=_PAUSED[fault.kind])
+            await _json(paused)(scope, replay, send)
+            return
         if fault.kind == "drop":
             await send(
                 {"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"64")]}

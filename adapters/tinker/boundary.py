@@ -15,9 +15,18 @@ Two parts, as h11 splits a state machine from its socket loop:
   :class:`CallStats` counting retries, their causes and the time they took (the shell puts them into each
   step's metrics).
 
+Queue-state pauses (tinker 0.38): a service that holds a request because its queue is paused (for
+capacity or for the rate limit of concurrent clients) answers the SDK's polls with ``try_again`` and a
+``queue_state``, which the SDK reports to the client's ``QueueStateObserver`` (a sampling client is its
+own; a training client has a ``QueueStateLogger``), ``ACTIVE`` again when the result arrives. The request
+has not failed: it waits its turn. :meth:`Boundary.watch` hooks a client's reports, and while any watched
+client is paused no attempt's deadline runs (each resumes with the time it had left), so a pause is waited
+out, neither a failure nor a retry; :class:`CallStats` counts the pauses and their seconds.
+
 Transient: rate limits (429), server errors (5xx), connection errors and timeouts, a deadline passed, a
 request the service cancelled, :class:`tinker.RequestFailedError` in the ``Server`` or ``Unknown``
-category, and :class:`TransientError`. Never retried: ``User``-category request failures, billing,
+category, the SDK's ``RetryableException`` (a future the service no longer holds: ``promise_expired``), and
+:class:`TransientError`. Never retried: ``User``-category request failures, billing,
 authentication, permission and other 4xx errors, a reply that fails its check, any other exception.
 
 ``forward_backward`` and ``optim_step`` are never replayed in place (:data:`NOT_REPLAYED`): the loop
@@ -34,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import math
 import random
+import threading
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -43,6 +53,7 @@ from typing import Any, Final, TypeVar
 import numpy as np
 import tinker
 from tinker import types
+from tinker.lib.retryable_exception import RetryableException
 
 from adapters.training.config import CALL_KINDS, DEFAULT_DEADLINES
 
@@ -171,6 +182,8 @@ def classify(error: BaseException) -> Failure:
         return Failure("timeout", True, detail)
     if isinstance(error, TransientError):
         return Failure("transient", True, detail)
+    if isinstance(error, RetryableException):  # the service lost the request (410): send it again
+        return Failure("promise_expired", True, detail)
     return Failure("error", False, detail)
 
 
@@ -240,16 +253,20 @@ class RetryPolicy:
 
 @dataclass
 class CallStats:
-    """Counts of retries and failures by ``kind/cause``, and the seconds retries cost (waits and the
-    failed attempts' own time); :meth:`take` hands them to a step's metrics line and starts over."""
+    """Counts of retries and failures by ``kind/cause``, the seconds retries cost (waits and the failed
+    attempts' own time), and the service's queue pauses by state with the seconds they lasted;
+    :meth:`take` hands them to a step's metrics line and starts over."""
 
     retries: Counter[str] = field(default_factory=Counter)
     failures: Counter[str] = field(default_factory=Counter)
     retry_time: float = 0.0
+    pauses: Counter[str] = field(default_factory=Counter)
+    paused_time: float = 0.0
 
     def take(self) -> dict[str, float]:
         """The metrics since the last call: ``service/retries``, ``time/retries``,
-        ``service/failures`` and one ``service/retries/KIND/CAUSE`` per cause seen."""
+        ``service/failures`` and one ``service/retries/KIND/CAUSE`` per cause seen; where the service
+        paused, ``time/paused`` and one ``service/pauses/STATE`` per queue state reported."""
         record: dict[str, float] = {
             "service/retries": float(sum(self.retries.values())),
             "time/retries": self.retry_time,
@@ -257,8 +274,72 @@ class CallStats:
         }
         for key, n in sorted(self.retries.items()):
             record[f"service/retries/{key}"] = float(n)
+        if self.pauses:
+            record["time/paused"] = self.paused_time
+            for key, n in sorted(self.pauses.items()):
+                record[f"service/pauses/{key}"] = float(n)
         self.retries, self.failures, self.retry_time = Counter(), Counter(), 0.0
+        self.pauses, self.paused_time = Counter(), 0.0
         return record
+
+
+ACTIVE: Final = "active"
+"""The queue state of a service that runs requests (tinker's ``QueueState.ACTIVE``); any other reported
+state (``paused_capacity``, ``paused_rate_limit``, ``unknown``) holds them."""
+
+
+class _Pauses:
+    """Which watched clients report a paused queue, and the deadlines suspended meanwhile: the boundary's
+    one piece of pause state, touched only on its event loop."""
+
+    def __init__(self, stats: CallStats, clock: Callable[[], float]) -> None:
+        self.stats = stats
+        self.clock = clock
+        self.paused: dict[int, float] = {}  # watched client -> when its pause began (the boundary's clock)
+        self.timers: dict[asyncio.Timeout, float | None] = {}  # in-flight attempts: seconds left if paused
+
+    def report(self, client: int, state: str) -> None:
+        """A watched client's queue state (``state`` the SDK's value, e.g. ``"paused_capacity"``)."""
+        was = bool(self.paused)
+        if state == ACTIVE:
+            began = self.paused.pop(client, None)
+            if began is not None:
+                self.stats.paused_time += self.clock() - began
+        elif client not in self.paused:
+            self.paused[client] = self.clock()
+            self.stats.pauses[state] += 1
+        if was != bool(self.paused):
+            loop = asyncio.get_running_loop()
+            for timer in list(self.timers):
+                self._suspend(timer, loop) if self.paused else self._resume(timer, loop)
+
+    def _suspend(self, timer: asyncio.Timeout, loop: asyncio.AbstractEventLoop) -> None:
+        when = timer.when()
+        if when is not None and not timer.expired():
+            self.timers[timer] = max(0.0, when - loop.time())
+            timer.reschedule(None)
+
+    def _resume(self, timer: asyncio.Timeout, loop: asyncio.AbstractEventLoop) -> None:
+        left = self.timers.get(timer)
+        if left is not None:
+            self.timers[timer] = None
+            timer.reschedule(loop.time() + left)
+
+    def enter(self, timer: asyncio.Timeout) -> None:
+        """An attempt starts under ``timer`` (suspended at once while a pause lasts)."""
+        self.timers[timer] = None
+        if self.paused:
+            self._suspend(timer, asyncio.get_running_loop())
+
+    def leave(self, timer: asyncio.Timeout) -> None:
+        """An attempt ended. When none is left in flight, a pause still on record is closed: no request
+        waits on it, and a paused queue is reported again at the SDK's next poll (a request cancelled
+        while paused never gets its ``ACTIVE``)."""
+        self.timers.pop(timer, None)
+        if not self.timers and self.paused:
+            now = self.clock()
+            self.stats.paused_time += sum(now - began for began in self.paused.values())
+            self.paused.clear()
 
 
 class Boundary:
@@ -297,6 +378,7 @@ class Boundary:
         self.vocab_size = vocab_size
         self.strict = strict
         self.stats = CallStats()
+        self._pauses = _Pauses(self.stats, clock)
 
     async def call(
         self,
@@ -330,7 +412,11 @@ class Boundary:
             timer = asyncio.timeout(deadline)
             try:
                 async with timer:
-                    reply = await make_request()
+                    self._pauses.enter(timer)
+                    try:
+                        reply = await make_request()
+                    finally:
+                        self._pauses.leave(timer)
             except TimeoutError as e:
                 if timer.expired():
                     failure = Failure("deadline", True, f"no reply within {deadline:g} s")
@@ -369,6 +455,34 @@ class Boundary:
             self.stats.retries[f"{kind}/{failure.cause}"] += 1
             await self.sleep(wait)
             self.stats.retry_time += self.clock() - t0
+
+    def watch(self, client: Any) -> None:
+        """Hooks ``client``'s queue-state reports (see the module docstring): while it reports a pause,
+        no deadline runs. Works on the SDK's sampling client (its own ``on_queue_state_change``), its
+        training client (its ``_queue_state_logger``) and anything with an ``on_queue_state_change``
+        (the fault injector's clients); a client that reports nothing is left as it is. Once per client.
+
+        Must be called on the event loop that runs the calls; reports may come from any thread (the
+        SDK's own loop runs in one of its threads).
+        """
+        logger = getattr(client, "_queue_state_logger", None)
+        target: Any = logger if callable(getattr(logger, "on_queue_state_change", None)) else client
+        report = getattr(target, "on_queue_state_change", None)
+        if not callable(report) or getattr(report, "boundary", None) is self:
+            return  # nothing reported, or hooked already
+        loop = asyncio.get_running_loop()
+        key, home = id(target), threading.get_ident()
+
+        def on_queue_state_change(queue_state: Any, queue_state_reason: str | None = None) -> None:
+            state = str(getattr(queue_state, "value", queue_state))
+            if threading.get_ident() == home:  # on the loop: at once, before the request waits on
+                self._pauses.report(key, state)
+            elif not loop.is_closed():  # from the SDK's thread
+                loop.call_soon_threadsafe(self._pauses.report, key, state)
+            report(queue_state, queue_state_reason)  # the client's own (the SDK logs a long pause)
+
+        on_queue_state_change.boundary = self  # type: ignore[attr-defined]
+        target.on_queue_state_change = on_queue_state_change
 
     def check_sample(self, num_samples: int) -> Callable[[types.SampleResponse], str | None]:
         """The check of a ``sample`` reply under this boundary's settings."""

@@ -18,10 +18,15 @@ Faults (:data:`FAULT_KINDS`):
   after the service did the work but before the caller learns of it (``after=True``: a checkpoint
   written but never reported, an optimizer step applied but never acknowledged).
 
+- ``"pause"``: the service's queue is paused for ``delay`` seconds before the request reaches it, as
+  tinker 0.38 reports one: the client's ``on_queue_state_change`` hears the ``variant`` state
+  (:data:`QUEUE_STATES`, ``paused_capacity`` by default) when the wait starts and ``active`` when it ends,
+  then the request runs and its reply arrives. Nothing failed: a pause is waited out
+  (:meth:`adapters.tinker.boundary.Boundary.watch`).
 - ``"sdk_error"``: the request fails with a real SDK exception, named by ``variant``
   (:data:`SDK_ERRORS`: ``rate_limit``, ``server_error``, ``connection``, ``timeout``,
   ``request_failed_server``, ``request_failed_unknown``, ``request_failed_user``, ``billing``,
-  ``bad_request``), and never reaches the service.
+  ``bad_request``, ``promise_expired``), and never reaches the service.
 - ``"bad_reply"``: the request runs, and its reply is malformed as ``variant`` says
   (:data:`BAD_REPLIES`): a sample with NaN / −inf / missing / too few logprobs, ids outside the vocabulary,
   an empty sequence or none; a ``compute_logprobs`` with a NaN, one entry short, or a number first; a
@@ -54,6 +59,8 @@ import httpx
 import numpy as np
 import tinker
 from tinker import types
+from tinker.lib.api_future_impl import QueueState
+from tinker.lib.retryable_exception import RetryableException
 
 from adapters.futures import AwaitableFuture, CompletedFuture, DeferredFuture
 from adapters.tinker.protocol import CustomLossFn, Future, SamplingClient, ServiceClient, TrainingClient
@@ -63,6 +70,7 @@ __all__ = [
     "BAD_REPLIES",
     "FAULT_KINDS",
     "METHODS",
+    "QUEUE_STATES",
     "SDK_ERRORS",
     "Fault",
     "FaultPlan",
@@ -73,7 +81,7 @@ __all__ = [
     "wrap_sampler",
 ]
 
-FaultKind = Literal["error", "hang", "cancel", "delay", "crash", "sdk_error", "bad_reply"]
+FaultKind = Literal["error", "hang", "cancel", "delay", "crash", "sdk_error", "bad_reply", "pause"]
 FAULT_KINDS: Final[tuple[FaultKind, ...]] = (
     "error",
     "hang",
@@ -82,8 +90,13 @@ FAULT_KINDS: Final[tuple[FaultKind, ...]] = (
     "crash",
     "sdk_error",
     "bad_reply",
+    "pause",
 )
-"""The kinds of fault a plan can inject (``sdk_error`` and ``bad_reply`` only explicitly, with a variant)."""
+"""The kinds of fault a plan can inject (``sdk_error``, ``bad_reply`` and ``pause`` only explicitly)."""
+
+QUEUE_STATES: Final = ("paused_capacity", "paused_rate_limit")
+"""The variants of a ``"pause"`` fault: the queue state the service reports (tinker 0.38's
+``TryAgainResponse.queue_state`` values other than ``active``)."""
 
 SDK_ERRORS: Final = (
     "rate_limit",
@@ -95,8 +108,11 @@ SDK_ERRORS: Final = (
     "request_failed_user",
     "billing",
     "bad_request",
+    "promise_expired",
 )
-"""The variants of an ``"sdk_error"`` fault: which SDK exception the request raises."""
+"""The variants of an ``"sdk_error"`` fault: which SDK exception the request raises (``promise_expired``:
+the SDK's ``RetryableException``, what a future raises when the service no longer holds its request,
+HTTP 410, for the request to be sent again)."""
 
 BAD_REPLIES: Final[Mapping[str, tuple[str, ...]]] = {
     "sample": (
@@ -156,6 +172,8 @@ class Fault:
             raise ValueError(
                 f"an sdk_error's variant must be one of {list(SDK_ERRORS)}, got {self.variant!r}"
             )
+        if self.kind == "pause" and self.variant not in ("", *QUEUE_STATES):
+            raise ValueError(f"a pause's variant must be one of {list(QUEUE_STATES)}, got {self.variant!r}")
         every = sorted({v for vs in BAD_REPLIES.values() for v in vs})
         if self.kind == "bad_reply" and self.variant not in every:
             raise ValueError(f"a bad_reply's variant must be one of {every}, got {self.variant!r}")
@@ -223,7 +241,7 @@ class FaultPlan:
             if k < 0:
                 raise ValueError(f"at: call index must be >= 0, got {k}")
         for kind, rate in self.rates.items():
-            if kind not in FAULT_KINDS or kind in ("crash", "sdk_error", "bad_reply"):
+            if kind not in FAULT_KINDS or kind in ("crash", "sdk_error", "bad_reply", "pause"):
                 raise ValueError(f"rates: kind must be one of error, hang, cancel, delay, got {kind!r}")
             if not 0.0 <= rate <= 1.0:
                 raise ValueError(f"rates[{kind!r}] must lie in [0, 1], got {rate!r}")
@@ -345,10 +363,18 @@ class FaultyService:
         self.busy_until: defaultdict[str, float] = defaultdict(float)
         """Per method with ``compute_per_token``: when the service finishes the requests so far."""
 
-    def call(self, method: str, run: Any, wrap: Any = None, tokens: Callable[[], int] | None = None) -> Any:
+    def call(
+        self,
+        method: str,
+        run: Any,
+        wrap: Any = None,
+        tokens: Callable[[], int] | None = None,
+        client: Any = None,
+    ) -> Any:
         """Runs ``run()`` (which submits the request and returns its future) under the plan's fault;
         ``tokens()`` sizes the request for ``compute_per_token`` (called only when the method has one: it
-        walks the whole batch, which would delay every submission)."""
+        walks the whole batch, which would delay every submission); ``client`` hears a pause's queue
+        states."""
         index = self.calls[method]
         self.calls[method] += 1
         fault = self.plan.fault_for(method, index)
@@ -375,6 +401,8 @@ class FaultyService:
             )
         if fault.kind == "bad_reply":
             return _Mapped(run(), lambda reply: _malformed(method, fault.variant, reply))
+        if fault.kind == "pause":
+            return AwaitableFuture(_paused(fault, run, wrap, client))
         if fault.kind == "hang":
             return AwaitableFuture(_never())
         if fault.kind == "cancel":
@@ -391,6 +419,19 @@ class FaultyService:
         size = tokens() if tokens is not None else 0
         self.busy_until[method] = max(now, self.busy_until[method]) + per_token * size
         return self.busy_until[method] - now
+
+
+async def _paused(fault: Fault, run: Any, wrap: Any, client: Any) -> Any:
+    """A request held ``fault.delay`` seconds by a paused queue, the states reported to ``client`` as the
+    SDK reports them (paused on a ``try_again`` poll, ``active`` with the result), then run."""
+    report = getattr(client, "on_queue_state_change", None) or (lambda state, reason: None)
+    report(QueueState(fault.variant or "paused_capacity"), None)
+    try:
+        await asyncio.sleep(fault.delay)
+    finally:
+        report(QueueState.ACTIVE, None)
+    inner = run()
+    return await (_Mapped(inner, wrap) if wrap is not None else inner)
 
 
 def sdk_error(variant: str, message: str) -> Exception:
@@ -417,6 +458,7 @@ def sdk_error(variant: str, message: str) -> Exception:
         "request_failed_user": lambda: tinker.RequestFailedError(message, "req-fault", category.User),
         "billing": lambda: tinker.BillingError(message, response=status(402), body=None),
         "bad_request": lambda: tinker.BadRequestError(message, response=status(400), body=None),
+        "promise_expired": lambda: RetryableException(message),
     }
     return errors[variant]()
 
@@ -518,10 +560,15 @@ class _FaultyServiceClient:
         )
 
 
+def _log_queue_state(queue_state: Any, queue_state_reason: str | None = None) -> None:
+    """A wrapped client's own queue-state observer: nothing (:meth:`Boundary.watch` hooks it)."""
+
+
 class _FaultyTrainingClient:
     def __init__(self, inner: TrainingClient, faults: FaultyService) -> None:
         self.inner = inner
         self.faults = faults
+        self.on_queue_state_change = _log_queue_state  # where a pause is reported, as the SDK's client
 
     def __getattr__(self, name: str) -> Any:  # state, client_id, ... of the wrapped client
         return getattr(self.inner, name)
@@ -536,6 +583,7 @@ class _FaultyTrainingClient:
             "forward_backward",
             lambda: self.inner.forward_backward(data, loss_fn, loss_fn_config),
             tokens=lambda: _tokens(data),
+            client=self,
         )
 
     def forward_backward_custom(
@@ -545,13 +593,14 @@ class _FaultyTrainingClient:
             "forward_backward_custom",
             lambda: self.inner.forward_backward_custom(data, loss_fn),
             tokens=lambda: _tokens(data),
+            client=self,
         )
 
     def optim_step(self, optim_params: types.AdamParams) -> Future[types.OptimStepResponse]:
-        return self.faults.call("optim_step", lambda: self.inner.optim_step(optim_params))  # type: ignore[no-any-return]
+        return self.faults.call("optim_step", lambda: self.inner.optim_step(optim_params), client=self)  # type: ignore[no-any-return]
 
     def save_state(self, name: str) -> Future[types.SaveWeightsResponse]:
-        return self.faults.call("save_state", lambda: self.inner.save_state(name))  # type: ignore[no-any-return]
+        return self.faults.call("save_state", lambda: self.inner.save_state(name), client=self)  # type: ignore[no-any-return]
 
     def save_weights_and_get_sampling_client(
         self, name: str | None = None, *, record_stability_info: bool = False
@@ -584,6 +633,7 @@ class _FaultySamplingClient:
         self.inner = inner
         self.faults = faults
         self.follow = follow
+        self.on_queue_state_change = _log_queue_state  # where a pause is reported, as the SDK's sampler
 
     def __getattr__(self, name: str) -> Any:  # state, policy, ... of the wrapped sampler
         return getattr(self.inner, name)
@@ -605,12 +655,14 @@ class _FaultySamplingClient:
         self, prompt: types.ModelInput, num_samples: int, sampling_params: types.SamplingParams
     ) -> Future[types.SampleResponse]:
         return self.faults.call(  # type: ignore[no-any-return]
-            "sample", lambda: self._on_weights(lambda s: s.sample(prompt, num_samples, sampling_params))
+            "sample",
+            lambda: self._on_weights(lambda s: s.sample(prompt, num_samples, sampling_params)),
+            client=self,
         )
 
     def compute_logprobs(self, prompt: types.ModelInput) -> Future[list[float | None]]:
         return self.faults.call(  # type: ignore[no-any-return]
-            "compute_logprobs", lambda: self._on_weights(lambda s: s.compute_logprobs(prompt))
+            "compute_logprobs", lambda: self._on_weights(lambda s: s.compute_logprobs(prompt)), client=self
         )
 
 

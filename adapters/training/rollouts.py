@@ -517,7 +517,9 @@ async def _sample(
 ) -> tuple[types.SampledSequence | None, EndReason | None, str, int]:
     """One sample through ``boundary`` (its deadline, retries and reply check), with the prompt tokens the
     service billed as cache hits; a sample that cannot be had comes back as ``(None, reason, detail, 0)``:
-    the one translation point."""
+    the one translation point. A pause the service reports for ``sampler`` is waited out
+    (:meth:`Boundary.watch`)."""
+    boundary.watch(sampler)
     try:
         response = await boundary.call(
             "sample", lambda: sampler.sample(prompt, 1, params), boundary.check_sample(1)

@@ -844,6 +844,7 @@ async def _run_training(
     else:
         training = await _new_training_client(service_client, config, boundary)
         kept = ck.truncate_metrics(run.run_dir, 0) if resume else []
+    boundary.watch(training)  # a paused queue is waited out (tinker 0.38's queue states)
     if renderer is None:
         renderer = choose_renderer(config.renderer, training.get_tokenizer(), model=config.model)
     if boundary.vocab_size is None:
