@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from adapters.cli import main
+from adapters.cli._progress import step_line
 from adapters.serve.faults import FaultPlan, call_of, parse_fault
 from adapters.serve.process import API_KEY, served
 from adapters.serve.tokenizer import write_tokenizer
@@ -140,7 +141,9 @@ def test_transient_faults_are_absorbed_by_the_sdk_or_retried_by_the_boundary(tmp
     )
     # the SDK polled again and told the training client's observer, which the boundary watches
     assert sum(m.get("service/pauses/paused_capacity", 0) for m in metrics) >= 1
-    assert re.search(r"step \d/2 .* retries [1-3] ", err)  # the progress line of a step that had them
+    # the progress line of a step that had them (drawn on a terminal only: built here from its record)
+    lines = [step_line(m["step"], 2, m, warm_start_steps=0) for m in metrics]
+    assert any(re.search(r"step \d/2 .* retries [1-3] ", line) for line in lines), lines
     assert "Traceback" not in log.read_text()  # the dropped connection is not logged as an error
 
 
