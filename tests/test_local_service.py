@@ -17,6 +17,7 @@ pytest.importorskip("optax")
 pytest.importorskip("safetensors")
 
 import jax.numpy as jnp  # noqa: E402
+import tinker  # noqa: E402
 from tinker import types  # noqa: E402
 
 from adapters.local import (  # noqa: E402
@@ -420,9 +421,7 @@ def test_gspo_and_stable_reinforce_refusals_name_what_is_missing() -> None:
         )
         with pytest.raises(ValueError, match=r"data\[0\].loss_fn_inputs\['sequence_ratio_mask'\] has shape"):
             await trainer.forward_backward([short], "gspo", GSPO_CLIP)
-        with pytest.raises(
-            ValueError, match=r"record_stability_info=True.*provenance spans.*not its objective"
-        ):
+        with pytest.raises(tinker.RequestFailedError, match=r"provenance spans on every datum.*data\[0\]"):
             await trainer.forward_backward([datum], "stable_reinforce")
 
     run(main())

@@ -39,6 +39,7 @@ from typing import Any, Literal, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+import tinker
 from tinker import types
 
 from adapters.futures import AwaitableFuture, CompletedFuture, completed, failed
@@ -47,6 +48,7 @@ from adapters.local import lora as lo
 from adapters.local import model as m
 from adapters.local import state as st
 from adapters.local.devices import CPU_DEVICES, split_cpu
+from adapters.tinker.fake import provenance_refusal
 from adapters.tokenizers import ByteTokenizer
 
 __all__ = [
@@ -133,8 +135,10 @@ class LocalSamplingClient:
         seed: int = 0,
         name: str = "sampler",
         tokenizer: Any = None,
+        recorded: set[str] | None = None,
     ) -> None:
         self._cfg, self._params, self._seed, self._name = cfg, params, seed, name
+        self._recorded = recorded  # record_stability_info: its service's record of the sequences sampled
         self._calls = itertools.count()
         self._tokenizer = ByteTokenizer() if tokenizer is None else tokenizer  # encodes stop strings
         self._queue: list[_Queued] = []
@@ -217,6 +221,8 @@ class LocalSamplingClient:
             )
             for b in range(start, start + count)
         ]
+        if self._recorded is not None:
+            self._recorded.update(s.sequence_id for s in sequences if s.sequence_id)
         return types.SampleResponse(sequences=sequences)
 
     def _flush(self) -> None:
@@ -413,12 +419,20 @@ class LocalTrainingClient:
     ) -> types.ForwardBackwardOutput:
         options = train_step.loss_options(loss_fn, config)
         needed = train_step.LOSS_INPUTS[loss_fn]
-        return self._apply(
+        stand_in = train_step.STAND_INS.get(loss_fn)
+        if stand_in is not None:
+            refusal = provenance_refusal(data, loss_fn) or self._service.unrecorded_refusal(data, loss_fn)
+            if refusal is not None:
+                raise tinker.RequestFailedError(refusal, "local", types.RequestErrorCategory.User)
+        out = self._apply(
             train_step.pack_batch(data, needed, self._state.cfg, ratio_mask=loss_fn == "gspo"),
-            loss_fn,
+            stand_in or loss_fn,
             options,
             backward=backward,
         )
+        if stand_in is not None:  # the objective computed is not Tinker's: the response says so
+            out.metrics["loss/stand_in"] = 1.0
+        return out
 
     def forward_backward(
         self,
@@ -433,7 +447,11 @@ class LocalTrainingClient:
         ``model_input``; gspo also reads ``sequence_ratio_mask`` when a datum has it (its sequence ratio's
         tokens, ≠ 0; default: the tokens with a nonzero advantage). ``loss_fn_config``: ppo / cispo
         ``clip_low_threshold``, ``clip_high_threshold``; gspo the same two (required); dro ``beta``
-        (required). ``stable_reinforce`` is refused (its objective is not documented).
+        (required). ``stable_reinforce`` needs provenance spans on every datum naming sequences that a
+        sampler of this service made with ``record_stability_info=True`` (else ``RequestFailedError``,
+        category ``User``, naming the datum) and computes a stand-in, importance sampling −Σ ρ·A: Tinker
+        does not publish its objective (:data:`~adapters.local.train_step.STAND_INS`; the metric
+        ``loss/stand_in = 1`` marks it).
         """
         return _run(lambda: self._fb(data, loss_fn, loss_fn_config, backward=True))
 
@@ -557,7 +575,7 @@ class LocalTrainingClient:
         """Replaces the weights with a saved state's; the optimizer starts fresh."""
         return _run(lambda: self._load(path, with_optimizer=False))
 
-    def _snapshot(self, name: str | None) -> LocalSamplingClient:
+    def _snapshot(self, name: str | None, stability: bool = False) -> LocalSamplingClient:
         step = self._state.step
         index = self._made[1] if self._made[0] == step else 0
         params = self.merged_params()
@@ -570,8 +588,14 @@ class LocalTrainingClient:
         # by a count over the client's life: a run resumed from a saved state samples as the first run did.
         label = f"{self._name}-t{step}-s{index}"
         tokenizer = hf.tokenizer_for(self._state.base_model)
+        recorded = self._service.recorded if stability else None
         return LocalSamplingClient(
-            self._state.cfg, params, seed=self._service.seed, name=label, tokenizer=tokenizer
+            self._state.cfg,
+            params,
+            seed=self._service.seed,
+            name=label,
+            tokenizer=tokenizer,
+            recorded=recorded,
         )
 
     def _save_sampler(self, path: Path, params: m.Params) -> None:
@@ -584,9 +608,14 @@ class LocalTrainingClient:
             m.save_weights(path, s.cfg, params)
 
     def save_weights_and_get_sampling_client(
-        self, name: str | None = None, *, kind: Literal["snapshot", "inflight"] = "snapshot"
+        self,
+        name: str | None = None,
+        *,
+        record_stability_info: bool = False,
+        kind: Literal["snapshot", "inflight"] = "snapshot",
     ) -> CompletedFuture[LocalSamplingClient]:
-        """A sampler over the current weights (also saved under ``name`` if given).
+        """A sampler over the current weights (also saved under ``name`` if given); with
+        ``record_stability_info`` its samples are recorded in the service for ``stable_reinforce``.
 
         ``kind`` is tinker 0.38's ``SamplingClientKind``: ``"snapshot"`` freezes them; ``"inflight"``
         publishes them to every inflight sampler of this client, the earlier ones included (each adopts
@@ -598,10 +627,13 @@ class LocalTrainingClient:
         """
         if kind not in ("snapshot", "inflight"):
             return failed(ValueError(f"kind must be 'snapshot' or 'inflight', got {kind!r}"))
-        return _run(lambda: self._snapshot(name) if kind == "snapshot" else self._publish(name))
+        stability = bool(record_stability_info)
+        return _run(
+            lambda: self._snapshot(name, stability) if kind == "snapshot" else self._publish(name, stability)
+        )
 
-    def _publish(self, name: str | None) -> LocalSamplingClient:
-        client = self._snapshot(name)
+    def _publish(self, name: str | None, stability: bool) -> LocalSamplingClient:
+        client = self._snapshot(name, stability)
         for earlier in self._inflight:
             earlier._params = client._params
         self._inflight.add(client)
@@ -645,8 +677,21 @@ class LocalServiceClient:
         if not isinstance(seed, int):
             raise TypeError(f"seed must be an int, got {type(seed).__name__}")
         self.seed = seed
+        self.recorded: set[str] = set()  # sequences sampled with record_stability_info (stable_reinforce)
         self._root = Path(root) if root is not None else None
         self._clients = itertools.count()
+
+    def unrecorded_refusal(self, data: Sequence[types.Datum], loss_fn: str) -> str | None:
+        """Why ``data`` cannot train ``loss_fn`` here: the first datum whose spans name a sequence that no
+        sampler of this service recorded with ``record_stability_info=True`` (None: every one was)."""
+        for d, datum in enumerate(data):
+            for span in (*(datum.model_input_spans or ()), *(datum.loss_fn_input_spans or ())):
+                if span.sequence_id not in self.recorded:
+                    return (
+                        f"{loss_fn}: data[{d}] names sequence {span.sequence_id!r}, of which this service "
+                        "holds no stability record: sample it with record_stability_info=True on this service"
+                    )
+        return None
 
     @property
     def root(self) -> Path:
@@ -719,9 +764,14 @@ class LocalServiceClient:
         return _run(work)
 
     def create_sampling_client(
-        self, model_path: str | None = None, base_model: str | None = None
+        self,
+        model_path: str | None = None,
+        base_model: str | None = None,
+        *,
+        record_stability_info: bool = False,
     ) -> CompletedFuture[LocalSamplingClient]:
-        """A sampler over saved weights (``model_path``) or a base model's initial weights."""
+        """A sampler over saved weights (``model_path``) or a base model's initial weights (its samples
+        recorded for ``stable_reinforce`` with ``record_stability_info``)."""
 
         def work() -> LocalSamplingClient:
             if (model_path is None) == (base_model is None):
@@ -733,6 +783,9 @@ class LocalServiceClient:
                 (cfg, params), base = _resolve_base(base_model, self.seed), base_model
             name = f"sampler{next(self._clients)}"
             tokenizer = hf.tokenizer_for(base)
-            return LocalSamplingClient(cfg, params, seed=self.seed, name=name, tokenizer=tokenizer)
+            recorded = self.recorded if record_stability_info else None
+            return LocalSamplingClient(
+                cfg, params, seed=self.seed, name=name, tokenizer=tokenizer, recorded=recorded
+            )
 
         return _run(work)

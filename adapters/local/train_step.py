@@ -19,17 +19,16 @@ from kernel.jax import cispo_loss, cross_entropy_loss, dro_loss, gspo_loss, impo
 
 __all__: list[str] = []
 
-LOSS_FNS = ("cross_entropy", "importance_sampling", "ppo", "cispo", "dro", "gspo")
-"""The built-in losses this service computes."""
-UNSUPPORTED: dict[str, str] = {
-    "stable_reinforce": (
-        "loss_fn 'stable_reinforce' is not computed by the local service: Tinker documents what it needs "
-        "(samplers made with record_stability_info=True, datums carrying provenance spans from "
-        "Datum.with_provenance naming their sampled sequences) but not its objective, so there is "
-        "nothing here to reproduce; use 'gspo', 'ppo' or 'cispo' for off-policy batches"
-    ),
-}
-"""Tinker losses the SDK names that this service refuses, with the reason."""
+LOSS_FNS = ("cross_entropy", "importance_sampling", "ppo", "cispo", "dro", "gspo", "stable_reinforce")
+"""The built-in losses this service computes (``stable_reinforce``: a stand-in, see :data:`STAND_INS`)."""
+STAND_INS: dict[str, str] = {"stable_reinforce": "importance_sampling"}
+"""Losses whose objective Tinker does not publish, and the documented loss computed in their place: Tinker
+describes ``stable_reinforce`` as a REINFORCE variant with an off-policy correction from information
+recorded at sampling time, and publishes no formula, so this service computes importance sampling
+(−Σ ρ·A, ρ = exp(lp − q)) after checking what Tinker checks (provenance spans naming sequences sampled with
+``record_stability_info=True``); its response says so with the metric ``loss/stand_in = 1``."""
+UNSUPPORTED: dict[str, str] = {}
+"""Tinker losses the SDK names that this service refuses, with the reason (none at present)."""
 RATIO_MASK = "sequence_ratio_mask"
 """gspo's optional input: the tokens whose log-ratios make up each datum's sequence ratio (≠ 0)."""
 
@@ -41,6 +40,7 @@ LOSS_INPUTS: dict[str, tuple[str, ...]] = {
     "cispo": _RL_INPUTS,
     "dro": _RL_INPUTS,
     "gspo": _RL_INPUTS,
+    "stable_reinforce": _RL_INPUTS,
 }
 LOSS_OPTIONS: dict[str, tuple[str, ...]] = {
     "cross_entropy": (),
@@ -49,6 +49,7 @@ LOSS_OPTIONS: dict[str, tuple[str, ...]] = {
     "cispo": ("clip_low_threshold", "clip_high_threshold"),
     "dro": ("beta",),
     "gspo": ("clip_low_threshold", "clip_high_threshold"),
+    "stable_reinforce": (),
 }
 
 

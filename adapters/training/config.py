@@ -45,18 +45,13 @@ __all__ = [
     "load_config",
 ]
 
-SERVER_LOSSES: Final = ("importance_sampling", "ppo", "cispo", "dro", "gspo")
-"""Losses computed by the service, by name (``forward_backward(data, loss_fn, loss_fn_config)``)."""
-REFUSED_LOSSES: Final = {
-    "stable_reinforce": (
-        "config key loss_fn 'stable_reinforce' is not supported yet: Tinker's stable_reinforce needs "
-        "samplers made with record_stability_info=True and every datum annotated with provenance spans "
-        "(Datum.with_provenance) naming the sampled sequences, and the loop does not yet carry sequence ids "
-        "to its datums or ask for stability info; the local service and serve do not compute it either "
-        "(Tinker does not document its objective). Use 'gspo' or 'ppo' for off-policy batches"
-    ),
-}
-"""Server-side losses Tinker names that a run cannot use yet, with the reason."""
+SERVER_LOSSES: Final = ("importance_sampling", "ppo", "cispo", "dro", "gspo", "stable_reinforce")
+"""Losses computed by the service, by name (``forward_backward(data, loss_fn, loss_fn_config)``).
+``stable_reinforce`` (tinker 0.38) makes the loop create its samplers with ``record_stability_info=True``
+and send every datum with provenance spans naming its sampled sequences (a batch without them is refused
+before it is sent)."""
+REFUSED_LOSSES: Final[Mapping[str, str]] = MappingProxyType({})
+"""Server-side losses Tinker names that a run cannot use yet, with the reason (none at present)."""
 KERNEL_LOSSES: Final = ("kernel:importance_sampling", "kernel:ppo", "kernel:cispo", "kernel:dro")
 """Losses computed by the kernel's JAX twins on the client, sent through ``forward_backward_custom``."""
 SEED_LIMIT: Final = 2**32
@@ -162,8 +157,8 @@ class TrainConfig:
       rae_decay: the RAE baseline decay d (``b ← d·b + (1 − d)·x``).
       remove_constant_reward_groups: drop debates whose total returns are all equal (keep one if all are).
       loss_fn: a server-side loss name (:data:`SERVER_LOSSES`) or a kernel loss (:data:`KERNEL_LOSSES`).
-        ``gspo`` needs both clip thresholds in ``loss_fn_config``; ``stable_reinforce`` is refused
-        (:data:`REFUSED_LOSSES` says why).
+        ``gspo`` needs both clip thresholds in ``loss_fn_config``; ``stable_reinforce`` samples with
+        ``record_stability_info=True`` and needs provenance spans on every datum (the SDK's sequence ids).
       loss_fn_config: the loss's options (e.g. ``clip_low_threshold``), sent as ``loss_fn_config``.
       learning_rate: the RL steps' Adam learning rate.
       beta1, beta2, eps: Adam's other parameters.

@@ -126,6 +126,18 @@ def episodes_of(
     return out
 
 
+def _check_spans(data: Sequence[types.Datum]) -> None:
+    """Refuses, before anything is sent, a ``stable_reinforce`` batch with a datum that has no provenance
+    spans (as cookbook 0.6.1 does; Tinker refuses it too)."""
+    missing = [d for d, datum in enumerate(data) if not datum.loss_fn_input_spans]
+    if missing:
+        raise ValueError(
+            f"loss_fn 'stable_reinforce' needs provenance spans on every datum, and datum {missing[0]} of "
+            f"the batch ({len(missing)} of {len(data)}) has none: its turns carry no sequence ids (the "
+            "sampler returned none, or the turns came from a transcript without them)"
+        )
+
+
 def sequence_ids(played: Sequence[DebateResult]) -> list[str]:
     """The SDK's sequence id of every turn of ``played``, debates and turns in order (``""`` where the
     sampler gave none): what :func:`episodes_of`'s ``sequences_T`` index."""
@@ -193,6 +205,8 @@ def prepare_rl(
         if built is None
         else datums_to_tinker(built.datums, copy=False, spans=built.spans, sequence_ids=sequence_ids(played))
     )
+    if c.loss_fn == "stable_reinforce":
+        _check_spans(data)
     if built is not None and c.loss_fn == "gspo":  # the sequence ratio over the sampled tokens alone
         add_ratio_masks(data, built.datums)
     trained = 0 if built is None else int(built.datums.offsets_D1[-1])

@@ -564,7 +564,8 @@ class _Shell:
 
     async def refresh(self, step: int) -> None:
         training, call = self.training, self.boundary.call
-        self.sampler = await call("refresh", _sampler_maker(training, self.config.sampler_kind), step=step)
+        maker = _sampler_maker(training, self.config.sampler_kind, stability=_stability(self.config))
+        self.sampler = await call("refresh", maker, step=step)
         if step + 1 == self.config.warm_start_steps or self.fixed is None:
             # the fixed policy (evaluation opponents, KL reference): the initial or warm-started weights
             self.fixed = await self.snapshot(step)
@@ -853,7 +854,8 @@ async def _run_training(
         check_warm_turns_fit(config, renderer, questions)
     if config.sampler_kind == "inflight" and (refusal := inflight_refusal(training)) is not None:
         raise ValueError(f"config key sampler_kind 'inflight' needs a service that makes them: {refusal}")
-    sampler = await boundary.call("refresh", _sampler_maker(training, config.sampler_kind))
+    maker = _sampler_maker(training, config.sampler_kind, stability=_stability(config))
+    sampler = await boundary.call("refresh", maker)
     fixed: SamplingClient | None = None
     if fixed_client is not None:
         fixed = await boundary.call("refresh", fixed_client.save_weights_and_get_sampling_client)
@@ -1102,13 +1104,21 @@ async def _save_verified(
     raise ServiceError("save_state", "unverified", problem, step=step, attempts=2, transient=False)
 
 
-def _sampler_maker(training: TrainingClient, kind: str) -> Callable[[], Any]:
+def _sampler_maker(training: TrainingClient, kind: str, *, stability: bool = False) -> Callable[[], Any]:
     """The call that makes the run's sampler of the current weights: a snapshot, or with ``kind``
-    ``"inflight"`` tinker 0.38's shared inflight sampler (the service's support is checked at the start)."""
-    if kind == "snapshot":
-        return training.save_weights_and_get_sampling_client
+    ``"inflight"`` tinker 0.38's shared inflight sampler (the service's support is checked at the start);
+    with ``stability`` (``loss_fn = "stable_reinforce"``) one made with ``record_stability_info=True``,
+    whose samples the service records for the loss."""
     save: Any = training.save_weights_and_get_sampling_client
-    return lambda: save(kind=kind)
+    options: dict[str, Any] = {"record_stability_info": True} if stability else {}
+    if kind != "snapshot":
+        options["kind"] = kind
+    return (lambda: save(**options)) if options else save
+
+
+def _stability(config: TrainConfig) -> bool:
+    """Whether the run's samplers record stability info (``stable_reinforce`` trains on their samples)."""
+    return config.loss_fn == "stable_reinforce"
 
 
 def _returning(future: Any) -> Callable[[], Any]:

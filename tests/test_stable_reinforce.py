@@ -1,0 +1,121 @@
+"""``loss_fn = "stable_reinforce"`` end to end (tinker 0.38): the loop samples with
+``record_stability_info=True`` and sends every datum with provenance spans; the local service refuses a
+datum without spans or naming a sequence it holds no stability record of, and computes its documented
+stand-in (importance sampling, marked ``loss/stand_in = 1``)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("jax")
+pytest.importorskip("optax")
+
+import tinker
+from tinker import types
+
+from adapters.local import LocalServiceClient, LocalTrainingClient
+from adapters.training import prepare
+from adapters.training.config import TrainConfig
+from adapters.training.train import run_training
+
+PROMPT = list(b"What is 2+3? ")
+GREEDY = types.SamplingParams(max_tokens=6, temperature=0.0)
+
+
+def _datum(sequence: types.SampledSequence, *, spans: bool = True) -> types.Datum:
+    """The RL datum of one sample of ``PROMPT``, advantage 1 on the sampled tokens; with ``spans``
+    annotated as the cookbook does (the prompt's shifted positions, then the sampled ones)."""
+    n, k = len(PROMPT), len(sequence.tokens)
+    tokens = PROMPT + list(sequence.tokens)
+    datum = types.Datum(
+        model_input=types.ModelInput.from_ints(tokens[:-1]),
+        loss_fn_inputs={
+            "target_tokens": tokens[1:],
+            "logprobs": [0.0] * (n - 1) + list(sequence.logprobs or []),
+            "advantages": [0.0] * (n - 1) + [1.0] * k,
+        },
+    )
+    if not spans:
+        return datum
+    sid = sequence.sequence_id or ""
+    return datum.with_provenance(
+        model_input=[
+            types.PromptProvenanceSpan(sequence_id=sid, length=n),
+            types.SampledProvenanceSpan(sequence_id=sid, length=k - 1),
+        ],
+        loss_fn_inputs=[
+            types.PromptProvenanceSpan(sequence_id=sid, offset=1, length=n - 1),
+            types.SampledProvenanceSpan(sequence_id=sid, length=k),
+        ],
+    )
+
+
+async def _sample(trainer: LocalTrainingClient, *, stability: bool) -> types.SampledSequence:
+    sampler = await trainer.save_weights_and_get_sampling_client(record_stability_info=stability)
+    response = await sampler.sample(types.ModelInput.from_ints(PROMPT), 1, GREEDY)
+    return response.sequences[0]
+
+
+def test_the_local_service_refuses_what_tinker_refuses_and_marks_its_stand_in() -> None:
+    async def main() -> None:
+        trainer = await LocalServiceClient(seed=0).create_lora_training_client("tiny", rank=4)
+        recorded = await _sample(trainer, stability=True)
+        unrecorded = await _sample(trainer, stability=False)
+        for data, match in (
+            ([_datum(recorded), _datum(recorded, spans=False)], r"data\[1\] has none"),
+            ([_datum(unrecorded)], rf"data\[0\] names sequence '{unrecorded.sequence_id}'.*no stability"),
+        ):
+            with pytest.raises(tinker.RequestFailedError, match=match) as refused:
+                await trainer.forward_backward(data, "stable_reinforce")
+            assert refused.value.category == types.RequestErrorCategory.User
+        data = [_datum(recorded)]
+        stand_in = await trainer.forward(data, "stable_reinforce")
+        reference = await trainer.forward(data, "importance_sampling")
+        assert stand_in.metrics["loss/stand_in"] == 1.0 and "loss/stand_in" not in reference.metrics
+        assert stand_in.metrics["loss:sum"] == pytest.approx(reference.metrics["loss:sum"])
+        trained = await trainer.forward_backward(data, "stable_reinforce")
+        assert trained.metrics["loss/stand_in"] == 1.0
+
+    asyncio.run(main())
+
+
+def test_a_stable_reinforce_run_on_the_local_service_trains_with_spans(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sent: list[tuple[list[types.Datum], str]] = []
+    fb = LocalTrainingClient.forward_backward
+
+    def recording(
+        self: LocalTrainingClient, data: list[types.Datum], loss_fn: Any, config: Any = None
+    ) -> Any:
+        sent.append((list(data), loss_fn))
+        return fb(self, data, loss_fn, config)
+
+    monkeypatch.setattr(LocalTrainingClient, "forward_backward", recording)
+    config = TrainConfig(
+        model="tiny", lora_rank=4, batch_size=2, num_agents=2, max_rounds=1, max_tokens=4, steps=1,
+        eval_questions=1,
+        loss_fn="stable_reinforce", out=str(tmp_path / "run"),
+    )  # fmt: skip
+    service = LocalServiceClient(seed=0, root=tmp_path / "service")
+    result = asyncio.run(run_training(config, service))
+    assert len(result.metrics) == 1 and sent and all(loss == "stable_reinforce" for _, loss in sent)
+    data = [d for batch, _ in sent for d in batch]
+    assert data and all(d.loss_fn_input_spans and d.model_input_spans for d in data)
+    named = {
+        s.sequence_id for d in data for s in (*(d.loss_fn_input_spans or ()), *(d.model_input_spans or ()))
+    }
+    assert named and named <= service.recorded  # only sequences its samplers recorded
+
+
+def test_a_batch_without_spans_is_refused_before_it_is_sent() -> None:
+    datum = types.Datum(
+        model_input=types.ModelInput.from_ints([1, 2]),
+        loss_fn_inputs={"target_tokens": [2, 3], "logprobs": [0.0, 0.0], "advantages": [1.0, 1.0]},
+    )
+    with pytest.raises(ValueError, match=r"needs provenance spans on every datum, and datum 0 .*1 of 1"):
+        prepare._check_spans([datum])
