@@ -206,3 +206,15 @@ def test_report_baselines_are_those_of_the_held_out_questions(tmp_path: Path) ->
         assert curves.baselines["eval"] is not None and curves.baselines["train"] is not None
         assert (curves.baselines["eval"].answer, curves.baselines["eval"].majority) == (answer, 2 / 3)
         assert curves.baselines["train"].questions == (300 if share else 400)
+
+
+def test_train_refuses_a_split_that_leaves_nothing_to_train_before_the_run_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from adapters.cli import main
+
+    toml = tmp_path / "c.toml"
+    toml.write_text('dataset = "yesno"\neval_split = 0.95\n')
+    assert main(["train", "--service", "fake", "--config", str(toml), "--out", str(tmp_path / "run")]) == 2
+    assert "holding out 0.95 of 8 questions leaves none to train on" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()

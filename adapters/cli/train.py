@@ -550,7 +550,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         from adapters.tinker.boundary import ServiceError
         from adapters.tinker.contract import ContractError
-        from adapters.training.dataset import load_questions
+        from adapters.training.dataset import load_split
         from adapters.training.loggers import LoggerError, RunLoggers, Sinks, check_loggers, parse_loggers
         from adapters.training.train import NothingToTrain, check_answers, check_service
     except ImportError as e:
@@ -572,8 +572,8 @@ def run(args: argparse.Namespace) -> int:
         try:  # what can be checked before a service starts (and writes its folder in the run directory)
             if not args.resume:
                 check_new_run_dir(config.out)
-            questions = load_questions(config.dataset)
-            check_answers(config, questions)
+            split = load_split(config.dataset, eval_split=config.eval_split, eval_dataset=config.eval_dataset)
+            check_answers(config, split.train)
         except (CheckpointError, DatasetError) as e:
             print(f"debate-kernel train: {e}", file=sys.stderr)
             return 2
@@ -592,7 +592,7 @@ def run(args: argparse.Namespace) -> int:
         display = TrainProgress(
             sys.stderr,
             warm_start_steps=config.warm_start_steps,
-            evaluation_size=evaluation_debates(len(questions), **sizes),
+            evaluation_size=evaluation_debates(len(split.eval), **sizes),
             quiet=args.quiet,
         )
         sink = Sinks(display, RunLoggers(loggers, config.out, config.to_dict())) if loggers else display
@@ -602,7 +602,7 @@ def run(args: argparse.Namespace) -> int:
             renderer,
             resume=bool(args.resume),
             check=None if args.skip_checks else session,
-            question=questions[0].question,
+            question=split.train[0].question,
             progress=sink,
         )
         try:  # the bars are cleared, and the loggers closed, before any message below
