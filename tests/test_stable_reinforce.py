@@ -1,7 +1,7 @@
 """``loss_fn = "stable_reinforce"`` end to end (tinker 0.38): the loop samples with
 ``record_stability_info=True`` and sends every datum with provenance spans; the local service refuses a
 datum without spans or naming a sequence it holds no stability record of, and computes its documented
-stand-in (importance sampling, marked ``loss/stand_in = 1``)."""
+stand-in (importance sampling, marked ``loss/stand_in:max = 1``)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from adapters.local import LocalServiceClient, LocalTrainingClient
 from adapters.training import prepare
 from adapters.training.config import TrainConfig
 from adapters.training.train import run_training
+from tests._served import MODEL, ServedFake
 
 PROMPT = list(b"What is 2+3? ")
 GREEDY = types.SamplingParams(max_tokens=6, temperature=0.0)
@@ -75,10 +76,10 @@ def test_the_local_service_refuses_what_tinker_refuses_and_marks_its_stand_in() 
         data = [_datum(recorded)]
         stand_in = await trainer.forward(data, "stable_reinforce")
         reference = await trainer.forward(data, "importance_sampling")
-        assert stand_in.metrics["loss/stand_in"] == 1.0 and "loss/stand_in" not in reference.metrics
+        assert stand_in.metrics["loss/stand_in:max"] == 1.0 and "loss/stand_in:max" not in reference.metrics
         assert stand_in.metrics["loss:sum"] == pytest.approx(reference.metrics["loss:sum"])
         trained = await trainer.forward_backward(data, "stable_reinforce")
-        assert trained.metrics["loss/stand_in"] == 1.0
+        assert trained.metrics["loss/stand_in:max"] == 1.0
 
     asyncio.run(main())
 
@@ -119,3 +120,25 @@ def test_a_batch_without_spans_is_refused_before_it_is_sent() -> None:
     )
     with pytest.raises(ValueError, match=r"needs provenance spans on every datum, and datum 0 .*1 of 1"):
         prepare._check_spans([datum])
+
+
+def test_serve_refuses_through_the_sdk_what_tinker_refuses_and_marks_its_stand_in(
+    served_fake: ServedFake,
+) -> None:
+    service = served_fake.client()
+    trainer = service.create_lora_training_client(MODEL, rank=4).result()
+
+    def sample(stability: bool) -> types.SampledSequence:
+        sampler = trainer.save_weights_and_get_sampling_client(record_stability_info=stability).result()
+        return sampler.sample(types.ModelInput.from_ints(PROMPT), 1, GREEDY).result().sequences[0]
+
+    recorded, unrecorded = sample(True), sample(False)
+    for data, match in (
+        ([_datum(recorded), _datum(recorded, spans=False)], r"data\[1\] has none"),
+        ([_datum(unrecorded)], rf"data\[0\] names sequence '{unrecorded.sequence_id}'.*no stability"),
+    ):
+        with pytest.raises(tinker.RequestFailedError, match=match) as refused:
+            trainer.forward_backward(data, "stable_reinforce").result()
+        assert refused.value.category == types.RequestErrorCategory.User
+    out = trainer.forward_backward([_datum(recorded)], "stable_reinforce").result()
+    assert out.metrics["loss/stand_in:max"] == 1.0

@@ -431,7 +431,7 @@ class LocalTrainingClient:
             backward=backward,
         )
         if stand_in is not None:  # the objective computed is not Tinker's: the response says so
-            out.metrics["loss/stand_in"] = 1.0
+            out.metrics["loss/stand_in:max"] = 1.0
         return out
 
     def forward_backward(
@@ -451,7 +451,7 @@ class LocalTrainingClient:
         sampler of this service made with ``record_stability_info=True`` (else ``RequestFailedError``,
         category ``User``, naming the datum) and computes a stand-in, importance sampling −Σ ρ·A: Tinker
         does not publish its objective (:data:`~adapters.local.train_step.STAND_INS`; the metric
-        ``loss/stand_in = 1`` marks it).
+        ``loss/stand_in:max = 1`` marks it).
         """
         return _run(lambda: self._fb(data, loss_fn, loss_fn_config, backward=True))
 

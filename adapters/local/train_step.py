@@ -26,7 +26,7 @@ STAND_INS: dict[str, str] = {"stable_reinforce": "importance_sampling"}
 describes ``stable_reinforce`` as a REINFORCE variant with an off-policy correction from information
 recorded at sampling time, and publishes no formula, so this service computes importance sampling
 (−Σ ρ·A, ρ = exp(lp − q)) after checking what Tinker checks (provenance spans naming sequences sampled with
-``record_stability_info=True``); its response says so with the metric ``loss/stand_in = 1``."""
+``record_stability_info=True``); its response says so with the metric ``loss/stand_in:max = 1``."""
 UNSUPPORTED: dict[str, str] = {}
 """Tinker losses the SDK names that this service refuses, with the reason (none at present)."""
 RATIO_MASK = "sequence_ratio_mask"

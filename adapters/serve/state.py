@@ -38,8 +38,13 @@ from adapters.tinker.contract import inflight_refusal
 
 __all__ = ["LOSSES", "Job", "ServeCore", "ServeError", "failure"]
 
-LOSSES = ("cross_entropy", "importance_sampling", "ppo", "cispo", "dro", "gspo")
-"""The built-in losses the local service computes (``forward_backward``'s ``loss_fn``)."""
+LOSSES = ("cross_entropy", "importance_sampling", "ppo", "cispo", "dro", "gspo", "stable_reinforce")
+"""The built-in losses the local service computes (``forward_backward``'s ``loss_fn``); ``stable_reinforce``
+is a stand-in (:data:`STAND_INS`)."""
+STAND_INS: dict[str, types.LossFnType] = {"stable_reinforce": "importance_sampling"}
+"""Losses whose objective Tinker does not publish, and the loss the engine computes in their place, once
+every datum's provenance spans name sequences sampled here with ``record_stability_info``; the response
+carries ``loss/stand_in:max = 1`` (docs/training.md, "stable_reinforce")."""
 
 _KINDS = {"weights": "states", "sampler_weights": "weights"}
 """tinker:// path segment -> the local service's folder under the run's root."""
@@ -136,7 +141,6 @@ def _check_sample_request(req: types.SampleRequest) -> None:
         "topk_sample_logprobs": req.topk_sample_logprobs > 0,
         "target_prompt_logprobs": req.target_prompt_logprobs is not None,
         "prompt_alt_tokens_k": req.prompt_alt_tokens_k > 0,
-        "record_stability_info": bool(req.record_stability_info),
     }
     named = [k for k, v in unsupported.items() if v]
     if named:
@@ -179,6 +183,7 @@ class ServeCore:
         self._sessions: dict[str, bool] = {}  # session id -> still live
         self._runs: dict[str, _Run] = {}
         self._samplers: dict[str, _Sampler] = {}
+        self._recorded: set[str] = set()  # sequence ids sampled with record_stability_info
         self._requests = itertools.count()
 
     # --- answered at once -------------------------------------------------------------------------
@@ -438,9 +443,36 @@ class ServeCore:
                 "(custom losses run on the client: forward_backward_custom with a callable)"
             )
         call = run.client.forward if forward_only else run.client.forward_backward
-        return self._job(
-            lambda: call(list(spec.data), spec.loss_fn, spec.loss_fn_config).result(), model_id=req.model_id
-        )
+        stand_in = STAND_INS.get(spec.loss_fn)
+        if stand_in is None:
+            return self._job(
+                lambda: call(list(spec.data), spec.loss_fn, spec.loss_fn_config).result(),
+                model_id=req.model_id,
+            )
+
+        def work() -> types.ForwardBackwardOutput:  # refused through the future, as Tinker does
+            self._check_provenance(spec.data, spec.loss_fn)
+            out: types.ForwardBackwardOutput = call(list(spec.data), stand_in, spec.loss_fn_config).result()
+            out.metrics["loss/stand_in:max"] = 1.0
+            return out
+
+        return self._job(work, model_id=req.model_id)
+
+    def _check_provenance(self, data: Sequence[types.Datum], loss_fn: str) -> None:
+        """Refuses (a user error, as Tinker does) a datum without provenance spans, or one naming a
+        sequence that no sampler here recorded with ``record_stability_info``."""
+        for d, datum in enumerate(data):
+            if not datum.loss_fn_input_spans:
+                raise ServeError(
+                    f"{loss_fn} needs provenance spans on every datum (Datum.with_provenance); "
+                    f"data[{d}] has none"
+                )
+            for span in (*(datum.model_input_spans or ()), *datum.loss_fn_input_spans):
+                if span.sequence_id not in self._recorded:
+                    raise ServeError(
+                        f"{loss_fn}: data[{d}] names sequence {span.sequence_id!r}, of which this server "
+                        "holds no stability record: sample it with record_stability_info=True on this server"
+                    )
 
     def optim_step(self, req: types.OptimStepRequest) -> Job:
         """One AdamW step on the accumulated gradients."""
@@ -519,6 +551,8 @@ class ServeCore:
             )
 
         ids = _sequence_ids(sampler_id, req.seq_id, req.num_samples)
+        if req.record_stability_info:  # ids fixed at submission, as the SDK reads them from the future
+            self._recorded.update(ids)
         job = self._job(work, sample_sequence_ids=ids)
         if req.prompt_logprobs:  # scored on its own (compute_logprobs has no batched call)
             return job

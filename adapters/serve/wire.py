@@ -44,11 +44,23 @@ def _chunk(msg: pb.Chunk) -> types.EncodedTextChunk:
     return types.EncodedTextChunk(tokens=np.frombuffer(msg.encoded_text.tokens, np.int32).tolist())
 
 
+def _span(msg: pb.ProvenanceSpan) -> types.PromptProvenanceSpan | types.SampledProvenanceSpan:
+    """A provenance span from its message (prompt or sampled tokens of a sequence)."""
+    kind = msg.WhichOneof("span")
+    if kind is None:
+        raise ValueError("a provenance span must be prompt_tokens or sampled_tokens, got neither")
+    inner = getattr(msg, kind)
+    made = types.PromptProvenanceSpan if kind == "prompt_tokens" else types.SampledProvenanceSpan
+    return made(sequence_id=inner.sequence_id, offset=inner.offset, length=inner.length)
+
+
 def _datum(msg: pb.Datum) -> types.Datum:
-    """A ``Datum`` from its message; provenance spans are dropped (the local service has no use for them)."""
+    """A ``Datum`` from its message, with its provenance spans where it has them (``stable_reinforce``)."""
     return types.Datum(
         model_input=types.ModelInput(chunks=[_chunk(c) for c in msg.model_input]),
         loss_fn_inputs={k: _tensor_data_from_proto(v) for k, v in msg.loss_fn_inputs.items()},
+        model_input_spans=[_span(x) for x in msg.model_input_spans] or None,
+        loss_fn_input_spans=[_span(x) for x in msg.loss_fn_input_spans] or None,
     )
 
 
