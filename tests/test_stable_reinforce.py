@@ -18,6 +18,13 @@ import tinker
 from tinker import types
 
 from adapters.local import LocalServiceClient, LocalTrainingClient
+from adapters.tinker.contract import (
+    ContractError,
+    ContractReport,
+    check_contract,
+    enforce_contract,
+    judge_stable_reinforce,
+)
 from adapters.training import prepare
 from adapters.training.config import TrainConfig
 from adapters.training.train import run_training
@@ -142,3 +149,23 @@ def test_serve_refuses_through_the_sdk_what_tinker_refuses_and_marks_its_stand_i
         assert refused.value.category == types.RequestErrorCategory.User
     out = trainer.forward_backward([_datum(recorded)], "stable_reinforce").result()
     assert out.metrics["loss/stand_in:max"] == 1.0
+
+
+def test_the_contract_check_reports_the_local_stand_in_and_a_refusal_refuses_the_loss() -> None:
+    report = asyncio.run(
+        check_contract(
+            LocalServiceClient(seed=0),
+            base_model="tiny",
+            vocab_size=262,
+            prompt=PROMPT,
+            rank=4,
+            max_tokens=6,
+            loss_fn="stable_reinforce",
+        )
+    )
+    assert report.passed, report.failures
+    assert report.result("stable_reinforce").got.startswith("a stand-in (importance sampling")
+    refused = judge_stable_reinforce(None, "RequestFailedError: data[0] has none")
+    enforce_contract(ContractReport((refused,)), {"loss_fn": "ppo"})  # a run that does not need it
+    with pytest.raises(ContractError, match="config key loss_fn = 'stable_reinforce' needs the stable_rein"):
+        enforce_contract(ContractReport((refused,)), {"loss_fn": "stable_reinforce"})

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -57,9 +57,11 @@ __all__ = [
     "judge_sample_count",
     "judge_sample_logprobs",
     "judge_snapshot",
+    "judge_stable_reinforce",
     "judge_stop",
     "judge_vocabulary",
     "probe_datum",
+    "provenance_probe",
     "refused_options",
 ]
 
@@ -77,11 +79,13 @@ CHECK_NAMES: Final[tuple[str, ...]] = (
 OPTION_DEPENDENCIES: Final[Mapping[str, tuple[str, ...]]] = {
     "frozen_snapshot": ("kl_penalty_coef", "max_steps_off_policy", "eval_questions"),
     "inflight_sampler": ("sampler_kind",),
+    "stable_reinforce": ("loss_fn",),
 }
 """Config keys that need a check, by check: a key is in use when its value is > 0. Each of these samples
 a sampler made before later optimizer steps: the KL reference and the evaluation's fixed opponents are
 the initial (or warm-started) weights; off-policy sampling uses samplers up to k versions old. A check
-not named here is needed by every run; ``sampler_kind`` is in use when it is ``"inflight"``."""
+not named here is needed by every run; ``sampler_kind`` is in use when it is ``"inflight"``, ``loss_fn``
+when it is ``"stable_reinforce"``."""
 
 DEFAULT_PROMPT: Final[tuple[int, ...]] = tuple(b"Question:\nWhat is 2 + 2?\n")
 """The probe prompt when none is given: 25 ASCII byte values (ids < 128, valid in any vocabulary of at
@@ -432,6 +436,70 @@ def judge_inflight(
     return CheckResult("inflight_sampler", False, expected, got)
 
 
+STAND_IN_METRIC: Final = "loss/stand_in:max"
+"""The metric with which the in-repo services mark a loss computed in place of one whose objective Tinker
+does not publish (``stable_reinforce``: importance sampling)."""
+
+
+def provenance_probe(prompt: Sequence[int], sequence: types.SampledSequence) -> types.Datum:
+    """The ``stable_reinforce`` datum of one sample of ``prompt``: advantage 1 on its sampled tokens, with
+    the provenance spans the cookbook gives it (the prompt's positions, then the sampled ones, under the
+    sample's ``sequence_id``).
+
+    Examples:
+        >>> seq = types.SampledSequence(stop_reason="length", tokens_np=np.array([7, 8], np.int32),
+        ...                             logprobs_np=np.array([-1.0, -2.0], np.float32), sequence_id="s-0")
+        >>> d = provenance_probe([1, 2, 3], seq)
+        >>> d.model_input.to_ints(), [(x.sequence_id, x.length) for x in d.loss_fn_input_spans]
+        ([1, 2, 3, 7], [('s-0', 2), ('s-0', 2)])
+    """
+    ids, sampled = [int(t) for t in prompt], [int(t) for t in sequence.tokens]
+    n, k, sid = len(ids), len(sampled), sequence.sequence_id or ""
+    tokens = ids + sampled
+    datum = types.Datum(
+        model_input=types.ModelInput.from_ints(tokens[:-1]),
+        loss_fn_inputs={
+            "target_tokens": types.TensorData.from_numpy(np.asarray(tokens[1:], np.int64)),
+            "logprobs": types.TensorData.from_numpy(
+                np.asarray([0.0] * (n - 1) + list(sequence.logprobs or [0.0] * k), np.float32)
+            ),
+            "advantages": types.TensorData.from_numpy(np.asarray([0.0] * (n - 1) + [1.0] * k, np.float32)),
+        },
+    )
+    return datum.with_provenance(
+        model_input=[
+            types.PromptProvenanceSpan(sequence_id=sid, length=n),
+            *([types.SampledProvenanceSpan(sequence_id=sid, length=k - 1)] if k > 1 else []),
+        ],
+        loss_fn_inputs=[
+            types.PromptProvenanceSpan(sequence_id=sid, offset=1, length=n - 1),
+            types.SampledProvenanceSpan(sequence_id=sid, length=k),
+        ],
+    )
+
+
+def judge_stable_reinforce(metrics: Mapping[str, float] | None, error: str | None = None) -> CheckResult:
+    """Whether the service trains ``stable_reinforce`` on a datum with spans naming a sequence sampled with
+    ``record_stability_info=True`` (``metrics``: its ``forward_backward`` reply's; ``error``: why the call
+    failed). It passes either way the service computes it, and says which: its own objective, or a
+    stand-in (:data:`STAND_IN_METRIC`, the in-repo services' importance sampling).
+
+    Examples:
+        >>> judge_stable_reinforce({"loss:sum": 1.0, "loss/stand_in:max": 1.0}).got
+        "a stand-in (importance sampling: Tinker's objective is unpublished)"
+        >>> judge_stable_reinforce(None, "no spans").passed
+        False
+    """
+    expected = "stable_reinforce trained on a datum whose spans name a record_stability_info sample"
+    if error is not None or metrics is None:
+        return CheckResult("stable_reinforce", False, expected, f"a refusal: {error}")
+    if metrics.get(STAND_IN_METRIC):
+        got = "a stand-in (importance sampling: Tinker's objective is unpublished)"
+    else:
+        got = "the service's own objective"
+    return CheckResult("stable_reinforce", True, expected, got)
+
+
 def judge_snapshot(
     before: Sequence[Any],
     old_after: Sequence[Any],
@@ -531,7 +599,8 @@ def refused_options(report: ContractReport, config_values: Mapping[str, Any]) ->
         for key in OPTION_DEPENDENCIES.get(check.name, ()):
             value = config_values.get(key)
             number = isinstance(value, int | float) and not isinstance(value, bool) and value > 0
-            if number or (key == "sampler_kind" and value == "inflight"):
+            named = (key, value) in (("sampler_kind", "inflight"), ("loss_fn", "stable_reinforce"))
+            if number or named:
                 out.append(Refusal(key, value, check))
     return out
 
@@ -557,6 +626,32 @@ def enforce_contract(report: ContractReport, config_values: Mapping[str, Any]) -
         raise ContractError(report.fatal, refused)
 
 
+async def _probe_stable_reinforce(
+    training: TrainingClient,
+    call: Callable[[str, Callable[[], Any]], Awaitable[Any]],
+    model_input: types.ModelInput,
+    ids: Sequence[int],
+    num_samples: int,
+    params: types.SamplingParams,
+) -> CheckResult:
+    """:func:`judge_stable_reinforce` of one datum sampled with ``record_stability_info=True``; a refusal
+    (the service's ``RequestFailedError`` or ``ValueError``, or a boundary's :class:`ServiceError` that is
+    not transient) is the check's failure; anything else propagates."""
+    from adapters.tinker.boundary import ServiceError
+
+    save: Any = training.save_weights_and_get_sampling_client
+    try:
+        sampler = await call("refresh", lambda: save(record_stability_info=True))
+        reply = await call("sample", lambda: sampler.sample(model_input, num_samples, params))
+        datum = provenance_probe(ids, reply.sequences[0])
+        out = await call("forward_backward", lambda: training.forward_backward([datum], "stable_reinforce"))
+    except (tinker.RequestFailedError, ValueError, ServiceError) as e:  # a refusal: reported
+        if isinstance(e, ServiceError) and e.transient:
+            raise
+        return judge_stable_reinforce(None, f"{type(e).__name__}: {e}")
+    return judge_stable_reinforce(dict(out.metrics))
+
+
 async def _close(client: object) -> None:
     """Closes a client that can be closed (a ``close()`` method, awaited if it returns an awaitable)."""
     close = getattr(client, "close", None)
@@ -580,6 +675,7 @@ async def check_contract(
     seed: int = 0,
     boundary: Boundary | None = None,
     sampler_kind: str = "snapshot",
+    loss_fn: str | None = None,
 ) -> ContractReport:
     """Runs every check of :data:`CHECK_NAMES` against ``service`` on a throwaway LoRA training client.
 
@@ -611,6 +707,10 @@ async def check_contract(
         sampler_kind: the run's; ``"inflight"`` adds the ``inflight_sampler`` check
             (:func:`judge_inflight`: two inflight saves, one before the step and one after, and one more
             ``compute_logprobs``).
+        loss_fn: the run's; ``"stable_reinforce"`` adds the ``stable_reinforce`` check
+            (:func:`judge_stable_reinforce`: one more sampler, made with ``record_stability_info=True``,
+            one more ``sample`` request, and a ``forward_backward`` of :func:`provenance_probe` after the
+            others, on the throwaway client), which reports whether the loss is a stand-in.
 
     Returns:
         The :class:`ContractReport`; :func:`enforce_contract` turns it into a decision.
@@ -659,6 +759,7 @@ async def check_contract(
 
     training: TrainingClient = await call("create", create)
     inflight: CheckResult | None = None
+    stable: CheckResult | None = None
     try:
         old = await call("refresh", training.save_weights_and_get_sampling_client)
         before = await logprobs(old)
@@ -685,6 +786,8 @@ async def check_contract(
             inflight = judge_inflight(None, live_before, await logprobs(live), new_after, tolerance=tolerance)
         elif sampler_kind == "inflight":
             inflight = judge_inflight(refusal)
+        if loss_fn == "stable_reinforce":
+            stable = await _probe_stable_reinforce(training, call, model_input, ids, num_samples, params)
     finally:
         await _close(training)
     responses = [free] if stopped is None else [free, stopped]
@@ -697,5 +800,6 @@ async def check_contract(
             judge_vocabulary(responses, vocab_size=vocab_size),
             judge_snapshot(before, old_after, new_after, new_later, tolerance=tolerance),
             *(() if inflight is None else (inflight,)),
+            *(() if stable is None else (stable,)),
         )
     )
