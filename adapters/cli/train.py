@@ -521,8 +521,14 @@ async def _checked_training(
                 max_tokens=max(config.max_tokens, 2),
                 boundary=config_boundary(config),  # its calls retried and named as the run's are
                 sampler_kind=config.sampler_kind,  # inflight: checks the service can make such samplers
+                loss_fn=config.loss_fn,  # stable_reinforce: checks it is trained, and says if by a stand-in
             )
         enforce_contract(report, config.to_dict())
+        if config.loss_fn == "stable_reinforce":  # the in-repo services compute a stand-in: say so
+            print(
+                f"debate-kernel train: loss_fn stable_reinforce: {report.result('stable_reinforce').got}",
+                file=sys.stderr,
+            )
     return await run_training(
         config,
         service,
