@@ -104,13 +104,13 @@ def credit_fields(
         ['<solution>7</solution>', '<comparison>Agent 1 > Agent 2</comparison>', '<think>x</think>ok']
     """
     ids: list[int] = np.asarray(action, dtype=np.int64).tolist()
-    codes = np.full(len(ids), FIELD_BOTH, dtype=np.int8)
+    codes: npt.NDArray[np.int8] = np.full(len(ids), FIELD_BOTH, dtype=np.int8)
     if not ids:
         return codes
     text = renderer.text(ids)
     spans = field_spans(text, policy=policy)
-    generator = np.zeros(len(ids), dtype=bool)
-    judge = np.zeros(len(ids), dtype=bool)
+    generator: npt.NDArray[np.bool_] = np.zeros(len(ids), dtype=bool)
+    judge: npt.NDArray[np.bool_] = np.zeros(len(ids), dtype=bool)
     for block, mask in (
         (spans.solution, generator),
         (spans.evaluation, generator),
