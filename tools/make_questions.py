@@ -115,13 +115,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=QUESTION_FILE)
     parser.add_argument("--check", action="store_true", help="only check that the file is up to date")
     args = parser.parse_args(argv)
-    text = render(generate_questions(args.count, seed=args.seed))
-    if args.check:
-        ok = args.out.exists() and args.out.read_text(encoding="utf-8") == text
-        print(f"{args.out}: {'up to date' if ok else 'out of date'}")
+    return write_or_check(render(generate_questions(args.count, seed=args.seed)), args.out, check=args.check)
+
+
+def write_or_check(text: str, out: Path, *, check: bool) -> int:
+    """Writes ``text`` to ``out`` (exit status 0), or with ``check`` only says whether ``out`` holds it
+    (0 up to date, 1 out of date)."""
+    if check:
+        ok = out.exists() and out.read_text(encoding="utf-8") == text
+        print(f"{out}: {'up to date' if ok else 'out of date'}")
         return 0 if ok else 1
-    args.out.write_text(text, encoding="utf-8")
-    print(f"wrote {args.count} questions to {args.out}")
+    out.write_text(text, encoding="utf-8")
+    print(f"wrote {text.count(chr(10))} questions to {out}")
     return 0
 
 

@@ -11,11 +11,12 @@ out of training (:func:`adapters.training.dataset.split_questions`) test whether
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+
+from tools.make_questions import render, write_or_check
 
 __all__ = ["DEFAULT_COUNT", "DEFAULT_SEED", "SIGN_FILE", "generate_sign_questions", "main"]
 
@@ -51,11 +52,6 @@ def generate_sign_questions(count: int = DEFAULT_COUNT, *, seed: int = DEFAULT_S
     return out
 
 
-def render(questions: Sequence[dict[str, str]]) -> str:
-    """One JSON object per line."""
-    return "".join(json.dumps(q, ensure_ascii=False) + "\n" for q in questions)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.make_sign", description=__doc__)
     parser.add_argument("--count", type=int, default=DEFAULT_COUNT)
@@ -64,13 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="only check that the file is up to date")
     args = parser.parse_args(argv)
     text = render(generate_sign_questions(args.count, seed=args.seed))
-    if args.check:
-        ok = args.out.exists() and args.out.read_text(encoding="utf-8") == text
-        print(f"{args.out}: {'up to date' if ok else 'out of date'}")
-        return 0 if ok else 1
-    args.out.write_text(text, encoding="utf-8")
-    print(f"wrote {args.count} questions to {args.out}")
-    return 0
+    return write_or_check(text, args.out, check=args.check)
 
 
 if __name__ == "__main__":
