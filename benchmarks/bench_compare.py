@@ -13,8 +13,8 @@ on a shared machine falls on both. Every benchmark prints one JSON line of figur
 benchmark that runs children prints one per child: their figures are numbered ``0.``, ``1.``, …);
 the figures both revisions print are paired round by round, and the table gives, per figure, the
 medians of both and the median and spread (min–max) of the paired ratios, working tree / REV. A
-figure's name says which way is better, where it can (``…per_s``, ``…vs_peer``, ``…_x_ref``: higher;
-``…_s``, ``…_ms``, ``…_mb``: lower). Benchmarks or figures that only one revision has are listed, not
+figure's name says which way is better, where it can (``…per_s``, ``…tok_s`` (tokens a second),
+``…vs_peer``, ``…_x_ref``: higher; ``…_s``, ``…_ms``, ``…_mb``: lower). Benchmarks or figures that only one revision has are listed, not
 compared.
 
 By default each side runs its own benchmark code. A benchmark whose figures were renamed or whose
@@ -52,7 +52,7 @@ from benchmarks._common import emit_json, print_table
 ROOT = Path(__file__).resolve().parents[1]
 NOT_COMPARED = frozenset({"suite", "compare"})  # the test run, and this comparison itself
 
-_HIGHER = re.compile(r"(per_s|vs_peer|speedup|throughput)(_|$)|(^|_)x_")  # x_ref: times the reference
+_HIGHER = re.compile(r"(per_s|tok_s|vs_peer|speedup|throughput)(_|$)|(^|_)x_")  # x_ref: times the reference
 _LOWER = re.compile(r"(_s|_ms|_us|_ns|seconds|_mb|_kb|_bytes|peak_rss|_rss)$")
 
 
