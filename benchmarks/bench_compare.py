@@ -14,8 +14,8 @@ benchmark that runs children prints one per child: their figures are numbered ``
 the figures both revisions print are paired round by round, and the table gives, per figure, the
 medians of both and the median and spread (min–max) of the paired ratios, working tree / REV. A
 figure's name says which way is better, where it can (``…per_s``, ``…tok_s`` (tokens a second),
-``…vs_peer``, ``…_x_ref``: higher; ``…_s``, ``…_ms``, ``…_mb``: lower). Benchmarks or figures that only one revision has are listed, not
-compared.
+``…vs_peer``, ``…_x_ref``: higher; ``…_s``, ``…_ms``, ``…_mb``: lower). Benchmarks or figures that only
+one revision has are listed, not compared.
 
 By default each side runs its own benchmark code. A benchmark whose figures were renamed or whose
 timing changed since REV compares better with ``--benchmarks-from tree``: REV's code is then measured
