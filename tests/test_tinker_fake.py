@@ -473,7 +473,8 @@ def test_stable_reinforce_needs_spans_naming_sequences_of_this_session_with_stab
 async def _accepted(service: FakeServiceClient, data: list[types.Datum]) -> bool:
     tc = await service.create_lora_training_client("fake", 4)
     out = await tc.forward_backward(data, "stable_reinforce")
-    return out.loss_fn_output_type == "stable_reinforce"
+    # its value is importance sampling's, and the response says it is a stand-in (as the local service's)
+    return out.loss_fn_output_type == "stable_reinforce" and out.metrics["loss/stand_in:max"] == 1.0
 
 
 def test_gspo_is_the_kernels_and_needs_its_thresholds() -> None:

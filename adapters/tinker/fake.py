@@ -666,8 +666,11 @@ def forward_backward(
         outputs.append({"logprobs": types.TensorData.from_numpy(lp)})
     batch = _digest("batch", *(_fingerprint(x, d) for x, d in zip(inputs_D, data, strict=True)))
     new = dataclasses.replace(state, pending=(*state.pending, batch))
+    metrics = {"loss:sum": total}
+    if loss_fn in SPAN_LOSSES:  # its value is importance sampling's, in place of Tinker's unpublished one
+        metrics["loss/stand_in:max"] = 1.0
     return new, types.ForwardBackwardOutput(
-        loss_fn_output_type=loss_fn, loss_fn_outputs=outputs, metrics={"loss:sum": total}
+        loss_fn_output_type=loss_fn, loss_fn_outputs=outputs, metrics=metrics
     )
 
 
