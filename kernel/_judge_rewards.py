@@ -332,11 +332,7 @@ def _consensus_scores(
         total = total - _gather(bk, bk.segment_sum(signed, own, num_own), own)
         count = count - _gather(bk, bk.segment_sum(counted, own, num_own), own)
     consensus = xp.sign(total)
-    scored = xp.ones(orient.shape, bool) if where is None else xp.asarray(where, dtype=bool)
-    if no_consensus == "skip":
-        scored = scored & (count > 0)
-    score = xp.where(orient == consensus, 1.0, -1.0)
-    return ConsensusScores(xp.where(scored, score, 0.0), scored, xp.where(scored, consensus, 0))
+    return _scores_against(bk, orient, consensus, where, skip=count > 0 if no_consensus == "skip" else None)
 
 
 def _answer_consensus_scores(
@@ -378,9 +374,18 @@ def _answer_consensus_scores(
         w_a, v_a, w_b, v_b = w_a - mine[0], v_a - mine[1], w_b - mine[2], v_b - mine[3]
     # sign(W_a/V_a − W_b/V_b) in integers: exact, the same on both backends
     consensus = xp.where((v_a > 0) & (v_b > 0), xp.sign(w_a * v_b - w_b * v_a), 0)
+    return _scores_against(
+        bk, orient, consensus, where, skip=consensus != 0 if no_consensus == "skip" else None
+    )
+
+
+def _scores_against(bk: Backend, orient: Any, consensus: Any, where: Any, *, skip: Any) -> ConsensusScores:
+    """Each comparison's score against ``consensus``: +1 agreeing, −1 not, 0 where it is not scored (outside
+    ``where``, or outside ``skip`` when given: the comparisons with a consensus to be scored against)."""
+    xp = bk.xp
     scored = xp.ones(orient.shape, bool) if where is None else xp.asarray(where, dtype=bool)
-    if no_consensus == "skip":
-        scored = scored & (consensus != 0)
+    if skip is not None:
+        scored = scored & skip
     score = xp.where(orient == consensus, 1.0, -1.0)
     return ConsensusScores(xp.where(scored, score, 0.0), scored, xp.where(scored, consensus, 0))
 
