@@ -320,6 +320,10 @@ def _lora_run(ck: Checkpoint, tmp_path: Path, *, peft: bool) -> None:
     assert transformers.AutoTokenizer.from_pretrained(str(out)).chat_template == CHAT_TEMPLATE
     from_sampler = hf.load(hf.export_file(sampler_file, tmp_path / "merged2"))  # the adapter file's too
     np.testing.assert_allclose(_our_logprobs(ck, probe, from_sampler[1]), want, atol=1e-6)
+    before = {f.name: f.read_bytes() for f in ck.path.iterdir() if f.is_file()}
+    with pytest.raises(ValueError, match="is the source checkpoint"):  # it would overwrite its base
+        hf.export_file(state, ck.path)
+    assert {f.name: f.read_bytes() for f in ck.path.iterdir() if f.is_file()} == before
     if peft:  # a PEFT adapter over a fresh copy of the base (PEFT changes the model it wraps)
         from peft import PeftModel
 

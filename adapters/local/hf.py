@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import functools
 import json
-import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -307,7 +306,8 @@ def export(out_dir: str | Path, cfg: m.ModelConfig, params: m.Params, *, source:
         ``out_dir``.
 
     Raises:
-        ValueError: ``source`` is not a supported checkpoint, or ``params`` do not fit ``cfg``.
+        ValueError: ``source`` is not a supported checkpoint, ``params`` do not fit ``cfg``, or ``out_dir``
+          is ``source`` (its weights would be overwritten).
     """
     from safetensors.numpy import save
 
@@ -315,6 +315,8 @@ def export(out_dir: str | Path, cfg: m.ModelConfig, params: m.Params, *, source:
     if cfg.tie_embeddings and "lm_head" in params:
         cfg = cfg._replace(tie_embeddings=False)
     out = Path(out_dir)
+    if out.resolve() == Path(source).resolve():  # the export would overwrite the weights it merges
+        raise ValueError(f"out_dir {str(out_dir)!r} is the source checkpoint: export to another directory")
     out.mkdir(parents=True, exist_ok=True)
     flat: dict[str, np.ndarray] = {"model.embed_tokens.weight": np.asarray(params["embed"], np.float32)}
     flat["model.norm.weight"] = np.asarray(params["final_norm"], np.float32)
@@ -330,10 +332,12 @@ def export(out_dir: str | Path, cfg: m.ModelConfig, params: m.Params, *, source:
             value = stacked[i] if stacked.ndim == 2 else stacked[i].T
             flat[f"model.layers.{i}.{hf_name}"] = np.ascontiguousarray(value)
     m.atomic_write_bytes(out / "model.safetensors", save(flat, metadata={"format": "pt"}))
-    (out / "config.json").write_text(json.dumps(config_dict(source, cfg), indent=2) + "\n", "utf-8")
+    m.atomic_write_bytes(
+        out / "config.json", (json.dumps(config_dict(source, cfg), indent=2) + "\n").encode()
+    )
     for name in _TOKENIZER_FILES:
-        if (Path(source) / name).is_file() and Path(source).resolve() != out.resolve():
-            shutil.copyfile(Path(source) / name, out / name)
+        if (Path(source) / name).is_file():
+            m.atomic_write_bytes(out / name, (Path(source) / name).read_bytes())
     return out
 
 

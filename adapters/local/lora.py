@@ -165,5 +165,5 @@ def export_peft(out_dir: str | Path, lora: m.Params, base_model: str | Path) -> 
         "inference_mode": True,
     }
     m.atomic_write_bytes(out / "adapter_model.safetensors", save(flat, metadata={"format": "pt"}))
-    (out / "adapter_config.json").write_text(json.dumps(config, indent=2) + "\n", "utf-8")
+    m.atomic_write_bytes(out / "adapter_config.json", (json.dumps(config, indent=2) + "\n").encode())
     return out
