@@ -12,8 +12,15 @@ from tinker import types
 
 from adapters.local.service import LocalServiceClient, LocalTrainingClient
 from adapters.serve.state import ServeCore
-from adapters.tinker.contract import CHECK_NAMES, ContractError, check_contract, enforce_contract
+from adapters.tinker.contract import (
+    CHECK_NAMES,
+    ContractError,
+    check_contract,
+    enforce_contract,
+    inflight_refusal,
+)
 from adapters.tinker.fake import FakeServiceClient
+from adapters.tinker.faults import Fault, FaultPlan, with_faults
 
 
 def test_local_inflight_samplers_adopt_each_inflight_save_and_snapshots_stay(tmp_path: Path) -> None:
@@ -32,6 +39,29 @@ def test_local_inflight_samplers_adopt_each_inflight_save_and_snapshots_stay(tmp
     assert live._params is newer._params is newest._params
     with pytest.raises(ValueError, match="kind must be 'snapshot' or 'inflight'"):
         trainer.save_weights_and_get_sampling_client(kind="live").result()  # type: ignore[arg-type]
+
+
+def test_the_fault_injector_passes_kind_on_where_the_service_takes_it(tmp_path: Path) -> None:
+    """Under injection the local service still makes inflight samplers (each save goes through the plan:
+    a delayed one still publishes); over the fake, which takes no ``kind``, the wrapper takes none either,
+    so a run asking for inflight samplers is refused before it starts, as without injection."""
+    plan = FaultPlan(at={("save_weights_and_get_sampling_client", 1): Fault("delay", delay=0.01)})
+    service, faults = with_faults(LocalServiceClient(seed=0, root=tmp_path), plan)
+    fake, _ = with_faults(FakeServiceClient(seed=0), FaultPlan())
+
+    async def run() -> None:
+        trainer: Any = await service.create_lora_training_client("tiny", rank=4)
+        assert inflight_refusal(trainer) is None
+        live = await trainer.save_weights_and_get_sampling_client(kind="inflight")
+        newer = await trainer.save_weights_and_get_sampling_client(kind="inflight")
+        frozen = await trainer.save_weights_and_get_sampling_client(record_stability_info=True)
+        assert live._params is newer._params and frozen._params is not newer._params
+        assert faults.calls["save_weights_and_get_sampling_client"] == 3 and len(faults.injected) == 1
+        snapshots: Any = await fake.create_lora_training_client("fake", rank=1)
+        assert "takes no 'kind'" in str(inflight_refusal(snapshots))
+        assert (await snapshots.save_weights_and_get_sampling_client()).state.version == 0
+
+    asyncio.run(run())
 
 
 def test_serve_makes_inflight_samplers(tmp_path: Path) -> None:

@@ -63,6 +63,7 @@ from tinker.lib.api_future_impl import QueueState
 from tinker.lib.retryable_exception import RetryableException
 
 from adapters.futures import AwaitableFuture, CompletedFuture, DeferredFuture
+from adapters.tinker.contract import inflight_refusal
 from adapters.tinker.protocol import CustomLossFn, Future, SamplingClient, ServiceClient, TrainingClient
 from adapters.training.checkpoint import local_file
 
@@ -538,7 +539,7 @@ class _FaultyServiceClient:
         return self.faults.call(  # type: ignore[no-any-return]
             "create_lora_training_client",
             lambda: inner.create_lora_training_client(base_model, rank),
-            lambda tc: _FaultyTrainingClient(tc, self.faults),
+            lambda tc: _faulty_training(tc, self.faults),
         )
 
     def create_training_client_from_state_with_optimizer(self, path: str) -> Future[TrainingClient]:
@@ -546,7 +547,7 @@ class _FaultyServiceClient:
         return self.faults.call(  # type: ignore[no-any-return]
             "create_training_client_from_state_with_optimizer",
             lambda: inner.create_training_client_from_state_with_optimizer(path),
-            lambda tc: _FaultyTrainingClient(tc, self.faults),
+            lambda tc: _faulty_training(tc, self.faults),
         )
 
     def create_sampling_client(
@@ -605,11 +606,17 @@ class _FaultyTrainingClient:
     def save_weights_and_get_sampling_client(
         self, name: str | None = None, *, record_stability_info: bool = False
     ) -> Future[SamplingClient]:
+        return self._save(name, record_stability_info, "snapshot")
+
+    def _save(self, name: str | None, record_stability_info: bool, kind: str) -> Future[SamplingClient]:
+        """The wrapped save; tinker 0.38's keywords are passed on only when they ask for something."""
         save: Any = self.inner.save_weights_and_get_sampling_client
-        stability = {"record_stability_info": True} if record_stability_info else {}  # tinker 0.38's
+        options: dict[str, Any] = {"record_stability_info": True} if record_stability_info else {}
+        if kind != "snapshot":
+            options["kind"] = kind
         return self.faults.call(  # type: ignore[no-any-return]
             "save_weights_and_get_sampling_client",
-            lambda: save(name, **stability),
+            lambda: save(name, **options),
             lambda sc: _FaultySamplingClient(
                 sc, self.faults, self.inner if self.faults.plan.unfrozen else None
             ),
@@ -617,6 +624,38 @@ class _FaultyTrainingClient:
 
     def get_tokenizer(self) -> Any:
         return self.inner.get_tokenizer()
+
+
+class _FaultyInflightTrainingClient(_FaultyTrainingClient):
+    """A training client under the plan whose service makes inflight samplers: ``kind`` is passed on
+    (:func:`adapters.tinker.contract.inflight_refusal` reads it in this signature)."""
+
+    def save_weights_and_get_sampling_client(
+        self,
+        name: str | None = None,
+        *,
+        record_stability_info: bool = False,
+        kind: types.SamplingClientKind = "snapshot",
+    ) -> Future[SamplingClient]:
+        return self._save(name, record_stability_info, kind)
+
+
+def _faulty_training(inner: TrainingClient, faults: FaultyService) -> _FaultyTrainingClient:
+    """``inner`` under the plan, taking tinker 0.38's ``kind`` exactly when ``inner`` takes it.
+
+    Examples:
+        >>> from adapters.tinker.fake import FakeServiceClient
+        >>> from adapters.local.service import LocalTrainingClient
+        >>> _, faults = with_faults(FakeServiceClient(), FaultPlan())
+        >>> type(_faulty_training(LocalTrainingClient.__new__(LocalTrainingClient), faults)).__name__
+        '_FaultyInflightTrainingClient'
+        >>> fake = FakeServiceClient().create_lora_training_client("fake", rank=1).result()
+        >>> type(_faulty_training(fake, faults)).__name__
+        '_FaultyTrainingClient'
+    """
+    if inflight_refusal(inner) is None:
+        return _FaultyInflightTrainingClient(inner, faults)
+    return _FaultyTrainingClient(inner, faults)
 
 
 def _tokens(data: Sequence[types.Datum]) -> int:
