@@ -48,7 +48,7 @@ from adapters.local import lora as lo
 from adapters.local import model as m
 from adapters.local import state as st
 from adapters.local.devices import CPU_DEVICES, split_cpu
-from adapters.tinker.fake import provenance_refusal
+from adapters.tinker.provenance import provenance_refusal, unrecorded_refusal
 from adapters.tokenizers import ByteTokenizer
 
 __all__ = [
@@ -421,7 +421,9 @@ class LocalTrainingClient:
         needed = train_step.LOSS_INPUTS[loss_fn]
         stand_in = train_step.STAND_INS.get(loss_fn)
         if stand_in is not None:
-            refusal = provenance_refusal(data, loss_fn) or self._service.unrecorded_refusal(data, loss_fn)
+            refusal = provenance_refusal(data, loss_fn) or unrecorded_refusal(
+                data, loss_fn, self._service.recorded
+            )
             if refusal is not None:
                 raise tinker.RequestFailedError(refusal, "local", types.RequestErrorCategory.User)
         out = self._apply(
@@ -680,18 +682,6 @@ class LocalServiceClient:
         self.recorded: set[str] = set()  # sequences sampled with record_stability_info (stable_reinforce)
         self._root = Path(root) if root is not None else None
         self._clients = itertools.count()
-
-    def unrecorded_refusal(self, data: Sequence[types.Datum], loss_fn: str) -> str | None:
-        """Why ``data`` cannot train ``loss_fn`` here: the first datum whose spans name a sequence that no
-        sampler of this service recorded with ``record_stability_info=True`` (None: every one was)."""
-        for d, datum in enumerate(data):
-            for span in (*(datum.model_input_spans or ()), *(datum.loss_fn_input_spans or ())):
-                if span.sequence_id not in self.recorded:
-                    return (
-                        f"{loss_fn}: data[{d}] names sequence {span.sequence_id!r}, of which this service "
-                        "holds no stability record: sample it with record_stability_info=True on this service"
-                    )
-        return None
 
     @property
     def root(self) -> Path:

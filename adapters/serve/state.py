@@ -35,6 +35,7 @@ from tinker.types.get_server_capabilities_response import SupportedModel
 from adapters.futures import CompletedFuture
 from adapters.serve.engine import EngineSampler, EngineService, EngineTrainer, engine
 from adapters.tinker.contract import inflight_refusal
+from adapters.tinker.provenance import provenance_refusal, unrecorded_refusal
 
 __all__ = ["LOSSES", "Job", "ServeCore", "ServeError", "failure"]
 
@@ -461,18 +462,11 @@ class ServeCore:
     def _check_provenance(self, data: Sequence[types.Datum], loss_fn: str) -> None:
         """Refuses (a user error, as Tinker does) a datum without provenance spans, or one naming a
         sequence that no sampler here recorded with ``record_stability_info``."""
-        for d, datum in enumerate(data):
-            if not datum.loss_fn_input_spans:
-                raise ServeError(
-                    f"{loss_fn} needs provenance spans on every datum (Datum.with_provenance); "
-                    f"data[{d}] has none"
-                )
-            for span in (*(datum.model_input_spans or ()), *datum.loss_fn_input_spans):
-                if span.sequence_id not in self._recorded:
-                    raise ServeError(
-                        f"{loss_fn}: data[{d}] names sequence {span.sequence_id!r}, of which this server "
-                        "holds no stability record: sample it with record_stability_info=True on this server"
-                    )
+        refusal = provenance_refusal(data, loss_fn) or unrecorded_refusal(
+            data, loss_fn, self._recorded, "this server"
+        )
+        if refusal is not None:
+            raise ServeError(refusal)
 
     def optim_step(self, req: types.OptimStepRequest) -> Job:
         """One AdamW step on the accumulated gradients."""

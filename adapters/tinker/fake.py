@@ -28,10 +28,10 @@ What the fake guarantees, so tests can assert on training:
   ``forward_backward`` for the same weights, so importance ratios are exactly 1 on-policy.
 - Sampled sequences get ids as tinker 0.38 gives them: fixed when the request is submitted, distinct
   within the service's :class:`Session` (``"{session}-{n}"``). ``stable_reinforce`` refuses, as Tinker
-  does, a batch with a datum that has no provenance spans (:data:`SPAN_LOSSES`), and one whose spans name
-  a sequence this session did not sample with ``record_stability_info=True`` (a sampler of another
-  session, or of a run before a restart: the recorded data is session-scoped). Refusals are the SDK's
-  ``RequestFailedError`` in the ``User`` category, what a request the service rejects raises.
+  does (:mod:`adapters.tinker.provenance`), a batch with a datum that has no provenance spans, and one
+  whose spans name a sequence this session did not sample with ``record_stability_info=True`` (a sampler
+  of another session, or of a run before a restart: the recorded data is session-scoped). Refusals are
+  the SDK's ``RequestFailedError`` in the ``User`` category, what a request the service rejects raises.
   ``gspo`` is :func:`kernel.gspo_loss` with Tinker's required ``clip_low_threshold`` /
   ``clip_high_threshold``; ``stable_reinforce``'s value is the importance-sampling one (Tinker documents
   its inputs, not its objective).
@@ -59,12 +59,12 @@ from tinker import types
 from adapters._atomic import atomic_write
 from adapters.futures import CompletedFuture, DeferredFuture, completed
 from adapters.tinker.protocol import CustomLossFn
+from adapters.tinker.provenance import SPAN_LOSSES, provenance_refusal, span_ids
 from adapters.tinker.tokens import prompt_ids
 from adapters.tokenizers import ByteTokenizer
 from kernel import Vote, gspo_loss, render_response
 
 __all__ = [
-    "SPAN_LOSSES",
     "FakePolicy",
     "FakeSamplingClient",
     "FakeServiceClient",
@@ -79,18 +79,13 @@ __all__ = [
     "initial_model_state",
     "load_state_file",
     "optim_step",
-    "provenance_refusal",
     "sample",
-    "span_ids",
     "token_logprobs",
 ]
 
 _URI: Final = "fake://"
 _END_ID: Final = ByteTokenizer().special_id("<|end|>")
 _MASK64: Final = np.uint64(0xFFFFFFFFFFFFFFFF)
-
-SPAN_LOSSES: Final = frozenset({"stable_reinforce"})
-"""Losses whose every datum must carry provenance spans (tinker 0.38, cookbook 0.6.1)."""
 
 
 class Session:
@@ -550,47 +545,6 @@ def _input(datum: types.Datum, name: str, length: int, default: float) -> npt.ND
     if arr.shape[0] != length:
         raise ValueError(f"data: loss_fn_inputs[{name!r}] must have length {length}, got {arr.shape[0]}")
     return arr
-
-
-def provenance_refusal(data: Sequence[types.Datum], loss_fn: str) -> str | None:
-    """Why a service refuses ``data`` for ``loss_fn`` for want of provenance spans (None: it does not).
-
-    Examples:
-        >>> d = types.Datum(model_input=tinker.ModelInput.from_ints([1, 2]),
-        ...                 loss_fn_inputs={"target_tokens": np.array([2, 3])})
-        >>> provenance_refusal([d], "ppo") is None
-        True
-        >>> provenance_refusal([d], "stable_reinforce")
-        'stable_reinforce needs provenance spans on every datum (Datum.with_provenance); data[0] has none'
-    """
-    if loss_fn not in SPAN_LOSSES:
-        return None
-    for d, datum in enumerate(data):
-        if not datum.loss_fn_input_spans:
-            return (
-                f"{loss_fn} needs provenance spans on every datum (Datum.with_provenance); data[{d}] has none"
-            )
-    return None
-
-
-def span_ids(data: Sequence[types.Datum]) -> list[str]:
-    """The sequence ids the datums' spans name, each once, in order of appearance.
-
-    Examples:
-        >>> d = types.Datum(model_input=tinker.ModelInput.from_ints([1, 2]),
-        ...                 loss_fn_inputs={"target_tokens": np.array([2, 3])})
-        >>> d = d.with_provenance(
-        ...     model_input=[types.PromptProvenanceSpan(sequence_id="a", length=2)],
-        ...     loss_fn_inputs=[types.PromptProvenanceSpan(sequence_id="a", offset=1, length=1),
-        ...                     types.SampledProvenanceSpan(sequence_id="b", length=1)])
-        >>> span_ids([d])
-        ['a', 'b']
-    """
-    seen: dict[str, None] = {}
-    for datum in data:
-        for span in (*(datum.model_input_spans or ()), *(datum.loss_fn_input_spans or ())):
-            seen.setdefault(span.sequence_id, None)
-    return list(seen)
 
 
 def _user_error(message: str) -> tinker.RequestFailedError:
