@@ -724,3 +724,86 @@ def test_an_integer_of_thousands_of_digits_is_named_in_plain_words() -> None:
     got = _err('{"id": 1' + "1" * 5000 + ', "question": "q", "num_agents": 2, "turns": []}', 3)
     assert got.reason == "bad_json" and "set_int_max_str_digits" not in got.message
     assert got.message == "bad JSON: an integer with more than 4300 digits"
+
+
+_TRICKY = st.sampled_from(
+    [
+        *(None, True, False, 0, 1, 2, -1, 3, 2**31, 2**31 - 1, 2**70, 1.0, 0.5, -0.5, 1e39, -1e39),
+        *(math.inf, math.nan, "", "x", FORMAT, [], [1], [True], [1.0], [-1], [2**31], [0.5], [-0.25, 1]),
+        *([2**1100], [math.inf], [-3.5e38], {}, {"a": 1}),
+    ]
+)
+
+
+_TOKEN_LINES = [orjson.dumps(r) for r in samples.generate_debates(8, seed=12, token_every=4)[3::4]]
+_SCALARS = st.sampled_from([True, 0, -1, 2**31, 2**70, 1.0, -0.5, 1e39, -3.5e38, math.inf, math.nan, "1"])
+
+
+@st.composite
+def _edited_records(draw: st.DrawFn) -> Any:
+    """A generated debate record (as orjson reads it), most with tokens, with a few edits: a field of
+    the debate or of a turn set to a value near what the checks accept or refuse, deleted or added, or
+    one entry of a turn's token ids or logprobs replaced."""
+    rec = orjson.loads(draw(st.sampled_from([*_BASE_LINES, *_TOKEN_LINES])))
+    for _ in range(draw(st.integers(0, 3))):
+        turns = rec.get("turns")
+        if not (isinstance(turns, list) and turns and draw(st.integers(0, 3))):
+            target, names = rec, [*transcripts._DEBATE_FIELDS, "x"]
+        else:
+            tokens = [t for t in turns if isinstance(t, dict) and isinstance(t.get("logprobs"), list)]
+            if tokens and draw(st.booleans()):
+                target, names = (
+                    draw(st.sampled_from(tokens)),
+                    ["observation_tokens", "action_tokens", "logprobs"],
+                )
+            else:
+                target, names = draw(st.sampled_from(turns)), [*transcripts._TURN_FIELDS, "x"]
+        if not isinstance(target, dict):
+            continue
+        name = draw(st.sampled_from(names))
+        value = target.get(name)
+        if isinstance(value, list) and value and draw(st.booleans()):
+            value[draw(st.integers(0, len(value) - 1))] = draw(_SCALARS)
+        elif draw(st.integers(0, 4)) == 0:
+            target.pop(name, None)
+        else:
+            target[name] = draw(_TRICKY)
+    return rec if draw(st.integers(0, 9)) else draw(st.sampled_from([rec.get("turns"), 3]))
+
+
+def _plain_record(num_agents: int, turns: list[dict[str, Any]], **fields: Any) -> dict[str, Any]:
+    """A debate record of ``num_agents`` agents with turns in speaking order, plus the given fields."""
+    rec = {"id": "a", "question": "q", "num_agents": num_agents, **fields}
+    rec["turns"] = [{"agent": k % num_agents, "text": "x", **t} for k, t in enumerate(turns)]
+    return rec
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(rec=_edited_records())
+@example(rec=_plain_record(1, [{"round": 0}], id=1))
+@example(rec=_plain_record(2, [{}, {}, {}], max_rounds=1))  # a turn after the end
+@example(rec=_plain_record(1025, [{}]))
+@example(rec=_plain_record(2, [{"agent": False}]))
+@example(rec=_plain_record(2, [{}, {"round": 1}]))
+@example(rec=_plain_record(2, [{"round": 0.0, "meta": 1}]))
+@example(rec=_plain_record(2, [{"sequence_id": ""}]))
+@example(rec=_plain_record(2, [{"observation_tokens": [1], "action_tokens": [2, 3], "logprobs": [-1, -0.5]}]))
+@example(rec=_plain_record(2, [{"observation_tokens": [-1], "action_tokens": [2], "logprobs": [-0.5]}]))
+@example(rec=_plain_record(2, [{"observation_tokens": [], "action_tokens": [2], "logprobs": [-3.5e38]}]))
+@example(rec=_plain_record(2, [{"observation_tokens": [], "action_tokens": [], "logprobs": []}]))
+def test_the_plain_checks_read_what_the_full_checks_read(rec: Any) -> None:
+    # _plain_debate vouches only for records that pass every check: with it and without it the same
+    # debate, or the same error (reason, message, turn), for any record
+    fast = transcripts._debate_or_error(rec, 4)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(transcripts, "_plain_debate_of", None)
+        slow = transcripts._debate_or_error(rec, 4)
+    assert repr(fast) == repr(slow)
+    plain = transcripts._plain_debate(rec, 4)
+    assert plain is None or repr(plain) == repr(slow)
+
+
+def test_the_plain_checks_vouch_for_the_generated_debates() -> None:
+    # the path the reader takes for the lines it is usually given (else it would save nothing)
+    for line in _BASE_LINES:
+        assert isinstance(transcripts._plain_debate(orjson.loads(line), 1), Debate)
