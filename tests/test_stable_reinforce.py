@@ -1,7 +1,8 @@
 """``loss_fn = "stable_reinforce"`` end to end (tinker 0.38): the loop samples with
 ``record_stability_info=True`` and sends every datum with provenance spans; the local service refuses a
-datum without spans or naming a sequence it holds no stability record of, and computes its documented
-stand-in (importance sampling, marked ``loss/stand_in:max = 1``)."""
+datum without spans, naming a sequence it holds no stability record of or with a nonzero advantage on
+a prompt token, and computes its documented stand-in (importance sampling, marked
+``loss/stand_in:max = 1``)."""
 
 from __future__ import annotations
 
@@ -34,9 +35,10 @@ PROMPT = list(b"What is 2+3? ")
 GREEDY = types.SamplingParams(max_tokens=6, temperature=0.0)
 
 
-def _datum(sequence: types.SampledSequence, *, spans: bool = True) -> types.Datum:
-    """The RL datum of one sample of ``PROMPT``, advantage 1 on the sampled tokens; with ``spans``
-    annotated as the cookbook does (the prompt's shifted positions, then the sampled ones)."""
+def _datum(sequence: types.SampledSequence, *, spans: bool = True, on_prompt: float = 0.0) -> types.Datum:
+    """The RL datum of one sample of ``PROMPT``, advantage 1 on the sampled tokens (and ``on_prompt`` on
+    the first target, a prompt token); with ``spans`` annotated as the cookbook does (the prompt's
+    shifted positions, then the sampled ones)."""
     n, k = len(PROMPT), len(sequence.tokens)
     tokens = PROMPT + list(sequence.tokens)
     datum = types.Datum(
@@ -44,7 +46,7 @@ def _datum(sequence: types.SampledSequence, *, spans: bool = True) -> types.Datu
         loss_fn_inputs={
             "target_tokens": tokens[1:],
             "logprobs": [0.0] * (n - 1) + list(sequence.logprobs or []),
-            "advantages": [0.0] * (n - 1) + [1.0] * k,
+            "advantages": [on_prompt] + [0.0] * (n - 2) + [1.0] * k,
         },
     )
     if not spans:
@@ -76,11 +78,14 @@ def test_the_local_service_refuses_what_tinker_refuses_and_marks_its_stand_in() 
         for data, match in (
             ([_datum(recorded), _datum(recorded, spans=False)], r"data\[1\] has none"),
             ([_datum(unrecorded)], rf"data\[0\] names sequence '{unrecorded.sequence_id}'.*no stability"),
+            ([_datum(recorded, on_prompt=0.5)], r"data\[0\] has advantage 0.5 at position 0, a prompt"),
         ):
             with pytest.raises(tinker.RequestFailedError, match=match) as refused:
                 await trainer.forward_backward(data, "stable_reinforce")
             assert refused.value.category == types.RequestErrorCategory.User
         data = [_datum(recorded)]
+        with pytest.raises(ValueError, match=r"\['kl_coeff'\]: Tinker's option of 'stable_reinforce'"):
+            await trainer.forward(data, "stable_reinforce", {"kl_coeff": 0.01})
         stand_in = await trainer.forward(data, "stable_reinforce")
         reference = await trainer.forward(data, "importance_sampling")
         assert stand_in.metrics["loss/stand_in:max"] == 1.0 and "loss/stand_in:max" not in reference.metrics
@@ -140,12 +145,15 @@ def test_serve_refuses_through_the_sdk_what_tinker_refuses_and_marks_its_stand_i
         return sampler.sample(types.ModelInput.from_ints(PROMPT), 1, GREEDY).result().sequences[0]
 
     recorded, unrecorded = sample(True), sample(False)
-    for data, match in (
-        ([_datum(recorded), _datum(recorded, spans=False)], r"data\[1\] has none"),
-        ([_datum(unrecorded)], rf"data\[0\] names sequence '{unrecorded.sequence_id}'.*no stability"),
+    kl: Any = {"kl_coeff": 0.01}
+    for data, config, match in (
+        ([_datum(recorded), _datum(recorded, spans=False)], None, r"data\[1\] has none"),
+        ([_datum(unrecorded)], None, rf"data\[0\] names sequence '{unrecorded.sequence_id}'.*no stability"),
+        ([_datum(recorded, on_prompt=0.5)], None, r"data\[0\] has advantage 0.5 at position 0, a prompt"),
+        ([_datum(recorded)], kl, r"takes no loss_fn_config here \(got \['kl_coeff'\]\)"),
     ):
         with pytest.raises(tinker.RequestFailedError, match=match) as refused:
-            trainer.forward_backward(data, "stable_reinforce").result()
+            trainer.forward_backward(data, "stable_reinforce", config).result()
         assert refused.value.category == types.RequestErrorCategory.User
     out = trainer.forward_backward([_datum(recorded)], "stable_reinforce").result()
     assert out.metrics["loss/stand_in:max"] == 1.0

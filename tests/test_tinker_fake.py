@@ -7,6 +7,7 @@ import hashlib
 import subprocess
 import sys
 from collections.abc import Coroutine
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -26,6 +27,7 @@ from adapters.tinker.fake import (
     load_state_file,
     token_logprobs,
 )
+from adapters.tinker.provenance import prompt_advantage_refusal
 from adapters.tinker.renderers import ByteRenderer
 from kernel import build_observation, initial_state, parse_response
 
@@ -456,8 +458,12 @@ def test_stable_reinforce_needs_spans_naming_sequences_of_this_session_with_stab
     bare = _turn_datum(service, stability=True, spans=False)
     unrecorded = _turn_datum(service, stability=False)
     elsewhere = _turn_datum(FakeServiceClient(seed=1, session="before"), stability=True)  # another session
+    advantages = recorded.loss_fn_inputs["advantages"].to_numpy().copy()
+    advantages[0] = 0.5  # the first target is a prompt token
+    on_prompt = replace(recorded, loss_fn_inputs={**recorded.loss_fn_inputs, "advantages": advantages})
     cases = {
         "data[1] has none": [recorded, bare],
+        "data[0] has advantage 0.5 at position 0, a prompt token": [on_prompt],
         "no stability record of sequence 'now-2'": [unrecorded],
         "no stability record of sequence 'before-0'": [recorded, elsewhere],
     }
@@ -468,6 +474,44 @@ def test_stable_reinforce_needs_spans_naming_sequences_of_this_session_with_stab
         failure = classify(error)
         assert (failure.cause, failure.transient) == ("request_failed_user", False)  # never retried
     assert _refusal(service, [bare, unrecorded, elsewhere], "importance_sampling") is None  # spans optional
+
+    async def kl_coeff() -> Any:
+        tc = await service.create_lora_training_client("fake", 4)
+        with pytest.raises(
+            tinker.RequestFailedError, match=r"no loss_fn_config in the fake \(got \['kl_coeff'\]"
+        ):
+            await tc.forward_backward([recorded], "stable_reinforce", {"kl_coeff": 0.01})
+
+    run(kl_coeff())
+
+
+@given(
+    st.lists(st.tuples(st.booleans(), st.integers(1, 3)), min_size=1, max_size=5),
+    st.lists(st.sampled_from([0.0, 0.0, 0.5, -1.0]), min_size=15, max_size=15),
+)
+def test_a_prompt_advantage_is_refused_exactly_where_the_spans_say_prompt(
+    runs: list[tuple[bool, int]], values: list[float]
+) -> None:
+    """``prompt_advantage_refusal`` names the first nonzero advantage on a position its loss spans give to
+    a prompt, and nothing when every nonzero one is on a sampled position."""
+    n = sum(length for _, length in runs)
+    advantages = np.asarray(values[:n], np.float32)
+    span = {True: types.PromptProvenanceSpan, False: types.SampledProvenanceSpan}
+    datum = types.Datum(
+        model_input=tinker.ModelInput.from_ints(list(range(n))),
+        loss_fn_inputs={"target_tokens": np.arange(1, n + 1), "advantages": advantages},
+    ).with_provenance(
+        model_input=[types.PromptProvenanceSpan(sequence_id="s", length=n)],
+        loss_fn_inputs=[span[prompt](sequence_id="s", length=length) for prompt, length in runs],
+    )
+    on_prompt = np.concatenate([np.full(length, prompt) for prompt, length in runs])
+    wrong = np.flatnonzero(on_prompt & (advantages != 0))
+    refusal = prompt_advantage_refusal([datum], "stable_reinforce")
+    if wrong.size:
+        assert refusal is not None and f"at position {wrong[0]}," in refusal
+    else:
+        assert refusal is None
+    assert prompt_advantage_refusal([datum], "importance_sampling") is None
 
 
 async def _accepted(service: FakeServiceClient, data: list[types.Datum]) -> bool:

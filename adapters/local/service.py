@@ -48,7 +48,7 @@ from adapters.local import lora as lo
 from adapters.local import model as m
 from adapters.local import state as st
 from adapters.local.devices import CPU_DEVICES, split_cpu
-from adapters.tinker.provenance import provenance_refusal, unrecorded_refusal
+from adapters.tinker.provenance import prompt_advantage_refusal, provenance_refusal, unrecorded_refusal
 from adapters.tokenizers import ByteTokenizer
 
 __all__ = [
@@ -421,8 +421,10 @@ class LocalTrainingClient:
         needed = train_step.LOSS_INPUTS[loss_fn]
         stand_in = train_step.STAND_INS.get(loss_fn)
         if stand_in is not None:
-            refusal = provenance_refusal(data, loss_fn) or unrecorded_refusal(
-                data, loss_fn, self._service.recorded
+            refusal = (
+                provenance_refusal(data, loss_fn)
+                or unrecorded_refusal(data, loss_fn, self._service.recorded)
+                or prompt_advantage_refusal(data, loss_fn)
             )
             if refusal is not None:
                 raise tinker.RequestFailedError(refusal, "local", types.RequestErrorCategory.User)

@@ -51,6 +51,10 @@ LOSS_OPTIONS: dict[str, tuple[str, ...]] = {
     "gspo": ("clip_low_threshold", "clip_high_threshold"),
     "stable_reinforce": (),
 }
+UNPUBLISHED_OPTIONS: dict[str, tuple[str, ...]] = {"stable_reinforce": ("kl_coeff",)}
+"""Options Tinker names for a loss without publishing what they weigh (tinker 0.38's
+``ForwardBackwardRequest.loss_fn_config_v2``: ``{"kl_coeff": 0.01}`` for ``stable_reinforce``): refused
+with that reason, as neither computed nor ignored by the stand-in."""
 
 
 class Batch(NamedTuple):
@@ -151,6 +155,12 @@ def loss_options(loss_fn: str, config: Mapping[str, float | str] | None) -> tupl
     if config is not None and not isinstance(config, Mapping):
         raise TypeError(f"loss_fn_config must be a mapping option -> number, got {type(config).__name__}")
     config = dict(config or {})
+    unpublished = sorted(set(config) & set(UNPUBLISHED_OPTIONS.get(loss_fn, ())))
+    if unpublished:
+        raise ValueError(
+            f"loss_fn_config {unpublished}: Tinker's option of {loss_fn!r} (tinker 0.38) weighs a term it "
+            "does not publish; the stand-in computed here can neither compute nor ignore it"
+        )
     unknown = sorted(set(config) - set(LOSS_OPTIONS[loss_fn]))
     if unknown:
         raise ValueError(

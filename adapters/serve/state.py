@@ -35,7 +35,7 @@ from tinker.types.get_server_capabilities_response import SupportedModel
 from adapters.futures import CompletedFuture
 from adapters.serve.engine import EngineSampler, EngineService, EngineTrainer, engine
 from adapters.tinker.contract import inflight_refusal
-from adapters.tinker.provenance import provenance_refusal, unrecorded_refusal
+from adapters.tinker.provenance import prompt_advantage_refusal, provenance_refusal, unrecorded_refusal
 
 __all__ = ["LOSSES", "Job", "ServeCore", "ServeError", "failure"]
 
@@ -453,6 +453,11 @@ class ServeCore:
 
         def work() -> types.ForwardBackwardOutput:  # refused through the future, as Tinker does
             self._check_provenance(spec.data, spec.loss_fn)
+            if spec.loss_fn_config:  # e.g. Tinker's kl_coeff, which weighs a term it does not publish
+                raise ServeError(
+                    f"{spec.loss_fn} takes no loss_fn_config here (got {sorted(spec.loss_fn_config)}): "
+                    f"debate-kernel serve computes a stand-in, {stand_in}"
+                )
             out: types.ForwardBackwardOutput = call(list(spec.data), stand_in, spec.loss_fn_config).result()
             out.metrics["loss/stand_in:max"] = 1.0
             return out
@@ -460,10 +465,13 @@ class ServeCore:
         return self._job(work, model_id=req.model_id)
 
     def _check_provenance(self, data: Sequence[types.Datum], loss_fn: str) -> None:
-        """Refuses (a user error, as Tinker does) a datum without provenance spans, or one naming a
-        sequence that no sampler here recorded with ``record_stability_info``."""
-        refusal = provenance_refusal(data, loss_fn) or unrecorded_refusal(
-            data, loss_fn, self._recorded, "this server"
+        """Refuses (a user error, as Tinker does) a datum without provenance spans, one naming a sequence
+        that no sampler here recorded with ``record_stability_info``, or one with a nonzero advantage on a
+        prompt token."""
+        refusal = (
+            provenance_refusal(data, loss_fn)
+            or unrecorded_refusal(data, loss_fn, self._recorded, "this server")
+            or prompt_advantage_refusal(data, loss_fn)
         )
         if refusal is not None:
             raise ServeError(refusal)

@@ -30,8 +30,9 @@ What the fake guarantees, so tests can assert on training:
   within the service's :class:`Session` (``"{session}-{n}"``). ``stable_reinforce`` refuses, as Tinker
   does (:mod:`adapters.tinker.provenance`), a batch with a datum that has no provenance spans, and one
   whose spans name a sequence this session did not sample with ``record_stability_info=True`` (a sampler
-  of another session, or of a run before a restart: the recorded data is session-scoped). Refusals are
-  the SDK's ``RequestFailedError`` in the ``User`` category, what a request the service rejects raises.
+  of another session, or of a run before a restart: the recorded data is session-scoped), or one with a
+  nonzero advantage on a prompt token. Refusals are the SDK's ``RequestFailedError`` in the ``User``
+  category, what a request the service rejects raises.
   ``gspo`` is :func:`kernel.gspo_loss` with Tinker's required ``clip_low_threshold`` /
   ``clip_high_threshold``; ``stable_reinforce``'s value is the importance-sampling one (Tinker documents
   its inputs, not its objective).
@@ -59,7 +60,7 @@ from tinker import types
 from adapters._atomic import atomic_write
 from adapters.futures import CompletedFuture, DeferredFuture, completed
 from adapters.tinker.protocol import CustomLossFn
-from adapters.tinker.provenance import SPAN_LOSSES, provenance_refusal, span_ids
+from adapters.tinker.provenance import SPAN_LOSSES, prompt_advantage_refusal, provenance_refusal, span_ids
 from adapters.tinker.tokens import prompt_ids
 from adapters.tokenizers import ByteTokenizer
 from kernel import Vote, gspo_loss, render_response
@@ -579,7 +580,9 @@ def forward_backward(
     Raises:
         ValueError: for an empty batch, an unknown loss name, or a datum whose inputs do not line up.
         tinker.RequestFailedError: (category ``User``) a ``stable_reinforce`` datum without provenance
-            spans, a ``gspo`` request without its clip thresholds.
+            spans or with a nonzero advantage on a prompt token, a ``stable_reinforce`` request with a
+            ``loss_fn_config`` (its stand-in computes none), a ``gspo`` request without its clip
+            thresholds.
 
     Examples:
         >>> d = types.Datum(model_input=tinker.ModelInput.from_ints([1, 2, 3]),
@@ -595,9 +598,14 @@ def forward_backward(
         raise ValueError(f"loss_fn must be one of {list(known)}, got {loss_fn!r}")
     if not data:
         raise ValueError("data must hold at least one datum")
-    refusal = provenance_refusal(data, loss_fn)
+    refusal = provenance_refusal(data, loss_fn) or prompt_advantage_refusal(data, loss_fn)
     if refusal is not None:
         raise _user_error(refusal)
+    if loss_fn in SPAN_LOSSES and loss_fn_config:  # e.g. Tinker's kl_coeff, weighing an unpublished term
+        raise _user_error(
+            f"{loss_fn} takes no loss_fn_config in the fake (got {sorted(loss_fn_config)}): it computes a "
+            "stand-in, importance sampling"
+        )
     clip = _gspo_thresholds(loss_fn_config) if loss_fn == "gspo" else None
     outputs: list[dict[str, types.TensorData]] = []
     total = 0.0
