@@ -154,6 +154,8 @@ def parse_response(text: str, author_id: int = -1, *, policy: ParsePolicy = "rob
       >>> parse_response("<solution>4</solution>").reason
       'missing_evaluation'
     """
+    if text.__class__ is str and author_id.__class__ is int and policy == "robust":
+        return _parse_robust(text, author_id)  # the usual call, which passes every check below
     if policy not in PARSE_POLICIES:
         raise ValueError(f"policy must be one of {PARSE_POLICIES}, got {policy!r}")
     try:

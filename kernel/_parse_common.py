@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import re
 from collections.abc import Sequence
-from typing import Final, Literal, TypeAlias, get_args
+from typing import TYPE_CHECKING, Final, Literal, TypeAlias, get_args
 
 from kernel._types import MalformedVote, ParsedResponse, Vote, pack_votes
 
@@ -93,6 +95,57 @@ def _agent_id(digits: str, max_digits: int) -> int | None:
     return int(digits)
 
 
+class _Draft:
+    """A :class:`~kernel.ParsedResponse` being built: the same slots, set by plain assignment, then
+    the object becomes a ``ParsedResponse`` (``__class__`` assigned; CPython allows it between classes
+    of one slot layout). The frozen dataclass sets each of its 14 fields through
+    ``object.__setattr__``: 1.4 µs a response, against 0.3 µs here, where a short output parses in
+    about 5. Call it as ``_new_response``; the parameters are the fields, in field order."""
+
+    __slots__ = ParsedResponse.__slots__
+
+    def __init__(
+        self,
+        ok: bool,
+        solution: str,
+        evaluation: str,
+        comparison: str,
+        consensus: bool,
+        consensus_reason: str,
+        votes: tuple[Vote, ...],
+        author_id: int,
+        self_votes_dropped: int,
+        malformed_votes: tuple[MalformedVote, ...],
+        reason: str,
+        normalized_text: str,
+        policy: str,
+        vote_codes: bytes | None,
+    ) -> None:
+        self.ok = ok
+        self.solution = solution
+        self.evaluation = evaluation
+        self.comparison = comparison
+        self.consensus = consensus
+        self.consensus_reason = consensus_reason
+        self.votes = votes
+        self.author_id = author_id
+        self.self_votes_dropped = self_votes_dropped
+        self.malformed_votes = malformed_votes
+        self.reason = reason
+        self.normalized_text = normalized_text
+        self.policy = policy
+        self.vote_codes = vote_codes
+        self.__class__ = ParsedResponse  # type: ignore[assignment]
+
+
+if TYPE_CHECKING:  # checked as the dataclass's own constructor, which gives the same object
+    _new_response = ParsedResponse
+else:
+    _new_response = _Draft
+if list(inspect.signature(_Draft).parameters) != [f.name for f in dataclasses.fields(ParsedResponse)]:
+    raise ImportError("kernel._parse_common._Draft must set every ParsedResponse field, in field order")
+
+
 def _empty(policy: ParsePolicy, author_id: int, reason: ParseFailureReason) -> ParsedResponse:
     """A failed parse with nothing found (no fields, no text kept)."""
     return _failure(policy, author_id, reason, "", {}, "")
@@ -107,21 +160,21 @@ def _failure(
     comparison: str,
 ) -> ParsedResponse:
     """A failed parse: the fields found are kept for diagnostics, but no consensus and no votes."""
-    return ParsedResponse(
-        ok=False,
-        solution=found.get("solution", ""),
-        evaluation=found.get("evaluation", ""),
-        comparison=comparison,
-        consensus=False,
-        consensus_reason=found.get("consensus_reason", ""),
-        votes=(),
-        author_id=author_id,
-        self_votes_dropped=0,
-        malformed_votes=(),
-        reason=reason,
-        normalized_text=normalized,
-        vote_codes=b"",
-        policy=policy,
+    return _new_response(
+        False,  # ok
+        found.get("solution", ""),
+        found.get("evaluation", ""),
+        comparison,
+        False,  # consensus
+        found.get("consensus_reason", ""),
+        (),  # votes
+        author_id,
+        0,  # self_votes_dropped
+        (),  # malformed_votes
+        reason,
+        normalized,  # normalized_text
+        policy,
+        b"",  # vote_codes
     )
 
 
@@ -139,7 +192,7 @@ def _success(
 ) -> ParsedResponse:
     """A complete parse: ``found`` holds solution, evaluation and consensus_reason as read; ``codes``
     the votes packed, where the parser has them already."""
-    return ParsedResponse(  # positional (a third faster than by keyword), in field order
+    return _new_response(
         True,  # ok
         found["solution"],
         found["evaluation"],

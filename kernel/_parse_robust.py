@@ -5,9 +5,10 @@ for every difference from the reference policy)."""
 from __future__ import annotations
 
 import operator
+import os
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable
 from typing import Final, TypeVar
 
 from kernel._parse_common import (
@@ -18,7 +19,7 @@ from kernel._parse_common import (
     _empty,
     _failure,
     _fold,
-    _success,
+    _new_response,
 )
 from kernel._types import SMALL_VOTES, MalformedVote, ParsedResponse, Vote, pack_votes
 
@@ -196,14 +197,17 @@ _LAYOUTS: Final = dict(
 )
 
 
-def _simple_fields(text: str) -> dict[str, str] | None:
-    """The fields of the common layout, read in one regex pass; None for any other layout.
+def _simple_fields(text: str) -> dict[str, str] | list[tuple[str, str, bool]] | None:
+    """The fields of a text whose tags are pairs in sequence, read in one regex pass; None for any
+    other layout.
 
-    The layout: each tag name occurs at most once, as ``<tag>…</tag>`` with no other tag in between,
-    and the last tag alone may be an unclosed opening one; no ``<tag attributes>``, no think marker
-    (``_parse_robust`` relies on that). Then
-    :func:`_read_fields` pairs each opening tag with its closing one and :func:`_pick_block` sees a
-    single block of distinct names, so together they give exactly these fields.
+    The layout: every tag is a ``<tag>`` followed by its ``</tag>`` with no other tag in between, but
+    the last tag, which may be an unclosed opening one; no ``<tag attributes>``, no think marker
+    (``_parse_robust`` relies on that). Then :func:`_read_fields` pairs each opening tag with its
+    closing one, in order, and reads no more than these. Each tag name at most once (the usual
+    answer): the fields by name, the one block :func:`_pick_block` sees. A name repeated (an answer
+    written twice): the (tag, content, closed) triples from the end backwards, as :func:`_read_fields`
+    gives them.
     """
     if len(text) > _MAX_SIMPLE_CHARS and text.count("<") > _MAX_SIMPLE_LT:
         return None  # bounds the work spent before a long text full of tags is handed on
@@ -216,14 +220,19 @@ def _simple_fields(text: str) -> dict[str, str] | None:
             if not _TAG_TOKENS.issuperset(tags):
                 return None  # "<tag attributes", "</tag " or a tag spelled with U+0130 ...
         opens = tags[::2]
-        distinct = set(opens)
         if (
-            len(distinct) != len(opens)
-            or not distinct.issubset(_CLOSE_OF)
+            not _CLOSE_OF.keys() >= set(opens)
             or list(map(_CLOSE_OF.__getitem__, opens[: len(tags) // 2])) != tags[1::2]
+            or len(tags) // 2 > _MAX_TAG_STEPS  # the general reader would stop before the first
         ):
             return None
         names = tuple(map(_NAME_OF.__getitem__, opens))
+        if len(set(names)) < len(names):
+            contents = pieces[2::4]
+            if len(tags) % 2:
+                contents[-1] = _rstrip_fence(contents[-1])
+            closed = [True] * (len(tags) // 2) + [False] * (len(tags) % 2)
+            return list(zip(names[::-1], contents[::-1], closed[::-1], strict=True))
     fields = dict(zip(names, pieces[2::4], strict=True))
     if len(tags) % 2:  # the unclosed last tag runs to the end of the text
         fields[names[-1]] = _rstrip_fence(fields[names[-1]])
@@ -337,45 +346,48 @@ _CHAIN_VOTES: Final = {
 
 
 # The lines most comparison blocks are made of, "Agent 1 > Agent 2" (either spelling of "agent" from
-# the prompt, ids 0 to 9, an operator of ``_VOTE_OPS``): per author id that such a line can name (0 to
-# 9; -1 for any other), what each line gives, its vote or ``_SELF``, and its packed vote (b"" for
-# ``_SELF``). ``_chain_votes`` reads each as one pair.
+# the prompt, ids 0 to 9, an operator of ``_VOTE_OPS``): the vote each line gives (``_PLAIN_VOTES``),
+# and per author id that such a line can name (0 to 9; -1 for any other) what it gives that author,
+# its vote or ``_SELF`` (``_PLAIN_LINES``), and its packed vote, b"" for ``_SELF`` (``_PLAIN_CODES``).
+# ``_chain_votes`` reads each as one pair.
 _SELF: Final = Vote(-1, "self", -1)
-_PLAIN_KEYS: Final = [
-    (f"{x} {a} {op} {y} {b}", _CHAIN_VOTES[str(a), op, str(b)])
+_PLAIN_VOTES: Final = {
+    f"{x} {a} {op} {y} {b}": _CHAIN_VOTES[str(a), op, str(b)]
     for x in ("Agent", "agent")
     for y in ("Agent", "agent")
     for a in range(10)
     for b in range(10)
     for op in sorted(_VOTE_OPS)
-]
+}
 _PLAIN_LINES: Final = {
-    author: {line: _SELF if author in (vote.a, vote.b) else vote for line, vote in _PLAIN_KEYS}
+    author: {line: _SELF if author in (vote.a, vote.b) else vote for line, vote in _PLAIN_VOTES.items()}
     for author in range(-1, 10)
 }
 _PLAIN_CODES: Final = {
     author: {line: b"" if vote is _SELF else pack_votes([vote]) for line, vote in lines.items()}
     for author, lines in _PLAIN_LINES.items()
 }
+_VOTE_BYTES: Final = len(pack_votes([Vote(0, ">", 1)]))  # the packed size of one vote
 
 
 def _plain_votes(block: str, author_id: int) -> tuple[tuple[Vote, ...], int, bytes] | None:
     """:func:`_robust_votes` of a block of plain lines only (``_PLAIN_LINES``, one per line), by
     look-up: (votes, self-votes dropped, the votes packed); else None."""
     key = author_id if 0 <= author_id <= 9 else -1
-    lines_by_text = _PLAIN_LINES.get(key)
-    if lines_by_text is None or block.partition("\n")[0] not in lines_by_text:
+    codes_by_text = _PLAIN_CODES.get(key)
+    if codes_by_text is None or block.partition("\n")[0] not in codes_by_text:
         return None  # (most other blocks show it in their first line)
     lines = block.split("\n")
     if not (len(lines) <= _MAX_COMPARISON_LINES and 2 * len(lines) < _MAX_COMPARISON_REFS):
         return None  # the line reader would reach a limit (two mentions a line)
     try:
-        every = tuple(map(lines_by_text.__getitem__, lines))
+        codes = b"".join(map(codes_by_text.__getitem__, lines))
     except KeyError:  # a line of another form
         return None
-    dropped = every.count(_SELF) if key >= 0 else 0
-    votes = tuple(vote for vote in every if vote is not _SELF) if dropped else every
-    return votes, dropped, b"".join(map(_PLAIN_CODES[key].__getitem__, lines))
+    if len(codes) == _VOTE_BYTES * len(lines):  # no self-vote: every line's vote, whoever the author
+        return tuple(map(_PLAIN_VOTES.__getitem__, lines)), 0, codes
+    votes = tuple(vote for vote in map(_PLAIN_LINES[key].__getitem__, lines) if vote is not _SELF)
+    return votes, len(lines) - len(votes), codes
 
 
 def _robust_votes(block: str, author_id: int) -> tuple[list[Vote], int, list[MalformedVote]]:
@@ -456,11 +468,14 @@ def _parse_robust(text: str, author_id: int) -> ParsedResponse:
     if usual is not None:  # the five tags in order: what ``_simple_fields`` would read
         strip = _ASCII_STRIP if answer.isascii() else _strip
         solution, evaluation, comparison, consensus, reason = map(strip, usual.groups())
-        found = {"solution": solution, "evaluation": evaluation, "consensus_reason": reason}
-        return _complete(author_id, found, comparison, consensus, strip(answer))
-    block = _simple_fields(answer)
-    complete = block is not None and block.keys() >= _REQUIRED_SET
-    if not complete:  # any other output: think markers in any case, tags in any layout
+        return _complete(author_id, solution, evaluation, comparison, consensus, reason, strip(answer))
+    simple = _simple_fields(answer)
+    if isinstance(simple, list):  # an answer written twice, or more
+        block, complete = _pick_block(simple)
+    elif simple is not None:  # one block: what _pick_block makes of it ({} with no required tag)
+        complete = simple.keys() >= _REQUIRED_SET
+        block = simple if complete or not simple.keys().isdisjoint(_REQUIRED) else {}
+    else:  # any other output: think markers in any case, tags in any layout
         folded = _fold(text)
         start = folded.rfind("</think>") + len("</think>")  # the reasoning ends at the last one
         if start >= len("</think>"):
@@ -473,35 +488,65 @@ def _parse_robust(text: str, author_id: int) -> ParsedResponse:
         block, complete = _pick_block(_read_fields(answer, folded))
     strip = _ASCII_STRIP if answer.isascii() else _strip
     norm = strip(answer)
-    fields = dict(zip(block, map(strip, block.values()), strict=True))  # type: ignore[arg-type, union-attr]
+    fields = dict(zip(block, map(strip, block.values()), strict=True))
     if not complete:
         reason = next(_MISSING[t] for t in _REQUIRED if t not in fields)
         return _failure("robust", author_id, reason, norm, fields, fields.get("comparison", ""))
-    return _complete(author_id, fields, fields.get("comparison", ""), fields["consensus"], norm)
+    return _complete(
+        author_id,
+        fields["solution"],
+        fields["evaluation"],
+        fields.get("comparison", ""),
+        fields["consensus"],
+        fields["consensus_reason"],
+        norm,
+    )
 
 
 def _complete(
-    author_id: int, found: dict[str, str], comparison: str, consensus: str, norm: str
+    author_id: int,
+    solution: str,
+    evaluation: str,
+    comparison: str,
+    consensus: str,
+    reason: str,
+    norm: str,
 ) -> ParsedResponse:
-    """The parse of an answer with every required field: its votes and consensus read."""
+    """The parse of an answer with every required field (stripped): its votes and consensus read."""
     plain = _plain_votes(comparison, author_id)
-    votes: Sequence[Vote]
-    malformed: Sequence[MalformedVote] = ()
-    codes = None
     if plain is None:
-        votes, dropped, malformed = _robust_votes(comparison, author_id)
-    else:
-        votes, dropped, codes = plain
-    return _success(
-        "robust",
-        author_id,
-        found,
+        every, dropped, malformed = _robust_votes(comparison, author_id)
+        return _new_response(  # in field order
+            True,
+            solution,
+            evaluation,
+            comparison,
+            _robust_consensus(consensus),
+            reason,
+            tuple(every),
+            author_id,
+            dropped,
+            tuple(malformed),
+            "",
+            norm,
+            "robust",
+            pack_votes(every),
+        )
+    votes, dropped, codes = plain
+    return _new_response(
+        True,
+        solution,
+        evaluation,
         comparison,
         _robust_consensus(consensus),
+        reason,
         votes,
+        author_id,
         dropped,
-        malformed,
+        (),
+        "",
         norm,
+        "robust",
         codes,
     )
 
@@ -522,3 +567,33 @@ def _robust_entries(text: str) -> dict[str, tuple[int, int, int, int]]:
             return {}
     block, _ = _pick_block(_read_entries(text[offset:], folded[offset:]))
     return {name: (a + offset, b + offset, c + offset, d + offset) for name, (a, b, c, d) in block.items()}
+
+
+# ------------------------------------------------------------------------------------------------
+# A prototype (issue 35): the usual output read in compiled code, benchmarks/prototypes/parse_native,
+# used only where it is installed and DEBATE_KERNEL_NATIVE_PARSE=1. It reads the outputs of the
+# ``_CANONICAL`` path whose comparison block is plain lines or holds no vote, with this module's tables,
+# and hands every other output to the parser above, which is the default and its oracle in
+# tests/test_parse_native.py.
+
+
+_PYTHON_PARSE_ROBUST: Final = _parse_robust  # the parser above, whatever the switch below does
+
+
+def _native_first(
+    native: Callable[[str, int], ParsedResponse | None], python: Callable[[str, int], ParsedResponse]
+) -> Callable[[str, int], ParsedResponse]:
+    def parse(text: str, author_id: int) -> ParsedResponse:
+        got = native(text, author_id)
+        return python(text, author_id) if got is None else got
+
+    return parse
+
+
+if os.environ.get("DEBATE_KERNEL_NATIVE_PARSE") == "1":
+    try:
+        from debate_parse_native import read_usual  # type: ignore[import-not-found]
+    except ImportError:
+        pass
+    else:
+        _parse_robust = _native_first(read_usual, _parse_robust)  # type: ignore[assignment]

@@ -3,7 +3,9 @@ against the general reader (linear time is measured in benchmarks/bench_parse.py
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import pickle
 import re
 import sys
 import typing
@@ -717,7 +719,7 @@ SHORTCUTS: dict[str, dict[str, Any]] = {
     "layout: one pass only without '<'": {"_MAX_SIMPLE_CHARS": 0, "_MAX_SIMPLE_LT": 0},
     "layout: no match of the usual layout": {"_CANONICAL": re.compile("(?!)")},
     "votes: no chain reader": {"_chain_votes": lambda block, author_id: None},
-    "votes: no table of plain lines": {"_PLAIN_LINES": {}},
+    "votes: no table of plain lines": {"_PLAIN_CODES": {}},
     "votes: chain reader without its table": {"_CHAIN_VOTES": {}},
     "votes: no table of empty blocks": {"_NO_VOTES": frozenset()},
     "votes: general agent regex on ASCII": {"_ASCII_REF": _parse_robust._REF},
@@ -931,6 +933,67 @@ def test_usual_layout_shortcuts_give_what_the_parser_gives_without_them(
     assert shipped.vote_codes == pack_votes(shipped.votes)
 
 
+_TAG_SPELLINGS = {t: (t, t, t.upper(), t.title()) for t in _parse_robust._TAGS}
+
+
+@st.composite
+def answers_written_again(draw: st.DrawFn) -> str:
+    """Tags in pairs, ``<tag>…</tag>``, one after another (the one-pass reading's layout when a name
+    repeats): blocks of the five tags or some of them, in any order and spelling, with the usual
+    contents, the last tag unclosed or not, a fence after it or not."""
+
+    pieces = ("x", " ", "\n", "```", "<", "<b>", "</", "<=")  # none a tag of the five, nor think
+    pieces += draw(st.sampled_from(((), _LT_PIECES)))  # or "<Solution>", "<solution " ... as well
+
+    def text() -> str:
+        return "".join(draw(st.lists(st.sampled_from(pieces), max_size=3)))
+
+    contents = {
+        "comparison": st.sampled_from(
+            ("Agent 1 > Agent 2", "agent 0 = Agent 3\nAgent 2 < Agent 1", "N/A", "")
+        ),
+        "consensus": st.sampled_from(("YES", "no", " Yes. ", "")),
+    }
+    pairs = []
+    for _ in range(draw(st.integers(1, 3))):
+        names = draw(st.lists(st.sampled_from(_parse_robust._TAGS), max_size=6))
+        if draw(st.booleans()):
+            names = [n for n in _parse_robust._TAGS if n not in names[:1]]  # a usual block, less a tag
+        for name in names:
+            spelled = draw(st.sampled_from(_TAG_SPELLINGS[name]))
+            content = draw(contents.get(name, st.just("")) | st.builds(text))
+            pairs.append(f"{text()}<{spelled}>{content}</{spelled}>")
+    out = "".join(pairs)
+    if out and draw(st.booleans()):  # a stop string stripped: the last closing tag is cut
+        out = out[: out.rfind("</")] + draw(st.sampled_from(("", "\n```", "\n```\n")))
+    return out + text()
+
+
+@pytest.mark.parametrize("steps", [5, 7, 512])  # one block of the five tags fits in any
+@given(text=answers_written_again(), author_id=st.sampled_from([-1, 0, 1, 2]))
+def test_answers_written_again_read_in_one_pass_as_the_general_reader_reads_them(
+    steps: int, text: str, author_id: int
+) -> None:
+    with _patched({"_MAX_TAG_STEPS": steps}):  # the reader gives up on tags past this many closing ones
+        shipped = rob(text, author_id)
+        with _patched(SHORTCUTS["layout: no one-pass reading"]):
+            assert rob(text, author_id) == shipped
+        with _patched(GENERAL):
+            assert rob(text, author_id) == shipped
+
+
+def test_answers_written_again_hand_checked() -> None:
+    first = answer("Agent 1 > Agent 2", "YES", solution="A")
+    assert isinstance(_parse_robust._simple_fields(first + "\nWait, again:\n" + first), list)
+    again = rob(first + "\nWait:\n" + answer("Agent 2 > Agent 1", solution="B"), 0)
+    assert again.solution == "B" and again.votes == (Vote(2, ">", 1),) and not again.consensus
+    # The later block lacks its consensus: the earlier complete block is the answer.
+    cut = rob(first + "<solution>C</solution><evaluation>E</evaluation>", 0)
+    assert cut.solution == "A" and cut.consensus
+    lone = rob("<comparison>Agent 1 > Agent 2</comparison>")  # no required tag: nothing kept
+    assert lone.reason == "missing_solution" and lone.comparison == ""
+
+
 @pytest.mark.parametrize("threshold", [0, _HUGE])
 def test_reference_size_gates_on_hand_checked_inputs(threshold: int) -> None:
     with _patched({"_V1_CUT_TRIES": threshold, "_V1_THINK_BULK": threshold}):
@@ -1032,6 +1095,8 @@ def test_lookup_tables_hold_hand_checked_entries() -> None:
     assert plain[2]["Agent 2 == agent 7"] is _parse_robust._SELF is plain[7]["Agent 2 == agent 7"]
     assert plain[5]["Agent 2 == agent 7"] == Vote(2, "=", 7)
     assert len(plain) == 11 and all(len(lines) == 2 * 2 * 10 * 10 * 4 for lines in plain.values())
+    assert plain[-1] == _parse_robust._PLAIN_VOTES  # what each line gives when no author is named
+    assert _parse_robust._PLAIN_VOTES["agent 4 < Agent 0"] is SMALL_VOTES[0, ">", 4]
     codes = _parse_robust._PLAIN_CODES
     assert (
         codes[-1]["Agent 1 > Agent 2"] == pack_votes([Vote(1, ">", 2)])
@@ -1050,6 +1115,20 @@ def test_lookup_tables_hold_hand_checked_entries() -> None:
     }
     for block in _parse_robust._NO_VOTES:  # the line reader reads each as no vote and no malformed line
         assert _parse_robust._line_votes(block, -1) == ([], 0, [])
+
+
+def test_responses_built_by_the_parsers_are_the_frozen_dataclass() -> None:
+    votes = (Vote(1, ">", 2), Vote(3, "=", 1))
+    values = (True, "s", "e", "c", True, "r", votes, 3, 1, (MalformedVote("x", "no_comparison"),), "", "n")
+    values += ("robust", pack_votes(votes))
+    built, expected = _parse_common._new_response(*values), ParsedResponse(*values)
+    assert type(built) is ParsedResponse and built == expected and hash(built) == hash(expected)
+    assert [getattr(built, f.name) for f in dataclasses.fields(ParsedResponse)] == list(values)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        built.ok = False  # type: ignore[misc]
+    assert pickle.loads(pickle.dumps(built)) == expected
+    assert dataclasses.replace(built, solution="t") == dataclasses.replace(expected, solution="t")
+    assert repr(built) == repr(expected)
 
 
 def test_ascii_character_classes_of_the_shortcuts() -> None:
