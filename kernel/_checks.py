@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -178,7 +179,8 @@ def check_each(values: Iterable[object], kind: type, name: str) -> None:
         TypeError: ids[2] must be an int, got str
     """
     for i, value in enumerate(values):
-        check_type(value, kind, f"{name}[{i}]")
+        if not isinstance(value, kind):  # the name is built only for the message
+            check_type(value, kind, f"{name}[{i}]")
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
@@ -212,7 +214,7 @@ def check_real(value: object, name: str, *, finite: bool = False, positive: bool
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
     out = float(value)
-    if finite and not np.isfinite(out):
+    if finite and not math.isfinite(out):
         raise ValueError(f"{name} must be finite, got {value!r}")
     if positive and not out > 0:
         raise ValueError(f"{name} must be > 0, got {value!r}")

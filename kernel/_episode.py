@@ -68,6 +68,8 @@ ROUND1_VOTE_REASONS: Final = ("valid", "not_yet_spoken")
 
 def _as_index(value: Any, name: str) -> int:
     """``operator.index(value)`` that refuses bools; raises TypeError naming ``name``."""
+    if type(value) is int:  # the common case, without the checks below
+        return value
     if isinstance(value, bool | np.bool_):
         raise TypeError(f"{name} must be an int, got bool")
     try:
@@ -118,12 +120,7 @@ class DebateState:
 
     def __post_init__(self) -> None:
         n, m = self.num_agents, self.max_rounds
-        if not isinstance(self.question, str):
-            raise TypeError(f"question must be a str, got {type(self.question).__name__}")
-        if _as_index(n, "num_agents") < 1:
-            raise ValueError(f"num_agents must be >= 1, got {n}")
-        if _as_index(m, "max_rounds") < 1:
-            raise ValueError(f"max_rounds must be >= 1, got {m}")
+        _check_header(self.question, n, m)
         sizes = [len(r) for r in self.rounds]
         if any(s != n for s in sizes[:-1]) or (sizes and not 1 <= sizes[-1] <= n) or len(sizes) > m:
             raise ValueError(f"rounds must hold N={n} responses per round (1..N in the last), got {sizes}")
@@ -146,6 +143,16 @@ class DebateState:
     def responses(self) -> tuple[ParsedResponse, ...]:
         """Accepted responses in speaking order (round-major); response ``k`` is from agent ``k mod N``."""
         return tuple(itertools.chain.from_iterable(self.rounds))
+
+
+def _check_header(question: object, num_agents: object, max_rounds: object) -> None:
+    """A state's question and counts checked, in :class:`DebateState`'s order (TypeError, ValueError)."""
+    if not isinstance(question, str):
+        raise TypeError(f"question must be a str, got {type(question).__name__}")
+    if _as_index(num_agents, "num_agents") < 1:
+        raise ValueError(f"num_agents must be >= 1, got {num_agents}")
+    if _as_index(max_rounds, "max_rounds") < 1:
+        raise ValueError(f"max_rounds must be >= 1, got {max_rounds}")
 
 
 def _rejection(agent: int, parsed: ParsedResponse, n: int, turn: int, done: bool) -> str:
@@ -424,9 +431,10 @@ def replay(
       >>> r.state.parse_failed, r.state.abort_reason
       (True, 'missing_solution')
     """
-    state = initial_state(question, num_agents=num_agents, max_rounds=max_rounds)
+    # initial_state's checks, in its order, without building the state (built once, at the end)
+    n, limit = _as_index(num_agents, "num_agents"), _as_index(max_rounds, "max_rounds")
+    _check_header(question, n, limit)
     failure_reward = check_real(parse_failure_reward, "parse_failure_reward", finite=True)
-    n, limit = state.num_agents, state.max_rounds
     rewards: list[float] = []
     accepted: list[int] = []
     rejected: list[RejectedTurn] = []
@@ -438,7 +446,8 @@ def replay(
     done = consensus = parse_failed = False
     abort_reason = ""
     for index, (agent_id, parsed) in enumerate(turns):
-        check_type(parsed, ParsedResponse, "parsed")
+        if not isinstance(parsed, ParsedResponse):
+            check_type(parsed, ParsedResponse, "parsed")
         agent = _as_index(agent_id, "agent_id")
         reason = _rejection(agent, parsed, n, turn, done)
         if reason:
@@ -459,21 +468,22 @@ def replay(
             done = consensus or turn // n >= limit
             rounds.append(tuple(current))
             current = []
-    if accepted:
-        if current:
-            rounds.append(tuple(current))
-        state = DebateState(
-            question=state.question,
-            num_agents=n,
-            max_rounds=limit,
-            turn=turn,
-            rounds=tuple(rounds),
-            done=done,
-            consensus=consensus,
-            aborted=parse_failed,
-            parse_failed=parse_failed,
-            abort_reason=abort_reason,
-        )
+    if not accepted:
+        return ReplayResult(DebateState(question, n, limit), tuple(rewards), (), tuple(rejected))
+    if current:
+        rounds.append(tuple(current))
+    state = DebateState(
+        question=question,
+        num_agents=n,
+        max_rounds=limit,
+        turn=turn,
+        rounds=tuple(rounds),
+        done=done,
+        consensus=consensus,
+        aborted=parse_failed,
+        parse_failed=parse_failed,
+        abort_reason=abort_reason,
+    )
     return ReplayResult(state, tuple(rewards), tuple(accepted), tuple(rejected))
 
 

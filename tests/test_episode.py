@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -624,3 +625,26 @@ def test_replay_checks_parse_failure_reward_as_submit_does() -> None:
         replay("q", [], num_agents=2, max_rounds=1, parse_failure_reward=math.nan)
     with pytest.raises(TypeError, match="parse_failure_reward must be a real number"):
         replay("q", [], num_agents=2, max_rounds=1, parse_failure_reward="x")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("question", ["q", 7])
+@pytest.mark.parametrize("num_agents", [0, 2, 2.0, True, np.int64(2)])
+@pytest.mark.parametrize("max_rounds", [0, 1, False, np.int32(3)])
+def test_replay_checks_its_arguments_as_initial_state_does(
+    question: object, num_agents: object, max_rounds: object
+) -> None:
+    """replay checks the question and counts without building the initial state: the same error (type
+    and message, the same one first when several are wrong) or, with no turns, the same state."""
+
+    def outcome(f: Any) -> Any:
+        try:
+            return f()
+        except (TypeError, ValueError) as e:
+            return type(e), str(e)
+
+    kwargs: Any = {"num_agents": num_agents, "max_rounds": max_rounds}
+    want = outcome(lambda: initial_state(question, **kwargs))
+    assert outcome(lambda: replay(question, [], **kwargs).state) == want
+    said = ParsedResponse.make(0, solution="4", consensus=False)
+    got = outcome(lambda: replay(question, [(0, said)], **kwargs).state)
+    assert got == want if isinstance(want, tuple) else got.turn == 1

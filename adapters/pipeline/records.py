@@ -46,6 +46,9 @@ def debate_records(result: BatchResult) -> list[dict[str, Any]]:
     advantages, per-turn parse summaries, and datum counts when tokens were present. A figure that is
     not finite is None (JSON null).
 
+    Every vote's entry is built once per batch from the vote columns and sliced per debate (the faster
+    loops of :func:`~adapters.pipeline.replay_debates` say what they save together).
+
     Examples:
       >>> from adapters import data
       >>> from adapters.transcripts import debate_from_record
@@ -80,13 +83,14 @@ def debate_records(result: BatchResult) -> list[dict[str, Any]]:
     offsets: list[int] = np.asarray(num.offsets_P1).tolist()
     vote_offsets: list[int] = np.asarray(num.vote_offsets_P1).tolist()
     counts_by_debate = _datum_counts(result)
+    votes = [  # every vote's entry once per batch, sliced per debate
+        {"author": uv, "a": av, "op": opv, "b": bv, "valid": ok, "reason": why}
+        for uv, av, opv, bv, ok, why in zip(u, a, op, b, valid, vote_why, strict=True)
+    ]
     for p, r in enumerate(result.replayed):
         lo, hi = offsets[p], offsets[p + 1]
         vlo, vhi = vote_offsets[p], vote_offsets[p + 1]
-        vote_list = [
-            {"author": u[v], "a": a[v], "op": op[v], "b": b[v], "valid": valid[v], "reason": vote_why[v]}
-            for v in range(vlo, vhi)
-        ]
+        vote_list = votes[vlo:vhi]
         rec: dict[str, Any] = {
             "id": r.debate.id,
             "line": r.debate.line,

@@ -194,6 +194,13 @@ def replay_debates(
     A transcript without ``max_rounds`` is replayed with no round limit (only consensus or a parse
     failure end it; otherwise it ends ``"open"``).
 
+    The per-debate loops after the parse (here, ``kernel.replay`` building one state and checking each
+    turn's types only where they are not plain, :func:`episodes_of` slicing the first turns,
+    ``chunk_figures`` summing in locals, ``debate_records`` building each vote's entry once) save
+    together: ``debate-kernel score --out`` of 30 k generated debates takes 0.945 × the CPU time it
+    took at bcba405 (0.92-0.97, 5 interleaved pairs). Per 10 k debates, best of 3 in one process:
+    replay 175 → 104 ms, episodes_of 64 → 46, chunk_figures 25 → 10, debate_records 225 → 190.
+
     Returns:
       The replayed debates (input order), and one error per debate that could not be scored (turns
       after the end under ``after_end="error"``).
@@ -226,8 +233,13 @@ def replay_debates(
             max_rounds=limit,
             parse_failure_reward=options.parse_failure_reward,
         )
-        over = [int(r[0]) for r in res.rejected if r.reason == "debate_over"]  # (turn index, agent, reason)
-        other = [r for r in res.rejected if r.reason != "debate_over"]
+        over: list[int] = []
+        other: list[kernel.RejectedTurn] = []
+        for r in res.rejected:  # (turn index, agent, reason)
+            if r.reason == "debate_over":
+                over.append(int(r[0]))
+            else:
+                other.append(r)
         if other:  # the reader guarantees order and range, so this is a bug, reported as such
             r = other[0]
             errors.append(
@@ -278,17 +290,22 @@ def episodes_of(replayed: Sequence[ReplayedDebate]) -> list[Episode]:
     check_each(replayed, ReplayedDebate, "replayed")
     out: list[Episode] = []
     for r in replayed:
-        turns = r.debate.turns
-        accepted = r.replay.accepted
-        tokens = tuple(_turn_tokens(turns[k]) for k in accepted)
+        turns, accepted, rewards = r.debate.turns, r.replay.accepted, r.replay.rewards
+        m = len(accepted)
+        if m and accepted[-1] == m - 1:  # the first m turns (the usual case): slices
+            taken = turns[:m]
+            agents = tuple([t.agent for t in taken])
+            parsed, rewards = r.parsed[:m], rewards[:m]
+        else:
+            taken = tuple([turns[k] for k in accepted])
+            agents = tuple([t.agent for t in taken])
+            parsed, rewards = tuple([r.parsed[k] for k in accepted]), tuple([rewards[k] for k in accepted])
+        tokens: tuple[kernel.TurnTokens | None, ...] = ()
+        if any([t.action_tokens is not None for t in taken]):
+            tokens = tuple([_turn_tokens(t) for t in taken])
         out.append(
             Episode(
-                r.debate.num_agents,
-                tuple(turns[k].agent for k in accepted),
-                tuple(r.parsed[k] for k in accepted),
-                tuple(r.replay.rewards[k] for k in accepted),
-                consensus=r.state.consensus,
-                tokens_T=tokens if any(t is not None for t in tokens) else (),
+                r.debate.num_agents, agents, parsed, rewards, consensus=r.state.consensus, tokens_T=tokens
             )
         )
     return out

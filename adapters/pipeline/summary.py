@@ -210,17 +210,24 @@ def chunk_figures(result: BatchResult) -> ChunkFigures:
     c: Counter[str] = Counter()
     ends: Counter[str] = Counter()
     failures: Counter[str] = Counter()
+    turns = ignored = self_dropped = unreadable = 0  # summed here, added to the Counter once
     for r in result.replayed:
-        accepted = r.replay.accepted
-        c["turns"] += len(accepted)
-        c["ignored"] += len(r.ignored_turns)
+        accepted, parsed = r.replay.accepted, r.parsed
+        turns += len(accepted)
+        ignored += len(r.ignored_turns)
         ends[r.end] += 1
         for k in accepted:
-            pr = r.parsed[k]
-            c["self_dropped"] += pr.self_votes_dropped
-            c["unreadable"] += len(pr.malformed_votes)
+            pr = parsed[k]
+            self_dropped += pr.self_votes_dropped
+            unreadable += len(pr.malformed_votes)
             if not pr.ok:
                 failures[pr.reason] += 1
+    if result.replayed:  # the same keys as a count per debate and per turn would make
+        c["turns"] += turns
+        c["ignored"] += ignored
+    if turns:
+        c["self_dropped"] += self_dropped
+        c["unreadable"] += unreadable
     c["votes_total"] += int(np.sum(num.pairwise.total_votes_P))
     c["votes_malformed"] += int(np.sum(num.pairwise.malformed_P))
     c["votes_round1_dropped"] += int(np.sum(num.round1_dropped_V))
