@@ -396,6 +396,22 @@ def test_forward_and_optim_step_match_the_local_service(
     )
 
 
+def test_lora_target_flags_reach_the_local_service(service: tinker.ServiceClient, tmp_path: Path) -> None:
+    flags = {"train_attn": False, "train_unembed": False}  # the MLP's adapters only
+    remote = service.create_lora_training_client("tiny", rank=RANK, **flags).result()
+    local = LocalServiceClient(seed=0, root=tmp_path).create_lora_training_client("tiny", rank=RANK, **flags)
+    every = LocalServiceClient(seed=0, root=tmp_path / "all").create_lora_training_client("tiny", rank=RANK)
+    data, adam = [ce_datum(TOKENS)], types.AdamParams(learning_rate=1e-2)
+    norms = []
+    for client in (remote, local.result(), every.result()):
+        client.forward_backward(data, "cross_entropy").result()
+        metrics = client.optim_step(adam).result().metrics
+        assert metrics is not None
+        norms.append(metrics["grad_norm"])
+    assert norms[0] == pytest.approx(norms[1], rel=1e-5)  # the served run trains the same adapters
+    assert norms[0] < 0.99 * norms[2]  # fewer than every target's (a fresh adapter: only B has a gradient)
+
+
 def test_forward_backward_custom_runs_as_forward_plus_a_linear_loss(
     trainer: tinker.TrainingClient, tmp_path: Path
 ) -> None:

@@ -122,11 +122,25 @@ def _deadlines(text: str) -> dict[str, float]:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def _on_off(text: str) -> bool:
+    """A boolean flag's value: true / false (also yes / no, on / off, 1 / 0)."""
+    value = dict.fromkeys(("true", "yes", "on", "1"), True) | dict.fromkeys(
+        ("false", "no", "off", "0"), False
+    )
+    try:
+        return value[text.strip().lower()]
+    except KeyError:
+        raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}") from None
+
+
 _FLAGS: dict[str, Any] = {
     "steps": int,
     "save_every": int,
     "eval_every": int,
     "model": str,
+    "train_attn": _on_off,
+    "train_mlp": _on_off,
+    "train_unembed": _on_off,
     "seed": int,
     "batch_size": int,
     "group_size": int,

@@ -94,7 +94,15 @@ class EngineTrainer(Protocol):
 class EngineService(Protocol):
     """Creates training runs and samplers; saves under its root (``states/``, ``weights/``)."""
 
-    def create_lora_training_client(self, base_model: str, rank: int = 32) -> Done[EngineTrainer]: ...
+    def create_lora_training_client(
+        self,
+        base_model: str,
+        rank: int = 32,
+        *,
+        train_mlp: bool = True,
+        train_attn: bool = True,
+        train_unembed: bool = True,
+    ) -> Done[EngineTrainer]: ...
 
     def create_full_training_client(self, base_model: str) -> Done[EngineTrainer]: ...
 
@@ -235,7 +243,22 @@ class _FakeService:
         except ValueError as e:
             return failed(e)
 
-    def create_lora_training_client(self, base_model: str, rank: int = 32) -> CompletedFuture[EngineTrainer]:
+    def create_lora_training_client(
+        self,
+        base_model: str,
+        rank: int = 32,
+        *,
+        train_mlp: bool = True,
+        train_attn: bool = True,
+        train_unembed: bool = True,
+    ) -> CompletedFuture[EngineTrainer]:
+        if not (train_mlp and train_attn and train_unembed):
+            return failed(
+                ValueError(
+                    "the fake engine has no layers to choose: train_mlp, train_attn and "
+                    "train_unembed must stay True"
+                )
+            )
         try:
             return self._trainer(self.fake.create_lora_training_client(base_model, rank))
         except ValueError as e:

@@ -386,9 +386,14 @@ class ServeCore:
         lora = req.lora_config
         if lora is None:
             raise ServeError("create_model needs a lora_config (full fine-tuning is not served)")
-        if not (lora.train_mlp and lora.train_attn and lora.train_unembed):
+        flags = {
+            "train_mlp": lora.train_mlp,
+            "train_attn": lora.train_attn,
+            "train_unembed": lora.train_unembed,
+        }
+        if lora.rank == 0 and not all(flags.values()):
             raise ServeError(
-                "debate-kernel serve trains LoRA on every layer: train_mlp, train_attn and "
+                "full fine-tuning (rank 0) trains every weight: train_mlp, train_attn and "
                 "train_unembed must stay True"
             )
         if not isinstance(req.optimizer_config, types.AdamOptimizerConfig):
@@ -399,7 +404,7 @@ class ServeCore:
             if lora.rank == 0:  # full fine-tuning: the local models start from random weights
                 client = service.create_full_training_client(base).result()
             else:
-                client = service.create_lora_training_client(base, rank=lora.rank).result()
+                client = service.create_lora_training_client(base, rank=lora.rank, **flags).result()
             self._runs[model_id] = _Run(req.session_id, service, client)
             return types.CreateModelResponse(model_id=model_id)
 

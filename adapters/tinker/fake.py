@@ -750,9 +750,24 @@ class FakeServiceClient:
         return FakeTrainingClient(self, state, self._clients)
 
     def create_lora_training_client(
-        self, base_model: str, rank: int = 32
+        self,
+        base_model: str,
+        rank: int = 32,
+        *,
+        train_mlp: bool = True,
+        train_attn: bool = True,
+        train_unembed: bool = True,
     ) -> CompletedFuture[FakeTrainingClient]:
-        """A training client on fresh weights (version 0)."""
+        """A training client on fresh weights (version 0).
+
+        Raises:
+            ValueError: a target flag is False (the fake model has no layers to choose from).
+        """
+        if not (train_mlp and train_attn and train_unembed):
+            raise ValueError(
+                "the fake model has no layers to choose: train_mlp, train_attn and train_unembed "
+                "must stay True"
+            )
         return completed(self._new_client(initial_model_state(base_model, rank, self.seed)))
 
     def create_training_client_from_state_with_optimizer(

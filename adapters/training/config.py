@@ -97,6 +97,9 @@ class TrainConfig:
       model: base model: a Tinker base model name, or a local model name / safetensors path.
       lora_rank: LoRA rank of the trained adapter; 0 trains every weight (full fine-tuning), which only
         the local service offers (``create_full_training_client``; Tinker trains LoRA adapters).
+      train_attn, train_mlp, train_unembed: the LoRA adapters' targets, as the flags of the SDK's
+        ``create_lora_training_client``: the attention projections, the MLP projections, the output layer
+        (Tinker's default: all three); at least one with ``lora_rank`` ≥ 1, all three with 0.
       steps: RL steps (optimizer steps on debate batches), after the warm-start steps.
       num_epochs: 0: the run is ``steps`` long; k ≥ 1: ``steps`` is replaced by the batches that play every
         question of the dataset k times (``adapters.training.dataset.epoch_steps``: ⌈k·Q / batch_size⌉,
@@ -217,6 +220,9 @@ class TrainConfig:
 
     model: str = "tiny"
     lora_rank: int = 32
+    train_attn: bool = True
+    train_mlp: bool = True
+    train_unembed: bool = True
     steps: int = 10
     num_epochs: int = 0
     warm_start_steps: int = 0
@@ -383,6 +389,21 @@ class TrainConfig:
 
     def _check_combinations(self) -> None:
         """Keys that are valid alone but not together (found now, before a run directory is made)."""
+        targets = {
+            "train_attn": self.train_attn,
+            "train_mlp": self.train_mlp,
+            "train_unembed": self.train_unembed,
+        }
+        if self.lora_rank > 0 and not any(targets.values()):
+            raise ValueError(
+                "config keys train_attn, train_mlp and train_unembed are all false: LoRA would train nothing"
+            )
+        if self.lora_rank == 0 and not all(targets.values()):
+            off = ", ".join(k for k, v in targets.items() if not v)
+            raise ValueError(
+                f"config key {off} = false chooses LoRA targets, but lora_rank = 0 trains every weight "
+                "(full fine-tuning): set lora_rank >= 1 or leave the targets on"
+            )
         estimator = self.scoring_options.estimator
         if getattr(estimator, "singleton", None) == "error" and self.num_agents == 1:
             raise ValueError(

@@ -1039,8 +1039,12 @@ async def _new_training_client(
     """A LoRA client of rank ``lora_rank``, or with ``lora_rank = 0`` a full fine-tuning client (a method
     only the local service has: its models start from random weights, which LoRA alone learns slowly)."""
     if config.lora_rank > 0:
+        targets = {"train_attn": config.train_attn, "train_mlp": config.train_mlp}
+        targets["train_unembed"] = config.train_unembed
+        chosen = {} if all(targets.values()) else targets  # the defaults: a service need not know the flags
         return await boundary.call(
-            "create", lambda: service_client.create_lora_training_client(config.model, config.lora_rank)
+            "create",
+            lambda: service_client.create_lora_training_client(config.model, config.lora_rank, **chosen),
         )
     check_service(config, service_client)
     full = service_client.create_full_training_client  # type: ignore[attr-defined]
