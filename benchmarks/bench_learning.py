@@ -3,13 +3,17 @@
 Part 1 runs the run ``debate-kernel train`` makes with no flags (:data:`adapters.cli.train.LOCAL_PRESET`
 on the local JAX service; ``--quick``: the tiny model for a few steps) and prints, at the start of RL
 (the evaluation after the warm start) and at its end (the last evaluation): parse-success rate,
-correctness on the held-out questions and mean pairwise reward against the fixed opponents (the
-warm-started policy), beside what no learning scores on those questions (``eval/chance`` and
-``eval/majority_baseline``, always the most common training answer), the training debates' correctness
-over the first and the last RL steps, the on-policy KL between the sampler's and the trainer's logprobs
-of the sampled tokens (the same weights must give the same numbers: ~0), the wall time with the
-machine's load average at the start and the end (a shared machine's wall time is inflated), and the
-evaluation curve.
+correctness on the held-out questions with its standard error by question (``eval/correct_se``) and
+what RL added (end − start, its standard error from the two), mean pairwise reward against the fixed
+opponents (the warm-started policy), beside what no learning scores on those questions (``eval/chance``
+and ``eval/majority_baseline``, always the most common training answer), the training debates'
+correctness over the first and the last RL steps, the on-policy KL between the sampler's and the
+trainer's logprobs of the sampled tokens (the same weights must give the same numbers: ~0), the
+evaluation curve, and where the time went: the wall time with the machine's load average at the start
+and the end (a shared machine's wall time is inflated), the process's CPU time, the warm-start steps,
+RL steps and evaluations (``time/*`` of the metrics) and JAX's compilation (tracing, lowering and
+compiling, summed from ``jax.monitoring``; it overlaps the three; near zero with a warm persistent
+cache, ``DEBATE_KERNEL_JAX_CACHE=""`` turns that off).
 
 Part 2 times batched sampling against its peer, the same requests one by one on the same service:
 ``concurrency`` concurrent ``sample()`` calls (one per debate, as rollouts make them) gathered into
@@ -24,6 +28,7 @@ import argparse
 import asyncio
 import math
 import os
+import resource
 import tempfile
 import time
 from pathlib import Path
@@ -49,12 +54,23 @@ def _mean(values: list[Any]) -> float:
 
 
 def _learning(quick: bool, out: str | None) -> dict[str, Any]:
+    import jax.monitoring
+
     from adapters.cli.train import LOCAL_PRESET
     from adapters.local import LocalServiceClient, split_cpu
     from adapters.local.devices import compilation_cache
     from adapters.training.config import TrainConfig
     from adapters.training.train import run_training
 
+    compiling = {"s": 0.0, "programs": 0, "cache_hits": 0}
+
+    def on_duration(event: str, duration_secs: float, **_: str | int) -> None:
+        if event.startswith("/jax/core/compile/"):  # trace, lower to MLIR, backend compile (or cache load)
+            compiling["s"] += duration_secs
+            compiling["programs"] += event.endswith("backend_compile_duration")
+        compiling["cache_hits"] += event == "/jax/compilation_cache/cache_retrieval_time_sec"
+
+    jax.monitoring.register_event_duration_secs_listener(on_duration)
     split_cpu()  # as the CLI does (no effect where JAX already ran in this process)
     run_dir = out or tempfile.mkdtemp(prefix="bench-learning-")
     values = {**LOCAL_PRESET, **(_QUICK if quick else {}), "out": run_dir}
@@ -62,9 +78,11 @@ def _learning(quick: bool, out: str | None) -> dict[str, Any]:
     compilation_cache(0.5)  # as the CLI does (its persistent cache; DEBATE_KERNEL_JAX_CACHE="" turns it off)
     service = LocalServiceClient(seed=config.seed, root=Path(run_dir) / "service")
     load_start = os.getloadavg()
+    cpu0 = _cpu_s()
     t0 = time.perf_counter()
     result = asyncio.run(run_training(config, service))
     wall = time.perf_counter() - t0
+    cpu = _cpu_s() - cpu0
     load_end = os.getloadavg()
     records = result.metrics
     evals = [r for r in records if isinstance(r.get("eval/correct"), float)]
@@ -74,6 +92,17 @@ def _learning(quick: bool, out: str | None) -> dict[str, Any]:
     figures: dict[str, Any] = {
         "run_dir": run_dir,
         "wall_s": wall,
+        "cpu_s": cpu,
+        "compile_s": compiling["s"],
+        "compiled_programs": compiling["programs"] - compiling["cache_hits"],
+        "cached_programs": compiling["cache_hits"],
+        "eval_s": sum(_num(r.get("time/eval")) for r in records),
+        "warm_start_s": sum(
+            _num(r.get("time/total")) - _num(r.get("time/eval")) for r in records if r.get("phase") != "rl"
+        ),
+        "rl_s": sum(
+            _num(r.get("time/total")) - _num(r.get("time/eval")) for r in records if r.get("phase") == "rl"
+        ),
         "load_avg_start": list(load_start),
         "load_avg_end": list(load_end),
         "dataset": config.dataset,
@@ -89,9 +118,11 @@ def _learning(quick: bool, out: str | None) -> dict[str, Any]:
         "train_correct_first": _mean([r.get("env/all/correct") for r in rl[:k]]),
         "train_correct_last": _mean([r.get("env/all/correct") for r in rl[-k:]]),
     }
-    for key in ("parse_ok", "correct", "pairwise_reward", "chance", "majority_baseline"):
+    for key in ("parse_ok", "correct", "correct_se", "pairwise_reward", "chance", "majority_baseline"):
         figures[f"eval_{key}_start"] = start.get(f"eval/{key}", math.nan)
         figures[f"eval_{key}_end"] = end.get(f"eval/{key}", math.nan)
+    figures["rl_lift"] = figures["eval_correct_end"] - figures["eval_correct_start"]
+    figures["rl_lift_se"] = math.hypot(figures["eval_correct_se_start"], figures["eval_correct_se_end"])
     figures["eval_curve"] = [
         [r["step"], r["eval/correct"], r.get("eval/parse_ok"), r.get("eval/pairwise_reward")] for r in evals
     ]
@@ -100,6 +131,16 @@ def _learning(quick: bool, out: str | None) -> dict[str, Any]:
 
 def _finite(v: Any) -> bool:
     return isinstance(v, int | float) and math.isfinite(v)
+
+
+def _num(v: Any) -> float:
+    return float(v) if _finite(v) else 0.0
+
+
+def _cpu_s() -> float:
+    """User + system CPU seconds of this process so far (the in-process service's threads included)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _batching(quick: bool) -> dict[str, float]:
@@ -168,6 +209,11 @@ def main(argv: list[str]) -> int:
             ["step", figures["start_step"], figures["end_step"]],
             ["eval parse-success", figures["eval_parse_ok_start"], figures["eval_parse_ok_end"]],
             ["eval correct (held out)", figures["eval_correct_start"], figures["eval_correct_end"]],
+            [
+                "  standard error (by question)",
+                figures["eval_correct_se_start"],
+                figures["eval_correct_se_end"],
+            ],
             ["  chance", figures["eval_chance_start"], figures["eval_chance_end"]],
             [
                 "  majority-answer baseline",
@@ -191,11 +237,19 @@ def main(argv: list[str]) -> int:
         ["step", "correct", "parse_ok", "pairwise"],
         [[s, c, p, w] for s, c, p, w in figures["eval_curve"]],
     )
-    print(f"\non-policy KL(sampler ‖ trainer), max over RL steps: {figures['kl_sample_train_max']:.3e}")
+    print(
+        f"\nRL's lift of held-out correctness: {figures['rl_lift']:+.3f} ± {figures['rl_lift_se']:.3f} (s.e.)"
+    )
+    print(f"on-policy KL(sampler ‖ trainer), max over RL steps: {figures['kl_sample_train_max']:.3e}")
     load = "; load average (1, 5, 15 min) {} at the start, {} at the end".format(
         *(", ".join(f"{x:.2f}" for x in figures[k]) for k in ("load_avg_start", "load_avg_end"))
     )
     print(f"wall time: {figures['wall_s']:.1f} s on {os.cpu_count()} CPUs{load} ({figures['run_dir']})")
+    print(
+        "time: warm start {warm_start_s:.1f} s, RL {rl_s:.1f} s, evaluations {eval_s:.1f} s; JAX compiling "
+        "{compile_s:.1f} s ({compiled_programs} programs compiled, {cached_programs} from the persistent "
+        "cache; within the three); CPU {cpu_s:.1f} s".format(**figures)
+    )
     if not args.skip_batching:
         b = _batching(args.quick)
         print_table(

@@ -27,7 +27,7 @@ from adapters.training.dataset import (
     load_split,
     split_questions,
 )
-from adapters.training.evaluation import answer_baselines
+from adapters.training.evaluation import answer_baselines, clustered_se
 from adapters.training.train import run_training
 from tests._marks import SHORT_SAMPLES
 from tools.make_sign import generate_sign_questions, render
@@ -218,3 +218,53 @@ def test_train_refuses_a_split_that_leaves_nothing_to_train_before_the_run_start
     assert main(["train", "--service", "fake", "--config", str(toml), "--out", str(tmp_path / "run")]) == 2
     assert "holding out 0.95 of 8 questions leaves none to train on" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
+
+
+def test_clustered_se_by_hand_and_against_the_spread_of_question_means() -> None:
+    assert clustered_se([1, 1, 0, 0, 1, 0], [0, 0, 1, 1, 2, 2]) == pytest.approx(0.5 / math.sqrt(3))
+    assert clustered_se([1, 1, 1], [0, 1, 2]) == 0.0  # every question right: no spread across them
+    assert math.isnan(clustered_se([1.0, 0.0], [3, 3]))  # one question: no spread to measure
+    with pytest.raises(ValueError, match="values_N and clusters_N must match in length, got 2 and 1"):
+        clustered_se([1.0, 0.0], [0])
+
+
+@given(st.lists(st.tuples(st.integers(0, 3), st.booleans()), min_size=2, max_size=12), st.randoms())
+def test_clustered_se_is_the_standard_error_of_the_question_means(pairs: list[Any], rnd: Any) -> None:
+    clusters, values = [c for c, _ in pairs], [float(v) for _, v in pairs]
+    means = [
+        sum(v for c2, v in zip(clusters, values, strict=True) if c2 == c) / clusters.count(c)
+        for c in set(clusters)
+    ]
+    se = clustered_se(values, clusters)
+    if len(means) < 2:
+        assert math.isnan(se)
+        return
+    mean = sum(means) / len(means)
+    expected = math.sqrt(sum((m - mean) ** 2 for m in means) / (len(means) - 1) / len(means))
+    assert se == pytest.approx(expected, abs=1e-12)
+    order = list(range(len(pairs)))
+    rnd.shuffle(order)  # the order of the debates does not matter
+    assert clustered_se([values[i] for i in order], [clusters[i] for i in order]) == pytest.approx(
+        se, abs=1e-12
+    )
+    if all(clusters.count(c) == 1 for c in clusters):  # one debate a question: the plain standard error
+        n = len(values)
+        assert se == pytest.approx(math.sqrt(sum((v - sum(values) / n) ** 2 for v in values) / (n - 1) / n))
+
+
+def test_an_evaluation_records_the_standard_error_by_question(monkeypatch: pytest.MonkeyPatch) -> None:
+    from adapters.tinker.renderers import ByteRenderer
+    from adapters.training import evaluation
+
+    qs = [Question("a?", "0"), Question("b?", "1"), Question("c?", "1")]
+    # the policy is right on every debate of the questions whose answer is "1", on none of the other
+    monkeypatch.setattr(evaluation, "is_correct", lambda solution, answer: answer == "1")
+    policy = FakeServiceClient(seed=0).create_sampling_client(base_model="fake").result()
+    config = TrainConfig.from_mapping(
+        {"num_agents": 2, "max_rounds": 1, "eval_questions": 3, "eval_repeats": 2}
+    )
+    out = asyncio.run(evaluation.evaluate(config, qs, ByteRenderer(), policy, None))
+    assert out["eval/debates"] == 12 and out["eval/correct"] == pytest.approx(2 / 3)
+    # question means 0, 1, 1: sd 0.577 over 3 questions (by debate it would be sd 0.49 over 12: 0.14)
+    assert out["eval/correct_se"] == pytest.approx(clustered_se([0, 1, 1], [0, 1, 2]))
+    assert out["eval/correct_se"] == pytest.approx(math.sqrt(1 / 3) / math.sqrt(3))

@@ -85,13 +85,17 @@ def evaluation_rows(record: Mapping[str, Any], config: Mapping[str, Any]) -> lis
     """The evaluation figures of one metrics line, each with its standard error where it is a share of
     counted trials (:data:`EVAL_RATES`; the counts from ``eval/debates`` and the run's ``num_agents``
     and ``eval_repeats``); [] on a step without an evaluation. The errors treat trials as independent
-    (the repeats of one question are not), so they are a lower bound.
+    (the repeats of one question are not), so they are a lower bound; a standard error the line records
+    (``<name>_se``: ``eval/correct_se``, by question) is shown instead.
 
     Examples:
         >>> rows = evaluation_rows({"eval/correct": 0.5, "eval/debates": 144.0, "eval/parse_ok": 0.9},
         ...                        {"num_agents": 3, "eval_repeats": 6})
         >>> [(r.name, r.value, r.se and round(r.se, 4), r.n) for r in rows]
         [('eval/correct', 0.5, 0.0417, 144), ('eval/parse_ok', 0.9, None, None)]
+        >>> evaluation_rows({"eval/correct": 0.5, "eval/correct_se": 0.1, "eval/debates": 144.0},
+        ...                 {"num_agents": 3, "eval_repeats": 6})[0].se
+        0.1
     """
     sizes = _sizes(record, config)
     rows = []
@@ -101,6 +105,9 @@ def evaluation_rows(record: Mapping[str, Any], config: Mapping[str, Any]) -> lis
             continue
         n = sizes.get(EVAL_RATES[name]) if name in EVAL_RATES else None
         se = standard_error(float(value), n) if n is not None else None
+        recorded = record.get(f"{name}_se")
+        if isinstance(recorded, int | float) and not isinstance(recorded, bool) and math.isfinite(recorded):
+            se = float(recorded)
         rows.append(EvalRow(name, float(value), se, n))
     return rows
 

@@ -8,7 +8,9 @@
   ``cons@k`` over ``eval_repeats`` debates per question, against the same policy answering alone (one
   agent, one round: the direct baseline) on the same questions;
 - what no learning scores (:func:`answer_baselines`): ``eval/chance`` and ``eval/majority_baseline`` on
-  the questions evaluated, beside ``eval/correct``.
+  the questions evaluated, beside ``eval/correct``;
+- how far ``eval/correct`` may be from the share on the whole question set (:func:`clustered_se`):
+  ``eval/correct_se``, its standard error with the questions as the sampled units.
 """
 
 from __future__ import annotations
@@ -28,7 +30,14 @@ from adapters.training.config import TrainConfig
 from adapters.training.dataset import Question
 from adapters.training.rollouts import DebateResult, fixed_opponents, last_solution, run_debates, self_play
 
-__all__ = ["BASELINE_NAMES", "DEBATE_EVAL_NAMES", "answer_baselines", "debate_evaluation", "evaluate"]
+__all__ = [
+    "BASELINE_NAMES",
+    "DEBATE_EVAL_NAMES",
+    "answer_baselines",
+    "clustered_se",
+    "debate_evaluation",
+    "evaluate",
+]
 
 DEBATE_EVAL_NAMES = (
     "eval/debate/first_round_majority",
@@ -81,6 +90,43 @@ def answer_baselines(train: Sequence[Question], evaluated: Sequence[Question]) -
     return {"eval/chance": float(np.mean(chance)), "eval/majority_baseline": float(np.mean(always))}
 
 
+def clustered_se(values_N: Sequence[float], clusters_N: Sequence[int]) -> float:
+    """The standard error of the mean of ``values_N`` when whole clusters (the questions: every debate
+    of a question shares it) are the sampled units: with m_c the mean of cluster c's values and C
+    clusters, SE = sqrt(Σ_c (m_c − m̄)² / (C − 1) / C), m̄ = the mean of the m_c (the mean of the values
+    when the clusters are equal in size, as an evaluation's are). The debates of one question are not
+    independent trials, so the binomial sqrt(p(1 − p)/N) over all N of them understates the error; this
+    one counts a question answered wrongly every time as one unlucky draw among C. NaN with fewer than 2
+    clusters.
+
+    Args:
+        values_N: N values (a debate's correctness, 0 or 1).
+        clusters_N: N cluster labels (the debate's question).
+
+    Raises:
+        ValueError: if the two differ in length.
+
+    Examples:
+        >>> round(clustered_se([1, 1, 1, 1, 0, 0], [0, 0, 1, 1, 2, 2]), 4)  # cluster means 1, 1, 0
+        0.3333
+        >>> clustered_se([1, 0, 1, 0], [0, 0, 1, 1])  # every question half right: no spread across them
+        0.0
+        >>> clustered_se([1, 0], [5, 5])
+        nan
+    """
+    if len(values_N) != len(clusters_N):
+        raise ValueError(
+            f"values_N and clusters_N must match in length, got {len(values_N)} and {len(clusters_N)}"
+        )
+    by: dict[int, list[float]] = {}
+    for v, c in zip(values_N, clusters_N, strict=True):
+        by.setdefault(int(c), []).append(float(v))
+    if len(by) < 2:
+        return math.nan
+    means_C = np.array([np.mean(v) for v in by.values()])
+    return float(np.std(means_C, ddof=1) / math.sqrt(means_C.size))
+
+
 async def evaluate(
     config: TrainConfig,
     questions: Sequence[Question],
@@ -98,7 +144,8 @@ async def evaluate(
     ``on_result`` is called with each debate as it ends (a progress display).
 
     Returns:
-      ``eval/correct`` (the policy's final solution is right), ``eval/parse_ok`` (share of the policy's
+      ``eval/correct`` (the policy's final solution is right), ``eval/correct_se`` (its standard error
+      by question, :func:`clustered_se`; NaN with one question), ``eval/parse_ok`` (share of the policy's
       turns that parsed), ``eval/pairwise_reward`` (the policy's pairwise reward), ``eval/debates``.
     """
     qs = list(questions[: config.eval_questions])
@@ -116,16 +163,20 @@ async def evaluate(
             id_prefix="eval-q" if config.eval_repeats == 1 else f"eval{k}-q",
         )
     ]
+    per_repeat = len(qs) * config.num_agents  # each repeat's specs are question-major, N a question
+    question = {spec.id: (i % per_repeat) // config.num_agents for i, spec in enumerate(specs)}
     results = (
         await run_debates(
             specs, renderer, config=config.rollout_config, boundary=boundary, on_result=on_result
         )
     ).results
     correct: list[float] = []
+    asked: list[int] = []
     parse_ok: list[float] = []
     for r in results:
         role = r.spec.policy_roles[0]
         correct.append(float(is_correct(last_solution(r.state, role), r.spec.answer)))
+        asked.append(question[r.spec.id])
         parse_ok.extend(float(t.parsed.ok) for t in r.turns if t.agent_id == role)
     played = [r for r in results if r.turns]
     pairwise = math.nan
@@ -144,6 +195,7 @@ async def evaluate(
         pairwise = float(np.mean(scored.pairwise.rewards_PG[rows]))
     return {
         "eval/correct": float(np.mean(correct)) if correct else math.nan,
+        "eval/correct_se": clustered_se(correct, asked),
         "eval/parse_ok": float(np.mean(parse_ok)) if parse_ok else math.nan,
         "eval/pairwise_reward": pairwise,
         "eval/debates": float(len(results)),
