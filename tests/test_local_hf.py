@@ -198,6 +198,21 @@ def test_next_token_logprobs_match_transformers(checkpoints: dict[str, Checkpoin
     assert want.std() > 0.5  # the weights make the test sensitive: logprobs far from uniform
 
 
+def test_the_sampler_never_draws_an_id_the_tokenizer_lacks(checkpoints: dict[str, Checkpoint]) -> None:
+    """The filter on logits that favour the spare rows: never drawn, not even greedily, and the logprob
+    reported stays the model's over every row. (Through serve: test_sdk_sampling_from_serve_….)"""
+    assert all(ck.cfg.tokenizer_vocab == 300 < ck.cfg.vocab_size for ck in checkpoints.values())
+    logits = jnp.where(jnp.arange(VOCAB) >= 300, 5.0, 0.0)[None].repeat(64, 0)
+    keys = jax.random.split(jax.random.key(0), 64)
+    choose = jax.jit(m._choose, static_argnums=5)
+    for temperature in (1.0, 0.0):  # unmasked, the spare rows would hold 91 % of the mass, and the argmax
+        token, lp = choose(
+            keys, logits, jnp.full(64, temperature), jnp.ones(64), jnp.full(64, -1, jnp.int32), 300
+        )
+        assert bool((token < 300).all())
+        np.testing.assert_allclose(lp, jax.nn.log_softmax(logits)[jnp.arange(64), token], rtol=1e-6)
+
+
 @EXHAUSTIVE  # the fast tier checks the Llama decode through serve (test_sdk_sampling_from_serve_…)
 @pytest.mark.parametrize("arch", list(ARCHS))
 def test_kv_cache_decode_equals_the_full_forward(checkpoints: dict[str, Checkpoint], arch: str) -> None:
@@ -428,6 +443,7 @@ def test_sdk_sampling_from_serve_gives_transformers_logprobs(
         full = np.zeros(PROBE, np.int64)  # right padding: the forward is causal
         for b, seq in enumerate(response.sequences):
             assert len(seq.tokens) == 10
+            assert max(seq.tokens) < ck.cfg.tokenizer_vocab  # no spare row (~6 % of a random model's mass)
             full[b, : len(prompt) + 10] = [*prompt, *seq.tokens]
         sampled = slice(len(prompt) - 1, len(prompt) + 9)
         got = np.asarray([seq.logprobs for seq in response.sequences])

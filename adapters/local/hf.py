@@ -159,6 +159,7 @@ def read_config(path: str | Path) -> m.ModelConfig:
             qk_norm=qwen3,
             tie_embeddings=bool(config.get("tie_word_embeddings", False)),
             rope_scaling=scaling,
+            tokenizer_vocab=_tokenizer_ids(Path(path), int(config["vocab_size"])),
         )
     except KeyError as exc:
         raise ValueError(f"{where} lacks {exc}") from None
@@ -166,6 +167,16 @@ def read_config(path: str | Path) -> m.ModelConfig:
         raise ValueError(f"{where}: {exc}") from None
     m._check_config(cfg)
     return cfg
+
+
+def _tokenizer_ids(folder: Path, rows: int) -> int:
+    """How many ids the sampler may draw (:attr:`ModelConfig.tokenizer_vocab`): the tokenizer's, its
+    largest id + 1, when that is fewer than the embedding's ``rows``; else 0 (every row). 0 too without a
+    ``tokenizer.json`` (:func:`check` refuses a checkpoint without one)."""
+    if not (folder / "tokenizer.json").is_file():
+        return 0
+    ids = CheckpointTokenizer(folder).id_count
+    return ids if ids < rows else 0
 
 
 def check(path: str | Path) -> m.ModelConfig:
@@ -368,6 +379,11 @@ class CheckpointTokenizer:
     def vocab_size(self) -> int:
         """Ids the tokenizer knows, added tokens included."""
         return int(self._tok.get_vocab_size(with_added_tokens=True))
+
+    @property
+    def id_count(self) -> int:
+        """The largest id the tokenizer knows + 1 (added tokens included)."""
+        return 1 + max(int(i) for i in self._tok.get_vocab(with_added_tokens=True).values())
 
     def encode(self, text: str, *, add_special_tokens: bool = False) -> list[int]:
         """The ids of ``text`` (special tokens written in it are read as such, as transformers does)."""

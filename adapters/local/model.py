@@ -22,6 +22,15 @@ whole decode loop under one ``jax.jit`` with a KV cache, each row at its own pos
 and options; prompt length, batch, cache and stop-sequence shapes are bucketed to powers of two, so
 repeated calls do not retrace. Sampled-token logprobs are the model's own (temperature 1, before
 top-k / top-p), so they equal :func:`token_logprobs` over the same tokens.
+
+A checkpoint's embedding may have more rows than its tokenizer has ids (Qwen3: 151936 rows, 151669
+ids): ``tokenizer_vocab`` then names the ids the tokenizer knows, and the sampler never draws a row past
+them (its logit is −∞ for sampling, as top-k drops tokens). Like top-k, the mask is a sampling filter:
+the logprob reported for a sampled token stays the model's own, normalised over every row, the same
+number :func:`token_logprobs` (training, ``compute_logprobs``) and transformers compute, so the
+sampler's and the trainer's logprobs still agree; it is below the log-probability under the masked
+distribution by −log(1 − p_extra), p_extra the rows' mass (≈ 0 in a trained checkpoint: its spare rows
+are never targets).
 """
 
 from __future__ import annotations
@@ -122,6 +131,7 @@ class ModelConfig(NamedTuple):
     qk_norm: bool = False  # RMSNorm of each query and key head before RoPE (Qwen3)
     tie_embeddings: bool = False  # the output layer is embed.T (no lm_head weight)
     rope_scaling: tuple[float, float, float, int] | None = None  # Llama 3: factor, low, high, original
+    tokenizer_vocab: int = 0  # the sampler draws ids below this only (0: every row; see the module doc)
 
     @property
     def head_dim(self) -> int:
@@ -154,7 +164,7 @@ _INT_FIELDS = ("vocab_size", "d_model", "num_layers", "num_heads", "d_ff", "max_
 
 
 def _check_config(cfg: ModelConfig) -> None:
-    for name in (*_INT_FIELDS, "num_kv_heads", "head_size"):
+    for name in (*_INT_FIELDS, "num_kv_heads", "head_size", "tokenizer_vocab"):
         value = getattr(cfg, name)
         if isinstance(value, bool) or not isinstance(value, int | np.integer):
             raise ValueError(f"ModelConfig.{name} must be an int, got {value!r}")
@@ -172,6 +182,11 @@ def _check_config(cfg: ModelConfig) -> None:
         raise ValueError(
             f"ModelConfig.num_kv_heads and head_size must be >= 0 (0: the default), got "
             f"{cfg.num_kv_heads} and {cfg.head_size}"
+        )
+    if not 0 <= cfg.tokenizer_vocab <= cfg.vocab_size:
+        raise ValueError(
+            f"ModelConfig.tokenizer_vocab must be in [0, vocab_size = {cfg.vocab_size}] (0: every row), "
+            f"got {cfg.tokenizer_vocab}"
         )
     if cfg.head_size == 0 and cfg.d_model % cfg.num_heads:
         raise ValueError(
@@ -669,9 +684,13 @@ def _choose(
     temperature_B: jax.Array,
     top_p_B: jax.Array,
     top_k_B: jax.Array,
+    limit: int = 0,
 ) -> tuple[jax.Array, jax.Array]:
-    """One token per row (each row its own key and options) and its logprob at temperature 1."""
+    """One token per row (each row its own key and options) and its logprob at temperature 1 over every
+    row; with ``0 < limit < V`` only ids below ``limit`` are drawn (the tokenizer's: module doc)."""
     logp = jax.nn.log_softmax(logits_B_V, axis=-1)
+    if 0 < limit < logits_B_V.shape[-1]:
+        logits_B_V = jnp.where(jnp.arange(logits_B_V.shape[-1]) < limit, logits_B_V, -jnp.inf)
     scaled = logits_B_V / jnp.maximum(temperature_B, 1e-6)[:, None]
     # The two sorts of the filters cost more than the rest of a tiny model's decode step: skipped when
     # no row asks for top-k or top-p (a row with top_k <= 0 and top_p >= 1 is never filtered).
@@ -759,7 +778,7 @@ def _generate(params: Params, rows: _RowArrays, *, cfg: ModelConfig, max_new: in
     def body(state: tuple[Any, ...]) -> tuple[Any, ...]:
         i, logits, kc, vc, out, done, lengths, stopped, recent, out_lp = state
         keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(rows.keys_B, i)
-        token, lp = _choose(keys, logits, rows.temperature_B, rows.top_p_B, rows.top_k_B)
+        token, lp = _choose(keys, logits, rows.temperature_B, rows.top_p_B, rows.top_k_B, cfg.tokenizer_vocab)
         out = out.at[:, i].set(token)
         out_lp = out_lp.at[:, i].set(lp)
         recent = jnp.concatenate([recent[:, 1:], token[:, None]], axis=1)

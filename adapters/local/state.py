@@ -102,6 +102,7 @@ def read_state(path: str | Path) -> State:
         frozen: m.Params | None = m._unflatten(parts["frozen"])
         if not parts["frozen"] and hf.is_checkpoint(base_model):  # the base stays in its checkpoint
             base_cfg, frozen = hf.load(base_model)
+            cfg = cfg._replace(tokenizer_vocab=base_cfg.tokenizer_vocab)  # a state saved before the key
             if base_cfg != cfg:
                 raise ValueError(f"{where} was trained on {cfg}, but {base_model!r} now holds {base_cfg}")
         m._check_like(expected_params, frozen, f"{where} (base weights)")
