@@ -310,12 +310,29 @@ def _fork_rewards(texts: list[str], authors: list[int], per_debate: int) -> list
     return reference_rewards(debates)
 
 
+def _native_parser() -> Callable[[str, int], object] | None:
+    """The robust parser with the compiled reader of benchmarks/prototypes/parse_native in front (what
+    DEBATE_KERNEL_NATIVE_PARSE=1 plugs in), where that prototype is installed; else None."""
+    try:
+        from debate_parse_native import read_usual  # type: ignore[import-not-found]
+
+        from kernel import _parse_robust
+    except ImportError:
+        return None
+    if not hasattr(_parse_robust, "_native_first"):  # a revision before the prototype
+        return None
+    return _parse_robust._native_first(read_usual, _parse_robust._PYTHON_PARSE_ROBUST)  # type: ignore[no-any-return]
+
+
 def _run_short(quick: bool, rounds: int) -> dict[str, float]:
     texts, authors, groups = short_outputs(160 if quick else 800)
     contenders: dict[str, Callable[[], object]] = {
         "ours robust": lambda: [parse_response(t, a) for t, a in zip(texts, authors, strict=True)],
         "peer (v1 regex)": lambda: [_peer_or_none(t, a) for t, a in zip(texts, authors, strict=True)],
     }
+    native = _native_parser()
+    if native is not None:  # the optional compiled prototype, where it is installed
+        contenders["native prototype"] = lambda: [native(t, a) for t, a in zip(texts, authors, strict=True)]
     try:  # texts -> rewards: the batch API (not in every revision this script may measure)
         import numpy as np
 
@@ -346,7 +363,11 @@ def _run_short(quick: bool, rounds: int) -> dict[str, float]:
     finally:
         gc.enable()
     us = {name: s / len(texts) * 1e6 for name, s in best.items()}
-    peer = {"ours robust": "peer (v1 regex)", "ours: texts -> rewards": "fork: texts -> rewards"}
+    peer = {
+        "ours robust": "peer (v1 regex)",
+        "native prototype": "peer (v1 regex)",
+        "ours: texts -> rewards": "fork: texts -> rewards",
+    }
     print_table(
         f"Short outputs: {len(texts):,} of {sum(map(len, texts)) / len(texts):.0f} B"
         " (CPU µs a text, best round)",
@@ -359,6 +380,9 @@ def _run_short(quick: bool, rounds: int) -> dict[str, float]:
         "peer_us": us["peer (v1 regex)"],
         "robust_x_peer": us["peer (v1 regex)"] / us["ours robust"],
     }
+    if "native prototype" in us:
+        figures["native_us"] = us["native prototype"]
+        figures["native_x_peer"] = us["peer (v1 regex)"] / us["native prototype"]
     if "ours: texts -> rewards" in us:
         figures["rewards_us"] = us["ours: texts -> rewards"]
         figures["fork_rewards_us"] = us["fork: texts -> rewards"]

@@ -3,12 +3,21 @@
 
 The usual output is what ``kernel._parse_robust`` reads with its ``_CANONICAL`` match: after the last
 ``</think>`` (so spelled), the five tags exactly so spelled and in order, and no other "<" that may start a
-tag (a run of "<" followed by "/" or a word character); its comparison block is made of plain lines only
-(``Agent 1 > Agent 2``, either spelling of "agent", ids 0 to 9, ``>``, ``<``, ``=`` or ``==``, one a line,
-maybe after "- ", at most the line reader's limits: the oracle reads them by look-up or as clean chains) or is one of the blocks that hold no vote (``N/A`` ...). For such an
-output ``read_usual`` returns the ``ParsedResponse`` that the pure-Python parser returns, built with the
-parser's own tables (its shared ``Vote`` objects, packed codes, consensus words and response builder);
-for any other output it returns None, and the pure-Python parser, the oracle, reads it.
+tag (a run of "<" followed by "/" or a word character). Its comparison block, at most 511 lines and 1,023
+agent mentions, holds only:
+
+- plain lines (``Agent 1 > Agent 2``: either spelling of "agent", ids 0 to 9, ``>``, ``<``, ``=``, ``==``);
+- clean chain lines in a narrow form: a head with no letter (``- ``, ``1. ``), then agents (``agent``
+  in any case, an optional space, one digit) joined by those operators between spaces, then a tail in
+  which no ``agent`` occurs; ASCII, emphasis (``*``, ``_``, backticks) ignored anywhere;
+- blank lines between them, or lines that say there is no vote (no letter or digit, or a first word
+  such as ``N/A``, ``none``, ``no``: ``_NOT_A_VOTE``), with no agent;
+
+or it is one of the blocks that hold no vote (``N/A`` ...). On these the oracle's plain, chain and line
+readers all give the agents' adjacent pairs, so the reader gives them too. For such an output
+``read_usual`` returns the ``ParsedResponse`` that the pure-Python parser returns, built with the parser's
+own tables (its shared ``Vote`` objects, packed codes, consensus words and response builder); for any
+other output it returns None, and the pure-Python parser, the oracle, reads it.
 """
 
 from cpython.unicode cimport PyUnicode_Tailmatch
@@ -110,13 +119,161 @@ cdef inline int _plain_line(int kind, void* data, Py_ssize_t p, Py_ssize_t q):
     return (<int>a - 48) * 40 + op * 10 + (<int>b - 48)
 
 
+cdef inline bint _emphasis(Py_UCS4 c):
+    return c == u"*" or c == u"_" or c == u"`"
+
+
+cdef inline Py_UCS4 _lower(Py_UCS4 c):
+    return <Py_UCS4>(<int>c + 32) if u"A" <= c <= u"Z" else c
+
+
+cdef inline Py_ssize_t _skip(int kind, void* data, Py_ssize_t p, Py_ssize_t q):
+    """The first position at or after p (before q) that does not hold emphasis (``*``, ``_``, a backtick)."""
+    while p < q and _emphasis(PyUnicode_READ(kind, data, p)):
+        p += 1
+    return p
+
+
+cdef inline Py_ssize_t _word(int kind, void* data, Py_ssize_t p, Py_ssize_t q):
+    """The position after "agent" (any case, emphasis skipped) at p, or -1."""
+    cdef Py_ssize_t k
+    for k in range(5):
+        p = _skip(kind, data, p, q)
+        if p >= q or _lower(PyUnicode_READ(kind, data, p)) != u"agent"[k]:
+            return -1
+        p += 1
+    return p
+
+
+cdef int _chain_line(int kind, void* data, Py_ssize_t p, Py_ssize_t q, int* pairs):
+    """The pairs of a clean chain line text[p:q] as the oracle's chain reader reads it, in a narrower
+    form: text with no letter, then ``agent`` (any case), an optional space, one digit; then ``>``, ``<``,
+    ``=`` or ``==`` between spaces and the next such agent, one or more times; then text in which no
+    ``agent`` occurs; ASCII, no line break, emphasis ignored anywhere. Writes each pair's table index to
+    ``pairs`` and returns how many agents it names (two or more), or -1 for any other line."""
+    cdef Py_UCS4 c
+    cdef Py_ssize_t r
+    cdef int refs = 0, op = 0, ident, prev = -1, seen
+    while True:  # the head
+        p = _skip(kind, data, p, q)
+        if p >= q:
+            return -1
+        c = _lower(PyUnicode_READ(kind, data, p))
+        if c >= 128 or c == 13 or c == 11 or c == 12 or 0x1C <= c <= 0x1E:
+            return -1
+        if c == u"a":
+            break
+        if u"a" <= c <= u"z":
+            return -1
+        p += 1
+    while True:  # an agent, then an operator and the next agent, or the tail
+        p = _word(kind, data, p, q)
+        if p < 0:
+            return -1
+        p = _skip(kind, data, p, q)
+        if p < q and PyUnicode_READ(kind, data, p) == u" ":
+            p = _skip(kind, data, p + 1, q)
+        if p >= q or not (u"0" <= PyUnicode_READ(kind, data, p) <= u"9"):
+            return -1
+        ident = <int>PyUnicode_READ(kind, data, p) - 48
+        p = _skip(kind, data, p + 1, q)
+        if p < q and u"0" <= PyUnicode_READ(kind, data, p) <= u"9":
+            return -1
+        if refs == 1024:  # past the chain reader's limit on agent mentions
+            return -1
+        if refs:
+            pairs[refs - 1] = prev * 40 + op * 10 + ident
+        refs += 1
+        prev = ident
+        r = p
+        while r < q and (_emphasis(PyUnicode_READ(kind, data, r)) or PyUnicode_READ(kind, data, r) in u" \t\x1f"):
+            r += 1
+        if r < q and PyUnicode_READ(kind, data, r) in u"<>=":
+            c = PyUnicode_READ(kind, data, r)
+            op = 0 if c == u">" else 1 if c == u"<" else 2
+            r = _skip(kind, data, r + 1, q)
+            if op == 2 and r < q and PyUnicode_READ(kind, data, r) == u"=":
+                op, r = 3, r + 1
+            while r < q and (_emphasis(PyUnicode_READ(kind, data, r)) or PyUnicode_READ(kind, data, r) in u" \t\x1f"):
+                r += 1
+            if _word(kind, data, r, q) >= 0:
+                p = r
+                continue
+        break
+    if refs < 2:
+        return -1
+    seen = 0  # the tail: ASCII, no line break, no "agent"
+    while p < q:
+        c = PyUnicode_READ(kind, data, p)
+        p += 1
+        if _emphasis(c):
+            continue
+        c = _lower(c)
+        if c >= 128 or c == 13 or c == 11 or c == 12 or 0x1C <= c <= 0x1E:
+            return -1
+        seen = seen + 1 if c == u"agent"[seen] else (1 if c == u"a" else 0)
+        if seen == 5:
+            return -1
+    return refs
+
+
+cdef frozenset _NOT_VOTE_WORDS = frozenset(("na", "none", "nil", "null", "no", "not", "nothing", "empty"))
+
+
+cdef bint _no_vote_line(int kind, void* data, Py_ssize_t p, Py_ssize_t q):
+    """Whether the line reader reads text[p:q] as nothing: ASCII, no line break, no "agent" (emphasis
+    ignored), and no letter or digit, or its first word one that says there is no vote (``_NOT_A_VOTE``:
+    ``N/A``, ``none``, ``no`` ...)."""
+    cdef Py_UCS4 c
+    cdef Py_ssize_t r = p, w0 = -1, w1 = -1
+    cdef int seen = 0
+    cdef list word = []
+    while r < q:  # no agent, no line break, ASCII; the first word's bounds
+        c = PyUnicode_READ(kind, data, r)
+        r += 1
+        if _emphasis(c):
+            continue
+        c = _lower(c)
+        if c >= 128 or c == 13 or c == 11 or c == 12 or 0x1C <= c <= 0x1E:
+            return False
+        seen = seen + 1 if c == u"agent"[seen] else (1 if c == u"a" else 0)
+        if seen == 5:
+            return False
+        if w1 < 0 and (u"a" <= c <= u"z" or u"0" <= c <= u"9"):
+            word.append(c)
+            w0 = r
+        elif w0 >= 0 and w1 < 0:
+            w1 = r - 1
+            if word == [u"n"] and c == u"/":  # "n/a" then a non-word character or the end
+                r = _skip(kind, data, r, q)
+                if r < q and _lower(PyUnicode_READ(kind, data, r)) == u"a":
+                    r = _skip(kind, data, r + 1, q)
+                    if r >= q or not PyUnicode_READ(kind, data, r).isalnum():
+                        word = [u"n", u"a"]
+                r = w1 + 1
+    return w0 < 0 or "".join(word) in _NOT_VOTE_WORDS
+
+
+cdef inline bint _blank(int kind, void* data, Py_ssize_t p, Py_ssize_t q):
+    """Whether text[p:q] holds only spaces, tabs, U+001F and emphasis (a blank line to the chain reader)."""
+    cdef Py_UCS4 c
+    while p < q:
+        c = PyUnicode_READ(kind, data, p)
+        if not (c == u" " or c == u"\t" or c == 0x1F or _emphasis(c)):
+            return False
+        p += 1
+    return True
+
+
 def read_usual(str text, object author_id):
     """The pure-Python parser's ``ParsedResponse`` of a usual output, or None for any other output."""
     cdef Py_ssize_t n = len(text), start, i, j, k = 0, lo, hi, p, q, lines = 0, kept = 0, dropped = 0
+    cdef Py_ssize_t refs = 0, count
     cdef Py_ssize_t bounds[10]
-    cdef int index, key, a, b
+    cdef int index, key
     cdef Py_UCS4 c
-    cdef int found[512]
+    cdef int found[1024]
+    cdef int pairs[1024]
     cdef int kind = PyUnicode_KIND(text)
     cdef void* data = PyUnicode_DATA(text)
     start = PyUnicode_Find(text, "</think>", 0, n, -1)
@@ -155,24 +312,39 @@ def read_usual(str text, object author_id):
     if 0 <= author_id <= 9:
         key = author_id
     p = lo
-    while p < hi:
+    while p < hi:  # each line: a plain line, or a clean chain line, or a blank line between them
         q = p
         while q < hi and PyUnicode_READ(kind, data, q) != u"\n":
             q += 1
-        index = _plain_line(kind, data, p, q)
-        if index < 0 and q - p > 2 and PyUnicode_READ(kind, data, p) == u"-":  # "- Agent 1 > Agent 2"
-            index = _plain_line(kind, data, p + 2, q) if PyUnicode_READ(kind, data, p + 1) == u" " else -1
-        if index < 0 or lines == _MAX_LINES:
+        if lines == _MAX_LINES:
             break
-        a, b = index // 40, index % 10
-        if a == key or b == key:
-            dropped += 1
-        else:
-            found[kept] = index
-            kept += 1
         lines += 1
+        index = _plain_line(kind, data, p, q)
+        if index >= 0:
+            count, pairs[0] = 1, index
+        elif _blank(kind, data, p, q):
+            if p == lo or q == hi:  # a blank first or last line: not a chain block
+                break
+            p = q + 1
+            continue
+        else:
+            count = _chain_line(kind, data, p, q, pairs) - 1
+            if count < 0:
+                if not _no_vote_line(kind, data, p, q):
+                    break
+                count = -1  # a line that says there is no vote: the line reader reads the block
+        refs += count + 1
+        if refs >= 1024:  # the chain reader's limit on agent mentions (plain lines alone stay below)
+            break
+        for i in range(count):
+            index = pairs[i]
+            if index // 40 == key or index % 10 == key:
+                dropped += 1
+            else:
+                found[kept] = index
+                kept += 1
         p = q + 1
-    if lines == 0 or p <= hi:  # not every line plain (the loop stopped before the end)
+    if lines == 0 or p <= hi:  # not every line read (the loop stopped before the end)
         if comparison not in _no_votes:
             return None
         votes, codes, dropped = _EMPTY_TUPLE, _EMPTY_BYTES, 0
