@@ -36,8 +36,11 @@ embeddings, a vocabulary of 8192). LoRA training is then measured on both sides 
 targets (attention, MLP, output layer), the peer with ``peft`` on the same modules, rank 32, the base
 frozen on both.
 
+``--memory`` instead plans the memory of LoRA training of a Qwen3-0.6B shape at 8 × 1024 tokens
+(:func:`_lora_memory`: XLA's buffer plan, compiled from shapes, not run).
+
 ``python -m benchmarks local [--quick] [--only peer|paths] [--rounds R] [--size small | --model PATH |
---hf llama|qwen3] [--batch B --seq S --new N --prompt-len P]``. The peer runs only if torch and
+--hf llama|qwen3] [--batch B --seq S --new N --prompt-len P] [--memory]``. The peer runs only if torch and
 transformers import; otherwise it is reported as skipped.
 """
 
@@ -431,6 +434,64 @@ def _alternated_paths(shortened: dict[str, Any], tmp: Path, rounds: int) -> dict
     return out
 
 
+QWEN3_06B: dict[str, Any] = {
+    "vocab_size": 151936,
+    "d_model": 1024,
+    "num_layers": 28,
+    "num_heads": 16,
+    "num_kv_heads": 8,
+    "head_size": 128,
+    "d_ff": 3072,
+    "max_seq_len": 40960,
+    "rope_base": 1e6,
+    "norm_eps": 1e-6,
+    "qk_norm": True,
+    "tie_embeddings": True,
+}
+"""Qwen3-0.6B's shape (its config.json), as a :class:`adapters.local.model.ModelConfig`: 596 M parameters."""
+
+
+def _lora_memory(rows: int = 8, seq: int = 1024, rank: int = 32) -> dict[str, Any]:
+    """``--memory``: the memory a LoRA training call (Tinker's targets, rank ``rank``, cross-entropy) of
+    :data:`QWEN3_06B` on ``rows`` × ``seq`` tokens plans on JAX's default device: XLA's buffer assignment
+    of the compiled program (arguments, i.e. the float32 base weights and adapters, plus temporaries),
+    compiled from shapes alone, nothing run (a step on two CPU cores would take minutes). Two plans: the
+    service's, which splits the rows into calls of :func:`adapters.local.train_step.chunk_rows` rows
+    (gradients accumulated), and one call of every row."""
+    import jax
+    import jax.numpy as jnp
+
+    from adapters.local import lora as lo
+    from adapters.local import model as m
+    from adapters.local import train_step
+
+    cfg = m.ModelConfig(**QWEN3_06B)
+    params = jax.eval_shape(lambda: m.init_params(cfg, jax.random.key(0)))
+    lora = jax.eval_shape(lambda: m.init_lora(cfg, rank, jax.random.key(1), lo.targets()))
+    out: dict[str, Any] = {"params": float(m.num_params(params)), "rows": rows, "seq": seq}
+    chunk = min(rows, train_step.chunk_rows(cfg, seq))
+    for name, n in (("service", chunk), ("one_call", rows)):
+        ids, floats = (jax.ShapeDtypeStruct((n, seq), t) for t in (jnp.int32, jnp.float32))
+        batch = (ids, ids, jax.ShapeDtypeStruct((n, seq), bool), floats, floats)
+        compiled = train_step.forward_backward.lower(
+            lora, params, lora, batch, cfg=cfg, loss_fn="cross_entropy", options=(), backward=True
+        ).compile()
+        plan = compiled.memory_analysis()
+        out[f"{name}_rows_per_call"] = n
+        out[f"{name}_peak_gib"] = (plan.argument_size_in_bytes + plan.temp_size_in_bytes) / 2**30
+        out[f"{name}_weights_gib"] = plan.argument_size_in_bytes / 2**30
+    print_table(
+        f"LoRA r={rank} training of a Qwen3-0.6B shape ({out['params'] / 1e6:.0f} M params, float32, random "
+        f"weights) on {rows} x {seq} tokens: XLA's planned peak on {_platform()} (compiled, not run)",
+        ["plan", "rows per call", "arguments GiB", "peak GiB"],
+        [
+            [name, out[f"{name}_rows_per_call"], out[f"{name}_weights_gib"], out[f"{name}_peak_gib"]]
+            for name in ("service", "one_call")
+        ],
+    )
+    return out
+
+
 def _platform() -> str:
     """The platform of JAX's default device (``cpu``, ``gpu``, ``tpu``)."""
     import jax
@@ -457,6 +518,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--seq", type=int, default=None, help="training sequence length")
     parser.add_argument("--new", type=int, default=None, help="tokens sampled per row")
     parser.add_argument("--prompt-len", type=int, default=None, help="prompt tokens before sampling")
+    parser.add_argument(
+        "--memory",
+        action="store_true",
+        help="only the planned memory of LoRA training of a Qwen3-0.6B shape at 8 x 1024 (compiled, not run)",
+    )
     args = parser.parse_args(argv)
     from adapters.local import split_cpu
     from adapters.tinker.memory import one_malloc_arena
@@ -469,9 +535,11 @@ def main(argv: list[str]) -> int:
     split_cpu()  # as `debate-kernel train` does (no effect where JAX already ran in this process)
     start = time.perf_counter()
     figures: dict[str, Any] = {"jax_platform": _platform()}
-    if args.only != "paths":
+    if args.memory:
+        figures.update({f"memory_{k}": v for k, v in _lora_memory().items()})
+    elif args.only != "paths":
         figures.update(_peer_part(args))
-    if args.only != "peer":
+    if args.only != "peer" and not args.memory:
         paths = _paths(args.quick, args.rounds or (1 if args.quick else 3))
         _print_paths(paths, quick=args.quick)
         figures.update({f"paths_{k}": v for k, v in paths.items()})
