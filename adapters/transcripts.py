@@ -16,6 +16,8 @@ speak in fixed order and a round is ``num_agents`` turns.
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import io
 import json
 import math
@@ -24,7 +26,7 @@ import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import IO, Any, NamedTuple, TextIO
+from typing import IO, TYPE_CHECKING, Any, NamedTuple, TextIO
 
 import orjson
 
@@ -119,6 +121,47 @@ class Turn:
             and self.action_tokens is not None
             and self.logprobs is not None
         )
+
+
+class _DraftTurn:
+    """A :class:`Turn` being built from checked values: the same slots, set by plain assignment, then
+    the object becomes a ``Turn`` (``__class__`` assigned, as ``kernel._parse_common._Draft`` does for
+    a parsed response). The frozen dataclass sets each of its 8 fields through ``object.__setattr__``.
+    Call it as ``_new_turn``; the parameters are the fields, in field order. What it saves, with the
+    line name :meth:`LineReader.feed` now builds only for its error: ``debate-kernel score --out`` of
+    30 k generated debates takes 0.95 × and 0.97 × the CPU time without them (medians of two rounds of
+    5 interleaved pairs; pairs 0.92-1.03); reading 9,665 debates without tokens, 108 → 73 ms."""
+
+    __slots__ = Turn.__slots__
+
+    def __init__(
+        self,
+        agent: int,
+        text: str,
+        round: int | None,
+        observation_tokens: tuple[int, ...] | None,
+        action_tokens: tuple[int, ...] | None,
+        logprobs: tuple[float, ...] | None,
+        meta: Any,
+        sequence_id: str | None,
+    ) -> None:
+        self.agent = agent
+        self.text = text
+        self.round = round
+        self.observation_tokens = observation_tokens
+        self.action_tokens = action_tokens
+        self.logprobs = logprobs
+        self.meta = meta
+        self.sequence_id = sequence_id
+        self.__class__ = Turn  # type: ignore[assignment]
+
+
+if TYPE_CHECKING:  # checked as the dataclass's own constructor, which gives the same object
+    _new_turn = Turn
+else:
+    _new_turn = _DraftTurn
+if list(inspect.signature(_DraftTurn).parameters) != [f.name for f in dataclasses.fields(Turn)]:
+    raise ImportError("adapters.transcripts._DraftTurn must set every Turn field, in field order")
 
 
 @dataclass(frozen=True, slots=True)
@@ -470,9 +513,9 @@ def _plain_debate(rec: Any, line: int) -> Debate | None:
             return None
         size = len(t)
         if size == 2:  # "agent" and "text" alone
-            append(Turn(agent, text))
+            append(_new_turn(agent, text, None, None, None, None, None, None))
         elif size == 3 and type(stated := t.get("round")) is int and stated == rnd:
-            append(Turn(agent, text, rnd))
+            append(_new_turn(agent, text, rnd, None, None, None, None, None))
         else:
             turn = _plain_turn(t, agent, text, rnd)
             if turn is None:
@@ -498,7 +541,7 @@ def _plain_turn(t: dict[str, Any], agent: int, text: str, rnd: int) -> Turn | No
         return None
     obs, act, lps = get("observation_tokens"), get("action_tokens"), get("logprobs")
     if obs is None and act is None and lps is None:
-        return Turn(agent, text, stated, None, None, None, get("meta"), sequence_id)
+        return _new_turn(agent, text, stated, None, None, None, get("meta"), sequence_id)
     if (
         type(obs) is not list
         or type(act) is not list
@@ -509,7 +552,7 @@ def _plain_turn(t: dict[str, Any], agent: int, text: str, rnd: int) -> Turn | No
         or not _plain_logprobs(lps)
     ):
         return None
-    return Turn(agent, text, stated, tuple(obs), tuple(act), tuple(lps), get("meta"), sequence_id)
+    return _new_turn(agent, text, stated, tuple(obs), tuple(act), tuple(lps), get("meta"), sequence_id)
 
 
 def _plain_ids(ids: list[Any]) -> bool:
@@ -834,7 +877,8 @@ class LineReader:
         self.num_lines += 1
         if isinstance(raw, LineTooLarge):
             return _too_large(self.num_lines, raw.size)
-        check_type(raw, (str, bytes), f"line {self.num_lines} of source")
+        if not isinstance(raw, str | bytes):  # the name is built only for the message
+            check_type(raw, (str, bytes), f"line {self.num_lines} of source")
         if self.num_lines == 1:
             raw = _strip_bom(raw)
         stripped = raw.strip()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import pickle
 from typing import Any
 
 import numpy as np
@@ -807,3 +808,27 @@ def test_the_plain_checks_vouch_for_the_generated_debates() -> None:
     # the path the reader takes for the lines it is usually given (else it would save nothing)
     for line in _BASE_LINES:
         assert isinstance(transcripts._plain_debate(orjson.loads(line), 1), Debate)
+
+
+@given(
+    agent=st.integers(0, 3),
+    text=st.text(max_size=5),
+    rnd=st.none() | st.integers(0, 3),
+    tokens=st.none()
+    | st.tuples(st.lists(st.integers(0, 9), max_size=3), st.lists(st.integers(0, 9), max_size=3)),
+    meta=st.none() | st.integers() | st.text(max_size=3),
+    sequence_id=st.none() | st.text(min_size=1, max_size=3),
+)
+def test_a_drafted_turn_is_the_dataclass_turn(
+    agent: int, text: str, rnd: int | None, tokens: Any, meta: Any, sequence_id: str | None
+) -> None:
+    obs, act = (None, None) if tokens is None else (tuple(tokens[0]), tuple(tokens[1]))
+    lps = None if act is None else tuple(-0.5 for _ in act)
+    fields = (agent, text, rnd, obs, act, lps, meta, sequence_id)
+    drafted, built = transcripts._new_turn(*fields), Turn(*fields)
+    assert type(drafted) is Turn
+    assert drafted == built and hash(drafted) == hash(built) and repr(drafted) == repr(built)
+    assert pickle.loads(pickle.dumps(drafted)) == built
+    assert dataclasses.replace(drafted, text="other") == dataclasses.replace(built, text="other")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        drafted.text = "other"  # type: ignore[misc]
