@@ -15,17 +15,23 @@ and ``--prompt-len`` set a larger one. Both sides multiply matrices in full floa
 to ``highest`` (its default).
 
 Part 2, the two paths of the local service: the default ``debate-kernel train`` run
-(:data:`adapters.cli.train.LOCAL_PRESET`, shortened to 4 warm-start and 4 RL steps; ``--quick``: 3 and
+(:data:`adapters.cli.train.LOCAL_PRESET`, shortened to 6 warm-start and 4 RL steps; ``--quick``: 3 and
 3 in the small shapes of ``benchmarks learning --quick``) through the ``tinker`` SDK over HTTP to a
 ``debate-kernel serve`` (what ``train`` does) against the same run on the in-process client
-(``--service inprocess``). One server serves every HTTP run; each run is a fresh training run, so both
-paths sample the same tokens and do the same work. Each path first runs once unmeasured (the server's
-start and every program's compilation fall there), then the measured runs alternate (HTTP, in-process,
-HTTP, …). Per run: the mean ``time/total`` of the warm-start and of the RL steps (the first step of
-each phase and the steps that evaluate left out) and the mean ``time/eval``; per path and phase the best run
-(the shared machine's load comes and goes). The default run's time is projected from them (80
-warm-start steps, 30 RL steps, 4 evaluations), and the ratio HTTP / in-process is printed against the
-goal of issue 33: within 10 %. As ``debate-kernel train``,
+(``--service inprocess``). One server serves every HTTP run; each run is a fresh training run. Each path
+first runs once unmeasured on seed 0 (the server's start and the compilation of the run's programs fall
+there). The measured runs then come in pairs, one per path, the paths' order swapped from one pair to
+the next; pair r runs both paths on seed r + 1. A seed no run has used before makes the comparison fair:
+an in-process run of the warm-up's seed would replay it token for token, every program compiled, while
+an HTTP run samples other tokens than its warm-up (the server numbers a sampler's requests as they
+arrive), so it meets some turn lengths, and then program shapes, the warm-up did not. On a new seed both
+paths meet new data; a program that one path compiles first is then in the persistent compilation cache
+for the other (the swapped order spreads that evenly). Per run: the mean ``time/total`` of the warm-start
+and of the RL steps (the first step of each phase and the steps that evaluate left out) and the mean
+``time/eval``; per path and phase the best run (the shared machine's load comes and goes). The default
+run's time is projected from them (the preset's warm-start and RL steps and evaluations), and the ratio
+HTTP / in-process is printed against the goal of issue 33: within 10 %, with each pair's own ratio of
+projections beside it (the pair ran side by side, on one seed). As ``debate-kernel train``,
 this process then has one malloc arena (:func:`adapters.tinker.memory.one_malloc_arena`), two CPU
 devices and the persistent compilation cache; the server has the same.
 
@@ -63,8 +69,9 @@ Step = Callable[[], Any]
 GOAL = 1.10
 """Issue 33's goal: the HTTP path's step time within 10 % of the in-process path's on the default run."""
 
-_PATHS_RUN = {"warm_start_steps": 4, "steps": 4}
-"""The default run, shortened: two measured steps of each phase (not the first, not one that evaluates)."""
+_PATHS_RUN = {"warm_start_steps": 6, "steps": 4}
+"""The default run, shortened: four measured warm-start steps and two RL steps (not the first of a phase,
+not one that evaluates); the warm start is most of the default run's steps."""
 _PATHS_QUICK = {
     "warm_start_steps": 3,
     "steps": 3,
@@ -387,21 +394,21 @@ def _alternated_paths(shortened: dict[str, Any], tmp: Path, rounds: int) -> dict
 
     runs = itertools.count()
 
-    def train(service: Any) -> list[dict[str, Any]]:
-        config = TrainConfig.from_mapping({**shortened, "out": str(tmp / f"run-{next(runs)}")})
+    def train(service: Any, seed: int) -> list[dict[str, Any]]:
+        config = TrainConfig.from_mapping({**shortened, "seed": seed, "out": str(tmp / f"run-{next(runs)}")})
         with fewer_gc_passes():  # as `debate-kernel train` runs the loop
             result = asyncio.run(run_training(config, service, renderer=ByteRenderer()))
         return list(result.metrics)
 
-    def http(url: str) -> list[dict[str, Any]]:
+    def http(url: str, seed: int) -> list[dict[str, Any]]:
         sdk = tinker.ServiceClient(base_url=url, api_key=API_KEY)  # a session per run, as train's
         try:
-            return train(ServedClient(sdk))
+            return train(ServedClient(sdk), seed)
         finally:
             sdk.close("success").result(timeout=30)
 
-    def inprocess() -> list[dict[str, Any]]:
-        return train(LocalServiceClient(seed=0, root=tmp / f"inprocess-{next(runs)}"))
+    def inprocess(seed: int) -> list[dict[str, Any]]:
+        return train(LocalServiceClient(seed=0, root=tmp / f"inprocess-{next(runs)}"), seed)
 
     preset = (int(LOCAL_PRESET["warm_start_steps"]), int(LOCAL_PRESET["steps"]))
     evals = evaluations(*preset, int(LOCAL_PRESET["eval_every"]))
@@ -410,18 +417,19 @@ def _alternated_paths(shortened: dict[str, Any], tmp: Path, rounds: int) -> dict
     t0 = time.perf_counter()
     with served(str(LOCAL_PRESET["model"]), root=tmp / "service", log=tmp / "serve.log") as url:
         start_s = time.perf_counter() - t0
-        sides: dict[str, Callable[[], list[dict[str, Any]]]] = {
-            "http": lambda: http(url),
+        sides: dict[str, Callable[[int], list[dict[str, Any]]]] = {
+            "http": lambda seed: http(url, seed),
             "inprocess": inprocess,
         }
         for name, run in sides.items():  # unmeasured: every program of the run compiles on each side
             t0 = time.perf_counter()
-            run()
+            run(0)
             warmup_s[name] = time.perf_counter() - t0
-        for _ in range(max(rounds, 1)):
-            for name, run in sides.items():
-                measured[name].append(phase_times(run()))
+        for r in range(max(rounds, 1)):  # pair r: both paths on seed r + 1, the order swapped each pair
+            for name in sorted(sides, reverse=r % 2 == 1):
+                measured[name].append(phase_times(sides[name](r + 1)))
     out: dict[str, Any] = {"server_start_s": start_s, "rounds": max(rounds, 1), "evaluations": evals}
+    out["preset_steps"] = list(preset)
     for name, runs_of in measured.items():
         for key in runs_of[0]:  # each phase's best run: the quietest spell of the shared machine
             out[f"{name}_{key}"] = float(np.nanmin([r[key] for r in runs_of]))
@@ -431,6 +439,10 @@ def _alternated_paths(shortened: dict[str, Any], tmp: Path, rounds: int) -> dict
         out[f"{name}_warmup_run_s"] = warmup_s[name]
     for key in ("warm_start_s", "rl_s", "eval_s", "default_run_s"):
         out[f"ratio_{key}"] = out[f"http_{key}"] / out[f"inprocess_{key}"]
+    out["ratio_default_run_s_every_round"] = [
+        projected(h, *preset, evals) / projected(i, *preset, evals)
+        for h, i in zip(measured["http"], measured["inprocess"], strict=True)
+    ]
     return out
 
 
@@ -550,25 +562,28 @@ def main(argv: list[str]) -> int:
 
 def _print_paths(paths: dict[str, Any], *, quick: bool) -> None:
     """Part 2's table: each phase's seconds on both paths, their ratio, and the goal's verdict."""
+    warm, rl = paths["preset_steps"]
     rows = [
         [label, paths[f"http_{key}"], paths[f"inprocess_{key}"], paths[f"ratio_{key}"]]
         for label, key in (
             ("warm-start step s", "warm_start_s"),
             ("RL step s", "rl_s"),
             ("evaluation s", "eval_s"),
-            (f"default run s (80 + 30 steps, {paths['evaluations']} evaluations)", "default_run_s"),
+            (f"default run s ({warm} + {rl} steps, {paths['evaluations']} evaluations)", "default_run_s"),
         )
     ]
     shapes = "the quick shapes" if quick else "the default run's shapes"
     print_table(
         f"the default run ({shapes}) through the SDK over HTTP to debate-kernel serve vs the in-process "
-        f"client, each phase's best of {paths['rounds']} alternated runs, compiled beforehand",
+        f"client, each phase's best of {paths['rounds']} paired runs on new seeds, compiled beforehand",
         ["measure", "HTTP", "in-process", "HTTP / in-process"],
         rows,
     )
     verdict = "meets" if paths["ratio_default_run_s"] <= GOAL else "misses"
     ratio = paths["ratio_default_run_s"]
+    pairs = " ".join(f"{x:.3f}" for x in paths["ratio_default_run_s_every_round"])
     print(f"HTTP / in-process on the default run: {ratio:.3f} ({verdict} the goal <= {GOAL})")
+    print(f"each pair's HTTP / in-process (one seed, side by side): {pairs}")
 
 
 def _peer_part(args: argparse.Namespace) -> dict[str, Any]:
