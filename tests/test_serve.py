@@ -591,3 +591,31 @@ def test_a_server_that_cannot_start_is_named_with_its_log(tmp_path: Path) -> Non
     ):
         with served("no-such-model", root=tmp_path, log=tmp_path / "serve.log"):
             raise AssertionError("a server of an unknown model got ready")
+
+
+def test_the_app_makes_fewer_gc_passes_while_it_runs(tmp_path: Path) -> None:
+    import gc
+
+    from adapters._gc import GC_THRESHOLDS
+    from adapters.serve.app import create_app
+
+    app = create_app(ServeCore(model="fake", root=tmp_path))
+    before = gc.get_threshold()
+    assert before != GC_THRESHOLDS
+
+    async def serving() -> tuple[int, int, int]:
+        async with app.router.lifespan_context(app):  # what uvicorn runs around the serving
+            return gc.get_threshold()
+
+    assert asyncio.run(serving()) == GC_THRESHOLDS
+    assert gc.get_threshold() == before
+
+
+def test_serve_runs_on_uvloop_where_installed_else_on_asyncio(monkeypatch: pytest.MonkeyPatch) -> None:
+    import uvloop
+
+    from adapters.cli.serve import _event_loop
+
+    assert _event_loop() is uvloop.new_event_loop
+    monkeypatch.setitem(sys.modules, "uvloop", None)  # not installed: `import uvloop` raises ImportError
+    assert _event_loop() is None

@@ -34,12 +34,13 @@ Hidden flags, for tests only (not in ``--help``):
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import os
 import signal
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,19 @@ __all__ = ["add_parser", "run"]
 _GRACE_SECONDS = 3
 """On SIGINT / SIGTERM, requests still open after this many seconds (a ``retrieve_future`` long poll)
 are cancelled."""
+
+
+def _event_loop() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """The event loop to serve on: uvloop's where it is installed (``serve`` extra), else asyncio's own
+    (None). With uvloop and httptools (uvicorn's HTTP parser, which it picks whenever installed) the
+    server spent 600-675 µs of CPU per SDK ``sample`` call (its request and its ``retrieve_future``; the
+    fake engine, 400 concurrent calls, 6 interleaved rounds) against 775-1025 µs on asyncio's loop and
+    uvicorn's pure-Python h11 parser."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -117,7 +131,6 @@ def _quiet_stop_signals() -> Iterator[None]:
 
 def run(args: argparse.Namespace) -> int:
     """Serves until SIGINT or SIGTERM; 0 then, 2 for an unknown model or an address that cannot be bound."""
-    import asyncio
     import socket
 
     import uvicorn
@@ -170,12 +183,14 @@ def run(args: argparse.Namespace) -> int:
         log_level="warning",
         access_log=False,
         lifespan="on",
+        proxy_headers=False,  # no proxy in front: each request skips uvicorn's proxy-headers middleware
         timeout_graceful_shutdown=_GRACE_SECONDS,
     )
     with _quiet_stop_signals():
         if args.stop_with_parent:
             _stop_at_end_of_stdin()
-        asyncio.run(Server(config).serve(sockets=[sock]))
+        with asyncio.Runner(loop_factory=_event_loop()) as runner:
+            runner.run(Server(config).serve(sockets=[sock]))
     return 0
 
 
