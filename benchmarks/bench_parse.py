@@ -311,17 +311,19 @@ def _fork_rewards(texts: list[str], authors: list[int], per_debate: int) -> list
 
 
 def _native_parser() -> Callable[[str, int], object] | None:
-    """The robust parser with the compiled reader of benchmarks/prototypes/parse_native in front (what
-    DEBATE_KERNEL_NATIVE_PARSE=1 plugs in), where that prototype is installed; else None."""
+    """``parse_response`` with the compiled reader of benchmarks/prototypes/parse_native in front (what
+    DEBATE_KERNEL_NATIVE_PARSE=1 plugs in: the reader's response, or the pure-Python parser's where the
+    reader returns None), where that prototype is installed; else None."""
     try:
         from debate_parse_native import read_usual  # type: ignore[import-not-found]
-
-        from kernel import _parse_robust
     except ImportError:
         return None
-    if not hasattr(_parse_robust, "_native_first"):  # a revision before the prototype
-        return None
-    return _parse_robust._native_first(read_usual, _parse_robust._PYTHON_PARSE_ROBUST)  # type: ignore[no-any-return]
+
+    def parse(text: str, author: int) -> object:
+        got = read_usual(text, author)
+        return parse_response(text, author) if got is None else got
+
+    return parse
 
 
 def _run_short(quick: bool, rounds: int) -> dict[str, float]:

@@ -11,7 +11,7 @@ Examples:
     (3, 2, 3)
     >>> TrainConfig.from_mapping({"stpes": 3})  # doctest: +ELLIPSIS
     Traceback (most recent call last):
-    ValueError: unknown config key 'stpes' (did you mean 'steps'?); valid keys: model, lora_rank, steps, ...
+    ValueError: unknown config key 'stpes' (did you mean 'steps'?); valid keys: model, ...
 """
 
 from __future__ import annotations
