@@ -196,13 +196,13 @@ def test_a_finished_session_frees_its_runs_and_samplers(tmp_path: Path) -> None:
     assert core.resolve(f"tinker://{gone}/weights/state", kind="weights")[0].is_file()
 
 
-def _sample_requests(session_id: str) -> list[types.SampleRequest]:
-    """Five one-row requests of one sampler: numbered by the sampler (no seed) or seeded, with stops."""
+def _sample_requests(session_id: str, n: int = 7) -> list[types.SampleRequest]:
+    """``n`` one-row requests of one sampler: numbered by the sampler (no seed) or seeded, with stops."""
     params = [
         types.SamplingParams(
             max_tokens=6, temperature=1.0, seed=None if i % 3 else 40 + i, stop=["e"] * (i % 2)
         )
-        for i in range(5)
+        for i in range(n)
     ]
     return [
         types.SampleRequest(
@@ -212,7 +212,7 @@ def _sample_requests(session_id: str) -> list[types.SampleRequest]:
             prompt=types.ModelInput.from_ints(list(f"{i}+{i}=".encode())),
             sampling_params=params[i],
         )
-        for i in range(5)
+        for i in range(n)
     ]
 
 
@@ -235,9 +235,10 @@ def _sequences(response: types.SampleResponse) -> list[tuple[list[int], str, lis
 def test_concurrent_samples_are_batched_and_equal_one_by_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Samples waiting together run in batches of BATCH_ROWS rows and give what each request gives one by
-    one, on a fresh server of the same seed: the same tokens and stop reasons, logprobs equal up to the
-    float rounding of a differently shaped program (a batch of 4 rows against 1); a request's random
+    """Samples waiting together run in batches of BATCH_ROWS rows (the tail of fewer rows in one call, which
+    the service pads to 4 rows) and give what each request gives one by one, on a fresh server of the same
+    seed: the same tokens and stop reasons, logprobs equal up to the float rounding of a differently
+    shaped program (a batch of 4 rows against 1); a request's random
     stream (its seed, or its number in the sampler's requests) does not depend on the batch it is in."""
     calls: list[int] = []
     real = local_model.generate_rows
@@ -249,7 +250,7 @@ def test_concurrent_samples_are_batched_and_equal_one_by_one(
     monkeypatch.setattr(local_model, "generate_rows", counting)
     alone_core, alone_session = _sampling_core(tmp_path / "alone")
     one_by_one = [_sequences(alone_core.asample(r).work()) for r in _sample_requests(alone_session)]
-    assert calls == [1] * 5
+    assert calls == [1] * 7
     calls.clear()
 
     core, session = _sampling_core(tmp_path / "batched")
@@ -262,7 +263,7 @@ def test_concurrent_samples_are_batched_and_equal_one_by_one(
     gate.set()
     together = [_sequences(worker.pending[j.future.request_id].result(timeout=600)) for j in jobs]
     worker.pool.shutdown()
-    assert calls == [4, 1]  # four requests in one call (a size of BATCH_ROWS), the fifth alone
+    assert calls == [4, 3]  # four requests in one call (a size of BATCH_ROWS), the last three in one (padded)
     for mine, theirs in zip(together, one_by_one, strict=True):
         assert [(t, why) for t, why, _ in mine] == [(t, why) for t, why, _ in theirs]
         for (_, _, lp_a), (_, _, lp_b) in zip(mine, theirs, strict=True):
@@ -279,10 +280,13 @@ def test_row_batches_cover_every_request_once_in_order_in_the_batch_sizes(rows: 
         taken = sum(rows[i] for i in batch)
         assert len(batch) == 1 or taken <= BATCH_ROWS[0]
         left = sum(rows[batch[0] :])
-        if len(batch) > 1:  # several requests: within the largest size the rows left can fill
+        if left < BATCH_ROWS[-1]:  # the tail: every request left, in one batch (padded by the service)
+            assert batch is batches[-1] and batch[-1] == len(rows) - 1
+        elif len(batch) > 1:  # several requests: within the largest size the rows left can fill
             assert taken <= max(b for b in BATCH_ROWS if b <= left)
-    if rows and all(r == 1 for r in rows):  # one row each: every batch of several is exactly a size
-        assert all(len(b) in BATCH_ROWS for b in batches if len(b) > 1)
+    if rows and all(r == 1 for r in rows):  # one row each: every batch is a size, but the tail
+        assert all(len(b) in BATCH_ROWS for b in batches[:-1])
+        assert len(batches[-1]) in BATCH_ROWS or len(batches[-1]) < BATCH_ROWS[-1]
 
 
 # --- the server through the SDK ----------------------------------------------------------------------
