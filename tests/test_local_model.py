@@ -103,6 +103,8 @@ def test_the_layout_follows_the_backend_and_the_call_size(monkeypatch: pytest.Mo
 
 
 _PICK = jax.jit(m._pick)
+# the gradient as one program a shape (op by op, each operation compiled for each shape: 3 x the time)
+_PICK_GRAD = jax.jit(jax.grad(lambda v, i, w: jnp.sum(m._pick(v, i) * w)))
 
 
 @settings(max_examples=examples(25))
@@ -123,9 +125,7 @@ def test_the_one_hot_pick_equals_a_gather_with_its_gradient(
     got = np.asarray(_PICK(jnp.asarray(values), jnp.asarray(index)))
     assert got.dtype == np.float32 and np.array_equal(got, want)
     weights = rng.standard_normal(shape[:2]).astype(np.float32)
-    grad = np.asarray(
-        jax.grad(lambda v: jnp.sum(m._pick(v, jnp.asarray(index)) * weights))(jnp.asarray(values))
-    )
+    grad = np.asarray(_PICK_GRAD(jnp.asarray(values), jnp.asarray(index), jnp.asarray(weights)))
     expected = np.zeros(shape, np.float32)
     np.put_along_axis(expected, index[..., None], weights[..., None], axis=-1)
     assert np.array_equal(grad, expected)
