@@ -266,3 +266,97 @@ def test_seen_ids_merge_their_runs_and_find_every_first_line() -> None:
         seen.first_lines([f"id{j}" for j in range(-5, 105)]).tolist()
         == [0] * 5 + list(range(1, 101)) + [0] * 5
     )
+
+
+_RESULTS = [whole_result(LINES, options) for options in OPTIONS[:3]]  # the parsers' own responses
+_small = st.sampled_from([0, 1, 2])
+_odd_ints = st.sampled_from([0, 1, True, False, np.int64(1), 2**70])  # equal across types, or refused
+
+
+def _responses(policy: st.SearchStrategy[str], ints: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.builds(
+        kernel.ParsedResponse,
+        ok=st.booleans() | ints,
+        solution=st.just(""),
+        evaluation=st.just(""),
+        comparison=st.just(""),
+        consensus=st.booleans() | ints,
+        consensus_reason=st.just(""),
+        votes=st.lists(st.builds(kernel.Vote, ints, st.sampled_from([">", "="]), ints), max_size=2).map(
+            tuple
+        ),
+        author_id=_small,
+        self_votes_dropped=ints,
+        malformed_votes=st.lists(
+            st.builds(kernel.MalformedVote, st.sampled_from(["x", "é", "\ud800"]), st.just("no_operator")),
+            max_size=1,
+        ).map(tuple),
+        reason=st.sampled_from(["", "missing_solution"]),
+        normalized_text=st.just(""),
+        policy=policy,
+    )
+
+
+# The parsers' responses hold bools, ints, str (their texts are looked up by value); hand-made ones
+# ("manual") may hold any values, equal across types (1 and True) or refused by orjson.
+_hand_made = _responses(st.sampled_from(kernel.PARSE_POLICIES), _small) | _responses(
+    st.just("manual"), _odd_ints
+)
+
+
+def _record_texts(result: pipeline.BatchResult) -> tuple[list[str], list[str]]:
+    """(record_lines' lines, record_line of each scored record of debate_records)."""
+    from adapters.cli._score_jobs import record_lines
+
+    scored = pipeline.debate_records(dataclasses.replace(result, errors=()))
+    return record_lines(result), list(map(record_line, scored))
+
+
+@given(st.sampled_from(_RESULTS), st.data())
+def test_record_fragments_give_the_records_text(result: pipeline.BatchResult, data: Any) -> None:
+    """The fast --out lines (one text per distinct parse and vote entry) equal each record's own text,
+    on the parsers' responses and on hand-made ones (equal values of other types: bools for ints,
+    numpy ints; ints beyond 64 bits and lone surrogates, which orjson refuses), int-subclass agents."""
+    got, want = _record_texts(result)
+    assert got == want
+    replayed = list(result.replayed)
+    for p in data.draw(st.lists(st.integers(0, len(replayed) - 1), max_size=4)):
+        r = replayed[p]
+        parsed = tuple(data.draw(_hand_made) if data.draw(st.booleans()) else pr for pr in r.parsed)
+        turns = tuple(
+            dataclasses.replace(t, agent=_Agent(t.agent)) if data.draw(st.booleans()) else t
+            for t in r.debate.turns
+        )
+        replayed[p] = dataclasses.replace(r, parsed=parsed, debate=dataclasses.replace(r.debate, turns=turns))
+    got, want = _record_texts(dataclasses.replace(result, replayed=tuple(replayed)))
+    assert got == want
+
+
+class _Agent(int):
+    """An agent id that formats otherwise than its value (an IntEnum does)."""
+
+    def __format__(self, spec: str) -> str:
+        return "agent"
+
+    __str__ = __repr__ = lambda self: "agent"
+
+
+def test_record_fragments_keep_equal_values_of_other_types_apart() -> None:
+    """Responses made by hand whose fields equal a parser's in value but not in type (1 for True,
+    True for 1) keep their own text, in either order."""
+    (result,) = _RESULTS[:1]
+    r = max(result.replayed, key=lambda r: len(r.parsed))
+    vote = kernel.Vote(1, ">", 2)
+    typed = [
+        kernel.ParsedResponse.make(0, votes=(vote,), consensus=True),
+        kernel.ParsedResponse.make(0, votes=(vote,), consensus=1),  # type: ignore[arg-type]
+        kernel.ParsedResponse.make(0, votes=(kernel.Vote(True, ">", 2),), consensus=True),
+        dataclasses.replace(
+            kernel.ParsedResponse.make(0, votes=(vote,), consensus=True), self_votes_dropped=True
+        ),
+    ]
+    for order in (typed, typed[::-1]):
+        parsed = tuple(order[k % len(order)] for k in range(len(r.parsed)))
+        replayed = tuple(dataclasses.replace(x, parsed=parsed) if x is r else x for x in result.replayed)
+        got, want = _record_texts(dataclasses.replace(result, replayed=replayed))
+        assert got == want
