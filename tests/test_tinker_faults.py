@@ -213,7 +213,11 @@ def test_each_fault_kind_on_sample() -> None:
     asyncio.run(main())
 
 
-def test_delays_complete_out_of_order_but_run_in_submission_order() -> None:
+def test_delays_complete_out_of_order_but_run_in_submission_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The two requests are submitted at one instant of the injector's clock (held by the test), so a
+    loaded machine that stalls between the two submissions cannot reorder their deadlines."""
+    from adapters.tinker import faults as faults_module
+
     plan = FaultPlan(
         at={("forward_backward", 0): Fault("delay", 0.03), ("forward_backward", 1): Fault("delay", 0.0)}
     )
@@ -221,6 +225,8 @@ def test_delays_complete_out_of_order_but_run_in_submission_order() -> None:
     async def main() -> None:
         service, _ = with_faults(FakeServiceClient(), plan)
         tc = await service.create_lora_training_client("fake", 1)
+        submitted = asyncio.get_running_loop().time()
+        monkeypatch.setattr(faults_module, "_clock", lambda: submitted)
         first = tc.forward_backward([DATUM], "cross_entropy")
         second = tc.forward_backward([DATUM, DATUM], "cross_entropy")
         done: list[str] = []
@@ -293,9 +299,8 @@ def test_a_delayed_outcome_known_at_submission_is_delivered_once_and_survives_a_
         waiter = asyncio.ensure_future(dropped.result_async())
         await asyncio.sleep(0)
         waiter.cancel()  # the timer fires later on a cancelled future: nothing happens
-        t0 = loop.time()
         assert await value == 7 and await value.result_async() == 7  # any number of awaits
-        assert loop.time() - t0 >= 0.015
+        assert loop.time() >= now + 0.015  # from submission (a lower bound: load only delays it)
         with pytest.raises(KeyError, match="k"):
             await error
         await asyncio.sleep(0.02)
@@ -332,11 +337,14 @@ def test_a_deferred_outcome_is_computed_halfway_to_its_deadline_not_at_submissio
 
 
 def _paused_sample(watch: bool, *, then_hang: bool = False) -> tuple[Any, dict[str, float]]:
-    """A sample whose queue is paused 0.3 s, under a 0.05 s deadline and no retry; with ``then_hang``, a
+    """A sample whose queue is paused 0.15 s, under a 0.05 s deadline and no retry; with ``then_hang``, a
     second sample that never completes."""
     from adapters.tinker.boundary import Boundary, RetryPolicy, ServiceError
 
-    at = {("sample", 0): Fault("pause", delay=0.3, variant="paused_rate_limit"), ("sample", 1): Fault("hang")}
+    at = {
+        ("sample", 0): Fault("pause", delay=0.15, variant="paused_rate_limit"),
+        ("sample", 1): Fault("hang"),
+    }
 
     async def main() -> tuple[Any, dict[str, float]]:
         service, _ = with_faults(FakeServiceClient(seed=0), FaultPlan(at=at))
@@ -383,9 +391,10 @@ def test_training_clients_report_pauses_too_and_reports_from_another_thread_coun
     async def main() -> dict[str, float]:
         client, boundary = SdkLike(), Boundary({"optim_step": 0.05}, RetryPolicy(max_attempts=1))
         boundary.watch(client)
-        released = asyncio.Event()
+        started, released = asyncio.Event(), asyncio.Event()
 
         async def step() -> str:  # a request whose reply arrives once the pause is over
+            started.set()
             await released.wait()
             return "stepped"
 
@@ -398,7 +407,9 @@ def test_training_clients_report_pauses_too_and_reports_from_another_thread_coun
 
         report(QueueState.PAUSED_CAPACITY)
         call = asyncio.ensure_future(boundary.call("optim_step", step))
-        done, _ = await asyncio.wait({call}, timeout=0.3)  # six deadlines' time, paused: no failure
+        await started.wait()  # the attempt's deadline is set: a window of two deadlines from here holds
+        # it whatever the load (timers fire in order), so an unpaused deadline would end the call first
+        done, _ = await asyncio.wait({call}, timeout=0.1)
         assert not done
         report(QueueState.ACTIVE)
         released.set()
@@ -414,7 +425,7 @@ def test_a_pause_in_a_rollout_does_not_end_its_debate() -> None:
     from adapters.training.rollouts import RolloutConfig, run_debates, self_play
 
     config = RolloutConfig(num_agents=2, max_rounds=1, sample_timeout=0.05)
-    plan = FaultPlan(at={("sample", 1): Fault("pause", delay=0.3)})
+    plan = FaultPlan(at={("sample", 1): Fault("pause", delay=0.15)})
 
     async def main() -> Any:
         service, _ = with_faults(FakeServiceClient(seed=0), plan)
@@ -436,7 +447,7 @@ def test_a_run_waits_out_a_paused_training_queue(tmp_path: Path) -> None:
     config = TrainConfig.from_mapping(
         {**keys, "out": str(tmp_path / "run"), "deadlines": {"optim_step": 0.05}}
     )
-    plan = FaultPlan(at={("optim_step", 0): Fault("pause", delay=0.3, variant="paused_capacity")})
+    plan = FaultPlan(at={("optim_step", 0): Fault("pause", delay=0.15, variant="paused_capacity")})
     service, faults = with_faults(FakeServiceClient(seed=0), plan)
     result = asyncio.run(run_training(config, service))
     assert [m["step"] for m in result.metrics] == [0, 1] and faults.injected[0][2].kind == "pause"

@@ -167,9 +167,34 @@ def test_service_failures_end_only_their_debate() -> None:
     async def main() -> None:
         service, faults = with_faults(FakeServiceClient(seed=2), plan)
         specs = self_play(QUESTIONS, await _sampler(service), num_agents=3)
-        # the first samples are the first turns of debates 0..3, in order; the timeout leaves room for a
-        # loaded machine to deliver the cancelled future before it expires
-        batch = await run_debates(specs, RENDERER, config=RolloutConfig(max_rounds=2, sample_timeout=0.3))
+        # The first samples are the first turns of debates 0..3, in order. The deadline is far longer than
+        # any stall of a loaded machine (the delayed and the cancelled replies arrive well within it); once
+        # every other debate has ended, the test moves the loop's clock past it, so the hung sample meets
+        # its deadline at once, whatever the load.
+        loop = asyncio.get_running_loop()
+        ended = asyncio.Event()
+        seen: list[int] = []
+
+        def on_result(result: DebateResult) -> None:
+            seen.append(result.index)
+            if len(seen) == len(QUESTIONS) - 1:
+                ended.set()
+
+        async def expire() -> None:
+            await ended.wait()
+            real = loop.time
+            loop.time = lambda: real() + 60.0  # type: ignore[method-assign]
+
+        config = RolloutConfig(max_rounds=2, sample_timeout=30.0)
+        clock = asyncio.ensure_future(expire())
+        try:
+            async with asyncio.timeout(120):  # a bound for a broken run only (a hang never timed out)
+                batch = await run_debates(specs, RENDERER, config=config, on_result=on_result)
+        finally:
+            clock.cancel()
+            await asyncio.gather(clock, return_exceptions=True)
+            vars(loop).pop("time", None)  # the loop's own clock again
+        assert seen[-1] == 1  # the hung debate ended last, on the moved clock
         reasons = [r.end_reason for r in batch.results]
         assert reasons[:3] == ["sampler_error", "sampler_timeout", "sampler_cancelled"]
         assert all(r in ("consensus", "max_rounds") for r in reasons[3:])

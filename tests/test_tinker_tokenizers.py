@@ -59,20 +59,21 @@ def test_awaitable_future_shares_one_outcome_and_times_out() -> None:
 
     async def work() -> int:
         calls.append(1)
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0)
         return 7
 
     async def main() -> None:
         fut = AwaitableFuture(work())
         assert await asyncio.gather(fut.result_async(), fut.result_async()) == [7, 7]
         assert await fut == 7 and calls == [1] and fut.done()
-        slow = AwaitableFuture(asyncio.sleep(10))
-        with pytest.raises(TimeoutError):
-            await slow.result_async(timeout=0.01)
+        slow = AwaitableFuture(asyncio.Event().wait())  # never completes: the timeout fires at any load
+        async with asyncio.timeout(60):  # a bound for a broken timeout only: it would wait forever
+            with pytest.raises(TimeoutError):
+                await slow.result_async(timeout=0.01)
         assert slow.cancel()
         with pytest.raises(asyncio.CancelledError):
             await slow
-        never = AwaitableFuture(asyncio.sleep(10))
+        never = AwaitableFuture(asyncio.Event().wait())
         assert never.cancel() and never.done()
         with pytest.raises(asyncio.CancelledError):
             await never
