@@ -419,7 +419,10 @@ def test_results_have_short_reprs() -> None:
 
 
 _CTRL_C_SCRIPT = """
-import asyncio, sys
+import asyncio, signal, sys
+# Ctrl-C as on a terminal, even where the test runs in a background job, whose children inherit an
+# ignored SIGINT (asyncio.run then installs no handler, and the signal would be lost)
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from adapters.tinker.fake import FakeServiceClient
 from adapters.tinker.faults import Fault, FaultPlan, with_faults
 from adapters.tinker.renderers import ByteRenderer
