@@ -218,7 +218,7 @@ def test_a_crash_while_writing_keeps_the_previous_file(tmp_path: Path, capsys: A
         def boom(result: Any, crash: type[BaseException] = crash) -> list[dict[str, Any]]:
             raise crash("the disk went away")
 
-        monkeypatch.setattr(pipeline, "record_fragments", boom)
+        monkeypatch.setattr(pipeline, "debate_records", boom)
         if crash is KeyboardInterrupt:  # Ctrl-C: exit status 130 and a message
             assert main(["score", str(path), "--out", str(out_file), "--quiet"]) == 130
             assert "interrupted; nothing was written" in capsys.readouterr().err
@@ -689,7 +689,7 @@ def test_sigterm_while_writing_discards_the_temporary_file(
         raise AssertionError("SIGTERM was not turned into an exception")
 
     if command == "score":
-        monkeypatch.setattr(pipeline, "record_fragments", terminated)
+        monkeypatch.setattr(pipeline, "debate_records", terminated)
         argv = ["score", str(path), "--quiet", "--out", str(target)]
     else:
         monkeypatch.setattr("adapters.cli.report.atomic_write", _writing_then(terminated))

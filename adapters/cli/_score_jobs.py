@@ -82,7 +82,7 @@ def score_lines(
     result = pipeline.score(debates, options=options, read_errors=errors, checked=True)
     text = ""
     if records:
-        text = "".join(record_lines(result))
+        text = "".join(map(record_line, pipeline.debate_records(dataclasses.replace(result, errors=()))))
     table = [] if table_rows == 0 else score_text.table_rows(result, table_rows)
     ids = tuple((d.id, d.line) for d in debates)
     return ScoredLines(len(lines), reader.num_blank, ids, pipeline.chunk_figures(result), text, table)
@@ -147,19 +147,6 @@ def scored_in_parallel(
 def _worker_init() -> None:
     gc.set_threshold(*CHUNK_GC_THRESHOLDS)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the parent stops us
-
-
-def record_lines(result: pipeline.BatchResult) -> list[str]:
-    """The ``--out`` lines of the scored debates of ``result``: :func:`record_line` of each of their
-    :func:`pipeline.debate_records`, by orjson from :func:`pipeline.record_fragments` where it takes
-    them all."""
-    try:
-        return [
-            orjson.dumps(rec, option=orjson.OPT_APPEND_NEWLINE).decode()
-            for rec in pipeline.record_fragments(result)
-        ]
-    except TypeError:  # orjson refuses a record: record_line's fallback
-        return list(map(record_line, pipeline.debate_records(dataclasses.replace(result, errors=()))))
 
 
 def record_line(rec: dict[str, Any]) -> str:

@@ -46,7 +46,7 @@ from adapters.cli._common import (
     sniff,
     stopped,
 )
-from adapters.cli._score_jobs import ScoredLines, record_line, record_lines, score_lines, scored_in_parallel
+from adapters.cli._score_jobs import ScoredLines, record_line, score_lines, scored_in_parallel
 from adapters.cli._score_text import format_summary, format_table, render_table, table_rows
 from adapters.transcripts import (
     LineTooLarge,
@@ -361,7 +361,9 @@ def _score_into(
                 if keep_rows is None or len(table) < keep_rows:
                     table.extend(table_rows(chunk, None if keep_rows is None else keep_rows - len(table)))
                 if records:
-                    outputs.writelines(record_lines(chunk))
+                    scored = pipeline.debate_records(dataclasses.replace(chunk, errors=()))
+                    outputs.writelines(map(record_line, scored))
+                    del scored
                 del chunk  # neither the chunk nor its records stay alive while the next one is read
     except OSError as e:  # raised on through the outputs, which discard a partial --out
         name = getattr(e, "filename", None)

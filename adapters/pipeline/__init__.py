@@ -13,7 +13,7 @@ Every name is importable from here. Nothing in the pipeline prints or writes fil
 
 from __future__ import annotations
 
-from adapters.pipeline.records import debate_records, record_fragments, skipped_records
+from adapters.pipeline.records import debate_records, skipped_records
 from adapters.pipeline.results import ResultReader, ResultVote, ScoredRecord, SkippedRecord, read_result
 from adapters.pipeline.stages import (
     AFTER_END_POLICIES,
@@ -60,7 +60,6 @@ __all__ = [
     "episodes_of",
     "parse_turns",
     "read_result",
-    "record_fragments",
     "replay_debates",
     "score",
     "score_chunks",

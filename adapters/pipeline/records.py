@@ -7,7 +7,6 @@ from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
-import orjson
 
 import kernel
 from adapters._json import rounded_list
@@ -15,19 +14,7 @@ from adapters.pipeline.stages import BatchResult, ReplayedDebate
 from adapters.transcripts import TranscriptError
 from kernel.checks import check_each, check_type
 
-__all__ = ["debate_records", "record_fragments", "skipped_records"]
-
-
-def _parse_entries(pr: kernel.ParsedResponse) -> dict[str, Any]:
-    """A turn's entries that its parse gives."""
-    return {
-        "ok": pr.ok,
-        "reason": pr.reason,
-        "consensus": pr.consensus,
-        "votes": [[v.a, v.op, v.b] for v in pr.votes] if pr.votes else [],
-        "self_votes_dropped": pr.self_votes_dropped,
-        "malformed_votes": [[m.line, m.reason] for m in pr.malformed_votes] if pr.malformed_votes else [],
-    }
+__all__ = ["debate_records", "skipped_records"]
 
 
 def _turn_records(r: ReplayedDebate) -> list[dict[str, Any]]:
@@ -35,32 +22,20 @@ def _turn_records(r: ReplayedDebate) -> list[dict[str, Any]]:
     n = r.debate.num_agents
     ignored = r.ignored_turns
     return [
-        {"turn": k, "agent": t.agent, "round": k // n, **_parse_entries(pr), "ignored": k in ignored}
+        {
+            "turn": k,
+            "agent": t.agent,
+            "round": k // n,
+            "ok": pr.ok,
+            "reason": pr.reason,
+            "consensus": pr.consensus,
+            "votes": [[v.a, v.op, v.b] for v in pr.votes] if pr.votes else [],
+            "self_votes_dropped": pr.self_votes_dropped,
+            "malformed_votes": [[m.line, m.reason] for m in pr.malformed_votes] if pr.malformed_votes else [],
+            "ignored": k in ignored,
+        }
         for k, (t, pr) in enumerate(zip(r.debate.turns, r.parsed, strict=True))
     ]
-
-
-def _turns_text(r: ReplayedDebate, texts: dict[tuple[Any, ...], str]) -> str:
-    """orjson's text of :func:`_turn_records`. The parse entries of a turn the parsers read are looked
-    up in ``texts`` (the parse's fields → their text without braces), which this adds to; they are looked
-    up by equality, which is exact for the parsers' values (bool, str, int, votes of ints and str)."""
-    n = r.debate.num_agents
-    ignored = r.ignored_turns
-    parts = []
-    for k, (t, pr) in enumerate(zip(r.debate.turns, r.parsed, strict=True)):
-        if pr.policy in _PARSERS:
-            key = (pr.ok, pr.reason, pr.consensus, pr.votes, pr.self_votes_dropped, pr.malformed_votes)
-            middle = texts.get(key) or texts.setdefault(key, orjson.dumps(_parse_entries(pr)).decode()[1:-1])
-        else:  # made by hand: any types
-            middle = orjson.dumps(_parse_entries(pr)).decode()[1:-1]
-        agent = t.agent if type(t.agent) is int else orjson.dumps(t.agent).decode()  # (bool, subclasses)
-        ends = _JSON_BOOL[k in ignored]
-        parts.append(f'{{"turn":{k},"agent":{agent},"round":{k // n},{middle},"ignored":{ends}}}')
-    return f"[{','.join(parts)}]"
-
-
-_PARSERS = frozenset(kernel.PARSE_POLICIES)
-_JSON_BOOL = ("false", "true")
 
 
 def debate_records(result: BatchResult) -> list[dict[str, Any]]:
@@ -85,37 +60,6 @@ def debate_records(result: BatchResult) -> list[dict[str, Any]]:
        {'count': 3, 'tokens': 2037, 'action_tokens': 963})
     """
     check_type(result, BatchResult, "result")
-    out = _scored_records(result, fragments=False)
-    out.extend(skipped_records(result.errors))
-    return out
-
-
-def record_fragments(result: BatchResult) -> list[dict[str, Any]]:
-    """The records :func:`debate_records` gives the scored debates of ``result``, for ``orjson.dumps``:
-    each record's ``turns`` and its votes' ``list`` are ``orjson.Fragment`` s of the text orjson gives
-    those lists, built from one text per distinct parse and per distinct vote entry (a chunk holds a few
-    hundred) instead of a dict per turn and per vote.
-
-    ``orjson.dumps`` of a record gives the bytes it gives :func:`debate_records`' record (a property test
-    compares them), or raises ``TypeError`` (then encode those records instead). What it saves:
-    ``score --out`` of 100 k generated debates takes 0.97 x the CPU time (0.88-1.04, 3 interleaved
-    pairs; 30 k: medians 0.96, 0.98 and 0.99 of three rounds of 4-5 pairs) and 3.5 MiB less memory.
-
-    Examples:
-      >>> from adapters import data
-      >>> from adapters.transcripts import debate_from_record
-      >>> debates = [debate_from_record(r) for r in data.read_jsonl(data.SAMPLE_DEBATES)[:4]]
-      >>> from adapters.pipeline import score
-      >>> result = score(debates)
-      >>> list(map(orjson.dumps, record_fragments(result))) == list(map(orjson.dumps, debate_records(result)))
-      True
-    """
-    check_type(result, BatchResult, "result")
-    return _scored_records(result, fragments=True)
-
-
-def _scored_records(result: BatchResult, *, fragments: bool) -> list[dict[str, Any]]:
-    """:func:`debate_records` for the scored debates only (``fragments``: :func:`record_fragments`)."""
     num = result.numeric
     out: list[dict[str, Any]] = []
     # Every per-vote and per-agent column as a Python list once per batch (no numpy scalar per value).
@@ -139,26 +83,14 @@ def _scored_records(result: BatchResult, *, fragments: bool) -> list[dict[str, A
     offsets: list[int] = np.asarray(num.offsets_P1).tolist()
     vote_offsets: list[int] = np.asarray(num.vote_offsets_P1).tolist()
     counts_by_debate = _datum_counts(result)
-    entries = zip(u, a, op, b, valid, vote_why, strict=True)
-    vote_texts: dict[tuple[Any, ...], str] = {}  # one text per distinct entry
-    votes: list[Any] = (  # every vote's entry once per batch, sliced per debate
-        [
-            vote_texts.get(e) or vote_texts.setdefault(e, orjson.dumps(_vote_entry(*e)).decode())
-            for e in entries
-        ]
-        if fragments
-        else [
-            {"author": uv, "a": av, "op": opv, "b": bv, "valid": ok, "reason": why}
-            for uv, av, opv, bv, ok, why in entries
-        ]
-    )
-    parse_texts: dict[tuple[Any, ...], str] = {}
+    votes = [  # every vote's entry once per batch, sliced per debate
+        {"author": uv, "a": av, "op": opv, "b": bv, "valid": ok, "reason": why}
+        for uv, av, opv, bv, ok, why in zip(u, a, op, b, valid, vote_why, strict=True)
+    ]
     for p, r in enumerate(result.replayed):
         lo, hi = offsets[p], offsets[p + 1]
         vlo, vhi = vote_offsets[p], vote_offsets[p + 1]
-        vote_list: Any = votes[vlo:vhi]
-        if fragments:
-            vote_list = orjson.Fragment(f"[{','.join(vote_list)}]")
+        vote_list = votes[vlo:vhi]
         rec: dict[str, Any] = {
             "id": r.debate.id,
             "line": r.debate.line,
@@ -182,11 +114,12 @@ def _scored_records(result: BatchResult, *, fragments: bool) -> list[dict[str, A
             "step_rewards": step_rewards[lo:hi],
             "returns": returns[lo:hi],
             "advantages": advantages[lo:hi],
-            "turns": orjson.Fragment(_turns_text(r, parse_texts)) if fragments else _turn_records(r),
+            "turns": _turn_records(r),
         }
         if p in counts_by_debate:
             rec["datums"] = counts_by_debate[p]
         out.append(rec)
+    out.extend(skipped_records(result.errors))
     return out
 
 
@@ -202,10 +135,6 @@ def skipped_records(errors: Iterable[TranscriptError]) -> list[dict[str, Any]]:
     errors = list(errors)
     check_each(errors, TranscriptError, "errors")
     return [{"id": e.debate_id, "line": e.line, "status": "skipped", "error": e.to_record()} for e in errors]
-
-
-def _vote_entry(author: int, a: int, op: str, b: int, valid: bool, reason: str) -> dict[str, Any]:
-    return {"author": author, "a": a, "op": op, "b": b, "valid": valid, "reason": reason}
 
 
 def _datum_counts(result: BatchResult) -> dict[int, dict[str, int]]:
