@@ -68,7 +68,7 @@ def save_adapter(path: str | Path, cfg: m.ModelConfig, lora: m.Params, base_mode
     rank = next(iter(lora.values()))["a"].shape[-1]
     meta = {
         "format": ADAPTER_FORMAT,
-        "config": json.dumps(cfg._asdict()),
+        "config": m.config_json(cfg),
         "rank": str(rank),
         "base_model": str(base_model),
     }

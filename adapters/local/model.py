@@ -17,6 +17,9 @@ LoRA: each projection W ∈ {wq, wk, wv, wo, w_gate, w_up, w_down} (and optional
 ``lm_head``) gets W + (α/r)·A·B with A [d_in, r] (seeded normal, std 1/√d_in) and B [r, d_out] (zeros),
 so a fresh adapter leaves the model unchanged. The base weights stay frozen; only A and B are trained.
 
+Every matrix product runs in full float32, or with ``compute_dtype = "bfloat16"`` (:data:`COMPUTE_DTYPES`)
+on bfloat16 operands accumulated in float32, for GPUs; weights, norms and softmax stay float32.
+
 Sampling (:func:`generate_rows`, :func:`generate`) runs a batched prefill of many prompts and the
 whole decode loop under one ``jax.jit`` with a KV cache, each row at its own position with its own key
 and options; prompt length, batch, cache and stop-sequence shapes are bucketed to powers of two, so
@@ -50,6 +53,7 @@ from adapters._atomic import atomic_write
 
 __all__ = [
     "ALL_LORA_TARGETS",
+    "COMPUTE_DTYPES",
     "LORA_TARGETS",
     "SIZES",
     "GenerateResult",
@@ -59,6 +63,7 @@ __all__ = [
     "bucket_fine",
     "check_row",
     "config_from_json",
+    "config_json",
     "forward",
     "generate",
     "generate_rows",
@@ -95,8 +100,31 @@ float32 they agree to ~1e-6 on CPU and GPU alike.
 """
 
 
-def _mm(x: jax.Array, w: jax.Array) -> jax.Array:
-    """x @ w in full float32 (:data:`PRECISION`); x [..., d_in] is flattened to the rows of one
+COMPUTE_DTYPES = ("float32", "bfloat16")
+"""The values of :attr:`ModelConfig.compute_dtype`: the operands of every matrix product.
+
+``"float32"``: full float32 (:data:`PRECISION`). ``"bfloat16"``: both operands rounded to bfloat16 and
+the products accumulated in float32 (``preferred_element_type``), for the tensor cores of a GPU; the
+weights, LoRA adapters, optimizer state, norms, softmax and log-softmax stay float32, as do the
+products' outputs. The sampler's decode and the trainer's forward then round differently (their
+logprobs of the same tokens differ by up to ~1e-2, not ~1e-6), and the logprobs differ from float32's by
+up to ~0.1 on random tiny checkpoints (tests/test_local_hf.py). On CPU it gains little: training
+1.08-1.11 × float32's tokens/s (the ``small`` and ``base`` models, 8 × 128 tokens, two devices of the
+2-core machine, ``python -m benchmarks local --dtype bfloat16``); it is meant for GPUs.
+"""
+
+
+def _operands(a: jax.Array, b: jax.Array, dtype: str) -> tuple[jax.Array, jax.Array, dict[str, Any]]:
+    """The two operands of a product in ``dtype`` (:data:`COMPUTE_DTYPES`) and the product's options."""
+    if dtype == "bfloat16":
+        options: dict[str, Any] = {"preferred_element_type": jnp.float32}
+        return a.astype(jnp.bfloat16), b.astype(jnp.bfloat16), options
+    return a, b, {"precision": PRECISION}
+
+
+def _mm(x: jax.Array, w: jax.Array, dtype: str = "float32") -> jax.Array:
+    """x @ w in full float32 (:data:`PRECISION`), or of bfloat16 operands accumulated in float32
+    (``dtype`` ``"bfloat16"``, :data:`COMPUTE_DTYPES`); x [..., d_in] is flattened to the rows of one
     [N, d_in] product.
 
     Flat, the gradient of w contracts one axis of rows; with x's [B, T] axes kept it contracts two, and
@@ -104,15 +132,18 @@ def _mm(x: jax.Array, w: jax.Array) -> jax.Array:
     product (at the output layer, [V, B, T] fused with the log-softmax backward: the slowest op of a
     training step). Measured on one CPU device, the output layer alone (8 × 128 tokens, D 256, V 8192,
     gradient of a rank-32 adapter and of x): 277 → 183 ms CPU time."""
+    x, w, options = _operands(x, w, dtype)
     if x.ndim > 2 and w.ndim == 2:
-        flat = jnp.matmul(x.reshape(-1, x.shape[-1]), w, precision=PRECISION)
+        flat = jnp.matmul(x.reshape(-1, x.shape[-1]), w, **options)
         return flat.reshape(*x.shape[:-1], w.shape[-1])
-    return jnp.matmul(x, w, precision=PRECISION)
+    return jnp.matmul(x, w, **options)
 
 
-def _einsum(spec: str, a: jax.Array, b: jax.Array) -> jax.Array:
-    """``jnp.einsum`` in full float32 (:data:`PRECISION`)."""
-    return jnp.einsum(spec, a, b, precision=PRECISION)
+def _einsum(spec: str, a: jax.Array, b: jax.Array, dtype: str = "float32") -> jax.Array:
+    """``jnp.einsum`` in full float32 (:data:`PRECISION`), or of bfloat16 operands accumulated in float32
+    (``dtype`` ``"bfloat16"``)."""
+    a, b, options = _operands(a, b, dtype)
+    return jnp.einsum(spec, a, b, **options)
 
 
 class ModelConfig(NamedTuple):
@@ -132,6 +163,7 @@ class ModelConfig(NamedTuple):
     tie_embeddings: bool = False  # the output layer is embed.T (no lm_head weight)
     rope_scaling: tuple[float, float, float, int] | None = None  # Llama 3: factor, low, high, original
     tokenizer_vocab: int = 0  # the sampler draws ids below this only (0: every row; see the module doc)
+    compute_dtype: str = "float32"  # the matrix products' operands (COMPUTE_DTYPES); not saved with weights
 
     @property
     def head_dim(self) -> int:
@@ -188,6 +220,11 @@ def _check_config(cfg: ModelConfig) -> None:
             f"ModelConfig.tokenizer_vocab must be in [0, vocab_size = {cfg.vocab_size}] (0: every row), "
             f"got {cfg.tokenizer_vocab}"
         )
+    if cfg.compute_dtype not in COMPUTE_DTYPES:
+        raise ValueError(
+            f"ModelConfig.compute_dtype must be one of {', '.join(map(repr, COMPUTE_DTYPES))}, "
+            f"got {cfg.compute_dtype!r}"
+        )
     if cfg.head_size == 0 and cfg.d_model % cfg.num_heads:
         raise ValueError(
             f"d_model ({cfg.d_model}) must be a multiple of num_heads ({cfg.num_heads}) when head_size is 0"
@@ -204,6 +241,20 @@ def _check_config(cfg: ModelConfig) -> None:
                 "ModelConfig.rope_scaling must be (factor >= 1, low_freq_factor > 0, high_freq_factor > "
                 f"low_freq_factor, original_max_position_embeddings >= 1), got {cfg.rope_scaling!r}"
             )
+
+
+def config_json(cfg: ModelConfig) -> str:
+    """The config as a file's metadata holds it: every field but ``compute_dtype``, which is a setting of
+    the service that computes with the weights (a file reads back as float32; the service sets its own).
+
+    Examples:
+        >>> text = config_json(SIZES["tiny"]._replace(compute_dtype="bfloat16"))
+        >>> "compute_dtype" in text, config_from_json(text) == SIZES["tiny"]
+        (False, True)
+    """
+    fields = cfg._asdict()
+    del fields["compute_dtype"]
+    return json.dumps(fields)
 
 
 def config_from_json(text: str) -> ModelConfig:
@@ -367,7 +418,8 @@ def init_lora(cfg: ModelConfig, rank: int, key: jax.Array, targets: tuple[str, .
 
 
 def merge_lora(params: Params, lora: Params | None) -> Params:
-    """W + (α/r)·A·B for every adapted projection (the identity when ``lora`` is None).
+    """W + (α/r)·A·B for every adapted projection (the identity when ``lora`` is None), in full float32
+    whatever the config's ``compute_dtype``: the merged weight is a weight, and weights stay float32.
 
     Examples:
         >>> cfg = SIZES["tiny"]
@@ -412,23 +464,26 @@ def _rope(x: jax.Array, positions: jax.Array, freqs: np.ndarray) -> jax.Array:
     return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
 
 
-def _lin(x: jax.Array, lp: Params, name: str) -> jax.Array:
+def _lin(x: jax.Array, lp: Params, name: str, dtype: str) -> jax.Array:
     """x·W for the weight ``name`` of ``lp``, plus (α/r)·(x·A)·B when ``lp["lora"]`` holds its adapter.
 
     Unmerged, the backward pass of a frozen W is only the product that carries the gradient to x: no
     [d_in, d_out] gradient of W + (α/r)·A·B is formed, and the adapter's gradients cost rank-r
-    products."""
-    y = _mm(x, lp[name])
+    products. Every product's operands are in ``dtype`` (:data:`COMPUTE_DTYPES`)."""
+    y = _mm(x, lp[name], dtype)
     ab = lp.get("lora", {}).get(name)
     if ab is None:
         return y
-    update: jax.Array = _mm(_mm(x, ab["a"]), ab["b"]) * (LORA_ALPHA / ab["a"].shape[-1])
+    update: jax.Array = _mm(_mm(x, ab["a"], dtype), ab["b"], dtype) * (LORA_ALPHA / ab["a"].shape[-1])
     return y + update
 
 
 def _mlp(cfg: ModelConfig, x: jax.Array, lp: Params) -> jax.Array:
     h = _rms_norm(x, lp["mlp_norm"], cfg.norm_eps)
-    out: jax.Array = x + _lin(jax.nn.silu(_lin(h, lp, "w_gate")) * _lin(h, lp, "w_up"), lp, "w_down")
+    dt = cfg.compute_dtype
+    out: jax.Array = x + _lin(
+        jax.nn.silu(_lin(h, lp, "w_gate", dt)) * _lin(h, lp, "w_up", dt), lp, "w_down", dt
+    )
     return out
 
 
@@ -437,9 +492,9 @@ def _project(cfg: ModelConfig, x: jax.Array, lp: Params) -> tuple[jax.Array, jax
     head under ``qk_norm``)."""
     b, t, _ = x.shape
     h = _rms_norm(x, lp["attn_norm"], cfg.norm_eps)
-    q = _lin(h, lp, "wq").reshape(b, t, cfg.num_heads, cfg.head_dim)
-    k = _lin(h, lp, "wk").reshape(b, t, cfg.kv_heads, cfg.head_dim)
-    v = _lin(h, lp, "wv").reshape(b, t, cfg.kv_heads, cfg.head_dim)
+    q = _lin(h, lp, "wq", cfg.compute_dtype).reshape(b, t, cfg.num_heads, cfg.head_dim)
+    k = _lin(h, lp, "wk", cfg.compute_dtype).reshape(b, t, cfg.kv_heads, cfg.head_dim)
+    v = _lin(h, lp, "wv", cfg.compute_dtype).reshape(b, t, cfg.kv_heads, cfg.head_dim)
     if cfg.qk_norm:
         q = _rms_norm(q, lp["q_norm"], cfg.norm_eps)
         k = _rms_norm(k, lp["k_norm"], cfg.norm_eps)
@@ -452,24 +507,27 @@ def _qkv(cfg: ModelConfig, x: jax.Array, lp: Params, positions: jax.Array) -> tu
     return _rope(q, positions, freqs), _rope(k, positions, freqs), v
 
 
-def _attend(q: jax.Array, k: jax.Array, v: jax.Array, allowed: jax.Array) -> jax.Array:
+def _attend(
+    q: jax.Array, k: jax.Array, v: jax.Array, allowed: jax.Array, dtype: str = "float32"
+) -> jax.Array:
     """q [B, T, H, dh], k and v [B, S, KV, dh], allowed bool [T, S] → [B, T, H·dh]; query head j reads
-    key/value head j // (H / KV) (grouped-query attention)."""
+    key/value head j // (H / KV) (grouped-query attention). Products of ``dtype`` operands, the softmax
+    in float32."""
     b, t, n_h, dh = q.shape
     n_kv = k.shape[2]
     if n_kv == n_h:
-        scores = _einsum("bthd,bshd->bhts", q, k) * (dh**-0.5)
+        scores = _einsum("bthd,bshd->bhts", q, k, dtype) * (dh**-0.5)
         scores = jnp.where(allowed[None, None], scores, -1e30)
-        out = _einsum("bhts,bshd->bthd", jax.nn.softmax(scores, axis=-1), v)
+        out = _einsum("bhts,bshd->bthd", jax.nn.softmax(scores, axis=-1), v, dtype)
         return out.reshape(b, t, -1)
     grouped = q.reshape(b, t, n_kv, n_h // n_kv, dh)
-    scores = _einsum("btkgd,bskd->bkgts", grouped, k) * (dh**-0.5)
+    scores = _einsum("btkgd,bskd->bkgts", grouped, k, dtype) * (dh**-0.5)
     scores = jnp.where(allowed[None, None, None], scores, -1e30)
-    out = _einsum("bkgts,bskd->btkgd", jax.nn.softmax(scores, axis=-1), v)
+    out = _einsum("bkgts,bskd->btkgd", jax.nn.softmax(scores, axis=-1), v, dtype)
     return out.reshape(b, t, -1)
 
 
-def _causal_attend(q: jax.Array, k: jax.Array, v: jax.Array, block: int) -> jax.Array:
+def _causal_attend(q: jax.Array, k: jax.Array, v: jax.Array, block: int, dtype: str = "float32") -> jax.Array:
     """Causal self-attention (q, k, v [B, T, H, dh] → [B, T, H·dh]) in blocks of ``block`` queries.
 
     Queries s … e − 1 attend only the keys 0 … e − 1: the blocks skip the masked upper triangle of the
@@ -481,7 +539,7 @@ def _causal_attend(q: jax.Array, k: jax.Array, v: jax.Array, block: int) -> jax.
     for s in range(0, t, block):
         e = min(s + block, t)
         allowed = jnp.arange(e)[None, :] <= jnp.arange(s, e)[:, None]
-        outs.append(_attend(q[:, s:e], k[:, :e], v[:, :e], allowed))
+        outs.append(_attend(q[:, s:e], k[:, :e], v[:, :e], allowed, dtype))
     return outs[0] if len(outs) == 1 else jnp.concatenate(outs, axis=1)
 
 
@@ -494,7 +552,7 @@ def _run_layers(
 
     def layer(x: jax.Array, lp: Params) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
         q, k, v = _qkv(cfg, x, lp, positions)
-        x = x + _lin(_causal_attend(q, k, v, block), lp, "wo")
+        x = x + _lin(_causal_attend(q, k, v, block, cfg.compute_dtype), lp, "wo", cfg.compute_dtype)
         return _mlp(cfg, x, lp), (k, v)
 
     lora = lora or {}
@@ -504,7 +562,7 @@ def _run_layers(
     x = params["embed"][tokens_B_T]
     x, (k, v) = jax.lax.scan(_with_kept(layer, keep), x, layers)
     top = {"w": unembedding(params), "lora": {"w": lora["lm_head"]} if "lm_head" in lora else {}}
-    logits: jax.Array = _lin(_rms_norm(x, params["final_norm"], cfg.norm_eps), top, "w")
+    logits: jax.Array = _lin(_rms_norm(x, params["final_norm"], cfg.norm_eps), top, "w", cfg.compute_dtype)
     return logits, (k, v)
 
 
@@ -737,9 +795,20 @@ def _generate(params: Params, rows: _RowArrays, *, cfg: ModelConfig, max_new: in
     cache_len = p_b + max_new
     logits, (k_pre, v_pre) = _run_layers(cfg, params, rows.prompts_B_P)  # k_pre [L, B, P, H, dh]
     # heads before positions: each step's attention reads the cache as it lies (no transpose of it)
+    # under bfloat16 the cache holds what every product reads: keys and values rounded to bfloat16
     shape = (cfg.num_layers, batch, cfg.kv_heads, cache_len, cfg.head_dim)
-    k_cache = jnp.zeros(shape, k_pre.dtype).at[:, :, :, :p_b].set(k_pre.transpose(0, 1, 3, 2, 4))
-    v_cache = jnp.zeros(shape, v_pre.dtype).at[:, :, :, :p_b].set(v_pre.transpose(0, 1, 3, 2, 4))
+    dt = cfg.compute_dtype
+    cache_dtype = jnp.bfloat16 if dt == "bfloat16" else k_pre.dtype
+    k_cache = (
+        jnp.zeros(shape, cache_dtype)
+        .at[:, :, :, :p_b]
+        .set(k_pre.transpose(0, 1, 3, 2, 4).astype(cache_dtype))
+    )
+    v_cache = (
+        jnp.zeros(shape, cache_dtype)
+        .at[:, :, :, :p_b]
+        .set(v_pre.transpose(0, 1, 3, 2, 4).astype(cache_dtype))
+    )
     row = jnp.arange(batch)
     first = logits[row, rows.lengths_B - 1]
     n_stop_tokens = rows.stops_B_S_L.shape[-1]
@@ -754,20 +823,20 @@ def _generate(params: Params, rows: _RowArrays, *, cfg: ModelConfig, max_new: in
             lp = {name: w[layer] for name, w in layers.items()}
             q, k, v = _project(cfg, x, lp)
             q, k = _rope_rows(q, pos_B, freqs), _rope_rows(k, pos_B, freqs)
-            kc = kc.at[layer, row, :, pos_B].set(k[:, 0])
-            vc = vc.at[layer, row, :, pos_B].set(v[:, 0])
+            kc = kc.at[layer, row, :, pos_B].set(k[:, 0].astype(cache_dtype))
+            vc = vc.at[layer, row, :, pos_B].set(v[:, 0].astype(cache_dtype))
             if group == 1:
-                scores = _einsum("bhd,bhsd->bhs", q[:, 0], kc[layer]) * (cfg.head_dim**-0.5)
+                scores = _einsum("bhd,bhsd->bhs", q[:, 0], kc[layer], dt) * (cfg.head_dim**-0.5)
                 scores = jnp.where(allowed[:, None, :], scores, -1e30)
-                out = _einsum("bhs,bhsd->bhd", jax.nn.softmax(scores, axis=-1), vc[layer])
+                out = _einsum("bhs,bhsd->bhd", jax.nn.softmax(scores, axis=-1), vc[layer], dt)
             else:  # query head j reads key/value head j // group
                 grouped = q[:, 0].reshape(batch, cfg.kv_heads, group, cfg.head_dim)
-                scores = _einsum("bkgd,bksd->bkgs", grouped, kc[layer]) * (cfg.head_dim**-0.5)
+                scores = _einsum("bkgd,bksd->bkgs", grouped, kc[layer], dt) * (cfg.head_dim**-0.5)
                 scores = jnp.where(allowed[:, None, None, :], scores, -1e30)
-                out = _einsum("bkgs,bksd->bkgd", jax.nn.softmax(scores, axis=-1), vc[layer])
-            x = x + _mm(out.reshape(batch, 1, -1), lp["wo"])
+                out = _einsum("bkgs,bksd->bkgd", jax.nn.softmax(scores, axis=-1), vc[layer], dt)
+            x = x + _mm(out.reshape(batch, 1, -1), lp["wo"], dt)
             x = _mlp(cfg, x, lp)
-        logits = _mm(_rms_norm(x, params["final_norm"], cfg.norm_eps), unembedding(params))
+        logits = _mm(_rms_norm(x, params["final_norm"], cfg.norm_eps), unembedding(params), dt)
         return logits[:, 0], kc, vc
 
     def cond(state: tuple[Any, ...]) -> jax.Array:
@@ -1007,7 +1076,7 @@ def save_weights(path: str | Path, cfg: ModelConfig, params: Params) -> None:
     if cfg.tie_embeddings and "lm_head" in params:  # an adapter on the tied output layer untied it
         cfg = cfg._replace(tie_embeddings=False)
     flat = {k: np.asarray(v) for k, v in _flatten(params).items()}
-    atomic_write_bytes(Path(path), save(flat, metadata={"config": json.dumps(cfg._asdict())}))
+    atomic_write_bytes(Path(path), save(flat, metadata={"config": config_json(cfg)}))
 
 
 def read_tensors(path: str | Path, where: str) -> tuple[dict[str, str], dict[str, np.ndarray]]:

@@ -560,8 +560,9 @@ class LocalTrainingClient:
         return _run(lambda: self._save_state(name))
 
     def _load(self, path: str, *, with_optimizer: bool) -> None:
-        loaded = st.read_state(path)
         s = self._state
+        loaded = st.read_state(path)
+        loaded = loaded._replace(cfg=loaded.cfg._replace(compute_dtype=s.cfg.compute_dtype))
         if loaded.cfg != s.cfg or loaded.rank != s.rank:
             raise ValueError(
                 f"checkpoint {path!r} holds a different model (config {loaded.cfg}, rank {loaded.rank}) "
@@ -662,6 +663,9 @@ class LocalServiceClient:
     Args:
         seed: seeds the built-in base models, LoRA initialisation and sampling (runs are deterministic).
         root: folder for saved states and weights (default: a fresh temporary folder, made on first save).
+        compute_dtype: the operands of every matrix product of its trainers and samplers,
+            ``"float32"`` or ``"bfloat16"`` (:data:`adapters.local.model.COMPUTE_DTYPES`: for GPUs; the
+            weights and optimizer state stay float32, and saved files do not depend on it).
 
     Examples:
         >>> import asyncio
@@ -677,10 +681,17 @@ class LocalServiceClient:
         [4, 4]
     """
 
-    def __init__(self, *, seed: int = 0, root: str | Path | None = None) -> None:
+    def __init__(
+        self, *, seed: int = 0, root: str | Path | None = None, compute_dtype: str = "float32"
+    ) -> None:
         if not isinstance(seed, int):
             raise TypeError(f"seed must be an int, got {type(seed).__name__}")
-        self.seed = seed
+        if compute_dtype not in m.COMPUTE_DTYPES:
+            raise ValueError(
+                f"compute_dtype must be one of {', '.join(map(repr, m.COMPUTE_DTYPES))}, "
+                f"got {compute_dtype!r}"
+            )
+        self.seed, self.compute_dtype = seed, compute_dtype
         self.recorded: set[str] = set()  # sequences sampled with record_stability_info (stable_reinforce)
         self._root = Path(root) if root is not None else None
         self._clients = itertools.count()
@@ -699,10 +710,15 @@ class LocalServiceClient:
             )
         return self.root / kind / f"{name}.safetensors"
 
+    def _computing(self, cfg: m.ModelConfig) -> m.ModelConfig:
+        """``cfg`` with this service's ``compute_dtype`` (a file's config reads back as float32)."""
+        return cfg._replace(compute_dtype=self.compute_dtype)
+
     def _new(
         self, base_model: str, rank: int, targets: tuple[str, ...] = m.LORA_TARGETS
     ) -> LocalTrainingClient:
         cfg, base = _resolve_base(base_model, self.seed)
+        cfg = self._computing(cfg)
         if rank > cfg.d_model:  # every adapted matrix has d_model rows or columns: no longer low-rank
             raise ValueError(f"rank must be at most the model's d_model ({cfg.d_model}), got {rank}")
         index = next(self._clients)
@@ -751,6 +767,7 @@ class LocalServiceClient:
 
         def work() -> LocalTrainingClient:
             state = st.read_state(path)
+            state = state._replace(cfg=self._computing(state.cfg))
             return LocalTrainingClient(self, state, name=f"run{next(self._clients)}")
 
         return _run(work)
@@ -777,7 +794,12 @@ class LocalServiceClient:
             tokenizer = hf.tokenizer_for(base)
             recorded = self.recorded if record_stability_info else None
             return LocalSamplingClient(
-                cfg, params, seed=self.seed, name=name, tokenizer=tokenizer, recorded=recorded
+                self._computing(cfg),
+                params,
+                seed=self.seed,
+                name=name,
+                tokenizer=tokenizer,
+                recorded=recorded,
             )
 
         return _run(work)

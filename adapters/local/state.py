@@ -6,7 +6,6 @@ checkpoint's directory (``base_model``), which is read again, and must still mat
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -63,7 +62,7 @@ def write_state(path: Path, state: State) -> None:
         flat[f"opt.{i:04d}"] = np.asarray(leaf)
     meta = {
         "format": STATE_FORMAT,
-        "config": json.dumps(state.cfg._asdict()),
+        "config": m.config_json(state.cfg),
         "rank": str(state.rank),
         "step": str(state.step),
         "base_model": state.base_model,
