@@ -42,12 +42,21 @@ embeddings, a vocabulary of 8192). LoRA training is then measured on both sides 
 targets (attention, MLP, output layer), the peer with ``peft`` on the same modules, rank 32, the base
 frozen on both.
 
+``--dtype bfloat16`` (for a GPU: ``adapters.local.model.COMPUTE_DTYPES``) gives every matrix product of
+ours bfloat16 operands accumulated in float32, and runs the peer under ``torch.autocast`` to bfloat16
+(its weights float32 too); ours is then also timed in float32, each step alternately with its bfloat16
+twin, and the table adds our bfloat16 / float32 ratios. On CPU bfloat16 gains little (2-core machine, two
+devices, 8 × 128 tokens, best of 9 alternated, 2026-11-28: ``small`` full training 1.08 ×, LoRA 1.11 ×
+float32's tokens/s; ``base`` 1.08 × and 1.09 ×; ``--quick``'s ``tiny`` at 4 × 32, best of 2: 0.87 × and
+1.02 ×); the peer under autocast is far slower on CPU (``small``: 2.7 k tokens/s). A GPU's figure is
+still to be measured.
+
 ``--memory`` instead plans the memory of LoRA training of a Qwen3-0.6B shape at 8 × 1024 tokens
 (:func:`_lora_memory`: XLA's buffer plan, compiled from shapes, not run).
 
 ``python -m benchmarks local [--quick] [--only peer|paths] [--rounds R] [--size small | --model PATH |
---hf llama|qwen3] [--batch B --seq S --new N --prompt-len P] [--memory]``. The peer runs only if torch and
-transformers import; otherwise it is reported as skipped.
+--hf llama|qwen3] [--batch B --seq S --new N --prompt-len P] [--dtype float32|bfloat16] [--memory]``.
+The peer runs only if torch and transformers import; otherwise it is reported as skipped.
 """
 
 from __future__ import annotations
@@ -136,9 +145,16 @@ def _random_checkpoint(arch: str, folder: Path) -> str:
 
 
 def _ours(
-    size: str, batch: int, prompt_len: int, new: int, seq: int, path: str | None = None
+    size: str,
+    batch: int,
+    prompt_len: int,
+    new: int,
+    seq: int,
+    path: str | None = None,
+    dtype: str = "float32",
 ) -> tuple[dict[str, float], dict[str, Step]]:
-    """Our figures that are not timings, and the steps to time: ``sample``, ``train``, ``train_lora``."""
+    """Our figures that are not timings, and the steps to time: ``sample``, ``train``, ``train_lora``
+    (every matrix product of ``dtype`` operands)."""
     import jax
     import jax.numpy as jnp
 
@@ -151,6 +167,7 @@ def _ours(
         params = m.init_params(cfg, jax.random.key(0))
     else:
         cfg, params = hf.load(path)
+    cfg = cfg._replace(compute_dtype=dtype)
     prompt = list(np.random.default_rng(0).integers(0, 256, prompt_len))
 
     def sample() -> Any:
@@ -220,10 +237,17 @@ def _logprob_gap(cfg: Any, params: Any, prompt: list[int], result: Any) -> float
 
 
 def _peer(
-    size: str, batch: int, prompt_len: int, new: int, seq: int, path: str | None = None
+    size: str,
+    batch: int,
+    prompt_len: int,
+    new: int,
+    seq: int,
+    path: str | None = None,
+    dtype: str = "float32",
 ) -> tuple[dict[str, float], dict[str, Step]] | None:
     """The peer's figures that are not timings and its ``sample`` and ``train`` steps, and
-    ``train_lora`` on a checkpoint when ``peft`` imports (None: no torch)."""
+    ``train_lora`` on a checkpoint when ``peft`` imports (None: no torch); under ``torch.autocast`` to
+    bfloat16 when ``dtype`` is ``"bfloat16"``."""
     try:
         import torch
         from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
@@ -256,9 +280,10 @@ def _peer(
         model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).to(device).eval()
     prompt = torch.tensor(np.random.default_rng(0).integers(0, 256, (1, prompt_len)), device=device)
     prompt = prompt.repeat(batch, 1)
+    bf16 = dtype == "bfloat16"
 
     def sample() -> Any:
-        with torch.no_grad():
+        with torch.no_grad(), torch.autocast(device, dtype=torch.bfloat16, enabled=bf16):
             out = model.generate(
                 prompt,
                 attention_mask=torch.ones_like(prompt),
@@ -278,21 +303,22 @@ def _peer(
 
     def step() -> None:
         model.zero_grad(set_to_none=True)
-        logits = model(tokens).logits
-        torch.log_softmax(logits, -1).gather(-1, tokens[..., None]).sum().backward()
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=bf16):
+            logits = model(tokens).logits
+        torch.log_softmax(logits.float(), -1).gather(-1, tokens[..., None]).sum().backward()
         sync()
 
     out["torch_threads"] = float(torch.get_num_threads())
     out["on_gpu"] = float(device == "cuda")
     steps: dict[str, Step] = {"sample": sample, "train": step}
     if path is not None:
-        lora_step = _peer_lora(path, tokens, device, sync)
+        lora_step = _peer_lora(path, tokens, device, sync, bf16)
         if lora_step is not None:
             steps["train_lora"] = lora_step
     return out, steps
 
 
-def _peer_lora(path: str, tokens: Any, device: str, sync: Callable[[], Any]) -> Step | None:
+def _peer_lora(path: str, tokens: Any, device: str, sync: Callable[[], Any], bf16: bool) -> Step | None:
     """The peer's LoRA training step (``peft``, rank 32, α 32, Tinker's targets; None without peft)."""
     try:
         import torch
@@ -307,8 +333,9 @@ def _peer_lora(path: str, tokens: Any, device: str, sync: Callable[[], Any]) -> 
 
     def step() -> None:
         model.zero_grad(set_to_none=True)
-        logits = model(tokens).logits
-        torch.log_softmax(logits, -1).gather(-1, tokens[..., None]).sum().backward()
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=bf16):
+            logits = model(tokens).logits
+        torch.log_softmax(logits.float(), -1).gather(-1, tokens[..., None]).sum().backward()
         sync()
 
     return step
@@ -531,6 +558,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--new", type=int, default=None, help="tokens sampled per row")
     parser.add_argument("--prompt-len", type=int, default=None, help="prompt tokens before sampling")
     parser.add_argument(
+        "--dtype",
+        choices=("float32", "bfloat16"),
+        default="float32",
+        help="the matrix products' operands in part 1 (bfloat16: for a GPU; ours also timed in float32)",
+    )
+    parser.add_argument(
         "--memory",
         action="store_true",
         help="only the planned memory of LoRA training of a Qwen3-0.6B shape at 8 x 1024 (compiled, not run)",
@@ -602,10 +635,16 @@ def _peer_part(args: argparse.Namespace) -> dict[str, Any]:
     new = args.new or new
     seq = args.seq or seq
     repeat = 2 if args.quick else 9
-    ours, ours_steps = _ours(size, batch, prompt_len, new, seq, path)
-    found = _peer(size, batch, prompt_len, new, seq, path)
+    ours, ours_steps = _ours(size, batch, prompt_len, new, seq, path, args.dtype)
+    found = _peer(size, batch, prompt_len, new, seq, path, args.dtype)
     peer, peer_steps = found if found is not None else (None, {})
     best = _alternately(ours_steps, peer_steps, repeat)
+    vs_f32: dict[str, float] = {}
+    if args.dtype != "float32":  # our float32 twins, each timed alternately with the same step in bf16
+        twins = _ours(size, batch, prompt_len, new, seq, path)[1]
+        training = ("train", "train_lora")
+        timed = _alternately({k: ours_steps[k] for k in training}, {k: twins[k] for k in training}, repeat)
+        vs_f32 = {k: timed[f"peer_{k}"] / timed[f"ours_{k}"] for k in training}  # tok/s ratio
     ours["sample_tok_s"] = batch * new / best["ours_sample"]
     ours["train_tok_s"] = batch * seq / best["ours_train"]
     ours["train_lora_tok_s"] = batch * seq / best["ours_train_lora"]
@@ -637,9 +676,13 @@ def _peer_part(args: argparse.Namespace) -> dict[str, Any]:
         )
     else:
         rows.append(["training tok/s (LoRA r=32)", ours["train_lora_tok_s"], "-", "-"])
+    for key, label in (("train", "full"), ("train_lora", "LoRA r=32")):
+        if key in vs_f32:
+            rows.append([f"our {args.dtype} / float32 training tok/s ({label})", vs_f32[key], "-", "-"])
     rows.append(["sampler vs trainer max |Δ logprob|", ours["sampler_trainer_max_abs_dlogprob"], "-", "-"])
     title = (
-        f"local JAX ({platform}, training on {ours['train_devices']:.0f} device(s)) vs torch+transformers, "
+        f"local JAX ({platform}, {args.dtype}, training on {ours['train_devices']:.0f} device(s)) vs "
+        "torch+transformers, "
         f"size {size} ({ours['params']:,.0f} params), "
         f"batch {batch}, prompt {prompt_len}, new {new}, train seq {seq}; compile: sample "
         f"{ours['sample_compile_s']:.1f}s, train {ours['train_compile_s']:.1f}s"
@@ -650,6 +693,8 @@ def _peer_part(args: argparse.Namespace) -> dict[str, Any]:
     if peer is None:
         print("peer skipped: torch and transformers are not importable")
     figures: dict[str, Any] = {f"ours_{k}": v for k, v in ours.items()}
+    figures["dtype"] = args.dtype
+    figures.update({f"{k}_{args.dtype}_over_float32": v for k, v in vs_f32.items()})
     if peer:
         figures.update({f"peer_{k}": v for k, v in peer.items()})
         figures["sample_ratio"] = ours["sample_tok_s"] / peer["sample_tok_s"]

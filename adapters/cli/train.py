@@ -46,7 +46,7 @@ from adapters._gc import fewer_gc_passes
 from adapters.cli._progress import TrainProgress, evaluation_debates
 from adapters.tinker.memory import one_malloc_arena
 from adapters.training.checkpoint import RUN_FILE, CheckpointError, check_new_run_dir, read_run
-from adapters.training.config import TrainConfig, key_help, load_config
+from adapters.training.config import DTYPES, TrainConfig, key_help, load_config
 from adapters.training.dataset import DatasetError
 from kernel.checks import did_you_mean
 
@@ -133,11 +133,19 @@ def _on_off(text: str) -> bool:
         raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}") from None
 
 
+def _dtype(text: str) -> str:
+    """``--dtype``'s value: one of :data:`adapters.training.config.DTYPES`."""
+    if text not in DTYPES:
+        raise argparse.ArgumentTypeError(f"expected one of {', '.join(DTYPES)}, got {text!r}")
+    return text
+
+
 _FLAGS: dict[str, Any] = {
     "steps": int,
     "save_every": int,
     "eval_every": int,
     "model": str,
+    "dtype": _dtype,
     "train_attn": _on_off,
     "train_mlp": _on_off,
     "train_unembed": _on_off,
@@ -371,13 +379,19 @@ def _service(kind: str, config: TrainConfig, stack: contextlib.ExitStack) -> tup
 
     Also the session the contract check runs in: through the SDK a session of its own, closed after the
     check (:func:`_own_session`); the in-process services the run's client itself."""
+    local_model = config.model in LOCAL_MODELS or _checkpoint(config.model)
+    tinker_run = kind == "tinker" or (kind == "auto" and os.environ.get("TINKER_API_KEY") and not local_model)
+    if config.dtype != "float32" and (kind == "fake" or tinker_run):
+        raise ValueError(
+            f"config key dtype = {config.dtype} sets the local service's matrix products; the "
+            f"{'fake' if kind == 'fake' else 'Tinker'} service chooses its own: leave dtype at float32"
+        )
     if kind == "fake":
         from adapters.tinker.fake import FakeServiceClient
 
         fake = FakeServiceClient(seed=config.seed, root=Path(config.out) / "service")
         return fake, _same_client(fake)
-    local_model = config.model in LOCAL_MODELS or _checkpoint(config.model)
-    if kind == "tinker" or (kind == "auto" and os.environ.get("TINKER_API_KEY") and not local_model):
+    if tinker_run:
         import tinker
 
         return _closed_at_exit(tinker.ServiceClient(), stack), _own_session(tinker.ServiceClient)
@@ -405,9 +419,10 @@ def _service(kind: str, config: TrainConfig, stack: contextlib.ExitStack) -> tup
         from adapters.serve.process import API_KEY, ServedClient, ServerError, served
 
         out = Path(config.out)
+        extra = ["--dtype", config.dtype] if config.dtype != "float32" else []  # older servers lack it
         try:
             url = stack.enter_context(
-                served(model, root=out / "service", log=out / SERVE_LOG, seed=config.seed)
+                served(model, root=out / "service", log=out / SERVE_LOG, seed=config.seed, extra=extra)
             )
         except ServerError as e:
             raise RuntimeError(str(e)) from None
@@ -420,7 +435,9 @@ def _service(kind: str, config: TrainConfig, stack: contextlib.ExitStack) -> tup
     one_malloc_arena()  # XLA's threads allocate from glibc's main arena (adapters.tinker.memory)
     local.split_cpu()  # training calls run data-parallel over the cores (before JAX's first computation)
     _check_local_model(local, model)
-    inprocess = local.LocalServiceClient(seed=config.seed, root=Path(config.out) / "service")
+    inprocess = local.LocalServiceClient(
+        seed=config.seed, root=Path(config.out) / "service", compute_dtype=config.dtype
+    )
     return inprocess, _same_client(inprocess)
 
 

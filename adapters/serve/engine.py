@@ -130,11 +130,13 @@ class Engine:
     service: Callable[[int, Path], EngineService]
 
 
-def engine(model: str) -> Engine:
-    """The engine of ``serve --model MODEL``.
+def engine(model: str, compute_dtype: str = "float32") -> Engine:
+    """The engine of ``serve --model MODEL [--dtype COMPUTE_DTYPE]``.
 
     Raises:
-        ValueError: if ``model`` is neither :data:`FAKE`, a local size nor an existing weights file.
+        ValueError: if ``model`` is neither :data:`FAKE`, a local size nor an existing weights file, or
+            ``compute_dtype`` is not one of :data:`adapters.local.model.COMPUTE_DTYPES` (the fake engine:
+            not ``"float32"``, as it has no matrix products).
 
     Examples:
         >>> fake = engine("fake")
@@ -142,6 +144,10 @@ def engine(model: str) -> Engine:
         ('.json', 65536, 262)
     """
     if model == FAKE:
+        if compute_dtype != "float32":
+            raise ValueError(
+                f"--dtype {compute_dtype} needs a local model: the fake engine has no matrix products"
+            )
         return Engine(
             FAKE_CONTEXT, ByteTokenizer.vocab_size, ".json", lambda seed, root: _FakeService(seed, root)
         )
@@ -149,6 +155,8 @@ def engine(model: str) -> Engine:
     from adapters.local import model as m
     from adapters.local.service import LocalServiceClient, serves
 
+    if compute_dtype not in m.COMPUTE_DTYPES:
+        raise ValueError(f"--dtype must be one of {', '.join(m.COMPUTE_DTYPES)}, got {compute_dtype!r}")
     if not serves(model):
         raise ValueError(
             f"unknown model {model!r}: expected one of {sorted(m.SIZES)}, the path of an existing "
@@ -161,7 +169,7 @@ def engine(model: str) -> Engine:
         cfg = m.SIZES[model] if model in m.SIZES else m.load_weights(model)[0]
 
     def local(seed: int, root: Path) -> EngineService:
-        return LocalServiceClient(seed=seed, root=root)
+        return LocalServiceClient(seed=seed, root=root, compute_dtype=compute_dtype)
 
     return Engine(cfg.max_seq_len, cfg.vocab_size, ".safetensors", local)
 

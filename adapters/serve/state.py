@@ -162,6 +162,8 @@ class ServeCore:
         served_names: other base-model names that mean ``model`` (keyword; default none), e.g. the hub
             name a third-party recipe sends: accepted wherever a base model is named, and listed by
             ``get_server_capabilities``.
+        compute_dtype: the local service's matrix products, ``"float32"`` or ``"bfloat16"`` (for GPUs;
+            :data:`adapters.local.model.COMPUTE_DTYPES`).
 
     Raises:
         ValueError: if ``model`` names no engine's model, or a served name is empty.
@@ -175,8 +177,9 @@ class ServeCore:
         seed: int = 0,
         tokenizer_id: str | None = None,
         served_names: Sequence[str] = (),
+        compute_dtype: str = "float32",
     ) -> None:
-        self.engine = engine(model)
+        self.engine = engine(model, compute_dtype)
         if not all(isinstance(name, str) and name for name in served_names):
             raise ValueError(f"served_names must be non-empty strings, got {list(served_names)!r}")
         self.model, self.root, self.seed, self.tokenizer_id = model, root, seed, tokenizer_id

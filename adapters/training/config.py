@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CALL_KINDS",
     "DEFAULT_DEADLINES",
+    "DTYPES",
     "KERNEL_LOSSES",
     "REFUSED_LOSSES",
     "SEED_LIMIT",
@@ -56,6 +57,8 @@ KERNEL_LOSSES: Final = ("kernel:importance_sampling", "kernel:ppo", "kernel:cisp
 """Losses computed by the kernel's JAX twins on the client, sent through ``forward_backward_custom``."""
 SEED_LIMIT: Final = 2**32
 """Seeds lie in ``[0, SEED_LIMIT)``: every service and numpy's generators take them."""
+DTYPES: Final = ("float32", "bfloat16")
+"""Values of the key ``dtype``: the local service's ``compute_dtype`` (its ``COMPUTE_DTYPES``)."""
 
 CALL_KINDS: Final = (
     "sample",
@@ -100,6 +103,9 @@ class TrainConfig:
       train_attn, train_mlp, train_unembed: the LoRA adapters' targets, as the flags of the SDK's
         ``create_lora_training_client``: the attention projections, the MLP projections, the output layer
         (Tinker's default: all three); at least one with ``lora_rank`` ≥ 1, all three with 0.
+      dtype: the local service's matrix products: ``"float32"``, or ``"bfloat16"`` operands accumulated in
+        float32 (for GPUs; little gain on CPU; weights and optimizer state stay float32). Tinker chooses
+        its own: any other value than the default is refused there.
       steps: RL steps (optimizer steps on debate batches), after the warm-start steps.
       num_epochs: 0: the run is ``steps`` long; k ≥ 1: ``steps`` is replaced by the batches that play every
         question of the dataset k times (``adapters.training.dataset.epoch_steps``: ⌈k·Q / batch_size⌉,
@@ -223,6 +229,7 @@ class TrainConfig:
     train_attn: bool = True
     train_mlp: bool = True
     train_unembed: bool = True
+    dtype: str = "float32"
     steps: int = 10
     num_epochs: int = 0
     warm_start_steps: int = 0
@@ -367,7 +374,9 @@ class TrainConfig:
                 raise ValueError(f"config key loss_fn_config: {option} must be a finite number, got {value}")
 
     def _check_names(self) -> None:
-        """The string keys that name something: a dataset, a loss."""
+        """The string keys that name something: a dataset, a loss, a dtype."""
+        if self.dtype not in DTYPES:
+            raise ValueError(f"config key dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
         if not self.dataset:
             raise ValueError(
                 "config key dataset is empty: name a JSON Lines file or a shipped set "
