@@ -98,3 +98,5 @@ def test_the_serve_flag_reaches_the_local_service(
     service = engine("tiny", "bfloat16").service(0, tmp_path)
     assert getattr(service, "compute_dtype", None) == "bfloat16"
     assert getattr(engine("tiny").service(0, tmp_path), "compute_dtype", None) == "float32"
+    with pytest.raises(ValueError, match=r"^--dtype must be one of 'float32', 'bfloat16', got 'fp8'$"):
+        engine("tiny", "fp8")

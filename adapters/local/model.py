@@ -61,6 +61,7 @@ __all__ = [
     "SampleRow",
     "bucket",
     "bucket_fine",
+    "check_compute_dtype",
     "check_row",
     "config_from_json",
     "config_json",
@@ -112,6 +113,22 @@ up to ~0.1 on random tiny checkpoints (tests/test_local_hf.py). On CPU it gains 
 1.08-1.11 × float32's tokens/s (the ``small`` and ``base`` models, 8 × 128 tokens, two devices of the
 2-core machine, ``python -m benchmarks local --dtype bfloat16``); it is meant for GPUs.
 """
+
+
+def check_compute_dtype(value: object, name: str) -> str:
+    """``value`` when it is one of :data:`COMPUTE_DTYPES`; else a ValueError naming ``name``, the one
+    check of the setting wherever it enters (the model's config, the service, ``serve --dtype``).
+
+    Examples:
+        >>> check_compute_dtype("bfloat16", "compute_dtype")
+        'bfloat16'
+        >>> check_compute_dtype("fp8", "--dtype")
+        Traceback (most recent call last):
+        ValueError: --dtype must be one of 'float32', 'bfloat16', got 'fp8'
+    """
+    if not isinstance(value, str) or value not in COMPUTE_DTYPES:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, COMPUTE_DTYPES))}, got {value!r}")
+    return value
 
 
 def _operands(a: jax.Array, b: jax.Array, dtype: str) -> tuple[jax.Array, jax.Array, dict[str, Any]]:
@@ -220,11 +237,7 @@ def _check_config(cfg: ModelConfig) -> None:
             f"ModelConfig.tokenizer_vocab must be in [0, vocab_size = {cfg.vocab_size}] (0: every row), "
             f"got {cfg.tokenizer_vocab}"
         )
-    if cfg.compute_dtype not in COMPUTE_DTYPES:
-        raise ValueError(
-            f"ModelConfig.compute_dtype must be one of {', '.join(map(repr, COMPUTE_DTYPES))}, "
-            f"got {cfg.compute_dtype!r}"
-        )
+    check_compute_dtype(cfg.compute_dtype, "ModelConfig.compute_dtype")
     if cfg.head_size == 0 and cfg.d_model % cfg.num_heads:
         raise ValueError(
             f"d_model ({cfg.d_model}) must be a multiple of num_heads ({cfg.num_heads}) when head_size is 0"

@@ -686,12 +686,7 @@ class LocalServiceClient:
     ) -> None:
         if not isinstance(seed, int):
             raise TypeError(f"seed must be an int, got {type(seed).__name__}")
-        if compute_dtype not in m.COMPUTE_DTYPES:
-            raise ValueError(
-                f"compute_dtype must be one of {', '.join(map(repr, m.COMPUTE_DTYPES))}, "
-                f"got {compute_dtype!r}"
-            )
-        self.seed, self.compute_dtype = seed, compute_dtype
+        self.seed, self.compute_dtype = seed, m.check_compute_dtype(compute_dtype, "compute_dtype")
         self.recorded: set[str] = set()  # sequences sampled with record_stability_info (stable_reinforce)
         self._root = Path(root) if root is not None else None
         self._clients = itertools.count()

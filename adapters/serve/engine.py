@@ -155,8 +155,7 @@ def engine(model: str, compute_dtype: str = "float32") -> Engine:
     from adapters.local import model as m
     from adapters.local.service import LocalServiceClient, serves
 
-    if compute_dtype not in m.COMPUTE_DTYPES:
-        raise ValueError(f"--dtype must be one of {', '.join(m.COMPUTE_DTYPES)}, got {compute_dtype!r}")
+    m.check_compute_dtype(compute_dtype, "--dtype")
     if not serves(model):
         raise ValueError(
             f"unknown model {model!r}: expected one of {sorted(m.SIZES)}, the path of an existing "
