@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from functools import partial
 from typing import Any, NamedTuple
 
 import jax
@@ -215,13 +216,25 @@ def _estimate(
     r = _vector(rewards_PG, "rewards_PG", jnp.float32)
     g = _vector(group_ids_PG, "group_ids_PG", jnp.int32, r.shape[0])
     w = None if where is None else _vector(where, "where", jnp.bool_, r.shape[0])
+    t = (
+        None
+        if trajectory_ids_PG is None
+        else _vector(trajectory_ids_PG, "trajectory_ids_PG", jnp.int32, r.shape[0])
+    )
+    estimated: GroupedAdvantages = _estimated(r, g, w, t, p, options)
+    return estimated
+
+
+@partial(jax.jit, static_argnums=(4, 5))
+def _estimated(
+    r: jax.Array, g: jax.Array, w: jax.Array | None, t: jax.Array | None, p: int, options: AdvantageOptions
+) -> GroupedAdvantages:
     live, asked, valid = _rows(r, g, w, p)
-    if trajectory_ids_PG is None:
+    if t is None:
         a, oor, mean, std, count, constant = _by_layout(r, g, w, p, options)
         if options.positive_only:
             a = jnp.maximum(a, 0.0)
     else:
-        t = _vector(trajectory_ids_PG, "trajectory_ids_PG", jnp.int32, r.shape[0])
         x = jnp.where(valid, r, 0.0)
         sample_of_row, x, h = _trajectory_samples(x, jnp.where(valid, g, p), t, valid, p)
         a, oor, mean, std, count, constant = _scattered(x, h, h < p, p, options)

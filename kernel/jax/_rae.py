@@ -9,6 +9,7 @@ can be range-checked by value: an id outside ``[0, K]`` reads as padding, and ``
 
 from __future__ import annotations
 
+from functools import partial
 from typing import NamedTuple
 
 import jax
@@ -126,14 +127,8 @@ def rae_advantages(
         means = jax.ops.segment_sum(shares, ids, num_segments=num_keys + 1)[:num_keys]
         new = jnp.where(counts > 0, d * b.astype(wide) + (1 - d) * means, b.astype(wide)).astype(dtype)
     else:
-
-        def step(state: jax.Array, row: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
-            k, xi = row
-            old = state[k]
-            return state.at[k].set(d * old + (1 - d) * xi), old
-
         padded = jnp.append(b, jnp.zeros((1,), dtype))  # dead rows update the padding slot, dropped
-        final, read = jax.lax.scan(step, padded, (ids, x))
+        final, read = _spiral(padded, ids, x, d)
         new = final[:num_keys]
 
     zero = jnp.zeros((), dtype)
@@ -143,3 +138,17 @@ def rae_advantages(
         baselines_K=new,
         counts_K=counts,
     )
+
+
+@partial(jax.jit, static_argnums=3)
+def _spiral(padded: jax.Array, ids: jax.Array, x: jax.Array, d: float) -> tuple[jax.Array, jax.Array]:
+    """The SPIRAL scan in row order: (final baselines [K + 1], each row's baseline before its update).
+    One compiled program a shape and decay, also outside ``jit`` (an eager ``lax.scan`` of a fresh
+    closure compiled again on every call: 51 ms a call on three rows)."""
+
+    def step(state: jax.Array, row: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
+        k, xi = row
+        old = state[k]
+        return state.at[k].set(d * old + (1 - d) * xi), old
+
+    return jax.lax.scan(step, padded, (ids, x))  # type: ignore[no-any-return]
