@@ -15,7 +15,7 @@ pytest.importorskip("optax")
 from adapters.local import LocalServiceClient
 from adapters.training.config import TrainConfig
 from adapters.training.train import run_training
-from tests._marks import SHORT_SAMPLES
+from tests._marks import EXHAUSTIVE, SHORT_SAMPLES
 
 
 def _tiny(out: Path, **overrides: Any) -> TrainConfig:
@@ -25,6 +25,7 @@ def _tiny(out: Path, **overrides: Any) -> TrainConfig:
     return TrainConfig(**{**values, **overrides})
 
 
+@EXHAUSTIVE  # the fast tier trains LoRA in process (the resume test), evaluates in process (rank 0 below)
 def test_run_training_on_the_local_service(tmp_path: Path) -> None:
     config = _tiny(tmp_path / "run", steps=2, eval_questions=2)
     service = LocalServiceClient(seed=0, root=tmp_path / "run" / "service")
