@@ -812,16 +812,15 @@ def _generate(params: Params, rows: _RowArrays, *, cfg: ModelConfig, max_new: in
     shape = (cfg.num_layers, batch, cfg.kv_heads, cache_len, cfg.head_dim)
     dt = cfg.compute_dtype
     cache_dtype = jnp.bfloat16 if dt == "bfloat16" else k_pre.dtype
-    k_cache = (
-        jnp.zeros(shape, cache_dtype)
-        .at[:, :, :, :p_b]
-        .set(k_pre.transpose(0, 1, 3, 2, 4).astype(cache_dtype))
-    )
-    v_cache = (
-        jnp.zeros(shape, cache_dtype)
-        .at[:, :, :, :p_b]
-        .set(v_pre.transpose(0, 1, 3, 2, 4).astype(cache_dtype))
-    )
+
+    def cache(pre: jax.Array) -> jax.Array:
+        return (
+            jnp.zeros(shape, cache_dtype)
+            .at[:, :, :, :p_b]
+            .set(pre.transpose(0, 1, 3, 2, 4).astype(cache_dtype))
+        )
+
+    k_cache, v_cache = cache(k_pre), cache(v_pre)
     row = jnp.arange(batch)
     first = logits[row, rows.lengths_B - 1]
     n_stop_tokens = rows.stops_B_S_L.shape[-1]

@@ -562,7 +562,7 @@ class LocalTrainingClient:
     def _load(self, path: str, *, with_optimizer: bool) -> None:
         s = self._state
         loaded = st.read_state(path)
-        loaded = loaded._replace(cfg=loaded.cfg._replace(compute_dtype=s.cfg.compute_dtype))
+        loaded = loaded._replace(cfg=self._service._computing(loaded.cfg))
         if loaded.cfg != s.cfg or loaded.rank != s.rank:
             raise ValueError(
                 f"checkpoint {path!r} holds a different model (config {loaded.cfg}, rank {loaded.rank}) "
