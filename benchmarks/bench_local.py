@@ -71,6 +71,7 @@ from typing import Any
 
 import numpy as np
 
+from adapters.training.config import DTYPES
 from benchmarks._common import block, emit_json, print_table, time_call, time_compile
 
 Step = Callable[[], Any]
@@ -301,13 +302,7 @@ def _peer(
     model.train()
     tokens = torch.tensor(np.random.default_rng(1).integers(0, 256, (batch, seq)), device=device)
 
-    def step() -> None:
-        model.zero_grad(set_to_none=True)
-        with torch.autocast(device, dtype=torch.bfloat16, enabled=bf16):
-            logits = model(tokens).logits
-        torch.log_softmax(logits.float(), -1).gather(-1, tokens[..., None]).sum().backward()
-        sync()
-
+    step = _torch_step(model, tokens, device, sync, bf16)
     out["torch_threads"] = float(torch.get_num_threads())
     out["on_gpu"] = float(device == "cuda")
     steps: dict[str, Step] = {"sample": sample, "train": step}
@@ -329,7 +324,13 @@ def _peer_lora(path: str, tokens: Any, device: str, sync: Callable[[], Any], bf1
     base = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).to(device)
     modules = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "lm_head"]
     config = LoraConfig(r=32, lora_alpha=32, lora_dropout=0.0, target_modules=modules)
-    model = get_peft_model(base, config).train()
+    return _torch_step(get_peft_model(base, config).train(), tokens, device, sync, bf16)
+
+
+def _torch_step(model: Any, tokens: Any, device: str, sync: Callable[[], Any], bf16: bool) -> Step:
+    """The peer's training step on ``model`` (full or LoRA): the gradient of Σ log p(tokens), under
+    ``torch.autocast`` to bfloat16 when ``bf16``, the log-softmax in float32."""
+    import torch
 
     def step() -> None:
         model.zero_grad(set_to_none=True)
@@ -559,7 +560,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--prompt-len", type=int, default=None, help="prompt tokens before sampling")
     parser.add_argument(
         "--dtype",
-        choices=("float32", "bfloat16"),
+        choices=DTYPES,
         default="float32",
         help="the matrix products' operands in part 1 (bfloat16: for a GPU; ours also timed in float32)",
     )
