@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 from pathlib import Path
@@ -244,7 +245,14 @@ def test_summary_moments_of_non_finite_values_are_null_where_numpy_is_not_finite
     assert [v is None for v in want] == [not np.isfinite(v) for v in numpy]
 
 
-def test_an_id_from_an_earlier_chunk_is_a_duplicate_naming_its_first_line() -> None:
+@pytest.mark.parametrize("memory_ids", [None, 0, 2])  # None: the default; 0 and 2: earlier ids on disk
+def test_an_id_from_an_earlier_chunk_is_a_duplicate_naming_its_first_line(
+    memory_ids: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if memory_ids is not None:
+        monkeypatch.setattr(
+            stages, "SeenIds", functools.partial(pipeline.SeenIds, memory_ids=memory_ids, block=1)
+        )
     line = '{"id": "%s", "question": "q", "num_agents": 2, "turns": [{"agent": 0, "text": "x"}]}'
     lines = [line % "a", line % "b", line % "c", line % "a", line % "a", line % "b"]
     want = read_transcripts(lines).errors  # one reader over the whole input

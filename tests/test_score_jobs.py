@@ -4,9 +4,11 @@ whole-file run, whatever N and the chunk size (ids repeated across chunks includ
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import json
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -53,16 +55,21 @@ def _parallel(
     which=st.integers(0, len(_PER_DEBATE) - 1),
     cut=st.integers(0, len(LINES)),
     bom=st.booleans(),
+    memory_ids=st.sampled_from([None, 0, 1]),  # None: the default; 0 and 1: the earlier ids on disk
 )
 def test_parallel_chunks_give_the_whole_file_results(
-    jobs: int, chunk_lines: int, which: int, cut: int, bom: bool
+    jobs: int, chunk_lines: int, which: int, cut: int, bom: bool, memory_ids: int | None
 ) -> None:
     options = _PER_DEBATE[which]
     lines = LINES[cut:] + LINES[:cut]  # moves the bad lines and the repeated id across chunk edges
     if bom:
         lines = ["\ufeff" + lines[0], *lines[1:]]
     want_records, want_summary, want_datums = _whole(lines, options)
-    got_records, got_summary, got_datums, table = _parallel(lines, options, jobs, chunk_lines)
+    seen = (
+        pipeline.SeenIds if memory_ids is None else functools.partial(pipeline.SeenIds, memory_ids=memory_ids)
+    )
+    with mock.patch.object(pipeline, "SeenIds", seen):
+        got_records, got_summary, got_datums, table = _parallel(lines, options, jobs, chunk_lines)
     assert got_records == want_records
     assert got_summary == want_summary
     _same_datums(got_datums, want_datums)

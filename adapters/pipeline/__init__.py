@@ -6,6 +6,8 @@ of them.
   :func:`score` / :func:`score_chunks`, which run them on a batch or a stream of chunks;
 - :mod:`adapters.pipeline.records`: the JSON-ready record of each scored debate and skipped line;
 - :mod:`adapters.pipeline.results`: those records read back (``score --out``'s lines), by a total reader;
+- :mod:`adapters.pipeline.seen_ids`: the ids read so far, so that a stream finds an id an earlier chunk
+  used, in memory that does not grow with the input;
 - :mod:`adapters.pipeline.summary`: the run's figures, of one batch or gathered chunk by chunk.
 
 Every name is importable from here. Nothing in the pipeline prints or writes files: the CLI modules do.
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 from adapters.pipeline.records import debate_records, skipped_records
 from adapters.pipeline.results import ResultReader, ResultVote, ScoredRecord, SkippedRecord, read_result
+from adapters.pipeline.seen_ids import SeenIds
 from adapters.pipeline.stages import (
     AFTER_END_POLICIES,
     DEFAULT_CHUNK_SIZE,
@@ -24,7 +27,6 @@ from adapters.pipeline.stages import (
     DatumOutput,
     ReplayedDebate,
     ScoreOptions,
-    SeenIds,
     batch_wide,
     datum_output,
     end_reason,

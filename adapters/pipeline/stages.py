@@ -10,7 +10,6 @@ its own function so that benchmarks can time them apart.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import time
 import typing
@@ -23,6 +22,7 @@ import numpy.typing as npt
 
 import kernel
 from adapters._json import round_or_none
+from adapters.pipeline.seen_ids import SeenIds
 from adapters.transcripts import Debate, LineReader, LineTooLarge, TranscriptError, Turn, check_debates
 from kernel import DebateState, Episode, ParsedResponse, ReplayResult, ScoredEpisodes, ScoringOptions
 from kernel.checks import check_each, check_real, check_type
@@ -36,7 +36,6 @@ __all__ = [
     "DatumOutput",
     "ReplayedDebate",
     "ScoreOptions",
-    "SeenIds",
     "batch_wide",
     "datum_output",
     "end_reason",
@@ -515,73 +514,21 @@ def score(
     )
 
 
-class SeenIds:
-    """The ids of the debates read so far, each with the line of its first use, in memory that grows
-    by 24 bytes an id: a 128-bit BLAKE2b digest of the id and an int64 line, in sorted runs (the
-    runs of a binary counter, so an id is copied O(log n) times). A dict of the ids themselves took
-    about 115 bytes an id, the one part of ``score``'s memory that grew with the input.
-
-    Two distinct ids share a digest with a probability below 2⁻¹²⁸ a pair (below 10⁻²⁵ for 10⁹ ids).
-
-    Examples:
-      >>> seen = SeenIds()
-      >>> seen.add(["a", "b"], [1, 2])
-      >>> seen.first_lines(["b", "c"]).tolist()
-      [2, 0]
-    """
-
-    __slots__ = ("_runs",)
-
-    def __init__(self) -> None:
-        self._runs: list[tuple[npt.NDArray[np.bytes_], npt.NDArray[np.int64]]] = []
-
-    def first_lines(self, ids: Sequence[str]) -> npt.NDArray[np.int64]:
-        """Per id, the line of its first use, or 0 when it was not added."""
-        out = np.zeros(len(ids), np.int64)
-        if not ids or not self._runs:
-            return out
-        digests = _digests(ids)
-        for keys, lines in self._runs:
-            at = np.minimum(np.searchsorted(keys, digests), keys.shape[0] - 1)
-            hit = keys[at] == digests
-            out[hit] = lines[at[hit]]
-        return out
-
-    def add(self, ids: Sequence[str], lines: Sequence[int]) -> None:
-        """Adds ids not added before (each once) with the lines of their first use."""
-        if not ids:
-            return
-        digests = _digests(ids)
-        order = np.argsort(digests, kind="stable")
-        run = (digests[order], np.asarray(lines, dtype=np.int64)[order])
-        while self._runs and self._runs[-1][0].shape[0] <= run[0].shape[0]:
-            keys, lines_ = self._runs.pop()
-            at = np.searchsorted(keys, run[0])
-            run = (np.insert(keys, at, run[0]), np.insert(lines_, at, run[1]))
-        self._runs.append(run)
-
-    def take_new(
-        self, debates: list[Debate], errors: list[TranscriptError]
-    ) -> tuple[list[Debate], list[TranscriptError]]:
-        """One chunk's debates and errors as a reader of the whole input gives them, where the chunk
-        was read with only its own ids: a debate whose id an earlier chunk used becomes the error
-        ``duplicate_id`` naming that line, and so does the text of the chunk's own repeats of it. The
-        ids of the debates kept are added."""
-        first = self.first_lines([d.id for d in debates]).tolist()
-        again = {d.id: line for d, line in zip(debates, first, strict=True) if line}
-        if again:
-            errors = [_repeat_of_earlier(e, again) for e in errors]
-            errors += [_duplicate_id(d.line, d.id, again[d.id]) for d in debates if d.id in again]
-            debates = [d for d in debates if d.id not in again]
-        self.add([d.id for d in debates], [d.line for d in debates])
-        return debates, errors
-
-
-def _digests(ids: Sequence[str]) -> npt.NDArray[np.bytes_]:
-    blake2b = hashlib.blake2b
-    return np.array(
-        [blake2b(i.encode("utf-8", "surrogatepass"), digest_size=16).digest() for i in ids], dtype="S16"
-    )
+def _take_new(
+    seen: SeenIds, debates: list[Debate], errors: list[TranscriptError]
+) -> tuple[list[Debate], list[TranscriptError]]:
+    """One chunk's debates and errors as a reader of the whole input gives them, where the chunk was
+    read with only its own ids: a debate whose id an earlier chunk used (in ``seen``) becomes the error
+    ``duplicate_id`` naming that line, and so does the text of the chunk's own repeats of it. The ids of
+    the debates kept are added to ``seen``."""
+    first = seen.first_lines([d.id for d in debates]).tolist()
+    again = {d.id: line for d, line in zip(debates, first, strict=True) if line}
+    if again:
+        errors = [_repeat_of_earlier(e, again) for e in errors]
+        errors += [_duplicate_id(d.line, d.id, again[d.id]) for d in debates if d.id in again]
+        debates = [d for d in debates if d.id not in again]
+    seen.add([d.id for d in debates], [d.line for d in debates])
+    return debates, errors
 
 
 def _repeat_of_earlier(error: TranscriptError, earlier: dict[str, int]) -> TranscriptError:
@@ -657,34 +604,34 @@ def score_chunks(
     if batch_wide(options):
         chunk_size = 2**62  # batch-wide statistics: one chunk
     chunk_ids: dict[str, int] = {}  # the reader's: this chunk's ids; earlier ones are in `earlier`
-    earlier = SeenIds()
     reader = LineReader(seen=chunk_ids)
     debates: list[Debate] = []
     errors: list[TranscriptError] = []
+    with SeenIds() as earlier:  # its temporary file goes when the stream ends or is closed
 
-    def scored() -> BatchResult:
-        nonlocal debates, errors
-        debates, errors = earlier.take_new(debates, errors)
-        chunk_ids.clear()
-        return score(
-            debates,
-            options=options,
-            read_errors=errors,
-            num_lines=reader.num_lines,
-            num_blank=reader.num_blank,
-            clock=clock,
-            checked=True,
-        )
+        def scored() -> BatchResult:
+            nonlocal debates, errors
+            debates, errors = _take_new(earlier, debates, errors)
+            chunk_ids.clear()
+            return score(
+                debates,
+                options=options,
+                read_errors=errors,
+                num_lines=reader.num_lines,
+                num_blank=reader.num_blank,
+                clock=clock,
+                checked=True,
+            )
 
-    for raw in lines:
-        got = reader.feed(raw)
-        if got is None:
-            continue
-        if isinstance(got, TranscriptError):
-            errors.append(got)
-            continue
-        debates.append(got)
-        if len(debates) >= chunk_size:
-            yield scored()
-            debates, errors = [], []
-    yield scored()
+        for raw in lines:
+            got = reader.feed(raw)
+            if got is None:
+                continue
+            if isinstance(got, TranscriptError):
+                errors.append(got)
+                continue
+            debates.append(got)
+            if len(debates) >= chunk_size:
+                yield scored()
+                debates, errors = [], []
+        yield scored()
