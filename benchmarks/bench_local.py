@@ -4,7 +4,10 @@ Same architecture and size on both sides (a ``LlamaConfig`` with our dims: RMSNo
 SwiGLU, no bias, untied output layer), randomly initialised, same batch, same run, CPU (or the default
 JAX / torch device). Sampling: ``num_samples`` continuations of one prompt with a KV cache, every row
 forced to ``max_tokens`` (no stop). Training: forward + backward of the summed token log-likelihood over
-a [batch, seq] block; ours both with full weights and through the service's LoRA path. Each side uses
+a [batch, seq] block; ours both with full weights and through the service's LoRA path. The peer runs
+in a process of its own (:class:`_PeerProcess`: in one process each side slowed the other), its steps
+timed in turn with ours; both keep freed memory for reuse (:func:`adapters.tinker.memory.freed_memory_kept`)
+and ours has one malloc arena, as ``train`` and ``serve`` run. Each side uses
 every core it is given (XLA's CPU runtime spreads a step over the cores, torch its matrix products); run
 it under ``taskset -c 0`` for a per-core comparison.
 
@@ -72,7 +75,7 @@ from typing import Any
 import numpy as np
 
 from adapters.training.config import DTYPES
-from benchmarks._common import block, emit_json, print_table, time_call, time_compile
+from benchmarks._common import emit_json, print_table, time_call, time_compile
 
 Step = Callable[[], Any]
 
@@ -205,7 +208,16 @@ def _ours(
     return out, {"sample": sample, "train": train, "train_lora": train_lora}
 
 
-def _alternately(ours: dict[str, Step], peer: dict[str, Step], repeat: int) -> dict[str, float]:
+Timer = Callable[[], float]
+"""One timed call of a step: its seconds (the step's result blocked on)."""
+
+
+def _timer(step: Step) -> Timer:
+    """A step of this process as a :data:`Timer`."""
+    return lambda: time_call(step, repeat=1, warmup=0)
+
+
+def _alternately(ours: dict[str, Timer], peer: dict[str, Timer], repeat: int) -> dict[str, float]:
     """Best-of-``repeat`` seconds of each step, ours and the peer's timed in turn (one call each, then
     again), so that a slow spell of the shared machine falls on both sides rather than on one."""
     best: dict[str, float] = {}
@@ -213,13 +225,95 @@ def _alternately(ours: dict[str, Step], peer: dict[str, Step], repeat: int) -> d
         sides = {f"ours_{name}": ours[name]}
         if name in peer:
             sides[f"peer_{name}"] = peer[name]
-        for key, fn in sides.items():
-            block(fn())  # warm-up
+        for key, timed in sides.items():
+            timed()  # warm-up
             best[key] = float("inf")
         for _ in range(repeat):
-            for key, fn in sides.items():
-                best[key] = min(best[key], time_call(fn, repeat=1, warmup=0))
+            for key, timed in sides.items():
+                best[key] = min(best[key], timed())
     return best
+
+
+class _PeerProcess:
+    """The peer (:func:`_peer`) in a process of its own, its steps timed there on request.
+
+    In one process the two sides slow each other: on the 2-core machine (64 × 512 tokens, the random
+    Llama checkpoint, 2026-11-29) our LoRA step took 11.5-11.6 s alone and 13.8-14.4 s right after
+    torch's, whose threads and freed memory were still about (the peer's own step 13.3-14.1 alone,
+    14.0-14.2 alternated). Apart, each side times its steps in its own process, still in turn."""
+
+    def __init__(self, *args: Any) -> None:
+        import multiprocessing
+
+        context = multiprocessing.get_context("spawn")
+        self._conn, child = context.Pipe()
+        self._process = context.Process(target=_peer_worker, args=(child, args), daemon=True)
+        self._process.start()
+        child.close()
+
+    def steps(self) -> tuple[dict[str, float], dict[str, Timer]] | None:
+        """The peer's figures and a :data:`Timer` per step (None: torch is not importable)."""
+        found = self._receive()
+        if found is None:
+            return None
+        figures, names = found
+        return figures, {name: self._timer(name) for name in names}
+
+    def _timer(self, name: str) -> Timer:
+        def timed() -> float:
+            self._conn.send(name)
+            return float(self._receive())
+
+        return timed
+
+    def _receive(self) -> Any:
+        try:
+            kind, value = self._conn.recv()
+        except EOFError:
+            raise RuntimeError(f"the peer's process ended (exit code {self._process.exitcode})") from None
+        if kind == "error":
+            raise RuntimeError(f"the peer's process failed: {value}")
+        return value
+
+    def close(self) -> None:
+        """Stops the process (at once if it is stuck)."""
+        if self._process.is_alive():
+            try:
+                self._conn.send(None)
+            except (BrokenPipeError, OSError):
+                pass
+            self._process.join(30)
+            if self._process.is_alive():
+                self._process.kill()
+                self._process.join()
+        self._conn.close()
+
+    def __enter__(self) -> _PeerProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _peer_worker(conn: Any, args: tuple[Any, ...]) -> None:
+    """The peer process: builds the steps, then times the one named by each request until None."""
+    import traceback
+
+    from adapters.tinker.memory import freed_memory_kept
+
+    try:
+        with freed_memory_kept():  # as for ours (_peer_part): the same allocator settings on both sides
+            found = _peer(*args)
+            conn.send(("ok", None if found is None else (found[0], list(found[1]))))
+            steps = {} if found is None else found[1]
+            while (name := conn.recv()) is not None:
+                conn.send(("ok", time_call(steps[name], repeat=1, warmup=0)))
+    except EOFError:
+        pass
+    except BaseException:
+        conn.send(("error", traceback.format_exc(limit=-3)))
+    finally:
+        conn.close()
 
 
 def _logprob_gap(cfg: Any, params: Any, prompt: list[int], result: Any) -> float:
@@ -549,7 +643,8 @@ def main(argv: list[str]) -> int:
         "--rounds",
         type=int,
         default=None,
-        help="measured runs per path in part 2 (default 3; 1 with --quick)",
+        help="part 1: timed calls of each step a side (default 9; 2 with --quick); "
+        "part 2: measured runs per path (default 3; 1 with --quick)",
     )
     parser.add_argument("--size", default=None, help="tiny, small or base (default small; tiny with --quick)")
     parser.add_argument("--model", default=None, metavar="PATH", help="a Hugging Face checkpoint directory")
@@ -573,11 +668,11 @@ def main(argv: list[str]) -> int:
     from adapters.local import split_cpu
     from adapters.tinker.memory import one_malloc_arena
 
-    if args.only != "peer":  # as `debate-kernel train --service inprocess` does, before JAX starts
+    one_malloc_arena()  # as `train` and `serve` do, before JAX starts (the peer has its own process)
+    if args.only != "peer":  # as `debate-kernel train --service inprocess` does
         from adapters.local.devices import compilation_cache
 
         compilation_cache(0.5)
-        one_malloc_arena()
     split_cpu()  # as `debate-kernel train` does (no effect where JAX already ran in this process)
     start = time.perf_counter()
     figures: dict[str, Any] = {"jax_platform": _platform()}
@@ -635,16 +730,26 @@ def _peer_part(args: argparse.Namespace) -> dict[str, Any]:
     prompt_len = args.prompt_len or prompt_len
     new = args.new or new
     seq = args.seq or seq
-    repeat = 2 if args.quick else 9
-    ours, ours_steps = _ours(size, batch, prompt_len, new, seq, path, args.dtype)
-    found = _peer(size, batch, prompt_len, new, seq, path, args.dtype)
-    peer, peer_steps = found if found is not None else (None, {})
-    best = _alternately(ours_steps, peer_steps, repeat)
+    repeat = args.rounds or (2 if args.quick else 9)
+    from adapters.tinker.memory import freed_memory_kept
+
+    # freed memory kept for reuse on both sides, as `train` and `serve` run (each side gains: torch's
+    # full step at 64 × 512 on the random Llama checkpoint took 17.7 s without it, 12.0 s with it)
+    with (
+        freed_memory_kept(),
+        _PeerProcess(size, batch, prompt_len, new, seq, path, args.dtype) as peer_process,
+    ):
+        ours, ours_steps = _ours(size, batch, prompt_len, new, seq, path, args.dtype)
+        found = peer_process.steps()
+        peer, peer_timers = found if found is not None else (None, {})
+        best = _alternately({k: _timer(v) for k, v in ours_steps.items()}, peer_timers, repeat)
     vs_f32: dict[str, float] = {}
     if args.dtype != "float32":  # our float32 twins, each timed alternately with the same step in bf16
         twins = _ours(size, batch, prompt_len, new, seq, path)[1]
         training = ("train", "train_lora")
-        timed = _alternately({k: ours_steps[k] for k in training}, {k: twins[k] for k in training}, repeat)
+        timed = _alternately(
+            {k: _timer(ours_steps[k]) for k in training}, {k: _timer(twins[k]) for k in training}, repeat
+        )
         vs_f32 = {k: timed[f"peer_{k}"] / timed[f"ours_{k}"] for k in training}  # tok/s ratio
     ours["sample_tok_s"] = batch * new / best["ours_sample"]
     ours["train_tok_s"] = batch * seq / best["ours_train"]
