@@ -3,14 +3,14 @@ chunk finds an id that an earlier chunk used, exactly, in memory that grows by a
 
 An id is kept as a 128-bit BLAKE2b digest and an int64 line (24 bytes). The newest ids sit in memory as
 sorted runs (a binary counter's: an id is copied O(log n) times); at ``memory_ids`` of them they are
-written, as one sorted run, to an unnamed temporary file. A run on disk keeps in memory only a Bloom
-filter of its digests (16 bits an id, 8 probes: a false positive for one id in one run has probability
-≈ (1 − e^{−1/2})⁸ ≈ 6 × 10⁻⁴) and the first digest of each ``block`` of records; an id its filter admits
-is looked up by reading that one block (``block × 24`` bytes). Memory: the held runs (``memory_ids × 24``
-bytes at most, 1.5 MiB by default, about twice that while they are written) and 2 + 16 / ``block`` bytes
-an id on disk (2.1 MiB for 10⁶ ids, against 23 MiB all in memory). Time: a lookup reads the disk only
-for an id seen before (a duplicate, rare) or let through by a filter; each run on disk adds one filter
-test an id (15 runs at 10⁶ ids).
+written, as one sorted run, to an unnamed temporary file (in ``TMPDIR``: gone with the process). A run on
+disk keeps in memory only a Bloom filter of its digests (16 bits an id, 8 probes: a false positive for one
+id in one run has probability ≈ (1 − e^{−1/2})⁸ ≈ 6 × 10⁻⁴) and the first digest of each ``block`` of
+records; an id its filter admits is looked up by reading that one block (``block × 24`` bytes). Memory:
+the held runs (``memory_ids × 24`` bytes at most, 1.5 MiB by default, about twice that while they are
+written) and 2 + 16 / ``block`` bytes an id on disk (2.1 MiB for 10⁶ ids, against 23 MiB all in memory).
+Time: a lookup reads the disk only for an id seen before (a duplicate, rare) or let through by a filter;
+each run on disk adds one filter test an id (15 runs at 10⁶ ids).
 
 Two distinct ids share a digest with a probability below 2⁻¹²⁸ a pair (below 10⁻²⁵ for 10⁹ ids).
 """
