@@ -43,8 +43,7 @@ class _DiskRun(NamedTuple):
     offset: int  # byte offset of the first record
     length: int  # records
     fence: npt.NDArray[np.bytes_]  # the first digest of each block
-    bloom: npt.NDArray[np.uint8]  # the filter's bits, packed little-endian
-    mask: int  # filter bits - 1 (a power of two - 1)
+    bloom: npt.NDArray[np.uint8]  # the filter's bits (a power of two of them), packed little-endian
 
 
 class SeenIds:
@@ -63,7 +62,7 @@ class SeenIds:
       [2, 0]
     """
 
-    __slots__ = ("_block", "_disk", "_end", "_file", "_held", "_memory_ids", "_runs")
+    __slots__ = ("_block", "_disk", "_file", "_held", "_memory_ids", "_runs")
 
     def __init__(self, *, memory_ids: int = 2**16, block: int = 256) -> None:
         for name, value, least in (("memory_ids", memory_ids, 0), ("block", block, 1)):
@@ -75,7 +74,6 @@ class SeenIds:
         self._held = 0
         self._disk: list[_DiskRun] = []
         self._file: IO[bytes] | None = None
-        self._end = 0
 
     def __enter__(self) -> SeenIds:
         return self
@@ -91,7 +89,6 @@ class SeenIds:
             self._file.close()
             self._file = None
         self._disk = []
-        self._end = 0
 
     def __len__(self) -> int:
         return self._held + sum(run.length for run in self._disk)
@@ -142,8 +139,8 @@ class SeenIds:
         order = np.argsort(keys, kind="stable")
         keys, lines = keys[order], lines[order]
         del order
-        bits = _bloom_bits(keys.shape[0])
-        run = _DiskRun(self._end, keys.shape[0], keys[:: self._block].copy(), _bloom(keys, bits), bits - 1)
+        offset = len(self) * _RECORD.itemsize  # after every run on disk (none is held now)
+        run = _DiskRun(offset, keys.shape[0], keys[:: self._block].copy(), _bloom(keys))
         records = np.empty(keys.shape[0], _RECORD)
         records["key"], records["line"] = keys, lines
         del keys, lines
@@ -152,9 +149,8 @@ class SeenIds:
         data = records.view(np.uint8).data
         written = 0
         while written < len(data):
-            written += os.pwrite(self._file.fileno(), data[written:], self._end + written)
+            written += os.pwrite(self._file.fileno(), data[written:], offset + written)
         self._disk.append(run)
-        self._end += len(data)
 
     def _line_on_disk(self, run: _DiskRun, digest: np.bytes_) -> int:
         """The line of ``digest`` in ``run``, or 0: one block read."""
@@ -195,9 +191,9 @@ def _probes(digests: npt.NDArray[np.bytes_], mask: int) -> Iterator[npt.NDArray[
         yield (h1 + np.uint64(i) * h2) & m
 
 
-def _bloom(digests: npt.NDArray[np.bytes_], bits: int) -> npt.NDArray[np.uint8]:
-    """The Bloom filter of ``digests`` (contiguous) in ``bits`` bits (a power of two), packed
-    little-endian."""
+def _bloom(digests: npt.NDArray[np.bytes_]) -> npt.NDArray[np.uint8]:
+    """The Bloom filter of ``digests`` (contiguous) in :func:`_bloom_bits` bits, packed little-endian."""
+    bits = _bloom_bits(digests.shape[0])
     on = np.zeros(bits, bool)
     for positions in _probes(digests, bits - 1):
         on[positions] = True
@@ -207,7 +203,7 @@ def _bloom(digests: npt.NDArray[np.bytes_], bits: int) -> npt.NDArray[np.uint8]:
 def _bloom_admits(run: _DiskRun, digests: npt.NDArray[np.bytes_]) -> npt.NDArray[np.bool_]:
     """Per digest (contiguous), whether ``run``'s filter admits it (always when it is in the run)."""
     admits = np.ones(digests.shape[0], bool)
-    for positions in _probes(digests, run.mask):
+    for positions in _probes(digests, run.bloom.shape[0] * 8 - 1):
         byte = run.bloom[positions >> np.uint64(3)]
         admits &= ((byte >> (positions & np.uint64(7)).astype(np.uint8)) & 1) == 1
     return admits
