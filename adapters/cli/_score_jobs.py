@@ -103,10 +103,10 @@ def scored_in_parallel(
     Every figure of a debate depends on that debate alone, except whether its id was used before: a
     worker sees only its chunk's ids, so a chunk holding an id from an earlier chunk is read again here
     knowing the earlier lines of the ids it repeats (rare: the result is the same as one reader over the
-    whole file); the ids seen are kept as :class:`pipeline.SeenIds` (flat memory: the older ones go to
-    disk). At most ``2 × jobs`` chunks are in flight, so memory stays bounded. The workers are started
-    with ``spawn`` and shut down on return, error or interruption (pending chunks cancelled).
-    ``executor``: use this one instead (left running; tests pass a thread pool).
+    whole file); the ids seen are kept as :class:`pipeline.SeenIds` (about 2 bytes an id in memory:
+    the older ones go to disk). At most ``2 × jobs`` chunks are in flight, so memory stays bounded. The
+    workers are started with ``spawn`` and shut down on return, error or interruption (pending chunks
+    cancelled). ``executor``: use this one instead (left running; tests pass a thread pool).
     """
     pool = executor or concurrent.futures.ProcessPoolExecutor(
         jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_init

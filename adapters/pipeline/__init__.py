@@ -7,7 +7,7 @@ of them.
 - :mod:`adapters.pipeline.records`: the JSON-ready record of each scored debate and skipped line;
 - :mod:`adapters.pipeline.results`: those records read back (``score --out``'s lines), by a total reader;
 - :mod:`adapters.pipeline.seen_ids`: the ids read so far, so that a stream finds an id an earlier chunk
-  used, in memory that does not grow with the input;
+  used, in memory that grows by about 2 bytes an id (the older ids go to a temporary file);
 - :mod:`adapters.pipeline.summary`: the run's figures, of one batch or gathered chunk by chunk.
 
 Every name is importable from here. Nothing in the pipeline prints or writes files: the CLI modules do.
