@@ -733,24 +733,21 @@ def _peer_part(args: argparse.Namespace) -> dict[str, Any]:
     repeat = args.rounds or (2 if args.quick else 9)
     from adapters.tinker.memory import freed_memory_kept
 
-    # freed memory kept for reuse on both sides, as `train` and `serve` run (each side gains: torch's
-    # full step at 64 × 512 on the random Llama checkpoint took 17.7 s without it, 12.0 s with it)
-    with (
-        freed_memory_kept(),
-        _PeerProcess(size, batch, prompt_len, new, seq, path, args.dtype) as peer_process,
-    ):
-        ours, ours_steps = _ours(size, batch, prompt_len, new, seq, path, args.dtype)
-        found = peer_process.steps()
-        peer, peer_timers = found if found is not None else (None, {})
-        best = _alternately({k: _timer(v) for k, v in ours_steps.items()}, peer_timers, repeat)
-    vs_f32: dict[str, float] = {}
-    if args.dtype != "float32":  # our float32 twins, each timed alternately with the same step in bf16
-        twins = _ours(size, batch, prompt_len, new, seq, path)[1]
-        training = ("train", "train_lora")
-        timed = _alternately(
-            {k: _timer(ours_steps[k]) for k in training}, {k: _timer(twins[k]) for k in training}, repeat
-        )
-        vs_f32 = {k: timed[f"peer_{k}"] / timed[f"ours_{k}"] for k in training}  # tok/s ratio
+    # freed memory kept for reuse on both sides, as `train` and `serve` run (torch's full step at 64 × 512
+    # on the random Llama checkpoint, in its own process: 17.7 s without it, 12.6-14.8 s with it)
+    with freed_memory_kept():
+        with _PeerProcess(size, batch, prompt_len, new, seq, path, args.dtype) as peer_process:
+            ours, ours_steps = _ours(size, batch, prompt_len, new, seq, path, args.dtype)
+            found = peer_process.steps()
+            peer, peer_timers = found if found is not None else (None, {})
+            best = _alternately({k: _timer(v) for k, v in ours_steps.items()}, peer_timers, repeat)
+        vs_f32: dict[str, float] = {}
+        if args.dtype != "float32":  # our float32 twins, each timed alternately with the same step in bf16
+            twins = _ours(size, batch, prompt_len, new, seq, path)[1]
+            training = ("train", "train_lora")
+            ours_timers = {k: _timer(ours_steps[k]) for k in training}
+            timed = _alternately(ours_timers, {k: _timer(twins[k]) for k in training}, repeat)
+            vs_f32 = {k: timed[f"peer_{k}"] / timed[f"ours_{k}"] for k in training}  # tok/s ratio
     ours["sample_tok_s"] = batch * new / best["ours_sample"]
     ours["train_tok_s"] = batch * seq / best["ours_train"]
     ours["train_lora_tok_s"] = batch * seq / best["ours_train_lora"]
