@@ -23,8 +23,11 @@ on bfloat16 operands accumulated in float32, for GPUs; weights, norms and softma
 Sampling (:func:`generate_rows`, :func:`generate`) runs a batched prefill of many prompts and the
 whole decode loop under one ``jax.jit`` with a KV cache, each row at its own position with its own key
 and options; prompt length, batch, cache and stop-sequence shapes are bucketed to powers of two, so
-repeated calls do not retrace. Sampled-token logprobs are the model's own (temperature 1, before
-top-k / top-p), so they equal :func:`token_logprobs` over the same tokens.
+repeated calls do not retrace. Rows of one prompt (a group's samples) share its prefill, the prefill
+computes the output layer at each prompt's last position only, and each token is drawn by inverse CDF
+from one uniform a row (:func:`_inverse_cdf`; Gumbel-max would take a uniform for every id).
+Sampled-token logprobs are the model's own (temperature 1, before top-k / top-p), so they equal
+:func:`token_logprobs` over the same tokens.
 
 A checkpoint's embedding may have more rows than its tokenizer has ids (Qwen3: 151936 rows, 151669
 ids): ``tokenizer_vocab`` then names the ids the tokenizer knows, and the sampler never draws a row past
@@ -40,7 +43,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
@@ -557,8 +560,14 @@ def _causal_attend(q: jax.Array, k: jax.Array, v: jax.Array, block: int, dtype: 
 
 
 def _run_layers(
-    cfg: ModelConfig, params: Params, tokens_B_T: jax.Array, lora: Params | None = None
+    cfg: ModelConfig,
+    params: Params,
+    tokens_B_T: jax.Array,
+    lora: Params | None = None,
+    last_B: jax.Array | None = None,
 ) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
+    """(logits [B, T, V], or [B, 1, V] at position ``last_B[b]`` of each row when given; every layer's
+    keys and values [L, B, T, H_kv, dh])."""
     b, t = tokens_B_T.shape
     positions = jnp.arange(t)
     keep, block = _layout(b, t)
@@ -574,6 +583,8 @@ def _run_layers(
         layers = {**layers, "lora": {name: ab for name, ab in lora.items() if name != "lm_head"}}
     x = params["embed"][tokens_B_T]
     x, (k, v) = jax.lax.scan(_with_kept(layer, keep), x, layers)
+    if last_B is not None:  # the output layer, a third of a small model's weights, at one position a row
+        x = x[jnp.arange(b), last_B][:, None]
     top = {"w": unembedding(params), "lora": {"w": lora["lm_head"]} if "lm_head" in lora else {}}
     logits: jax.Array = _lin(_rms_norm(x, params["final_norm"], cfg.norm_eps), top, "w", cfg.compute_dtype)
     return logits, (k, v)
@@ -767,9 +778,50 @@ def _choose(
     # no row asks for top-k or top-p (a row with top_k <= 0 and top_p >= 1 is never filtered).
     filtering = jnp.any(top_k_B > 0) | jnp.any(top_p_B < 1)
     scaled = jax.lax.cond(filtering, _top_k_top_p, lambda s, p, k: s, scaled, top_p_B, top_k_B)
-    sampled = jax.vmap(jax.random.categorical)(keys_B, scaled)
-    token = jnp.where(temperature_B <= 0, jnp.argmax(logits_B_V, axis=-1), sampled).astype(jnp.int32)
+    sampled = _inverse_cdf(1.0 - jax.vmap(jax.random.uniform)(keys_B), scaled)  # u in (0, 1]
+    greedy = temperature_B <= 0  # the argmax, a pass over [B, V], only in a batch that has such a row
+    best = jax.lax.cond(
+        jnp.any(greedy),
+        lambda x: jnp.argmax(x, axis=-1),
+        lambda x: jnp.zeros(x.shape[0], jnp.int32),
+        logits_B_V,
+    )
+    token = jnp.where(greedy, best, sampled).astype(jnp.int32)
     return token, jnp.take_along_axis(logp, token[:, None], axis=-1)[:, 0]
+
+
+_DRAW_BLOCK = 128  # ids a block of the two-level inverse CDF holds
+
+
+def _inverse_cdf(u_B: jax.Array, logits_B_V: jax.Array) -> jax.Array:
+    """int32 [B]: row b's id at quantile ``u_B[b]`` ∈ (0, 1] of softmax(``logits_B_V[b]``).
+
+    With e_j = exp(l_j − max l) (an id at −∞ has e_j = 0), the first j with Σ_{i≤j} e_i ≥ u · Σ_i e_i,
+    found in two levels: the block of ``_DRAW_BLOCK`` ids by the running sum of block sums, then the id
+    by the running sum inside that block, so no float32 running sum holds more than
+    max(⌈V / ``_DRAW_BLOCK``⌉, ``_DRAW_BLOCK``) terms. An id with e_j = 0 is never returned. With u
+    uniform on (0, 1] this draws from the softmax: one uniform a row, where Gumbel-max
+    (``jax.random.categorical``) takes V (at V = 8192 and 64 rows, a quarter of a CPU decode step).
+    """
+    b, v = logits_B_V.shape
+    blocks = -(-v // _DRAW_BLOCK)
+    x = logits_B_V.astype(jnp.float32)
+    e = jnp.exp(x - jnp.max(x, axis=-1, keepdims=True))
+    e_B_K_W = jnp.pad(e, ((0, 0), (0, blocks * _DRAW_BLOCK - v))).reshape(b, blocks, _DRAW_BLOCK)
+    upto_B_K = jnp.cumsum(e_B_K_W.sum(-1), axis=-1)  # the mass of blocks 0 … k
+    # u ≤ 1, so the target is at most the total: some block reaches it. It is kept at least the smallest
+    # normal float32, so that no running sum at 0 (ids without mass) reaches it where XLA flushes
+    # subnormals to 0 (as it does on CPU).
+    floor = float(np.finfo(np.float32).tiny)
+    target_B = jnp.maximum(u_B * upto_B_K[:, -1], floor)
+    block_B = jnp.sum(upto_B_K < target_B[:, None], axis=-1)
+    before_B = jnp.take_along_axis(jnp.pad(upto_B_K, ((0, 0), (1, 0))), block_B[:, None], -1)[:, 0]
+    inside_B_W = jnp.take_along_axis(e_B_K_W, block_B[:, None, None], 1)[:, 0]
+    rest_B = jnp.maximum(target_B - before_B, floor)
+    within_B = jnp.sum(jnp.cumsum(inside_B_W, axis=-1) < rest_B[:, None], axis=-1)
+    # rounding can leave the block's own running sum short of what remains: then its last id with mass
+    last_B = jnp.max(jnp.where(inside_B_W > 0, jnp.arange(_DRAW_BLOCK), 0), axis=-1)
+    return (block_B * _DRAW_BLOCK + jnp.minimum(within_B, last_B)).astype(jnp.int32)
 
 
 def _top_k_top_p(scaled_B_V: jax.Array, top_p_B: jax.Array, top_k_B: jax.Array) -> jax.Array:
@@ -788,8 +840,16 @@ def _top_k_top_p(scaled_B_V: jax.Array, top_p_B: jax.Array, top_k_B: jax.Array) 
     return jnp.where(scaled < cutoff, -jnp.inf, scaled)
 
 
+_SHARED_PREFILL_AT_MOST = 0.5
+"""Rows of one prompt share its prefill when the distinct prompts (bucketed) are at most this share of the
+rows: a shared prefill is its own compiled program, which should at least halve the prefill's work. Tests
+set 0 (never shared) and 1 (shared whenever it fits) to compare the two."""
+
+
 class _RowArrays(NamedTuple):
-    prompts_B_P: jax.Array  # int32, right-padded
+    prompts_U_P: jax.Array  # int32, right-padded: the prompts prefilled (one a row, or each distinct one)
+    prompt_lengths_U: jax.Array  # int32 their lengths
+    source_B: jax.Array  # int32: the prompt row each row continues
     lengths_B: jax.Array  # int32 prompt lengths
     keys_B: jax.Array  # PRNG keys
     max_tokens_B: jax.Array  # int32; 0 for padding rows
@@ -803,53 +863,60 @@ class _RowArrays(NamedTuple):
 
 @partial(jax.jit, static_argnames=("cfg", "max_new"))
 def _generate(params: Params, rows: _RowArrays, *, cfg: ModelConfig, max_new: int) -> GenerateResult:
-    """Prefill of every row's prompt, then a decode loop with a per-row KV cache position."""
-    batch, p_b = rows.prompts_B_P.shape
+    """Prefill of the prompts, then a decode loop with a per-row KV cache position."""
+    batch = rows.lengths_B.shape[0]
+    n_prompts, p_b = rows.prompts_U_P.shape
     cache_len = p_b + max_new
-    logits, (k_pre, v_pre) = _run_layers(cfg, params, rows.prompts_B_P)  # k_pre [L, B, P, H, dh]
+    # k_pre [L, U, P, H, dh]; the logits of each prompt's last position only
+    logits, (k_pre, v_pre) = _run_layers(cfg, params, rows.prompts_U_P, last_B=rows.prompt_lengths_U - 1)
+    if n_prompts != batch:  # rows that share a prompt share its prefill
+        logits, k_pre, v_pre = logits[rows.source_B], k_pre[:, rows.source_B], v_pre[:, rows.source_B]
     # heads before positions: each step's attention reads the cache as it lies (no transpose of it)
     # under bfloat16 the cache holds what every product reads: keys and values rounded to bfloat16
-    shape = (cfg.num_layers, batch, cfg.kv_heads, cache_len, cfg.head_dim)
     dt = cfg.compute_dtype
     cache_dtype = jnp.bfloat16 if dt == "bfloat16" else k_pre.dtype
 
-    def cache(pre: jax.Array) -> jax.Array:
-        return (
-            jnp.zeros(shape, cache_dtype)
-            .at[:, :, :, :p_b]
-            .set(pre.transpose(0, 1, 3, 2, 4).astype(cache_dtype))
-        )
+    def cache(pre: jax.Array) -> tuple[jax.Array, ...]:
+        """One [B, H_kv, S, dh] cache a layer: slicing a stacked [L, …] one copied it every step."""
+        empty = jnp.zeros((batch, cfg.kv_heads, cache_len, cfg.head_dim), cache_dtype)
+        heads_first = pre.transpose(0, 1, 3, 2, 4).astype(cache_dtype)
+        return tuple(empty.at[:, :, :p_b].set(heads_first[layer]) for layer in range(cfg.num_layers))
 
     k_cache, v_cache = cache(k_pre), cache(v_pre)
     row = jnp.arange(batch)
-    first = logits[row, rows.lengths_B - 1]
+    first = logits[:, 0]
     n_stop_tokens = rows.stops_B_S_L.shape[-1]
-    layers = params["layers"]
+    # each layer's weights sliced once, before the loop (a slice inside it is copied every step)
+    per_layer = [{name: w[layer] for name, w in params["layers"].items()} for layer in range(cfg.num_layers)]
     freqs = rope_frequencies(cfg)
     group = cfg.num_heads // cfg.kv_heads
 
-    def decode(token_B: jax.Array, pos_B: jax.Array, kc: jax.Array, vc: jax.Array) -> tuple[jax.Array, ...]:
+    def decode(
+        token_B: jax.Array, pos_B: jax.Array, kc: tuple[jax.Array, ...], vc: tuple[jax.Array, ...]
+    ) -> tuple[Any, ...]:
         allowed = jnp.arange(cache_len)[None, :] <= pos_B[:, None]  # [B, S]
         x = params["embed"][token_B][:, None]
-        for layer in range(cfg.num_layers):  # unrolled: the cache is updated in place, row by row
-            lp = {name: w[layer] for name, w in layers.items()}
+        new_k, new_v = [], []
+        for lp, k_c, v_c in zip(per_layer, kc, vc, strict=True):  # unrolled: caches updated in place
             q, k, v = _project(cfg, x, lp)
             q, k = _rope_rows(q, pos_B, freqs), _rope_rows(k, pos_B, freqs)
-            kc = kc.at[layer, row, :, pos_B].set(k[:, 0].astype(cache_dtype))
-            vc = vc.at[layer, row, :, pos_B].set(v[:, 0].astype(cache_dtype))
+            k_c = k_c.at[row, :, pos_B].set(k[:, 0].astype(cache_dtype))
+            v_c = v_c.at[row, :, pos_B].set(v[:, 0].astype(cache_dtype))
+            new_k.append(k_c)
+            new_v.append(v_c)
             if group == 1:
-                scores = _einsum("bhd,bhsd->bhs", q[:, 0], kc[layer], dt) * (cfg.head_dim**-0.5)
+                scores = _einsum("bhd,bhsd->bhs", q[:, 0], k_c, dt) * (cfg.head_dim**-0.5)
                 scores = jnp.where(allowed[:, None, :], scores, -1e30)
-                out = _einsum("bhs,bhsd->bhd", jax.nn.softmax(scores, axis=-1), vc[layer], dt)
+                out = _einsum("bhs,bhsd->bhd", jax.nn.softmax(scores, axis=-1), v_c, dt)
             else:  # query head j reads key/value head j // group
                 grouped = q[:, 0].reshape(batch, cfg.kv_heads, group, cfg.head_dim)
-                scores = _einsum("bkgd,bksd->bkgs", grouped, kc[layer], dt) * (cfg.head_dim**-0.5)
+                scores = _einsum("bkgd,bksd->bkgs", grouped, k_c, dt) * (cfg.head_dim**-0.5)
                 scores = jnp.where(allowed[:, None, None, :], scores, -1e30)
-                out = _einsum("bkgs,bksd->bkgd", jax.nn.softmax(scores, axis=-1), vc[layer], dt)
+                out = _einsum("bkgs,bksd->bkgd", jax.nn.softmax(scores, axis=-1), v_c, dt)
             x = x + _mm(out.reshape(batch, 1, -1), lp["wo"], dt)
             x = _mlp(cfg, x, lp)
         logits = _mm(_rms_norm(x, params["final_norm"], cfg.norm_eps), unembedding(params), dt)
-        return logits[:, 0], kc, vc
+        return logits[:, 0], tuple(new_k), tuple(new_v)
 
     def cond(state: tuple[Any, ...]) -> jax.Array:
         i, done = state[0], state[5]
@@ -925,9 +992,11 @@ def generate_rows(
 ) -> GenerateResult:
     """Samples every row of ``rows`` in one batched prefill and decode loop (one ``jax.jit`` call).
 
-    Rows may differ in prompt, key, length and options. Shapes are bucketed (rows ≥ ``min_batch`` and
-    the prompt ≥ 16 by :func:`bucket_fine`; new tokens ≥ 8 and stop sequences to powers of two), so
-    calls do not retrace. Row b is the same as sampling it alone: token i is drawn with
+    Rows may differ in prompt, key, length and options. Rows with the same prompt share one prefill
+    when the distinct prompts, bucketed to a power of two, are at most half the rows (group sampling:
+    ``num_samples`` rows of one prompt prefill it once). Shapes are bucketed (rows ≥ ``min_batch`` and
+    the prompt ≥ 16 by :func:`bucket_fine`; new tokens ≥ 8, stop sequences and shared prompts to powers
+    of two), so calls do not retrace. Row b is the same as sampling it alone: token i is drawn with
     ``fold_in(rows[b].key, i)``, and no value of another row enters its computation (up to float
     rounding of differently shaped matmuls).
 
@@ -960,7 +1029,19 @@ def generate_rows(
     batch = bucket_fine(len(rows), minimum=min_batch)
     p_b = bucket_fine(max(len(r.prompt) for r in rows), minimum=16)
     max_tokens = [min(r.max_tokens, cfg.max_seq_len - len(r.prompt)) for r in rows]
-    prompts = np.zeros((batch, p_b), np.int32)
+    firsts: dict[tuple[int, ...], int] = {}  # each distinct prompt, numbered as first met
+    source = [firsts.setdefault(tuple(r.prompt), len(firsts)) for r in rows]
+    if bucket(len(firsts)) <= batch * _SHARED_PREFILL_AT_MOST:  # shared prefills
+        distinct: list[Sequence[int]] = list(firsts)
+        source += [0] * (batch - len(rows))
+        prompts = np.zeros((bucket(len(firsts)), p_b), np.int32)
+    else:
+        distinct, source = [r.prompt for r in rows], list(range(batch))
+        prompts = np.zeros((batch, p_b), np.int32)
+    prompt_lengths = np.ones((len(prompts),), np.int32)
+    for u, prompt in enumerate(distinct):
+        prompts[u, : len(prompt)] = prompt
+        prompt_lengths[u] = len(prompt)
     lengths = np.ones((batch,), np.int32)
     budget = np.zeros((batch,), np.int32)
     temperature = np.ones((batch,), np.float32)
@@ -970,7 +1051,6 @@ def generate_rows(
     valid = np.zeros((batch, n_stops, width), bool)
     lens = np.zeros((batch, n_stops), np.int32)
     for b, r in enumerate(rows):
-        prompts[b, : len(r.prompt)] = r.prompt
         lengths[b], budget[b] = len(r.prompt), max_tokens[b]
         # top_k beyond the vocabulary keeps every token, as -1 does (and fits int32)
         temperature[b], top_p[b] = r.temperature, r.top_p
@@ -982,6 +1062,8 @@ def generate_rows(
     keys = jnp.stack([r.key for r in rows] + [rows[0].key] * (batch - len(rows)))
     arrays = _RowArrays(
         jnp.asarray(prompts),
+        jnp.asarray(prompt_lengths),
+        jnp.asarray(np.asarray(source, np.int32)),
         jnp.asarray(lengths),
         keys,
         jnp.asarray(budget),
