@@ -99,7 +99,7 @@ def test_every_flag_says_what_it_sets_and_its_defaults(capsys: pytest.CaptureFix
         main(["train", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "--steps STEPS the run's optimizer steps in all, warm start included: RL takes the steps" in text
-    assert "(default 130 on the local service, 10 on Tinker)" in text  # 110 warm-start and 20 RL steps
+    assert "(default 170 on the local service, 10 on Tinker)" in text  # 150 warm-start and 20 RL steps
     assert "--seed SEED seeds the dataset order and sampling. (default 0)" in text
     from adapters.cli.train import _FLAGS
 
@@ -189,7 +189,7 @@ def test_local_runs_get_the_local_preset_under_file_and_flags(
     plain = config("--out", str(tmp_path / "a"))
     assert {k: getattr(plain, k) for k in cli_train.LOCAL_PRESET} == cli_train.LOCAL_PRESET
     preset_dataset = cli_train.LOCAL_PRESET["dataset"]
-    assert config("--steps", "113").steps == 3 and config("--steps", "113").dataset == preset_dataset
+    assert config("--steps", "153").steps == 3 and config("--steps", "153").dataset == preset_dataset
     toml = tmp_path / "c.toml"
     toml.write_text("batch_size = 5\n")
     from_file = config("--config", str(toml), "--max-tokens", "7")
@@ -223,14 +223,14 @@ def test_steps_counts_every_optimizer_step_and_zero_or_fewer_than_the_warm_start
     monkeypatch.delenv("TINKER_API_KEY", raising=False)
     refused = {
         ("--steps", "0"): "--steps 0 trains nothing: pass --steps N >= 1, the run's optimizer steps (its "
-        "warm start takes 110 of them)",
+        "warm start takes 150 of them)",
         ("--steps", "2"): "--steps 2 counts every optimizer step of the run, warm start included, and the "
-        "warm start alone takes 110 (warm_start_steps): pass --steps 112 for 2 RL steps after it, or "
+        "warm start alone takes 150 (warm_start_steps): pass --steps 152 for 2 RL steps after it, or "
         "--warm-start-steps K with K <= 2",
         ("--steps", "0", "--warm-start-steps", "0"): "--steps 0 trains nothing: pass --steps N >= 1, the "
         "run's optimizer steps\n",
     }
-    for flags, message in refused.items():  # the local preset: a 110-step warm start
+    for flags, message in refused.items():  # the local preset: a 150-step warm start
         assert main(["train", "--model", "tiny", *flags, "--out", str(tmp_path / "no")]) == 2
         assert f"debate-kernel train: {message}" in capsys.readouterr().err
     toml = tmp_path / "zero.toml"

@@ -66,7 +66,7 @@ LOCAL_PRESET: dict[str, Any] = {
     "eval_split": 0.25,
     "observation": "compact",
     "history_rounds": 1,
-    "warm_start_steps": 110,
+    "warm_start_steps": 150,
     "warm_start_answers": "reference",
     "warm_start_learning_rate": 1e-2,
     "warm_start_lr_decay": 0.1,
@@ -80,7 +80,7 @@ LOCAL_PRESET: dict[str, Any] = {
     "negative_advantages": "zero",
     "correctness_weight": 2.0,
     "eval_every": 0,
-    "eval_questions": 32,
+    "eval_questions": 48,
     "eval_repeats": 1,
     "save_every": 0,
     "max_tokens": 256,
@@ -89,19 +89,19 @@ LOCAL_PRESET: dict[str, Any] = {
 cores from a cold compilation cache: the tiny model trained in full (its weights start random, and LoRA alone
 learns the format slowly); the shipped ``sign`` set ("Is -395 positive or negative?", 400 questions, half of
 each answer) with a quarter held out (``eval_split``: 300 train, 100 never trained on, of which evaluations
-play the first 32, 16 of each answer: chance and the majority-answer baseline 0.5); the compact observation (a
-prompt of a few hundred bytes); a warm start of 110 steps on well-formed turns carrying the reference answers,
-which teaches the format and most of the rule (held-out ``eval/correct`` 0.74 ± 0.04 on 48 questions where RL
-starts; 150 steps reach 0.92 and cost about a minute more); RL with four debates per question, a correctness
-reward, the advantage on the ``<solution>`` tokens only and negative advantages set to 0, at 2e-4, for 20
-steps; evaluated where RL starts and at the end only (``eval_every = 0``), 96 debates each (32 held-out
-questions, the policy in each of the 3 roles once), with ``eval/correct_se``, the standard error by question
-(≈ 0.05 here). What RL adds is not measurable: from this warm start 30 RL steps gave 0.74 ± 0.04 → 0.76 ± 0.04
-(solution credit, 2e-4), 0.77 → 0.74 ± 0.04 (5e-4), and with whole-turn credit 0.77 → 0.53 ± 0.04 (the format
-decayed, ``eval/parse_ok`` 0.92 → 0.69); from the 150-step warm start 0.92 → 0.93 at 2e-4, and at 1e-3 the
-byte format broke (0.92 → 0.48). The held-out rise is the supervised warm start's. Measured (``python -m
-benchmarks learning``, JAX's compilation cache empty, the shared 2-core machine): see docs/training.md, "The
-local service: the default run".
+play the first 48, 24 of each answer: chance and the majority-answer baseline 0.5); the compact observation (a
+prompt of a few hundred bytes); a warm start of 150 steps on well-formed turns carrying the reference answers,
+which teaches the format and the rule (held-out ``eval/correct`` 0.84 ± 0.04 where RL starts; 110 steps gave
+0.66-0.76 ± 0.05, about 30 s sooner); RL with four debates per question, a correctness reward, the advantage
+on the ``<solution>`` tokens only and negative advantages set to 0, at 2e-4, for 20 steps; evaluated where
+RL starts and at the end only (``eval_every = 0``), 144 debates each (48 held-out questions, the policy in
+each of the 3 roles once), with ``eval/correct_se``, the standard error by question (≈ 0.035 here). What RL
+adds is not measurable: 0.84 → 0.85 ± 0.03 in this run; from a 110-step warm start 30 RL steps gave 0.74 ±
+0.04 → 0.76 ± 0.04 (solution credit, 2e-4), 0.77 → 0.74 ± 0.04 (5e-4), and with whole-turn credit 0.77 → 0.53
+± 0.04 (the format decayed, ``eval/parse_ok`` 0.92 → 0.69); from a 150-step warm start 0.92 → 0.93 at 2e-4,
+and at 1e-3 the byte format broke (0.92 → 0.48). The held-out rise is the supervised warm start's. Measured
+(``python -m benchmarks learning``, JAX's compilation cache empty, the shared 2-core machine): see
+docs/training.md, "The local service: the default run".
 ``max_tokens``: a well-formed short turn of this set is 171 to 187 bytes (agents 0 to 2; the later ones
 list comparisons), and a turn cut before its closing tags fails to parse."""
 
