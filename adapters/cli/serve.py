@@ -143,12 +143,17 @@ def _quiet_stop_signals() -> Iterator[None]:
 
 def run(args: argparse.Namespace) -> int:
     """Serves until SIGINT or SIGTERM; 0 then, 2 for an unknown model or an address that cannot be bound."""
+    from adapters.cli._models import served_locally, unserved
+    from adapters.serve import FAKE
+
+    if args.model != FAKE and not served_locally(args.model):  # before JAX's import: a typo, at once
+        print(f"debate-kernel serve: {unserved(args.model)}, or {FAKE!r} (the in-repo fake)", file=sys.stderr)
+        return 2
     import socket
 
     import uvicorn
 
     from adapters.serve.app import create_app
-    from adapters.serve.engine import FAKE
     from adapters.serve.faults import FaultMiddleware, FaultPlan, parse_fault
     from adapters.serve.misbehave import MisbehavingCore, parse_misbehaviour
     from adapters.serve.state import ServeCore

@@ -43,12 +43,12 @@ from pathlib import Path
 from typing import Any, Final
 
 from adapters._gc import fewer_gc_passes
+from adapters.cli._models import LOCAL_MODELS, is_checkpoint_dir, served_locally, unserved
 from adapters.cli._progress import TrainProgress, evaluation_debates
 from adapters.tinker.memory import one_malloc_arena
 from adapters.training.checkpoint import RUN_FILE, CheckpointError, check_new_run_dir, read_run
 from adapters.training.config import DTYPES, TrainConfig, key_help, load_config
 from adapters.training.dataset import DatasetError
-from kernel.checks import did_you_mean
 
 __all__ = ["EXIT_NOTHING_TO_TRAIN", "EXIT_SERVICE", "LOCAL_MODELS", "add_parser", "run"]
 
@@ -56,8 +56,6 @@ RENDERERS = ("auto", "byte", "chat")
 """``--renderer`` choices, the values of the config key ``renderer``
 (:func:`adapters.tinker.renderers.choose_renderer`)."""
 
-LOCAL_MODELS = ("tiny", "small", "base")
-"""Model names served by the local service (anything else with TINKER_API_KEY goes to Tinker)."""
 
 LOCAL_PRESET: dict[str, Any] = {
     "model": "tiny",
@@ -264,7 +262,7 @@ STEPS_HELP: Final = (
 
 def _config(args: argparse.Namespace) -> TrainConfig:
     config = _plain_config(args)
-    if not args.resume and _is_local(args.service, config) and not _checkpoint(config.model):
+    if not args.resume and _is_local(args.service, config) and not is_checkpoint_dir(config.model):
         # the local preset (sized for the built-in models) sits under the config file and the flags
         config = _plain_config(args, base=TrainConfig.from_mapping(LOCAL_PRESET))
     if args.steps is not None:
@@ -310,15 +308,10 @@ def _rl_steps(total: int, warm_start_steps: int) -> int:
     return total - warm_start_steps
 
 
-def _checkpoint(model: str) -> bool:
-    """Whether ``model`` is a directory with a ``config.json`` (a Hugging Face checkpoint)."""
-    return (Path(model) / "config.json").is_file()
-
-
 def _is_local(kind: str, config: TrainConfig) -> bool:
     if kind in ("fake", "tinker"):
         return False
-    local_model = config.model in LOCAL_MODELS or _checkpoint(config.model)
+    local_model = config.model in LOCAL_MODELS or is_checkpoint_dir(config.model)
     return kind == "local" or not os.environ.get("TINKER_API_KEY") or local_model
 
 
@@ -379,7 +372,7 @@ def _service(kind: str, config: TrainConfig, stack: contextlib.ExitStack) -> tup
 
     Also the session the contract check runs in: through the SDK a session of its own, closed after the
     check (:func:`_own_session`); the in-process services the run's client itself."""
-    local_model = config.model in LOCAL_MODELS or _checkpoint(config.model)
+    local_model = config.model in LOCAL_MODELS or is_checkpoint_dir(config.model)
     tinker_run = kind == "tinker" or (kind == "auto" and os.environ.get("TINKER_API_KEY") and not local_model)
     if config.dtype != "float32" and (kind == "fake" or tinker_run):
         raise ValueError(
@@ -395,6 +388,11 @@ def _service(kind: str, config: TrainConfig, stack: contextlib.ExitStack) -> tup
         import tinker
 
         return _closed_at_exit(tinker.ServiceClient(), stack), _own_session(tinker.ServiceClient)
+    if not served_locally(config.model):  # before JAX's import: a typo is refused at once
+        key = os.environ.get("TINKER_API_KEY")
+        raise ValueError(
+            unserved(config.model) + ("" if key else " (a Tinker base model needs TINKER_API_KEY set)")
+        )
     try:
         local = importlib.import_module("adapters.local")
     except ImportError:
@@ -403,15 +401,6 @@ def _service(kind: str, config: TrainConfig, stack: contextlib.ExitStack) -> tup
             "pass --model NAME of a Tinker base model to train on Tinker"
         ) from None
     model = config.model
-    if not local.serves(model):
-        tinker_hint = " (a Tinker base model needs TINKER_API_KEY set)"
-        if os.environ.get("TINKER_API_KEY"):
-            tinker_hint = ""
-        raise ValueError(
-            f"model {model!r}{did_you_mean(model, LOCAL_MODELS)} is not served by the local service, which "
-            f"runs {', '.join(LOCAL_MODELS)}, the path of an existing .safetensors file or of a Hugging Face "
-            f"checkpoint directory{tinker_hint}"
-        )
     if kind != "inprocess":
         _check_local_model(local, model)  # a file the server cannot use is a clear error here, exit 2
         import tinker
@@ -499,7 +488,7 @@ def _renderer(kind: str, service: Any, config: TrainConfig) -> Any:
     from adapters.tinker.renderers import choose_renderer, load_tokenizer
     from adapters.tokenizers import ByteTokenizer
 
-    if _checkpoint(config.model) and not isinstance(service, tinker.ServiceClient):
+    if is_checkpoint_dir(config.model) and not isinstance(service, tinker.ServiceClient):
         tokenizer: Any = load_tokenizer(config.model)  # a checkpoint on the local service: its own
     elif not isinstance(service, tinker.ServiceClient):  # the local models, the fake: the byte tokenizer
         tokenizer = ByteTokenizer()

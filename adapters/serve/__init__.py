@@ -10,4 +10,8 @@ byte tokenizer in Hugging Face's format, for the SDK's ``get_tokenizer()``.
 
 from __future__ import annotations
 
-__all__: list[str] = []
+__all__ = ["FAKE"]
+
+FAKE = "fake"
+"""The model name that selects the fake engine (:mod:`adapters.serve.engine`); here, where checking a
+``--model`` imports neither the SDK nor JAX."""

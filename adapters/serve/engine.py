@@ -28,13 +28,12 @@ from tinker import types
 
 from adapters._atomic import atomic_write
 from adapters.futures import AwaitableFuture, CompletedFuture, completed, failed
+from adapters.serve import FAKE
 from adapters.tinker.fake import FakeServiceClient, FakeTrainingClient, forward_backward, load_state_file
 from adapters.tokenizers import ByteTokenizer
 
 __all__ = ["FAKE", "Done", "Engine", "EngineSampler", "EngineService", "EngineTrainer", "engine"]
 
-FAKE = "fake"
-"""The model name that selects the fake engine."""
 
 FAKE_CONTEXT = 1 << 16
 """The context length the fake engine reports (it has no limit of its own)."""
