@@ -1,6 +1,6 @@
-"""``train`` and ``serve`` tell a model the local service runs without importing JAX: the rule agrees with
-the service's own (:func:`adapters.local.serves`), and a mistyped ``serve --model`` is refused, with the
-nearest name, before JAX or the SDK is imported."""
+"""``train`` and ``serve`` tell a model the local service runs without importing JAX
+(:mod:`adapters.local_models`, the service's own rule), and a mistyped ``serve --model`` is refused, with
+the nearest name, before JAX or the SDK is imported."""
 
 from __future__ import annotations
 
@@ -10,13 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from adapters.cli._models import LOCAL_MODELS, served_locally
+from adapters.local_models import LOCAL_MODELS, served_locally
 
 jax = pytest.importorskip("jax")
 
 
-def test_the_names_and_paths_agree_with_the_service(tmp_path: Path) -> None:
-    from adapters.local import SIZES, serves
+def test_the_names_and_paths_the_local_service_runs(tmp_path: Path) -> None:
+    """The sizes the model builds, an existing weights file and a checkpoint directory; not a typo, a hub
+    name, the fake, a missing file, a directory named like a weights file or one without config.json.
+    ``adapters.local.serves`` and ``hf.is_checkpoint`` are this rule."""
+    from adapters.local import SIZES, hf, serves
 
     assert sorted(LOCAL_MODELS) == sorted(SIZES)
     weights = tmp_path / "w.safetensors"
@@ -26,22 +29,22 @@ def test_the_names_and_paths_agree_with_the_service(tmp_path: Path) -> None:
     (checkpoint / "config.json").write_text("{}")
     (tmp_path / "empty").mkdir()
     (tmp_path / "dir.safetensors").mkdir()
-    candidates = [
-        *LOCAL_MODELS,
-        "tinyy",
-        "TINY",
-        "",
-        "fake",
-        "Qwen/Qwen3-8B",
-        str(weights),
-        str(tmp_path / "missing.safetensors"),
-        str(tmp_path / "dir.safetensors"),
-        str(checkpoint),
-        str(tmp_path / "empty"),
-    ]
-    got = {name: served_locally(name) for name in candidates}
-    assert got == {name: serves(name) for name in candidates}
-    assert sum(got.values()) == len(LOCAL_MODELS) + 2  # the sizes, the weights file and the checkpoint
+    expected = {
+        **{name: True for name in LOCAL_MODELS},
+        str(weights): True,
+        str(checkpoint): True,
+        "tinyy": False,
+        "TINY": False,
+        "": False,
+        "fake": False,
+        "Qwen/Qwen3-8B": False,
+        str(tmp_path / "missing.safetensors"): False,
+        str(tmp_path / "dir.safetensors"): False,
+        str(tmp_path / "empty"): False,
+    }
+    assert {name: served_locally(name) for name in expected} == expected
+    assert {name: serves(name) for name in expected} == expected
+    assert hf.is_checkpoint(checkpoint) and not hf.is_checkpoint(tmp_path / "empty")
 
 
 def test_a_mistyped_serve_model_is_refused_before_jax_and_the_sdk_are_imported() -> None:

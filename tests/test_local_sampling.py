@@ -119,6 +119,19 @@ _PARAMS = m.init_params(_TINY, jax.random.key(0))
 _POOL = [[5, 9, 17], list(range(40, 52)), [7], [200, 3, 3, 9, 100]]
 
 
+def _count_prefilled_rows(patch: pytest.MonkeyPatch) -> list[int]:
+    """The rows each later ``_generate`` call prefills, appended as calls are made."""
+    prefilled: list[int] = []
+    generate = m._generate
+
+    def spy(params: object, arrays: m._RowArrays, **kw: object) -> m.GenerateResult:
+        prefilled.append(int(arrays.prompts_U_P.shape[0]))
+        return generate(params, arrays, **kw)
+
+    patch.setattr(m, "_generate", spy)
+    return prefilled
+
+
 @given(which=st.lists(st.integers(0, 3), min_size=8, max_size=8), seed=st.integers(0, 2**31 - 1))
 def test_a_shared_prefill_samples_what_one_prefill_a_row_does(which: list[int], seed: int) -> None:
     """8 rows drawn from a pool of 4 prompts (1–4 distinct), some greedy: with every prompt prefilled once
@@ -129,15 +142,8 @@ def test_a_shared_prefill_samples_what_one_prefill_a_row_does(which: list[int], 
         m.SampleRow(_POOL[w], jax.random.fold_in(key, b), 6, temperature=0.0 if b % 3 == 0 else 1.0)
         for b, w in enumerate(which)
     ]
-    prefilled: list[int] = []
-    generate = m._generate
-
-    def spy(params: object, arrays: m._RowArrays, **kw: object) -> m.GenerateResult:
-        prefilled.append(int(arrays.prompts_U_P.shape[0]))
-        return generate(params, arrays, **kw)
-
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(m, "_generate", spy)
+        prefilled = _count_prefilled_rows(patch)
         patch.setattr(m, "_SHARED_PREFILL_AT_MOST", 1.0)
         shared = m.generate_rows(_TINY, _PARAMS, rows)
         patch.setattr(m, "_SHARED_PREFILL_AT_MOST", 0.0)
@@ -151,14 +157,7 @@ def test_a_shared_prefill_samples_what_one_prefill_a_row_does(which: list[int], 
 def test_group_sampling_prefills_its_prompt_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """``generate``'s ``num_samples`` rows of one prompt, and a batch of two prompts × 4 rows, share their
     prefills under the default threshold; 3 distinct prompts in 4 rows do not (4 ≤ 4 · ½ fails)."""
-    prefilled: list[int] = []
-    generate = m._generate
-
-    def spy(params: object, arrays: m._RowArrays, **kw: object) -> m.GenerateResult:
-        prefilled.append(int(arrays.prompts_U_P.shape[0]))
-        return generate(params, arrays, **kw)
-
-    monkeypatch.setattr(m, "_generate", spy)
+    prefilled = _count_prefilled_rows(monkeypatch)
     m.generate(_TINY, _PARAMS, [1, 2, 3], num_samples=8, max_tokens=4, key=jax.random.key(0))
     two = [m.SampleRow(_POOL[b % 2], jax.random.key(b), 4) for b in range(8)]
     m.generate_rows(_TINY, _PARAMS, two)

@@ -143,7 +143,7 @@ def _quiet_stop_signals() -> Iterator[None]:
 
 def run(args: argparse.Namespace) -> int:
     """Serves until SIGINT or SIGTERM; 0 then, 2 for an unknown model or an address that cannot be bound."""
-    from adapters.cli._models import served_locally, unserved
+    from adapters.local_models import served_locally, unserved
     from adapters.serve import FAKE
 
     if args.model != FAKE and not served_locally(args.model):  # before JAX's import: a typo, at once

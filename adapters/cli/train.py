@@ -43,8 +43,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from adapters._gc import fewer_gc_passes
-from adapters.cli._models import LOCAL_MODELS, is_checkpoint_dir, served_locally, unserved
 from adapters.cli._progress import TrainProgress, evaluation_debates
+from adapters.local_models import LOCAL_MODELS, is_checkpoint_dir, served_locally, unserved
 from adapters.tinker.memory import one_malloc_arena
 from adapters.training.checkpoint import RUN_FILE, CheckpointError, check_new_run_dir, read_run
 from adapters.training.config import DTYPES, TrainConfig, key_help, load_config

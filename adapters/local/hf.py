@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from adapters.local import model as m
+from adapters.local_models import is_checkpoint_dir as is_checkpoint
 
 __all__ = [
     "ARCHITECTURES",
@@ -69,16 +70,6 @@ _TOKENIZER_FILES = (
     "generation_config.json",
 )
 """Files :func:`export` copies from the source checkpoint when it has them."""
-
-
-def is_checkpoint(path: str | Path) -> bool:
-    """Whether ``path`` is a directory with a ``config.json`` (a Hugging Face checkpoint, maybe unsupported).
-
-    Examples:
-        >>> is_checkpoint("tiny"), is_checkpoint("/no/such/dir")
-        (False, False)
-    """
-    return isinstance(path, str | Path) and (Path(path) / "config.json").is_file()
 
 
 def _rope(config: Mapping[str, Any], where: str) -> tuple[float, tuple[float, float, float, int] | None]:

@@ -48,6 +48,7 @@ from adapters.local import lora as lo
 from adapters.local import model as m
 from adapters.local import state as st
 from adapters.local.devices import CPU_DEVICES, split_cpu
+from adapters.local_models import served_locally
 from adapters.tinker.provenance import prompt_advantage_refusal, provenance_refusal, unrecorded_refusal
 from adapters.tokenizers import ByteTokenizer
 
@@ -78,11 +79,7 @@ def serves(base_model: str) -> bool:
         >>> serves("tiny"), serves("Qwen/Qwen3-8B")
         (True, False)
     """
-    return (
-        base_model in m.SIZES
-        or (base_model.endswith(".safetensors") and Path(base_model).is_file())
-        or hf.is_checkpoint(base_model)
-    )
+    return served_locally(base_model)  # told without JAX: train and serve check --model before importing it
 
 
 def _resolve_base(base_model: str, seed: int) -> tuple[m.ModelConfig, m.Params]:

@@ -1,8 +1,7 @@
-"""Which ``--model`` the local service runs, told without importing JAX, so that ``train`` and ``serve``
-refuse a mistyped name in the interpreter's start-up time rather than after JAX's (about 3 s).
-
-The service's own check, :func:`adapters.local.serves`, is the same rule (a test holds the two equal); it
-stays where the service is used as a library.
+"""Which models the local service runs, told without importing JAX (:mod:`adapters.local` imports it on
+first use), so that ``train`` and ``serve`` refuse a mistyped ``--model`` in the interpreter's start-up
+time rather than after JAX's (about 3 s). :func:`adapters.local.serves` and
+:func:`adapters.local.hf.is_checkpoint` are this module's rule.
 """
 
 from __future__ import annotations
@@ -18,14 +17,14 @@ LOCAL_MODELS: Final[tuple[str, ...]] = ("tiny", "small", "base")
 """The sizes the local service builds (``adapters.local.model.SIZES``)."""
 
 
-def is_checkpoint_dir(model: str) -> bool:
-    """Whether ``model`` is a directory with a ``config.json`` (a Hugging Face checkpoint, maybe unsupported).
+def is_checkpoint_dir(path: str | Path) -> bool:
+    """Whether ``path`` is a directory with a ``config.json`` (a Hugging Face checkpoint, maybe unsupported).
 
     Examples:
         >>> is_checkpoint_dir("tiny"), is_checkpoint_dir("/no/such/dir")
         (False, False)
     """
-    return (Path(model) / "config.json").is_file()
+    return isinstance(path, str | Path) and (Path(path) / "config.json").is_file()
 
 
 def served_locally(model: str) -> bool:
